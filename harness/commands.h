@@ -1,0 +1,20 @@
+#pragma once
+// Each subcommand lives in its own file and registers itself on the root CLI::App: it declares
+// its options and sets `action`, which main() runs after a successful parse. Actions return the
+// process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive).
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace ncclsmoke::harness {
+
+using Action = std::function<int()>;
+
+inline constexpr int kExitPass = 0;
+inline constexpr int kExitFail = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitDegraded = 3;
+inline constexpr int kExitInconclusive = 4;
+
+void register_store_command(CLI::App& app, Action& action);
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,28 @@
+// ncclsmoke: a multi-rank smoke test for the communication path of GPU training clusters.
+#include <iostream>
+
+#include "harness/cli_util.h"
+#include "harness/commands.h"
+#include "ncclsmoke/version.h"
+
+int main(int argc, char** argv) {
+  using namespace ncclsmoke::harness;
+  CLI::App app{
+      "ncclsmoke: rendezvous, mesh and all-reduce smoke test for GPU training clusters.\n"
+      "Exit codes: 0 pass, 1 fail, 2 usage error, 3 degraded, 4 inconclusive."};
+  app.name("ncclsmoke");
+  app.set_version_flag("--version", std::string("ncclsmoke ") + ncclsmoke::kVersion);
+  app.require_subcommand(1);
+  app.fallthrough(false);
+
+  Action action;
+  register_store_command(app, action);
+
+  if (auto code = parse_command_line(app, argc, argv)) return *code;
+  try {
+    return action ? action() : kExitUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "ncclsmoke: error: " << e.what() << "\n";
+    return kExitFail;
+  }
+}

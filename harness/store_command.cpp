@@ -1,0 +1,167 @@
+// `ncclsmoke store serve` runs a standalone TCPStore-compatible server;
+// `ncclsmoke store check` connects to one (ours or torch's) and runs a short self-check;
+// `ncclsmoke store selftest` does both in one process on loopback.
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <thread>
+
+#include "harness/commands.h"
+#include "rendezvous/tcp_client.h"
+#include "rendezvous/tcp_server.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+using namespace ncclsmoke::rendezvous;
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+struct ServeFlags {
+  std::string host;
+  int port = 29500;
+  std::size_t max_key_bytes = wire::Limits{}.max_key_bytes;
+  std::size_t max_value_bytes = wire::Limits{}.max_value_bytes;
+  double duration_s = 0;  // 0 = until SIGINT/SIGTERM
+};
+
+struct CheckFlags {
+  std::string host = "127.0.0.1";
+  int port = 29500;
+  std::string dialect = "modern";
+  double timeout_s = 10;
+};
+
+wire::Dialect parse_dialect(const std::string& s) {
+  return s == "legacy" ? wire::Dialect::legacy : wire::Dialect::modern;
+}
+
+// Runs set/get/add/check/wait/compare_set/delete/num_keys against a server and prints one line
+// per step. Returns 0 when every step gave the expected answer.
+int run_check(const std::string& host, int port, wire::Dialect dialect, double timeout_s) {
+  TcpStoreOptions opt;
+  opt.host = host;
+  opt.port = static_cast<uint16_t>(port);
+  opt.dialect = dialect;
+  auto budget = std::chrono::milliseconds(static_cast<long long>(timeout_s * 1000));
+  auto deadline = deadline_after(budget);
+  auto start = Clock::now();
+  auto store = TcpStore::connect(opt, deadline);
+  const auto& rep = store->connect_report();
+  std::cout << "connected to " << rep.peer_address << " from " << rep.local_address
+            << (rep.local_interface.empty() ? "" : " (" + rep.local_interface + ")") << " in "
+            << rep.elapsed_s << "s, dialect " << wire::to_string(dialect) << "\n";
+
+  int failures = 0;
+  auto expect = [&](const char* step, bool ok, const std::string& detail = "") {
+    std::cout << (ok ? "  ok    " : "  FAIL  ") << step << (detail.empty() ? "" : ": " + detail)
+              << "\n";
+    if (!ok) ++failures;
+  };
+  std::string key = "ncclsmoke/selfcheck/" + std::to_string(::getpid());
+  store->set(key, "v1");
+  expect("set+get", store->get(key, deadline) == "v1");
+  int64_t a = store->add(key + "/n", 2);
+  int64_t b = store->add(key + "/n", 3);
+  expect("add", a == 2 && b == 5, std::to_string(a) + ", " + std::to_string(b));
+  expect("check", store->check({key}) && !store->check({key + "/missing"}));
+  store->wait({key}, deadline);
+  expect("wait (present)", true);
+  auto short_deadline = deadline_after(std::chrono::milliseconds(200));
+  bool timed_out = false;
+  try {
+    store->wait({key + "/never"}, short_deadline);
+  } catch (const StoreError& e) {
+    timed_out = e.error_class() == ErrorClass::timed_out;
+  }
+  expect("wait (times out)", timed_out);
+  expect("compare_set", store->compare_set(key, "v1", "v2") == "v2");
+  expect("num_keys", store->num_keys() >= 2);
+  expect("delete_key", store->delete_key(key) && !store->check({key}));
+  store->delete_key(key + "/n");
+  std::cout << (failures ? "self-check FAILED" : "self-check passed") << " in "
+            << seconds_since(start) << "s\n";
+  return failures ? kExitFail : kExitPass;
+}
+
+}  // namespace
+
+void register_store_command(CLI::App& app, Action& action) {
+  auto* store = app.add_subcommand("store", "Run or check a TCPStore-compatible rendezvous store");
+  store->require_subcommand(1);
+
+  auto serve_flags = std::make_shared<ServeFlags>();
+  auto* serve = store->add_subcommand(
+      "serve", "Serve a store that PyTorch's TCPStore clients (1.13 and 2.x) can join");
+  serve->add_option("--host", serve_flags->host,
+                    "Address to bind (default: every address, IPv6 dual-stack)");
+  serve->add_option("--port", serve_flags->port, "Port; 0 picks a free one and prints it")
+      ->check(CLI::Range(0, 65535));
+  serve->add_option("--max-key-bytes", serve_flags->max_key_bytes, "Largest key accepted")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
+  serve->add_option("--max-value-bytes", serve_flags->max_value_bytes, "Largest value accepted")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  serve->add_option("--duration", serve_flags->duration_s,
+                    "Seconds to serve before exiting (default: until SIGINT/SIGTERM)")
+      ->check(CLI::NonNegativeNumber);
+  serve->callback([serve_flags, &action] {
+    action = [serve_flags] {
+      TcpStoreServerOptions opt;
+      opt.host = serve_flags->host;
+      opt.port = static_cast<uint16_t>(serve_flags->port);
+      opt.limits.max_key_bytes = serve_flags->max_key_bytes;
+      opt.limits.max_value_bytes = serve_flags->max_value_bytes;
+      auto server = TcpStoreServer::start(opt);
+      std::cout << "ncclsmoke store listening on port " << server->port();
+      for (const auto& a : server->listen_addresses()) std::cout << " " << a;
+      std::cout << std::endl;
+      std::signal(SIGINT, on_signal);
+      std::signal(SIGTERM, on_signal);
+      auto until = serve_flags->duration_s > 0
+                       ? deadline_after(std::chrono::milliseconds(
+                             static_cast<long long>(serve_flags->duration_s * 1000)))
+                       : Deadline::max();
+      while (!g_stop && !expired(until)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      server->stop();
+      return kExitPass;
+    };
+  });
+
+  auto check_flags = std::make_shared<CheckFlags>();
+  auto* check = store->add_subcommand("check", "Connect to a store and run a short self-check");
+  check->add_option("--host", check_flags->host, "Store host")->capture_default_str();
+  check->add_option("--port", check_flags->port, "Store port")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str();
+  check->add_option("--dialect", check_flags->dialect,
+                    "Wire dialect of the server: legacy (torch <= 2.0) or modern (torch >= 2.1)")
+      ->check(CLI::IsMember({"legacy", "modern"}))
+      ->capture_default_str();
+  check->add_option("--timeout", check_flags->timeout_s, "Seconds for the whole check")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  check->callback([check_flags, &action] {
+    action = [check_flags] {
+      return run_check(check_flags->host, check_flags->port, parse_dialect(check_flags->dialect),
+                       check_flags->timeout_s);
+    };
+  });
+
+  auto* selftest = store->add_subcommand(
+      "selftest", "Start a server on a free loopback port and check it in both dialects");
+  selftest->callback([&action] {
+    action = [] {
+      TcpStoreServerOptions opt;
+      opt.host = "127.0.0.1";
+      auto server = TcpStoreServer::start(opt);
+      std::cout << "store listening on 127.0.0.1:" << server->port() << "\n";
+      int rc = run_check("127.0.0.1", server->port(), wire::Dialect::legacy, 10);
+      rc = std::max(rc, run_check("127.0.0.1", server->port(), wire::Dialect::modern, 10));
+      server->stop();
+      return rc;
+    };
+  });
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,2 @@
+// Placeholder: implemented by the connect work in progress.
+#include "rendezvous/connect.h"

@@ -1,0 +1,68 @@
+#pragma once
+// Resolve and connect under a deadline, the way c10d's SocketConnectOp does it, but with every
+// attempt recorded and classified so the caller can say *why* a rank could not join:
+//   dns          the name did not resolve (retried inside the deadline: headless-Service records
+//                appear seconds after the pod starts)
+//   refused      RST: the host is up and nothing listens (or a REJECT rule)
+//   timed_out    no answer to the SYN before the deadline: a DROP rule (security group /
+//                NetworkPolicy) or a dead host
+//   unreachable  no route
+// Every address the name resolves to (IPv4 and IPv6) is tried in each round.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "rendezvous/deadline.h"
+#include "rendezvous/store_error.h"
+
+namespace ncclsmoke::rendezvous {
+
+// Exponential backoff with jitter between connect rounds (c10d: 500 ms x 1.5 +- 50 %, cap 60 s;
+// our default cap is shorter because our deadlines are seconds, not minutes).
+struct Backoff {
+  std::chrono::milliseconds initial{100};
+  double multiplier = 1.5;
+  double jitter = 0.5;  // +- fraction
+  std::chrono::milliseconds max{2000};
+};
+
+struct ConnectAttempt {
+  std::string address;  // "10.0.0.7:29500", "[::1]:29500", or the host name for a DNS failure
+  ErrorClass error_class = ErrorClass::other;
+  int sys_errno = 0;    // errno, or the getaddrinfo code for DNS failures
+  std::string message;  // strerror / gai_strerror
+  double at_s = 0;      // seconds since connect began
+};
+
+struct ConnectReport {
+  std::string host;
+  uint16_t port = 0;
+  std::string peer_address;   // the address that answered
+  std::string local_address;  // our side of the connection
+  std::string local_interface;  // interface that owns local_address ("" if unknown)
+  std::vector<ConnectAttempt> attempts;  // failed attempts (bounded: first ones + last ones)
+  int rounds = 0;
+  int dns_failures = 0;
+  double elapsed_s = 0;
+};
+
+struct Connected {
+  int fd = -1;  // connected, blocking, TCP_NODELAY; caller owns it
+  ConnectReport report;
+};
+
+// Connects or throws StoreError whose class is the most telling failure seen (timed_out when
+// every attempt was unanswered, refused when the host answered with RST, dns when the name never
+// resolved ...) and whose message names host, port, each distinct error and the time waited.
+Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
+                      const Backoff& backoff = {});
+
+// "ip:port" / "[ip6]:port" for a socket address.
+std::string format_address(const sockaddr* addr, socklen_t len);
+// Name of the interface that owns this local address (getifaddrs), "" when none matches.
+std::string interface_of(const sockaddr* addr);
+
+}  // namespace ncclsmoke::rendezvous

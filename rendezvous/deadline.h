@@ -1,0 +1,30 @@
+#pragma once
+// Deadlines are absolute points on the monotonic clock: every blocking call in the project takes
+// one, so a caller composes phase and run budgets by taking the earlier of two deadlines.
+#include <algorithm>
+#include <chrono>
+
+namespace ncclsmoke::rendezvous {
+
+using Clock = std::chrono::steady_clock;
+using Deadline = Clock::time_point;
+using Millis = std::chrono::milliseconds;
+
+inline Deadline deadline_after(Millis budget) { return Clock::now() + budget; }
+
+// Milliseconds left before the deadline, never negative.
+inline Millis remaining(Deadline d) {
+  auto left = std::chrono::duration_cast<Millis>(d - Clock::now());
+  return std::max(left, Millis{0});
+}
+
+inline bool expired(Deadline d) { return Clock::now() >= d; }
+
+inline Deadline earliest(Deadline a, Deadline b) { return std::min(a, b); }
+
+// Seconds since `start`, for error messages ("after 2.0s").
+inline double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace ncclsmoke::rendezvous
