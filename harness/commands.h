@@ -16,5 +16,7 @@ inline constexpr int kExitDegraded = 3;
 inline constexpr int kExitInconclusive = 4;
 
 void register_store_command(CLI::App& app, Action& action);
+void register_run_command(CLI::App& app, Action& action);
+void register_launch_command(CLI::App& app, Action& action);
 
 }  // namespace ncclsmoke::harness

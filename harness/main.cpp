@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
 
   Action action;
+  register_run_command(app, action);
+  register_launch_command(app, action);
   register_store_command(app, action);
 
   if (auto code = parse_command_line(app, argc, argv)) return *code;

@@ -7,7 +7,20 @@
 //   timed_out    no answer to the SYN before the deadline: a DROP rule (security group /
 //                NetworkPolicy) or a dead host
 //   unreachable  no route
-// Every address the name resolves to (IPv4 and IPv6) is tried in each round.
+// Every address the name resolves to (IPv4 and IPv6) is tried in each round; each attempt is a
+// non-blocking connect bounded by the remaining deadline (and by 5 s, so a dropped SYN on one
+// address does not starve the others), and rounds are separated by Backoff, never past the
+// deadline. The name lookup runs on a helper thread so a slow resolver cannot outlive the deadline.
+//
+// Failure class precedence (the StoreError thrown when no address connected):
+//   dns > refused > timed_out > unreachable > reset > other
+//   dns          only when no round ever resolved the name (no TCP attempt was made);
+//   refused      any attempt was refused: some host on that name answered, so the listener (server
+//                not up yet, wrong port, REJECT rule) is the thing to fix, whatever else was seen;
+//   timed_out    no refusal, and some attempt went unanswered (poll ran out / ETIMEDOUT): a DROP;
+//   unreachable  only no-route errors; reset / other are what is left.
+// The message lists every distinct (address, error) once with its count, so a mix (e.g. IPv6
+// refused, IPv4 dropped) is never hidden by the class.
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -59,6 +72,15 @@ struct Connected {
 // resolved ...) and whose message names host, port, each distinct error and the time waited.
 Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
                       const Backoff& backoff = {});
+
+// Class of a connect()/send()/recv() errno: ECONNREFUSED -> refused; ETIMEDOUT -> timed_out;
+// EHOSTUNREACH, ENETUNREACH, EHOSTDOWN, ENETDOWN, EADDRNOTAVAIL, EAFNOSUPPORT -> unreachable;
+// ECONNRESET, EPIPE, ECONNABORTED -> reset; anything else -> other.
+ErrorClass classify_errno(int err);
+
+// Sleep before connect round `round` + 1 (round 0 is the first retry): initial * multiplier^round,
+// scaled by (1 + jitter * (2u - 1)) for u in [0, 1), then capped at backoff.max and at `remaining`.
+Millis backoff_delay(const Backoff& backoff, int round, double u, Millis remaining);
 
 // "ip:port" / "[ip6]:port" for a socket address.
 std::string format_address(const sockaddr* addr, socklen_t len);

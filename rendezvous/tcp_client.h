@@ -9,7 +9,15 @@
 // Deadlines: connect() takes one; wait/get/multi_get take one; every other op is bounded by
 // options.op_timeout. A WAIT that times out is cancelled with CANCEL_WAIT in the modern dialect;
 // in the legacy dialect (no CANCEL_WAIT) the connection is closed and reopened, because a late
-// reply would otherwise desync it (torch 1.13's own bug).
+// reply would otherwise desync it (torch 1.13's own bug). Any other timed-out operation or I/O
+// error closes the connection (StoreError timed_out / reset naming op, key, peer, time waited);
+// the next operation reconnects within op_timeout. One mutex serialises operations, so a WAIT
+// holds the connection until it returns, as in torch.
+//
+// Legacy dialect: APPEND and MULTI_SET go out as the post-2.0 legacy opcodes 9 and 11 (our server
+// accepts them); a torch <= 2.0 server closes the connection on them, which a GETNUMKEYS sent
+// right behind turns into StoreError(invalid). MULTI_GET becomes one GET per key; PING, LIST and
+// the queue ops throw StoreError(invalid).
 #include <chrono>
 #include <cstdint>
 #include <memory>

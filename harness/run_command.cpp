@@ -1,0 +1,513 @@
+// `ncclsmoke run`: one process per rank. world -> rendezvous (store join) -> mesh -> verdict.
+// Every phase has its own deadline and the run has one; a watchdog writes a RUN_TIMEOUT verdict
+// and exits if anything overstays, so no rank can hang past --timeout.
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "harness/commands.h"
+#include "harness/probe_findings.h"
+#include "harness/run_options.h"
+#include "harness/world.h"
+#include "ncclsmoke/version.h"
+#include "rendezvous/connect.h"
+#include "rendezvous/join.h"
+#include "rendezvous/mesh.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/tcp_client.h"
+#include "rendezvous/tcp_server.h"
+#include "results/classify.h"
+#include "results/env_allowlist.h"
+#include "results/merge.h"
+#include "results/summary.h"
+#include "results/verdict.h"
+#include "results/write.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+using namespace ncclsmoke::rendezvous;
+namespace fs = std::filesystem;
+
+Millis ms(double seconds) { return Millis(static_cast<long long>(seconds * 1000)); }
+
+std::string random_token() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> dist;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(dist(rd)));
+  return buf;
+}
+
+// The address this host uses to reach `host`: a connected UDP socket sends nothing, but the
+// kernel picks the route and the source address.
+std::string route_source_address(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return "";
+  std::string out;
+  for (addrinfo* ai = res; ai && out.empty(); ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        std::string hp = format_address(reinterpret_cast<sockaddr*>(&ss), len);
+        std::string h;
+        uint16_t p;
+        if (split_host_port(hp, h, p)) out = h;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+std::string host_part(const std::string& host_port) {
+  std::string h;
+  uint16_t p;
+  return split_host_port(host_port, h, p) ? h : host_port;
+}
+
+class RunSession {
+ public:
+  explicit RunSession(RunOptions o) : o_(std::move(o)), start_(Clock::now()) {
+    run_deadline_ = start_ + ms(o_.timeout_s);
+    verdict_ = results::new_verdict(-1);
+    verdict_.env = results::allowlisted_env();
+    verdict_.versions["ncclsmoke"] = kVersion;
+  }
+
+  int run() {
+    std::atomic<bool> finished{false};
+    std::thread watchdog([&] { watch(finished); });
+    int code = run_phases();
+    finished = true;
+    watchdog.join();
+    return code;
+  }
+
+ private:
+  // ---- phases --------------------------------------------------------------------------------
+
+  int run_phases() {
+    if (!discover()) return finish();
+    if (!rendezvous()) return finish();
+    if (o_.hold_after_join_s > 0) std::this_thread::sleep_for(ms(o_.hold_after_join_s));
+    mesh();
+    return finish();
+  }
+
+  bool discover() {
+    auto t0 = Clock::now();
+    auto wr = discover_world(o_.world, process_environment());
+    for (const auto& c : wr.findings) {
+      auto f = config_finding(c);
+      f.hosts.push_back(local_hostname());
+      add(std::move(f));
+    }
+    if (!wr.world) {
+      end_phase("world", "fail", t0, "invalid configuration");
+      return false;
+    }
+    world_ = *wr.world;
+    have_world_ = true;
+    {
+      std::lock_guard lock(mu_);
+      verdict_.reporting_rank = world_.rank;
+      verdict_.world.size = world_.world_size;
+      verdict_.world.master_addr = world_.master_addr;
+      verdict_.world.master_port = world_.master_port;
+      verdict_.world.source = world_.source;
+    }
+    end_phase("world", "pass", t0, describe(world_));
+    return true;
+  }
+
+  bool rendezvous() {
+    auto t0 = Clock::now();
+    if (world_.rank == 0 && !start_server(t0)) return false;
+
+    // Rank 0 reaches its own store over loopback: a firewall rule against the master port must
+    // only show on the other ranks, as it does in a cluster.
+    TcpStoreOptions opt;
+    opt.host = world_.rank == 0 ? loopback_host() : world_.master_addr;
+    opt.port = world_.master_port;
+    opt.dialect = wire::Dialect::modern;
+    opt.op_timeout = ms(std::max(5.0, o_.mesh_timeout_s));
+    auto connect_deadline = earliest(start_ + ms(o_.connect_timeout_s), run_deadline_);
+    try {
+      client_ = TcpStore::connect(opt, connect_deadline);
+    } catch (const StoreError& e) {
+      add(connect_finding(e, world_, seconds_since(t0)));
+      end_phase("rendezvous", "fail", t0, e.what());
+      return false;
+    }
+    store_ = std::make_shared<PrefixStore>("ncclsmoke", std::shared_ptr<Store>(client_.get(), [](Store*) {}));
+
+    const auto& rep = client_->connect_report();
+    Identity self;
+    self.rank = world_.rank;
+    self.world_size = world_.world_size;
+    self.host = world_.hostname;
+    self.node = world_.node_name;
+    self.pid = static_cast<int>(::getpid());
+    self.token = random_token();
+    if (world_.rank == 0) {
+      self.local_address = route_source_address(world_.master_addr, world_.master_port);
+      if (self.local_address.empty()) self.local_address = host_part(rep.local_address);
+    } else {
+      self.local_address = host_part(rep.local_address);
+    }
+    self.interface = rep.local_interface;
+    if (world_.rank == 0 || self.interface.empty()) {
+      sockaddr_storage ss{};
+      if (fill_sockaddr(self.local_address, ss)) self.interface = interface_of(reinterpret_cast<sockaddr*>(&ss));
+    }
+    self_ = self;
+
+    auto join_deadline = earliest(start_ + ms(o_.join_timeout_s), run_deadline_);
+    try {
+      adopt_run_id(join_deadline);
+      join_ = join_world(*store_, self, join_deadline);
+    } catch (const StoreError& e) {
+      add(lost_finding(e, world_, "the join barrier"));
+      end_phase("rendezvous", "fail", t0, e.what());
+      return false;
+    }
+    record_ranks();
+    for (auto& f : join_findings(join_, world_, o_.join_timeout_s)) add(std::move(f));
+    bool ok = join_.complete() && join_.roster_received;
+    end_phase("rendezvous", ok ? "pass" : "fail", t0,
+              std::to_string(join_.present.size()) + "/" + std::to_string(world_.world_size) +
+                  " ranks joined in " + std::to_string(join_.waited_s) + "s");
+    // Missing ranks don't stop the others: the mesh among those present is still worth knowing.
+    return join_.roster_received && !join_.master_world_size && !join_.rank_taken_by;
+  }
+
+  void mesh() {
+    auto t0 = Clock::now();
+    MeshOptions m;
+    m.rank = world_.rank;
+    for (const auto& id : join_.present) m.ranks.push_back(id.rank);
+    m.bind_address = o_.mesh_bind.empty() ? self_.local_address : o_.mesh_bind;
+    m.advertise_address = m.bind_address;
+    parse_port_range(o_.mesh_port_range, m.port_min, m.port_max);
+    m.full_mesh_threshold = o_.mesh_threshold;
+    m.random_peers = o_.mesh_random_peers;
+    m.pair_timeout = ms(o_.pair_timeout_s);
+    m.deadline = earliest(Clock::now() + ms(o_.mesh_timeout_s), run_deadline_);
+    try {
+      mesh_ = run_mesh_probe(*store_, m);
+    } catch (const StoreError& e) {
+      if (e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other) {
+        add(results::Finding{"MESH_BLOCKED", "error", "mesh", {world_.rank}, {world_.hostname},
+                             std::string("rank ") + std::to_string(world_.rank) +
+                                 " could not run the mesh probe: " + e.what(),
+                             "Check --mesh-bind / --mesh-port-range on this host.", nullptr});
+      } else {
+        add(lost_finding(e, world_, "the mesh probe"));
+      }
+      end_phase("mesh", "fail", t0, e.what());
+      return;
+    }
+    std::map<int, std::string> hosts;
+    for (const auto& id : join_.present) hosts[id.rank] = id.host;
+    auto found = mesh_findings(mesh_, world_, hosts);
+    for (int r : mesh_.silent_ranks) mark_rank(r, "lost", "stopped answering after joining");
+    for (auto& f : found) add(std::move(f));
+    end_phase("mesh", found.empty() ? "pass" : "fail", t0,
+              std::to_string(mesh_.pairs_tested) + " pairs tested, " +
+                  std::to_string(mesh_.failures.size()) + " failed");
+  }
+
+  // ---- verdict ---------------------------------------------------------------------------------
+
+  int finish() {
+    results::Verdict local;
+    {
+      std::lock_guard lock(mu_);
+      // A phase that never ran is listed as such: fail closed, a missing phase is never a pass.
+      for (const char* name : {"world", "rendezvous", "mesh"}) {
+        bool seen = std::any_of(verdict_.phases.begin(), verdict_.phases.end(),
+                                [&](const results::Phase& p) { return p.name == name; });
+        if (!seen) {
+          results::Phase p;
+          p.name = name;
+          p.status = "not_run";
+          p.detail = "an earlier phase failed";
+          verdict_.phases.push_back(p);
+        }
+      }
+      verdict_.duration_s = seconds_since(start_);
+      results::apply_verdict(verdict_);
+      local = verdict_;
+    }
+    write(local_path(), local);
+
+    results::Verdict shown = local;
+    if (have_world_ && world_.rank == 0 && store_) shown = gather_global(local);
+    else if (store_) post_local(local);
+    if (server_) server_->stop();
+    if (!o_.quiet) std::cout << results::human_summary(shown) << std::flush;
+    return shown.exit_code;
+  }
+
+  void post_local(const results::Verdict& local) {
+    try {
+      store_->set("verdict/" + std::to_string(world_.rank),
+                  results::to_json(local).dump(-1, ' ', false,
+                                               nlohmann::json::error_handler_t::replace));
+    } catch (const StoreError&) {
+      // Rank 0 is gone; our local verdict on disk already says so.
+    }
+  }
+
+  // Rank 0 collects every present rank's local verdict, merges them into the global one, and
+  // writes it. A rank whose verdict never comes is named as lost.
+  results::Verdict gather_global(const results::Verdict& local) {
+    std::vector<results::Verdict> views{local};
+    auto deadline = earliest(Clock::now() + ms(std::max(5.0, o_.pair_timeout_s * 2)),
+                             run_deadline_ + Millis{2000});
+    for (const auto& id : join_.present) {
+      if (id.rank == 0) continue;
+      try {
+        auto text = store_->get("verdict/" + std::to_string(id.rank), deadline);
+        views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
+        continue;
+      } catch (const std::exception&) {
+      }
+      // Named in rank 0's own view, so the merge knows why this rank's view is absent.
+      auto& mine = views.front();
+      bool named = std::any_of(mine.findings.begin(), mine.findings.end(), [&](const auto& f) {
+        return f.code == "PEER_LOST" &&
+               std::find(f.ranks.begin(), f.ranks.end(), id.rank) != f.ranks.end();
+      });
+      if (!named)
+        mine.findings.push_back(results::Finding{
+            "PEER_LOST", "error", "run", {id.rank}, {id.host},
+            "rank " + std::to_string(id.rank) + " (host " + id.host +
+                ") joined but never reported its verdict",
+            "The process died or hung after joining: check that pod's status, exit code and "
+            "log.",
+            nullptr});
+      for (auto& ri : mine.ranks)
+        if (ri.rank == id.rank && ri.status == "joined") ri.status = "lost";
+    }
+    results::MergeOptions mo;
+    mo.reporting_rank = 0;
+    mo.world_size = world_.world_size;
+    auto global = results::merge_rank_verdicts(views, mo);
+    global.duration_s = seconds_since(start_);
+    results::apply_verdict(global);
+    write(global_path(), global);
+    return global;
+  }
+
+  // ---- helpers ---------------------------------------------------------------------------------
+
+  // Every rank's verdict carries rank 0's run id, so the local views of one run can be found
+  // together (the history and the CronJob key on it).
+  void adopt_run_id(Deadline deadline) {
+    std::string id;
+    {
+      std::lock_guard lock(mu_);
+      id = verdict_.run_id;
+    }
+    if (world_.rank == 0) {
+      store_->set("run/id", id);
+      return;
+    }
+    try {
+      id = store_->get("run/id", deadline);
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;
+      return;  // rank 0 never got this far: the join reports it
+    }
+    std::lock_guard lock(mu_);
+    verdict_.run_id = id;
+  }
+
+  bool start_server(Clock::time_point t0) {
+    TcpStoreServerOptions so;
+    so.host = o_.store_bind;
+    so.port = world_.master_port;
+    so.log = [this](const std::string& line) {
+      if (!o_.quiet) std::cerr << "ncclsmoke rank 0 store: " << line << "\n";
+    };
+    try {
+      server_ = TcpStoreServer::start(so);
+      return true;
+    } catch (const StoreError& e) {
+      auto f = results::Finding{
+          "CONFIG_INVALID", "error", "config", {0}, {world_.hostname},
+          "rank 0 (host " + world_.hostname + ") cannot serve the store on port " +
+              std::to_string(world_.master_port) + ": " + e.what(),
+          "Another process holds MASTER_PORT on rank 0's host (a previous run, another job's "
+          "store?): pick a free MASTER_PORT or stop that process.",
+          nlohmann::json{{"variable", "MASTER_PORT"}, {"value", std::to_string(world_.master_port)}}};
+      add(std::move(f));
+      end_phase("rendezvous", "fail", t0, e.what());
+      return false;
+    }
+  }
+
+  std::string loopback_host() const {
+    // The server listens dual-stack unless --store-bind says otherwise; follow an explicit bind.
+    if (!o_.store_bind.empty() && o_.store_bind != "0.0.0.0" && o_.store_bind != "::")
+      return o_.store_bind;
+    return o_.store_bind == "::" ? "::1" : "127.0.0.1";
+  }
+
+  static bool fill_sockaddr(const std::string& ip, sockaddr_storage& ss) {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    if (::inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+      ss.ss_family = AF_INET;
+      return true;
+    }
+    if (::inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+      ss.ss_family = AF_INET6;
+      return true;
+    }
+    return false;
+  }
+
+  static void parse_port_range(const std::string& text, uint16_t& lo, uint16_t& hi) {
+    lo = hi = 0;
+    if (text.empty()) return;
+    auto dash = text.find('-');
+    lo = static_cast<uint16_t>(std::stoi(text.substr(0, dash)));
+    hi = dash == std::string::npos ? lo : static_cast<uint16_t>(std::stoi(text.substr(dash + 1)));
+  }
+
+  void record_ranks() {
+    std::lock_guard lock(mu_);
+    verdict_.ranks.clear();
+    for (const auto& id : join_.present) {
+      results::RankInfo ri;
+      ri.rank = id.rank;
+      ri.host = id.host;
+      ri.node = id.node;
+      ri.pid = id.pid;
+      ri.local_address = id.local_address;
+      ri.interface = id.interface;
+      verdict_.ranks.push_back(ri);
+    }
+    for (int r : join_.missing) {
+      results::RankInfo ri;
+      ri.rank = r;
+      ri.status = "missing";
+      ri.detail = "never joined";
+      verdict_.ranks.push_back(ri);
+    }
+    std::sort(verdict_.ranks.begin(), verdict_.ranks.end(),
+              [](const auto& a, const auto& b) { return a.rank < b.rank; });
+  }
+
+  void mark_rank(int rank, const std::string& status, const std::string& detail) {
+    std::lock_guard lock(mu_);
+    for (auto& ri : verdict_.ranks)
+      if (ri.rank == rank) {
+        ri.status = status;
+        ri.detail = detail;
+      }
+  }
+
+  void add(results::Finding f) {
+    std::lock_guard lock(mu_);
+    verdict_.findings.push_back(std::move(f));
+  }
+
+  void end_phase(const std::string& name, const std::string& status, Clock::time_point t0,
+                 const std::string& detail) {
+    results::Phase p;
+    p.name = name;
+    p.status = status;
+    p.duration_s = seconds_since(t0);
+    p.detail = detail;
+    std::lock_guard lock(mu_);
+    verdict_.phases.push_back(p);
+  }
+
+  std::string local_path() const {
+    std::string name = have_world_ ? "verdict.rank" + std::to_string(world_.rank) + ".json"
+                                   : "verdict.invalid-config." + std::to_string(::getpid()) + ".json";
+    return (fs::path(o_.out_dir) / name).string();
+  }
+  std::string global_path() const {
+    return o_.json_path.empty() ? (fs::path(o_.out_dir) / "verdict.json").string() : o_.json_path;
+  }
+
+  void write(const std::string& path, const results::Verdict& v) {
+    try {
+      results::write_json_atomically(path, results::to_json(v));
+    } catch (const std::exception& e) {
+      std::cerr << "ncclsmoke: rank " << world_.rank << ": cannot write the verdict: " << e.what()
+                << "\n";
+    }
+  }
+
+  // Past the run deadline (+ a grace for the verdict itself), write what we know and leave.
+  void watch(std::atomic<bool>& finished) {
+    auto hard = run_deadline_ + Millis{3000};
+    while (!finished && Clock::now() < hard) std::this_thread::sleep_for(Millis{50});
+    if (finished) return;
+    results::Verdict v;
+    {
+      std::lock_guard lock(mu_);
+      verdict_.findings.push_back(results::Finding{
+          "RUN_TIMEOUT", "error", "run", {world_.rank}, {world_.hostname},
+          "rank " + std::to_string(world_.rank) + " (host " + world_.hostname +
+              ") did not finish within --timeout " + std::to_string(o_.timeout_s) + "s",
+          "A phase hung past its own deadline: the phases table shows the last one that "
+          "finished; raise --timeout only if the phase deadlines need it.",
+          nullptr});
+      verdict_.duration_s = seconds_since(start_);
+      results::apply_verdict(verdict_);
+      v = verdict_;
+    }
+    write(local_path(), v);
+    if (!o_.quiet) std::cout << results::human_summary(v) << std::flush;
+    std::_Exit(results::exit_code_for(v.verdict));
+  }
+
+  RunOptions o_;
+  Clock::time_point start_;
+  Deadline run_deadline_;
+  std::mutex mu_;
+  results::Verdict verdict_;
+  World world_;
+  bool have_world_ = false;
+  Identity self_;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStore> client_;
+  std::shared_ptr<Store> store_;
+  JoinResult join_;
+  MeshResult mesh_;
+};
+
+}  // namespace
+
+int run_smoke(const RunOptions& options) { return RunSession(options).run(); }
+
+void register_run_command(CLI::App& app, Action& action) {
+  auto options = std::make_shared<RunOptions>();
+  auto* run = app.add_subcommand(
+      "run", "Run one rank of the smoke test: rendezvous, mesh probe, verdict");
+  add_run_options(*run, *options, true);
+  run->callback([options, &action] { action = [options] { return run_smoke(*options); }; });
+}
+
+}  // namespace ncclsmoke::harness

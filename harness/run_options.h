@@ -1,0 +1,41 @@
+#pragma once
+// Options of `ncclsmoke run`, shared by the run command and the local launcher (which forwards
+// them to every rank it starts).
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "harness/world.h"
+
+namespace ncclsmoke::harness {
+
+struct RunOptions {
+  WorldFlags world;
+  // Deadlines, seconds. Defaults are seconds, not torch's 5-30 minutes.
+  double connect_timeout_s = 30;  // reach the master's store (DNS + TCP, retried)
+  double join_timeout_s = 30;     // rank 0 waits this long for every rank to join
+  double mesh_timeout_s = 10;     // the whole mesh probe
+  double pair_timeout_s = 3;      // one rank-to-rank connection
+  double timeout_s = 120;         // the whole run; past it a RUN_TIMEOUT verdict is written
+  // Store
+  std::string store_bind;         // rank 0's store listens here ("" = every address, dual-stack)
+  // Mesh
+  std::string mesh_bind;          // "" = the local address used to reach the store
+  std::string mesh_port_range;    // "A-B"; "" = ephemeral
+  std::size_t mesh_threshold = 64;
+  std::size_t mesh_random_peers = 4;
+  // Output
+  std::string out_dir = ".";      // verdict.rank<N>.json (every rank), verdict.json (rank 0)
+  std::string json_path;          // overrides the global verdict's path
+  bool quiet = false;
+  // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
+  double hold_after_join_s = 0;
+};
+
+// Declares the run flags on `app` (the run subcommand, or the launcher that forwards them).
+void add_run_options(CLI::App& app, RunOptions& options, bool include_world_flags);
+
+// The non-world flags of `options` as command-line arguments (the launcher forwards them).
+std::vector<std::string> run_option_args(const RunOptions& options);
+
+}  // namespace ncclsmoke::harness

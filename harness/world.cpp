@@ -1,0 +1,666 @@
+#include "harness/world.h"
+
+#include <arpa/inet.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <string_view>
+
+#include "rendezvous/store_util.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+using rendezvous::printable;
+
+constexpr std::size_t kMaxShown = 96;
+
+// A launcher's variables. Rank presence is what detects it.
+struct Launcher {
+  const char* source;  // World::source
+  const char* label;   // for messages
+  const char* rank_var;
+  std::vector<const char*> size_vars;  // first one set wins
+  const char* local_var;               // nullptr: none
+};
+
+const Launcher kTorchrun{"torchrun", "torchrun", "RANK", {"WORLD_SIZE"}, "LOCAL_RANK"};
+const Launcher kOpenMpi{"openmpi",
+                        "Open MPI",
+                        "OMPI_COMM_WORLD_RANK",
+                        {"OMPI_COMM_WORLD_SIZE"},
+                        "OMPI_COMM_WORLD_LOCAL_RANK"};
+const Launcher kSlurm{
+    "slurm", "Slurm", "SLURM_PROCID", {"SLURM_NTASKS", "SLURM_NPROCS"}, "SLURM_LOCALID"};
+const Launcher kK8s{
+    "k8s-indexed-job", "Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", {"WORLD_SIZE"}, nullptr};
+const std::array<const Launcher*, 4> kDetectionOrder{&kTorchrun, &kOpenMpi, &kSlurm, &kK8s};
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+
+std::string trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return std::string(s);
+}
+
+// The value as stored in a finding: escaped like printable() but without the quotes.
+std::string shown(const std::string& raw) {
+  std::string p = printable(raw, kMaxShown);
+  return p.size() >= 2 ? p.substr(1, p.size() - 2) : p;
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+// A value and where it came from ("--rank" or "RANK").
+struct Raw {
+  std::string variable;
+  std::string value;
+  bool from_flag = false;
+};
+
+enum class IntStatus { kOk, kEmpty, kNotInteger, kOutOfRange };
+
+struct ParsedInt {
+  IntStatus status;
+  int64_t value = 0;
+};
+
+// Strict: after trimming, the whole string must be an optional '-' and decimal digits.
+ParsedInt parse_int(const std::string& raw) {
+  std::string s = trim(raw);
+  if (s.empty()) return {IntStatus::kEmpty};
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) return {IntStatus::kOutOfRange};
+  if (ec != std::errc{} || ptr != s.data() + s.size()) return {IntStatus::kNotInteger};
+  return {IntStatus::kOk, v};
+}
+
+bool valid_ipv6(const std::string& s) {
+  std::string addr = s;
+  auto pct = s.find('%');
+  if (pct != std::string::npos) {
+    std::string zone = s.substr(pct + 1);
+    if (zone.empty()) return false;
+    for (char c : zone)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_')
+        return false;
+    addr = s.substr(0, pct);
+  }
+  in6_addr out{};
+  return inet_pton(AF_INET6, addr.c_str(), &out) == 1;
+}
+
+bool valid_host_name(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  if (s.front() == '-' || s.front() == '.') return false;
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x80) return false;
+    if (!std::isalnum(u) && c != '-' && c != '.' && c != '_') return false;
+  }
+  return true;
+}
+
+class Discovery {
+ public:
+  Discovery(const WorldFlags& flags, const Environment& env, const std::string& hostname)
+      : flags_(flags), env_(env), hostname_(hostname) {}
+
+  WorldResult run();
+
+ private:
+  std::optional<std::string> getenv(const char* name) const {
+    if (!env_ || name == nullptr) return std::nullopt;
+    try {
+      return env_(name);
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+
+  std::optional<Raw> from_flag(const std::optional<std::string>& v, const char* flag) const {
+    if (!v) return std::nullopt;
+    return Raw{flag, *v, true};
+  }
+  std::optional<Raw> from_env(const char* name) const {
+    auto v = getenv(name);
+    if (!v) return std::nullopt;
+    return Raw{name, *v, false};
+  }
+  std::optional<Raw> from_env_any(const std::vector<const char*>& names) const {
+    for (const char* n : names)
+      if (auto r = from_env(n)) return r;
+    return std::nullopt;
+  }
+
+  void add(std::string code, std::string severity, const std::string& variable,
+           const std::string& raw_value, std::string message, std::string hint) {
+    findings_.push_back(ConfigFinding{std::move(code), std::move(severity), variable,
+                                      shown(raw_value), std::move(message), std::move(hint)});
+  }
+  void invalid(const Raw& r, const std::string& problem, std::string hint) {
+    add("CONFIG_INVALID", "error", r.variable, r.value,
+        r.variable + " is " + printable(r.value, kMaxShown) + ", " + problem, std::move(hint));
+  }
+  void missing(const std::string& variable, std::string message, std::string hint) {
+    add("CONFIG_MISSING", "error", variable, "", std::move(message), std::move(hint));
+  }
+
+  // "set RANK to ... (or override it with --rank)" / "pass --rank ..."
+  static std::string fix_hint(const Raw& r, const char* flag, const std::string& expected) {
+    if (r.from_flag) return std::string("pass ") + flag + " as " + expected;
+    return "set " + r.variable + " to " + expected +
+           " in the launcher's environment, or override it with " + flag;
+  }
+
+  std::optional<int64_t> parse_ranged(const Raw& r, const char* flag, const std::string& expected,
+                                      int64_t min, int64_t max, const std::string& below_min,
+                                      const std::string& above_max) {
+    ParsedInt p = parse_int(r.value);
+    switch (p.status) {
+      case IntStatus::kEmpty:
+        invalid(r, "empty; expected " + expected, fix_hint(r, flag, expected));
+        return std::nullopt;
+      case IntStatus::kNotInteger:
+        invalid(r, "not an integer; expected " + expected, fix_hint(r, flag, expected));
+        return std::nullopt;
+      case IntStatus::kOutOfRange:
+        invalid(r, "out of range; expected " + expected, fix_hint(r, flag, expected));
+        return std::nullopt;
+      case IntStatus::kOk:
+        break;
+    }
+    if (p.value < min) {
+      invalid(r, below_min + "; expected " + expected, fix_hint(r, flag, expected));
+      return std::nullopt;
+    }
+    if (p.value > max) {
+      invalid(r, above_max + "; expected " + expected, fix_hint(r, flag, expected));
+      return std::nullopt;
+    }
+    return p.value;
+  }
+
+  const Launcher* choose_launcher();
+  void check_conflicts(const Launcher* primary);
+  std::optional<uint16_t> parse_port(const Raw& r);
+  std::optional<std::string> parse_addr(const Raw& r);
+  std::string missing_master_hint(const Launcher* l) const;
+
+  const WorldFlags& flags_;
+  const Environment& env_;
+  std::string hostname_;
+  std::vector<ConfigFinding> findings_;
+  bool env_launchers_ = true;  // false for --launcher flags
+  bool auto_mode_ = true;
+};
+
+const Launcher* Discovery::choose_launcher() {
+  std::string hint = trim(flags_.launcher);
+  for (char& c : hint) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (hint.empty() || hint == "auto") {
+    for (const Launcher* l : kDetectionOrder)
+      if (getenv(l->rank_var)) return l;
+    return nullptr;
+  }
+  auto_mode_ = false;
+  if (hint == "torchrun") return &kTorchrun;
+  if (hint == "mpi" || hint == "openmpi" || hint == "ompi") return &kOpenMpi;
+  if (hint == "slurm") return &kSlurm;
+  if (hint == "k8s" || hint == "kubernetes" || hint == "k8s-indexed-job") return &kK8s;
+  if (hint == "flags") {
+    env_launchers_ = false;
+    return nullptr;
+  }
+  invalid(Raw{"--launcher", flags_.launcher, true}, "not a known launcher",
+          "pass --launcher as one of auto, torchrun, mpi, slurm, k8s, flags");
+  auto_mode_ = true;  // fall back to detection so the other fields are still checked
+  for (const Launcher* l : kDetectionOrder)
+    if (getenv(l->rank_var)) return l;
+  return nullptr;
+}
+
+// Two launchers' variables in one environment that describe different worlds. A smaller outer
+// world that divides the inner one is a launcher nested per node (srun/mpirun starting torchrun),
+// not a conflict. The indexed-job index names the pod, not the worker, so it is not compared.
+void Discovery::check_conflicts(const Launcher* primary) {
+  if (!auto_mode_ || !env_launchers_ || primary == nullptr || primary == &kK8s) return;
+  auto own_r = from_env(primary->rank_var);
+  auto own_s = from_env_any(primary->size_vars);
+  if (!own_r || !own_s) return;
+  ParsedInt own_pr = parse_int(own_r->value), own_ps = parse_int(own_s->value);
+  if (own_pr.status != IntStatus::kOk || own_ps.status != IntStatus::kOk) return;
+  const int64_t rank = own_pr.value, size = own_ps.value;
+  for (const Launcher* other : kDetectionOrder) {
+    if (other == primary || other == &kK8s) continue;
+    auto r = from_env(other->rank_var);
+    auto s = from_env_any(other->size_vars);
+    if (!r || !s) continue;
+    ParsedInt pr = parse_int(r->value), ps = parse_int(s->value);
+    if (pr.status != IntStatus::kOk || ps.status != IntStatus::kOk) continue;
+    const std::string hint =
+        std::string(
+            "start ncclsmoke under one launcher, or pass --launcher to choose which "
+            "variables to read; if ") +
+        primary->label + " runs inside " + other->label + " on purpose, pass --launcher " +
+        (primary == &kTorchrun  ? "torchrun"
+         : primary == &kOpenMpi ? "mpi"
+                                : "slurm");
+    if (ps.value == size && pr.value != rank) {
+      add("CONFIG_INVALID", "warning", r->variable, r->value,
+          r->variable + " is " + printable(r->value, kMaxShown) + " (" + other->label +
+              ") but this process is rank " + std::to_string(rank) + " by " + primary->label +
+              "; launchers disagree, using " + primary->label + "'s rank",
+          hint);
+    } else if (ps.value != size && !(ps.value > 0 && ps.value < size && size % ps.value == 0)) {
+      add("CONFIG_INVALID", "warning", s->variable, s->value,
+          s->variable + " is " + printable(s->value, kMaxShown) + " (" + other->label +
+              ") but the world size is " + std::to_string(size) + " by " + primary->label +
+              "; launchers disagree, using " + primary->label + "'s",
+          hint);
+    }
+  }
+}
+
+std::optional<uint16_t> Discovery::parse_port(const Raw& r) {
+  const std::string v = trim(r.value);
+  const std::string expected = "a TCP port number in 1..65535 (default 29500)";
+  auto scheme = v.find("://");
+  if (scheme != std::string::npos) {
+    std::string rest = v.substr(scheme + 3);
+    std::string port_part;
+    auto colon = rest.rfind(':');
+    if (colon != std::string::npos) port_part = rest.substr(colon + 1);
+    while (!port_part.empty() && port_part.back() == '/') port_part.pop_back();
+    std::string suggestion = all_digits(port_part) ? " " + port_part : std::string(" <port>");
+    if (!r.from_flag && r.variable == "MASTER_PORT") {
+      invalid(
+          r,
+          "a Kubernetes service link, not a port: Kubernetes injects <SERVICE>_PORT=tcp://ip:port "
+          "into every pod for each Service in the namespace, and a Service named 'master' "
+          "overwrites MASTER_PORT",
+          "set enableServiceLinks: false in the pod spec (or rename the Service), or pass "
+          "--master-port" +
+              suggestion);
+    } else {
+      invalid(r, "a URL, not a port; expected " + expected,
+              r.from_flag ? "pass only the port number, e.g. --master-port" + suggestion
+                          : "set " + r.variable +
+                                " to the port number only, or pass --master-port" + suggestion);
+    }
+    return std::nullopt;
+  }
+  auto colon = v.rfind(':');
+  if (colon != std::string::npos && all_digits(v.substr(colon + 1))) {
+    std::string port_part = v.substr(colon + 1);
+    invalid(r, "a host:port pair, not a port; expected " + expected,
+            "put the host in " + std::string(r.from_flag ? "--master-addr" : "MASTER_ADDR") +
+                " and only the port (" + port_part + ") in " + r.variable);
+    return std::nullopt;
+  }
+  auto p =
+      parse_ranged(r, "--master-port", expected, 1, 65535, "not a usable port (ports run 1..65535)",
+                   "above 65535, the largest TCP port");
+  if (!p) return std::nullopt;
+  return static_cast<uint16_t>(*p);
+}
+
+std::optional<std::string> Discovery::parse_addr(const Raw& r) {
+  const std::string v = trim(r.value);
+  const char* port_name = r.from_flag ? "--master-port" : "MASTER_PORT";
+  const std::string expected = "the host name or IP address of rank 0 (no scheme, no port)";
+  if (v.empty()) {
+    invalid(r, "empty; expected " + expected, fix_hint(r, "--master-addr", expected));
+    return std::nullopt;
+  }
+  auto split_hint = [&](const std::string& host, const std::string& port) {
+    std::string h = "set " + r.variable + " to the host only (" + host + ")";
+    if (!port.empty()) h += " and " + std::string(port_name) + " to the port (" + port + ")";
+    return h;
+  };
+  auto scheme = v.find("://");
+  if (scheme != std::string::npos) {
+    std::string rest = v.substr(scheme + 3);
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    std::string host = rest, port;
+    if (!rest.empty() && rest.front() == '[') {
+      auto close = rest.find(']');
+      if (close != std::string::npos) {
+        host = rest.substr(1, close - 1);
+        if (close + 1 < rest.size() && rest[close + 1] == ':') port = rest.substr(close + 2);
+      }
+    } else if (auto c = rest.rfind(':'); c != std::string::npos && rest.find(':') == c) {
+      host = rest.substr(0, c);
+      port = rest.substr(c + 1);
+    }
+    if (!all_digits(port)) port.clear();
+    invalid(r, "a URL, not a host; expected " + expected,
+            split_hint(host.empty() ? "<host>" : host, port));
+    return std::nullopt;
+  }
+  if (v.front() == '[') {
+    auto close = v.find(']');
+    if (close == std::string::npos) {
+      invalid(r, "an IPv6 literal without its closing ']'; expected " + expected,
+              fix_hint(r, "--master-addr", expected));
+      return std::nullopt;
+    }
+    std::string inner = v.substr(1, close - 1);
+    std::string after = v.substr(close + 1);
+    if (!valid_ipv6(inner)) {
+      invalid(r, "not a valid IPv6 address inside the brackets; expected " + expected,
+              fix_hint(r, "--master-addr", expected));
+      return std::nullopt;
+    }
+    if (after.empty()) return inner;
+    if (after.front() == ':' && all_digits(after.substr(1))) {
+      invalid(r, "an address with a port; expected " + expected,
+              split_hint("[" + inner + "]", after.substr(1)));
+    } else {
+      invalid(r, "has text after the IPv6 literal; expected " + expected,
+              fix_hint(r, "--master-addr", expected));
+    }
+    return std::nullopt;
+  }
+  auto colons = std::count(v.begin(), v.end(), ':');
+  if (colons >= 2) {
+    if (valid_ipv6(v)) return v;
+    invalid(r, "neither an IPv6 address nor a host name; expected " + expected,
+            fix_hint(r, "--master-addr", expected));
+    return std::nullopt;
+  }
+  if (colons == 1) {
+    auto c = v.find(':');
+    std::string host = v.substr(0, c), port = v.substr(c + 1);
+    if (all_digits(port) && valid_host_name(host)) {
+      invalid(r, "a host:port pair; expected " + expected, split_hint(host, port));
+    } else {
+      invalid(r, "not a valid host name; expected " + expected,
+              fix_hint(r, "--master-addr", expected));
+    }
+    return std::nullopt;
+  }
+  if (!valid_host_name(v)) {
+    invalid(r,
+            "not a valid host name (only letters, digits, '-', '.', '_' and at most 253 "
+            "characters); expected " +
+                expected,
+            fix_hint(r, "--master-addr", expected));
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::string Discovery::missing_master_hint(const Launcher* l) const {
+  const std::string tail = ", or pass --master-addr <rank 0 host>";
+  if (l == &kTorchrun)
+    return "torchrun sets MASTER_ADDR from --master-addr / --rdzv-endpoint; set it in the job "
+           "spec" +
+           tail;
+  if (l == &kOpenMpi) return "export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>" + tail;
+  if (l == &kSlurm)
+    return "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
+           "batch script before srun" +
+           tail;
+  if (l == &kK8s)
+    return "set MASTER_ADDR to rank 0's stable DNS name through the headless Service "
+           "(<job>-0.<service>)" +
+           tail;
+  return "pass --master-addr <rank 0 host> (or set MASTER_ADDR)";
+}
+
+WorldResult Discovery::run() {
+  const Launcher* launcher = choose_launcher();
+  std::map<std::string, std::string> sources;
+
+  // World size.
+  std::optional<Raw> size_raw = from_flag(flags_.world_size, "--world-size");
+  if (!size_raw && env_launchers_) {
+    if (launcher) {
+      size_raw = from_env_any(launcher->size_vars);
+    } else {
+      size_raw = from_env("WORLD_SIZE");
+    }
+  }
+  std::optional<int> world_size;
+  if (size_raw) {
+    auto v = parse_ranged(*size_raw, "--world-size",
+                          "the number of ranks, 1.." + std::to_string(kMaxWorldSize), 1,
+                          kMaxWorldSize, "less than 1 (a world needs at least one rank)",
+                          "larger than " + std::to_string(kMaxWorldSize) + " ranks, likely a typo");
+    if (v) {
+      world_size = static_cast<int>(*v);
+      sources["world_size"] = size_raw->variable;
+    }
+  } else if (launcher) {
+    std::string vars;
+    for (const char* n : launcher->size_vars) vars += std::string(vars.empty() ? "" : " or ") + n;
+    std::string hint = launcher == &kK8s
+                           ? "pass --world-size <the Job's completions> or set WORLD_SIZE in the "
+                             "pod template"
+                           : "pass --world-size, or set " + vars;
+    missing(launcher == &kK8s ? "WORLD_SIZE" : launcher->size_vars.front(),
+            std::string("no world size: ") + launcher->label + " rank variable " +
+                launcher->rank_var + " is set but " + vars +
+                " is not, and no --world-size was given",
+            hint);
+  } else if (!env_launchers_) {
+    missing("--world-size",
+            "no world size: --launcher flags reads no environment and no --world-size was given",
+            "pass --world-size, or drop --launcher flags to read the launcher's environment");
+  } else {
+    missing("--world-size",
+            "no world size: no --world-size flag and no launcher variable (WORLD_SIZE, "
+            "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS) is set",
+            "run under torchrun, mpirun, srun or a Kubernetes Indexed Job, or pass --rank and "
+            "--world-size");
+  }
+
+  // Rank.
+  std::optional<Raw> rank_raw = from_flag(flags_.rank, "--rank");
+  if (!rank_raw && launcher) rank_raw = from_env(launcher->rank_var);
+  std::optional<int> rank;
+  std::string source = "flags";
+  if (rank_raw) {
+    std::string expected = world_size ? "a rank in 0.." + std::to_string(*world_size - 1)
+                                      : std::string("a rank, 0..world size - 1");
+    auto v = parse_ranged(*rank_raw, "--rank", expected, 0, INT_MAX, "negative", "out of range");
+    if (v) {
+      if (world_size && *v >= *world_size) {
+        invalid(*rank_raw,
+                "not below the world size " + std::to_string(*world_size) + " (from " +
+                    sources["world_size"] + "); ranks run 0.." + std::to_string(*world_size - 1),
+                "make " + rank_raw->variable + " and " + sources["world_size"] +
+                    " describe the same world: every rank in 0..world size - 1 exactly once");
+      } else {
+        rank = static_cast<int>(*v);
+        sources["rank"] = rank_raw->variable;
+      }
+    }
+    if (!rank_raw->from_flag && launcher) source = launcher->source;
+  } else if (world_size && *world_size == 1) {
+    rank = 0;
+    sources["rank"] = "default";
+    if (launcher) source = launcher->source;
+  } else if (launcher) {
+    missing(launcher->rank_var,
+            std::string("no rank: --launcher chose ") + launcher->label + " but " +
+                launcher->rank_var + " is not set, and no --rank was given",
+            std::string("pass --rank, or set ") + launcher->rank_var + ", or pass --launcher auto");
+  } else if (!env_launchers_) {
+    missing("--rank", "no rank: --launcher flags reads no environment and no --rank was given",
+            "pass --rank, or drop --launcher flags to read the launcher's environment");
+  } else {
+    missing("--rank",
+            "no rank: no --rank flag and no launcher variable (RANK, OMPI_COMM_WORLD_RANK, "
+            "SLURM_PROCID, JOB_COMPLETION_INDEX) is set",
+            "run under torchrun, mpirun, srun or a Kubernetes Indexed Job, or pass --rank and "
+            "--world-size");
+  }
+
+  if (!(rank_raw && rank_raw->from_flag && size_raw && size_raw->from_flag))
+    check_conflicts(launcher);
+
+  // Local rank.
+  std::optional<Raw> local_raw = from_flag(flags_.local_rank, "--local-rank");
+  if (!local_raw && env_launchers_) {
+    if (launcher && launcher->local_var) {
+      local_raw = from_env(launcher->local_var);
+    } else if (!launcher) {
+      local_raw = from_env("LOCAL_RANK");
+    }
+  }
+  int local_rank = 0;
+  sources["local_rank"] = "default";
+  if (local_raw) {
+    int64_t max = world_size ? *world_size - 1 : INT_MAX;
+    std::string expected = "this process's index on its node, 0.." + std::to_string(max);
+    auto v = parse_ranged(*local_raw, "--local-rank", expected, 0, max, "negative",
+                          world_size ? "not below the world size" : "out of range");
+    if (v) {
+      local_rank = static_cast<int>(*v);
+      sources["local_rank"] = local_raw->variable;
+    }
+  }
+
+  // Master address.
+  std::optional<Raw> addr_raw = from_flag(flags_.master_addr, "--master-addr");
+  if (!addr_raw && env_launchers_) addr_raw = from_env("MASTER_ADDR");
+  std::string master_addr;
+  if (addr_raw) {
+    if (auto a = parse_addr(*addr_raw)) {
+      master_addr = *a;
+      sources["master_addr"] = addr_raw->variable;
+    }
+  } else if (world_size && *world_size == 1) {
+    master_addr = "127.0.0.1";
+    sources["master_addr"] = "default";
+  } else if (world_size) {
+    missing("MASTER_ADDR",
+            "no master address: world size is " + std::to_string(*world_size) +
+                " but neither --master-addr nor MASTER_ADDR is set, so ranks cannot find rank 0",
+            missing_master_hint(launcher));
+  }
+
+  // Master port.
+  std::optional<Raw> port_raw = from_flag(flags_.master_port, "--master-port");
+  if (!port_raw && env_launchers_) port_raw = from_env("MASTER_PORT");
+  uint16_t master_port = kDefaultMasterPort;
+  sources["master_port"] = "default";
+  if (port_raw) {
+    if (auto p = parse_port(*port_raw)) {
+      master_port = *p;
+      sources["master_port"] = port_raw->variable;
+    }
+  }
+
+  // Node name: informational, so an empty NODE_NAME falls back to the host name.
+  std::string node_name;
+  if (flags_.node_name) {
+    node_name = trim(*flags_.node_name);
+    if (node_name.empty()) {
+      invalid(Raw{"--node-name", *flags_.node_name, true}, "empty",
+              "pass --node-name as the Kubernetes node (or machine) name, or omit it");
+    } else {
+      sources["node_name"] = "--node-name";
+    }
+  }
+  if (node_name.empty() && !flags_.node_name) {
+    if (auto n = getenv("NODE_NAME"); n && !trim(*n).empty()) {
+      node_name = trim(*n);
+      sources["node_name"] = "NODE_NAME";
+    }
+  }
+  std::string host = trim(hostname_);
+  if (host.empty()) host = "unknown-host";
+  if (node_name.empty() && !flags_.node_name) {
+    node_name = host;
+    sources["node_name"] = "hostname";
+  }
+
+  WorldResult result;
+  bool has_error = false;
+  for (const auto& f : findings_)
+    if (f.severity == "error") has_error = true;
+  if (!has_error && rank && world_size) {
+    World w;
+    w.rank = *rank;
+    w.world_size = *world_size;
+    w.local_rank = local_rank;
+    w.master_addr = master_addr;
+    w.master_port = master_port;
+    w.node_name = node_name;
+    w.hostname = host;
+    w.source = source;
+    w.sources_by_field = std::move(sources);
+    result.world = std::move(w);
+  }
+  result.findings = std::move(findings_);
+  return result;
+}
+
+}  // namespace
+
+Environment process_environment() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Environment map_environment(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::string local_hostname() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+WorldResult discover_world(const WorldFlags& flags, const Environment& env) {
+  return discover_world(flags, env, local_hostname());
+}
+
+WorldResult discover_world(const WorldFlags& flags, const Environment& env,
+                           const std::string& hostname) {
+  try {
+    return Discovery(flags, env, hostname).run();
+  } catch (const std::exception& e) {
+    // Only allocation failure can get here; still answer with a finding, not a crash.
+    WorldResult r;
+    r.findings.push_back({"CONFIG_INVALID", "error", "", "",
+                          std::string("world discovery failed: ") + e.what(),
+                          "report this as a bug in ncclsmoke"});
+    return r;
+  }
+}
+
+std::string describe(const World& w) {
+  std::string addr =
+      w.master_addr.find(':') != std::string::npos ? "[" + w.master_addr + "]" : w.master_addr;
+  return "rank " + std::to_string(w.rank) + "/" + std::to_string(w.world_size) + " (local " +
+         std::to_string(w.local_rank) + ") on " + w.node_name + " (host " + w.hostname +
+         "), master " + addr + ":" + std::to_string(w.master_port) + ", from " + w.source;
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,85 @@
+#pragma once
+// World discovery: who this process is (rank, world size, local rank, master address/port, node)
+// from the command line first, else the launcher's environment (torchrun, Open MPI, Slurm, a
+// Kubernetes Indexed Job). Pure logic over an injectable environment so every launcher and every
+// bad value is unit-testable. Bad input never throws or crashes: it becomes a ConfigFinding that
+// names the variable, its value and the fix, because a misconfigured pod must still end in a
+// verdict the on-call engineer can act on (e.g. the MASTER_PORT=tcp://... service-link injection).
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ncclsmoke::harness {
+
+// Looks up one environment variable; nullopt when it is not set (set-but-empty is "").
+using Environment = std::function<std::optional<std::string>(const std::string& name)>;
+
+// The process environment, read at lookup time (getenv).
+Environment process_environment();
+// A fixed environment, for tests and for replaying a pod's env.
+Environment map_environment(std::map<std::string, std::string> vars);
+
+// What the command line gave. Values are kept as text so that `--rank abc` is validated by the
+// same rules (and reported the same way) as `RANK=abc`.
+struct WorldFlags {
+  std::optional<std::string> rank = std::nullopt;         // --rank
+  std::optional<std::string> world_size = std::nullopt;   // --world-size
+  std::optional<std::string> local_rank = std::nullopt;   // --local-rank
+  std::optional<std::string> master_addr = std::nullopt;  // --master-addr
+  std::optional<std::string> master_port = std::nullopt;  // --master-port
+  std::optional<std::string> node_name = std::nullopt;    // --node-name
+  // --launcher: auto (detect: torchrun, Open MPI, Slurm, k8s indexed job, in that order),
+  // torchrun | mpi | slurm | k8s (read only that launcher's variables), flags (read no launcher
+  // variables; NODE_NAME is still honoured). Anything else is a CONFIG_INVALID finding.
+  std::string launcher = "auto";
+};
+
+struct World {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  std::string master_addr;  // host name or address; IPv6 without brackets
+  uint16_t master_port = 29500;
+  std::string node_name;  // --node-name, else NODE_NAME (downward API), else hostname
+  std::string hostname;   // gethostname() of this process (the pod name on Kubernetes)
+  // Where the rank came from: "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job".
+  std::string source;
+  // Field ("rank", "world_size", "local_rank", "master_addr", "master_port", "node_name") ->
+  // the flag or variable it was read from ("--rank", "RANK", ...), or "default" / "hostname".
+  std::map<std::string, std::string> sources_by_field;
+};
+
+struct ConfigFinding {
+  std::string code;      // "CONFIG_INVALID" (bad value) or "CONFIG_MISSING" (absent, required)
+  std::string severity;  // "error" (no world can be built) or "warning" (world built anyway)
+  std::string variable;  // "MASTER_PORT", "--rank", ...
+  std::string value;  // the raw value, non-printable bytes escaped as \xNN, truncated; "" if absent
+  std::string message;  // one sentence naming the variable and value
+  std::string hint;     // what to change
+};
+
+struct WorldResult {
+  std::optional<World> world;           // set iff no finding has severity "error"
+  std::vector<ConfigFinding> findings;  // errors and warnings, in discovery order
+};
+
+// Flags win over the environment, field by field. Never throws.
+WorldResult discover_world(const WorldFlags& flags, const Environment& env);
+// Same, with the host name given (tests); the overload above uses local_hostname().
+WorldResult discover_world(const WorldFlags& flags, const Environment& env,
+                           const std::string& hostname);
+
+std::string local_hostname();
+
+// One line for logs: "rank 2/4 (local 0) on node-b (host pod-2), master 10.0.0.7:29500, from
+// torchrun".
+std::string describe(const World& world);
+
+// Defaults and limits, exposed for the CLI's help text and for tests.
+inline constexpr uint16_t kDefaultMasterPort = 29500;
+inline constexpr int kMaxWorldSize = 1 << 20;  // a sanity bound: larger values are typos
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,117 @@
+#include "rendezvous/join.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+namespace ncclsmoke::rendezvous {
+namespace {
+
+using nlohmann::json;
+
+std::string rank_key(int r) { return "join/rank/" + std::to_string(r); }
+
+}  // namespace
+
+std::string Identity::to_json() const {
+  return json{{"rank", rank},
+              {"world_size", world_size},
+              {"host", host},
+              {"node", node},
+              {"pid", pid},
+              {"local_address", local_address},
+              {"interface", interface},
+              {"token", token}}
+      .dump();
+}
+
+std::optional<Identity> Identity::from_json(const std::string& text) {
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+  Identity id;
+  try {
+    id.rank = j.at("rank").get<int>();
+    id.world_size = j.value("world_size", 0);
+    id.host = j.value("host", "");
+    id.node = j.value("node", "");
+    id.pid = j.value("pid", 0);
+    id.local_address = j.value("local_address", "");
+    id.interface = j.value("interface", "");
+    id.token = j.value("token", "");
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+  return id;
+}
+
+JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
+                      Millis roster_grace) {
+  auto start = Clock::now();
+  JoinResult result;
+  const std::string mine = self.to_json();
+
+  if (self.rank == 0) {
+    store.set("join/world_size", std::to_string(self.world_size));
+  } else {
+    // Rank 0 announces its world size before anyone can join its store, so this is immediate.
+    try {
+      auto theirs = store.get("join/world_size", deadline);
+      if (theirs != std::to_string(self.world_size)) result.master_world_size = std::stoi(theirs);
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;
+    } catch (const std::exception&) {
+      result.master_world_size = -1;  // unreadable: still a mismatch worth reporting
+    }
+  }
+
+  auto claimed = store.compare_set(rank_key(self.rank), "", mine);
+  if (claimed != mine) {
+    result.rank_taken_by = Identity::from_json(claimed);
+    if (!result.rank_taken_by) result.rank_taken_by = Identity{};
+  }
+
+  if (self.rank == 0) {
+    // Wait for each rank in turn under the one deadline; whoever is absent at the end is missing.
+    for (int r = 0; r < self.world_size; ++r) {
+      bool here = store.check({rank_key(r)});
+      if (!here && !expired(deadline)) {
+        try {
+          store.wait({rank_key(r)}, deadline);
+          here = true;
+        } catch (const StoreError& e) {
+          if (e.error_class() != ErrorClass::timed_out) throw;
+        }
+      }
+      if (!here) {
+        result.missing.push_back(r);
+        continue;
+      }
+      auto id = Identity::from_json(store.get(rank_key(r), deadline_after(Millis{1000})));
+      if (id) result.present.push_back(*id);
+    }
+    json roster{{"missing", result.missing}, {"present", json::array()}};
+    for (const auto& id : result.present) roster["present"].push_back(json::parse(id.to_json()));
+    store.set("join/roster", roster.dump());
+    result.roster_received = true;
+  } else {
+    try {
+      auto text = store.get("join/roster", deadline + roster_grace);
+      auto roster = json::parse(text, nullptr, false);
+      if (!roster.is_discarded()) {
+        result.roster_received = true;
+        result.missing = roster.value("missing", std::vector<int>{});
+        for (const auto& p : roster.value("present", json::array())) {
+          auto id = Identity::from_json(p.dump());
+          if (id) result.present.push_back(*id);
+        }
+      }
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;
+    }
+  }
+  std::sort(result.present.begin(), result.present.end(),
+            [](const Identity& a, const Identity& b) { return a.rank < b.rank; });
+  result.waited_s = seconds_since(start);
+  return result;
+}
+
+}  // namespace ncclsmoke::rendezvous

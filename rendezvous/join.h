@@ -1,0 +1,52 @@
+#pragma once
+// The join barrier: every rank publishes its identity in the store; rank 0 waits (under the join
+// deadline) for every rank, then publishes the roster — who arrived and who did not — so every
+// rank's local verdict can name the missing ranks, not only rank 0's.
+//
+// Keys (under the caller's PrefixStore):
+//   join/world_size        rank 0's world size; a rank whose own differs reports WORLD_MISMATCH
+//   join/rank/<r>          identity JSON of rank r, claimed with compare_set so that two
+//                          processes claiming one rank are caught
+//   join/roster            JSON written by rank 0: {"present":[...],"missing":[...]}
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous/store.h"
+
+namespace ncclsmoke::rendezvous {
+
+struct Identity {
+  int rank = -1;
+  int world_size = 0;
+  std::string host;      // hostname
+  std::string node;      // Kubernetes node (NODE_NAME) or hostname
+  int pid = 0;
+  std::string local_address;  // our side of the store connection
+  std::string interface;      // interface owning local_address
+  std::string token;          // random per process: tells two claimants of one rank apart
+
+  std::string to_json() const;
+  static std::optional<Identity> from_json(const std::string& text);
+};
+
+struct JoinResult {
+  std::vector<Identity> present;  // sorted by rank
+  std::vector<int> missing;       // ranks that never arrived before the deadline
+  // World size disagreement: the world size rank 0 announced, when it differs from ours.
+  std::optional<int> master_world_size;
+  // Another process already holds our rank: its identity.
+  std::optional<Identity> rank_taken_by;
+  double waited_s = 0;
+  bool roster_received = false;  // false: rank 0 never published a roster (it died or hung)
+
+  bool complete() const { return missing.empty() && !master_world_size && !rank_taken_by; }
+};
+
+// Publishes `self` and waits for the roster. Rank 0 waits for every rank until `deadline`, then
+// publishes the roster; other ranks wait for the roster until `deadline` + `roster_grace`.
+// Store failures (connection lost) propagate as StoreError.
+JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
+                      Millis roster_grace = Millis{2000});
+
+}  // namespace ncclsmoke::rendezvous

@@ -1,0 +1,174 @@
+#include "results/merge.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "results/classify.h"
+#include "results/finding_codes.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+template <typename T>
+void sorted_union(std::vector<T>& into, const std::vector<T>& from) {
+  into.insert(into.end(), from.begin(), from.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+}
+
+void fill_empty(std::string& into, const std::string& from) {
+  if (into.empty()) into = from;
+}
+
+}  // namespace
+
+Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const MergeOptions& options) {
+  if (local_views.empty()) {
+    throw std::invalid_argument("merge_rank_verdicts: no local verdicts to merge");
+  }
+  const Verdict* head = &local_views.front();
+  for (const auto& v : local_views) {
+    if (v.reporting_rank == options.reporting_rank) {
+      head = &v;
+      break;
+    }
+  }
+
+  Verdict out;
+  out.schema_version = head->schema_version;
+  out.tool = head->tool;
+  out.run_id = head->run_id;
+  out.started_at = head->started_at;
+  out.world = head->world;
+  out.env = head->env;
+  out.versions = head->versions;
+  out.baseline = head->baseline;
+  out.scope = "global";
+  out.reporting_rank = options.reporting_rank;
+
+  int world_size = options.world_size;
+  std::set<int> reported;
+  for (const auto& v : local_views) {
+    out.duration_s = std::max(out.duration_s, v.duration_s);
+    if (options.world_size == 0) world_size = std::max(world_size, v.world.size);
+    if (v.reporting_rank >= 0) reported.insert(v.reporting_rank);
+  }
+  if (world_size > 0) out.world.size = world_size;
+
+  // ranks
+  std::map<int, RankInfo> ranks;
+  for (const auto& v : local_views) {
+    for (const auto& r : v.ranks) {
+      auto [it, fresh] = ranks.try_emplace(r.rank, r);
+      if (fresh) continue;
+      RankInfo& m = it->second;
+      if (rank_status_rank(r.status) > rank_status_rank(m.status)) {
+        m.status = r.status;
+        if (!r.detail.empty()) m.detail = r.detail;
+      }
+      fill_empty(m.host, r.host);
+      fill_empty(m.node, r.node);
+      if (m.pid == 0) m.pid = r.pid;
+      fill_empty(m.local_address, r.local_address);
+      fill_empty(m.interface, r.interface);
+      fill_empty(m.detail, r.detail);
+    }
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (!ranks.count(r)) {
+      RankInfo m;
+      m.rank = r;
+      m.status = "missing";
+      m.detail = "described by no rank's verdict";
+      ranks.emplace(r, m);
+    }
+  }
+  for (auto& [_, r] : ranks) out.ranks.push_back(r);
+
+  // phases
+  for (const auto& v : local_views) {
+    for (const auto& p : v.phases) {
+      auto it = std::find_if(out.phases.begin(), out.phases.end(),
+                             [&](const Phase& q) { return q.name == p.name; });
+      if (it == out.phases.end()) {
+        out.phases.push_back(p);
+        continue;
+      }
+      if (phase_status_rank(p.status) > phase_status_rank(it->status)) {
+        it->status = p.status;
+        it->detail = p.detail;
+      }
+      it->duration_s = std::max(it->duration_s, p.duration_s);
+      it->required = it->required || p.required;
+    }
+  }
+
+  // findings
+  for (const auto& v : local_views) {
+    for (const auto& f : v.findings) {
+      auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
+        return g.code == f.code && g.message == f.message;
+      });
+      if (it == out.findings.end()) {
+        out.findings.push_back(f);
+        Finding& n = out.findings.back();
+        sorted_union(n.ranks, {});
+        sorted_union(n.hosts, {});
+        continue;
+      }
+      sorted_union(it->ranks, f.ranks);
+      sorted_union(it->hosts, f.hosts);
+      if (severity_rank(f.severity) > severity_rank(it->severity)) it->severity = f.severity;
+      fill_empty(it->hint, f.hint);
+      if (!it->evidence.is_object() && f.evidence.is_object()) it->evidence = f.evidence;
+    }
+  }
+
+  // transports and identities
+  for (const auto& v : local_views) {
+    for (auto t : v.transports) {
+      if (t.rank < 0) t.rank = v.reporting_rank;
+      out.transports.push_back(std::move(t));
+    }
+    for (auto t : v.identities) {
+      if (t.rank < 0) t.rank = v.reporting_rank;
+      out.identities.push_back(std::move(t));
+    }
+  }
+
+  // ranks that sent nothing and that nothing explains
+  std::set<int> explained;
+  for (const auto& f : out.findings) {
+    if (severity_rank(f.severity) >= severity_rank("warning")) {
+      explained.insert(f.ranks.begin(), f.ranks.end());
+    }
+  }
+  std::vector<int> silent;
+  std::vector<std::string> silent_hosts;
+  for (int r = 0; r < world_size; ++r) {
+    if (reported.count(r) || explained.count(r)) continue;
+    silent.push_back(r);
+    const std::string& host = ranks[r].host;
+    if (!host.empty()) silent_hosts.push_back(host);
+  }
+  if (!silent.empty()) {
+    std::string list;
+    for (int r : silent) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    out.findings.push_back(make_finding(
+        "RESULTS_MISSING",
+        "rank " + std::to_string(options.reporting_rank) +
+            " received no local verdict from rank" + std::string(silent.size() > 1 ? "s " : " ") +
+            list + " (" + std::to_string(local_views.size()) + " of " +
+            std::to_string(world_size) + " views merged)",
+        silent, silent_hosts));
+    sorted_union(out.findings.back().hosts, {});
+  }
+
+  apply_verdict(out, options.required_phases);
+  return out;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,115 @@
+#include "results/summary.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <map>
+
+#include "results/classify.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+}  // namespace
+
+std::string human_summary(const Verdict& v) {
+  constexpr const char* kRunWide = "(run)";
+  std::string out = "ncclsmoke " + v.verdict + " (exit " + std::to_string(v.exit_code) + "): run " +
+                    (v.run_id.empty() ? "?" : v.run_id) + ", " + v.scope;
+  if (v.scope == "local" && v.reporting_rank >= 0) {
+    out += " view of rank " + std::to_string(v.reporting_rank);
+  }
+  out += ", " + std::to_string(v.world.size) + " rank" + (v.world.size == 1 ? "" : "s") + ", " +
+         std::to_string(v.findings.size()) + " finding" + (v.findings.size() == 1 ? "" : "s") +
+         ", " + fixed(v.duration_s, 1) + " s\n";
+
+  std::map<int, std::string> host_of_rank;
+  std::vector<std::string> hosts;  // display order
+  for (const auto& r : v.ranks) {
+    if (!r.host.empty()) {
+      host_of_rank[r.rank] = r.host;
+      add_unique(hosts, r.host);
+    }
+  }
+
+  // host -> lines, in finding order
+  std::map<std::string, std::vector<std::string>> lines;
+  std::map<std::string, bool> troubled;
+  for (const auto& f : v.findings) {
+    std::vector<std::string> named;
+    for (const auto& h : f.hosts) add_unique(named, h);
+    for (int r : f.ranks) {
+      auto it = host_of_rank.find(r);
+      if (it != host_of_rank.end()) add_unique(named, it->second);
+    }
+    if (named.empty()) named.push_back(kRunWide);
+    std::string line = upper(f.severity) + ": " + f.message + " [" + f.code + "]";
+    for (const auto& h : named) {
+      add_unique(hosts, h);
+      lines[h].push_back(line);
+      if (f.severity != "info") troubled[h] = true;
+    }
+  }
+  // "(run)" last
+  auto run_it = std::find(hosts.begin(), hosts.end(), kRunWide);
+  if (run_it != hosts.end()) {
+    hosts.erase(run_it);
+    hosts.push_back(kRunWide);
+  }
+
+  size_t width = 0;
+  for (const auto& h : hosts) width = std::max(width, h.size());
+  for (const auto& h : hosts) {
+    if (!troubled[h] && h != kRunWide) out += pad(h, width) + " | OK\n";
+    for (const auto& l : lines[h]) out += pad(h, width) + " | " + l + "\n";
+  }
+  if (hosts.empty()) out += "(no hosts known)\n";
+
+  if (!v.phases.empty()) {
+    size_t name_w = 5, status_w = 6;
+    for (const auto& p : v.phases) {
+      name_w = std::max(name_w, p.name.size());
+      status_w = std::max(status_w, p.status.size());
+    }
+    out += "\n" + pad("phase", name_w) + "  " + pad("status", status_w) + "  seconds\n";
+    for (const auto& p : v.phases) {
+      std::string secs = fixed(p.duration_s, 2);
+      out += pad(p.name, name_w) + "  " + pad(p.status, status_w) + "  " +
+             std::string(secs.size() < 7 ? 7 - secs.size() : 0, ' ') + secs;
+      if (!p.detail.empty()) out += "  " + p.detail;
+      out += "\n";
+    }
+  }
+
+  std::vector<std::string> hint_lines;
+  for (const auto& f : v.findings) {
+    if (!f.hint.empty()) add_unique(hint_lines, "  " + f.code + ": " + f.hint);
+  }
+  if (!hint_lines.empty()) {
+    out += "\nhints:\n";
+    for (const auto& h : hint_lines) out += h + "\n";
+  }
+  return out;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,184 @@
+#include "results/merge.h"
+
+#include <gtest/gtest.h>
+
+#include "results/classify.h"
+#include "results/finding_codes.h"
+#include "results/schema.h"
+
+namespace ncclsmoke::results {
+namespace {
+
+Verdict view(int rank, const std::string& host, std::vector<Phase> phases) {
+  Verdict v;
+  v.run_id = "20240501T101500Z-00000001";
+  v.started_at = "2024-05-01T10:15:0" + std::to_string(rank) + ".000Z";
+  v.reporting_rank = rank;
+  v.world = {3, "master", 29500, "torchrun"};
+  v.env = {{"RANK", std::to_string(rank)}};
+  RankInfo r;
+  r.rank = rank;
+  r.host = host;
+  r.pid = 100 + rank;
+  v.ranks = {r};
+  v.phases = std::move(phases);
+  v.duration_s = 1.0 + rank;
+  apply_verdict(v);
+  return v;
+}
+
+Phase phase(const std::string& name, const std::string& status, double s) {
+  Phase p;
+  p.name = name;
+  p.status = status;
+  p.duration_s = s;
+  return p;
+}
+
+std::vector<Phase> ok(double s = 0.5) {
+  return {phase("rendezvous", "pass", s), phase("mesh", "pass", s)};
+}
+
+TEST(Merge, HealthyViewsMergeToPass) {
+  std::vector<Verdict> views = {view(1, "b", ok(0.7)), view(0, "a", ok(0.2)), view(2, "c", ok())};
+  Verdict g = merge_rank_verdicts(views);
+  EXPECT_EQ(g.scope, "global");
+  EXPECT_EQ(g.reporting_rank, 0);
+  EXPECT_EQ(g.env.at("RANK"), "0");  // header from rank 0's view, not the first one
+  EXPECT_EQ(g.started_at, "2024-05-01T10:15:00.000Z");
+  EXPECT_DOUBLE_EQ(g.duration_s, 3.0);
+  ASSERT_EQ(g.ranks.size(), 3u);
+  EXPECT_EQ(g.ranks[0].host, "a");
+  EXPECT_EQ(g.ranks[2].host, "c");
+  ASSERT_EQ(g.phases.size(), 2u);
+  EXPECT_EQ(g.phases[0].name, "rendezvous");
+  EXPECT_DOUBLE_EQ(g.phases[0].duration_s, 0.7);
+  EXPECT_TRUE(g.findings.empty());
+  EXPECT_EQ(g.verdict, "pass");
+  EXPECT_EQ(g.exit_code, 0);
+  auto errors = validate_verdict_json(to_json(g));
+  EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+TEST(Merge, IdenticalFindingsDedupeAndUniteRanksAndHosts) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  auto v2 = view(2, "c", ok());
+  v1.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {1, 2}, {"c"}));
+  v2.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {2, 0}, {"c", "a"}));
+  v0.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {0}, {"c"}));
+  // Same code, different message: kept apart.
+  v2.findings.push_back(make_finding("STRAGGLER", "rank 2 slow", {2}, {"c"}));
+  Verdict g = merge_rank_verdicts({v0, v1, v2});
+  ASSERT_EQ(g.findings.size(), 2u);
+  EXPECT_EQ(g.findings[0].code, "MESH_BLOCKED");
+  EXPECT_EQ(g.findings[0].ranks, (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(g.findings[0].hosts, (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(g.findings[1].code, "STRAGGLER");
+  EXPECT_EQ(g.verdict, "fail");
+  EXPECT_EQ(g.exit_code, 1);
+}
+
+TEST(Merge, DuplicateFindingTakesWorstSeverity) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  v0.findings.push_back(make_finding("BANDWIDTH_REGRESSION", "busbw low", {0}));
+  Finding worse = make_finding("BANDWIDTH_REGRESSION", "busbw low", {1});
+  worse.severity = "error";
+  v1.findings.push_back(worse);
+  Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
+  ASSERT_EQ(g.findings.size(), 1u);
+  EXPECT_EQ(g.findings[0].severity, "error");
+  EXPECT_EQ(g.verdict, "fail");
+}
+
+TEST(Merge, WorstPhaseStatusWins) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", {phase("rendezvous", "pass", 0.1), phase("mesh", "fail", 2.0)});
+  v1.phases[1].detail = "1->2 timed out";
+  auto v2 = view(2, "c", {phase("rendezvous", "pass", 0.1), phase("mesh", "skipped", 0),
+                          phase("transport:socket", "pass", 1.5)});
+  Verdict g = merge_rank_verdicts({v0, v1, v2});
+  ASSERT_EQ(g.phases.size(), 3u);
+  EXPECT_EQ(g.phases[1].status, "fail");
+  EXPECT_EQ(g.phases[1].detail, "1->2 timed out");
+  EXPECT_DOUBLE_EQ(g.phases[1].duration_s, 2.0);
+  EXPECT_EQ(g.phases[2].name, "transport:socket");
+  EXPECT_EQ(g.verdict, "fail");
+}
+
+TEST(Merge, SkippedOnOneRankIsNotHiddenByPassElsewhere) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", {phase("rendezvous", "pass", 0.1), phase("mesh", "skipped", 0)});
+  Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
+  EXPECT_EQ(g.phases[1].status, "skipped");
+  EXPECT_EQ(g.verdict, "inconclusive");
+  EXPECT_EQ(g.exit_code, 4);
+}
+
+TEST(Merge, RankWithoutViewGetsResultsMissing) {
+  Verdict g = merge_rank_verdicts({view(0, "a", ok()), view(1, "b", ok())});  // world 3
+  ASSERT_EQ(g.ranks.size(), 3u);
+  EXPECT_EQ(g.ranks[2].status, "missing");
+  ASSERT_EQ(g.findings.size(), 1u);
+  EXPECT_EQ(g.findings[0].code, "RESULTS_MISSING");
+  EXPECT_EQ(g.findings[0].ranks, std::vector<int>{2});
+  EXPECT_NE(g.findings[0].message.find("rank 2"), std::string::npos) << g.findings[0].message;
+  EXPECT_EQ(g.verdict, "inconclusive");
+}
+
+TEST(Merge, RankExplainedByAFindingGetsNoExtraFinding) {
+  auto v0 = view(0, "a", ok());
+  v0.ranks.push_back({2, "lost", "c", "", 0, "", "", "connection reset"});
+  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 (c) vanished after joining", {2}, {"c"}));
+  Verdict g = merge_rank_verdicts({v0, view(1, "b", ok())});
+  ASSERT_EQ(g.findings.size(), 1u);
+  EXPECT_EQ(g.findings[0].code, "PEER_LOST");
+  EXPECT_EQ(g.ranks[2].status, "lost");
+  EXPECT_EQ(g.ranks[2].host, "c");
+  EXPECT_EQ(g.verdict, "fail");
+}
+
+TEST(Merge, RankStatusWorstWinsAndFieldsFilled) {
+  auto v0 = view(0, "a", ok());
+  v0.ranks.push_back({1, "lost", "", "", 0, "", "", "store connection reset"});
+  auto v1 = view(1, "b", ok());
+  v1.ranks[0].interface = "eth1";
+  v1.findings.push_back(make_finding("RENDEZVOUS_LOST", "lost the store", {1}, {"b"}));
+  Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
+  ASSERT_EQ(g.ranks.size(), 2u);
+  EXPECT_EQ(g.ranks[1].status, "lost");
+  EXPECT_EQ(g.ranks[1].host, "b");
+  EXPECT_EQ(g.ranks[1].interface, "eth1");
+  EXPECT_EQ(g.ranks[1].pid, 101);
+  EXPECT_EQ(g.ranks[1].detail, "store connection reset");
+}
+
+TEST(Merge, TransportRowsKeepTheirRank) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  TransportRow r;
+  r.transport = "socket";
+  r.bytes = 1024;
+  r.count = 256;
+  r.wrong = 0;
+  v0.transports.push_back(r);
+  v1.transports.push_back(r);
+  Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
+  ASSERT_EQ(g.transports.size(), 2u);
+  EXPECT_EQ(g.transports[0].rank, 0);
+  EXPECT_EQ(g.transports[1].rank, 1);
+}
+
+TEST(Merge, RequiredPhaseMissingEverywhereIsInconclusive) {
+  Verdict g = merge_rank_verdicts({view(0, "a", ok()), view(1, "b", ok())},
+                                  {.world_size = 2, .required_phases = {"transport:socket"}});
+  EXPECT_EQ(g.verdict, "inconclusive");
+}
+
+TEST(Merge, NoViewsIsAnError) {
+  EXPECT_THROW(merge_rank_verdicts({}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace ncclsmoke::results

@@ -1,0 +1,63 @@
+#pragma once
+// A full verdict touching every field, shared by the results tests.
+#include "results/finding_codes.h"
+#include "results/verdict.h"
+
+namespace ncclsmoke::results::testing {
+
+inline Verdict full_sample() {
+  Verdict v;
+  v.tool.version = "0.1.0";
+  v.run_id = "20240501T101500Z-3fa9c2d1";
+  v.started_at = "2024-05-01T10:15:00.123Z";
+  v.duration_s = 10.4;
+  v.scope = "global";
+  v.reporting_rank = 0;
+  v.verdict = "fail";
+  v.exit_code = 1;
+  v.world = {4, "master.smoke.svc", 29500, "torchrun"};
+  v.ranks = {
+      {0, "joined", "host-a", "node-a", 101, "10.0.0.1", "eth0", ""},
+      {1, "joined", "host-b", "node-b", 102, "10.0.0.2", "eth0", ""},
+      {2, "joined", "host-c", "", 103, "10.0.0.3", "eth0", ""},
+      {3, "missing", "", "", 0, "", "", "never joined"},
+  };
+  v.phases = {
+      {"world", "pass", 0.01, true, ""},
+      {"rendezvous", "fail", 10.02, true, "3 of 4 ranks joined"},
+      {"mesh", "not_run", 0, true, "rendezvous failed"},
+      {"transport:nccl", "skipped", 0, false, "no CUDA device"},
+  };
+  TransportRow row;
+  row.transport = "socket";
+  row.bytes = 1 << 20;
+  row.count = (1 << 20) / 4;
+  row.time_us = 812.5;
+  row.algbw_gbps = 1.29;
+  row.busbw_gbps = 1.93;
+  row.wrong = 0;
+  row.gate = true;
+  TransportRow unmeasured = row;
+  unmeasured.rank = 2;
+  unmeasured.in_place = true;
+  unmeasured.time_us = std::nan("");
+  unmeasured.algbw_gbps = std::nan("");
+  unmeasured.busbw_gbps = std::nan("");
+  unmeasured.wrong = -1;
+  unmeasured.gate = false;
+  unmeasured.synthetic = true;
+  v.transports = {row, unmeasured};
+  v.identities = {{"socket", 1, {{"network", "Socket"}}, {{"network", "Socket"}, {"interface", "eth0"}}}};
+  v.baseline = {{"profile", "ci-loopback"}};
+  Finding missing = make_finding("RANKS_MISSING", "rank 3 never joined within 10.0 s", {3}, {},
+                                 {{"master", "master.smoke.svc:29500"}});
+  missing.evidence = {{"joined", 3}, {"expected", 4}};
+  Finding slow = make_finding("STRAGGLER", "rank 1 took 2.4x the median all-reduce time", {1},
+                              {"host-b"});
+  v.findings = {missing, slow};
+  v.env = {{"MASTER_ADDR", "master.smoke.svc"}, {"NCCL_DEBUG", "INFO"}};
+  v.versions = {{"ncclsmoke", "0.1.0"}};
+  return v;
+}
+
+}  // namespace ncclsmoke::results::testing
