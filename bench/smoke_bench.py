@@ -33,6 +33,19 @@ PHASES = ("world", "rendezvous", "mesh")
 MASTER_PORT = 29500  # inside private namespaces only
 
 
+_TRANSPORTS_OFF = {}
+
+
+def transports_off(binary):
+    """["--transports", "none"] if the run has a transport phase (this bench times rendezvous +
+    mesh only), else []."""
+    if binary not in _TRANSPORTS_OFF:
+        p = subprocess.run([binary, "run", "--help"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=30)
+        _TRANSPORTS_OFF[binary] = ["--transports", "none"] if "--transports" in p.stdout else []
+    return _TRANSPORTS_OFF[binary]
+
+
 def phase_durations(doc):
     return {p["name"]: p["duration_s"] for p in doc.get("phases", [])}
 
@@ -64,7 +77,7 @@ def netns_case(binary, runs, workdir):
                         "--world-size", "4", "--master-addr", bed.hosts[0].addr, "--master-port",
                         str(MASTER_PORT), "--connect-timeout", "10", "--join-timeout", "10",
                         "--mesh-timeout", "10", "--pair-timeout", "3", "--timeout", "30",
-                        "--out-dir", out, "--quiet"]
+                        "--out-dir", out, "--quiet"] + transports_off(binary)
                 procs.append(h.start(argv, os.path.join(run_dir, f"rank{h.index}")))
             deadline = t0 + 40
             wall0 = None
@@ -106,7 +119,7 @@ def launch_case(binary, n, runs, workdir, timeout_s):
         gen = max(10, n / 2)  # generous: n ranks share 2 cores
         argv = [binary, "launch", "-n", str(n), "--connect-timeout", str(gen), "--join-timeout",
                 str(gen), "--mesh-timeout", str(gen), "--pair-timeout", str(max(3, n / 8)),
-                "--timeout", str(timeout_s), "--out-dir", out, "--quiet"]
+                "--timeout", str(timeout_s), "--out-dir", out, "--quiet"] + transports_off(binary)
         t0 = time.monotonic()
         try:
             p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

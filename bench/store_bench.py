@@ -15,6 +15,7 @@ throughput; > 1 means ours is faster. The comparison uses the legacy dialect (th
 
 Run with Debian's interpreter, which can import torch:
   /usr/bin/python3 bench/store_bench.py [--build-dir build] [--quick] [--json-out results.json]
+  [--server store_server]   (our server from the bench-only binary instead of ncclsmoke)
 """
 import argparse
 import atexit
@@ -169,6 +170,9 @@ def main():
     p.add_argument("--no-modern", action="store_true",
                    help="skip our server in the modern dialect (the extra column)")
     p.add_argument("--json-out", help="write every run and the medians here")
+    p.add_argument("--server", choices=("ncclsmoke", "store_server"), default="ncclsmoke",
+                   help="how to start our server: `ncclsmoke store serve` (default) or the "
+                        "bench-only store_server binary (same server, linked only to rendezvous/)")
     args = p.parse_args()
     args.rounds = args.rounds or (3 if args.quick else 5)
     args.barrier_reps = args.barrier_reps or (3 if args.quick else 5)
@@ -180,12 +184,14 @@ def main():
 
     start = time.monotonic()
     build_dir = os.path.abspath(args.build_dir)
-    ncclsmoke = os.path.join(build_dir, "ncclsmoke")
+    server_bin = os.path.join(build_dir, args.server)
     store_load = os.path.join(build_dir, "store_load")
-    for path in (ncclsmoke, store_load):
+    for path in (server_bin, store_load):
         if not os.access(path, os.X_OK):
             sys.exit(f"store_bench: {path} is missing; build it first "
-                     f"(cmake --build {build_dir} --target ncclsmoke store_load)")
+                     f"(cmake --build {build_dir} --target {args.server} store_load)")
+    ours_argv = [server_bin] + (["store", "serve"] if args.server == "ncclsmoke" else []) + \
+        ["--port", "0", "--host", "127.0.0.1"]
 
     nofile = raise_nofile()
     if nofile < max(barrier_ns + tp_ns) + 64:
@@ -197,8 +203,7 @@ def main():
 
     logdir = tempfile.mkdtemp(prefix="store_bench.")
     ours_proc, ours_port, ours_banner = start_server(
-        "ours", [ncclsmoke, "store", "serve", "--port", "0", "--host", "127.0.0.1"],
-        os.path.join(logdir, "ours.log"))
+        "ours", ours_argv, os.path.join(logdir, "ours.log"))
     torch_proc, torch_port, torch_banner = start_server(
         "torch", [sys.executable, "-c", TORCH_SERVER], os.path.join(logdir, "torch.log"), 60)
 

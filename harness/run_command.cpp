@@ -11,11 +11,13 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "harness/commands.h"
 #include "harness/probe_findings.h"
 #include "harness/run_options.h"
+#include "harness/transport_phase.h"
 #include "harness/world.h"
 #include "ncclsmoke/version.h"
 #include "rendezvous/connect.h"
@@ -105,7 +107,8 @@ class RunSession {
     if (!discover()) return finish();
     if (!rendezvous()) return finish();
     if (o_.hold_after_join_s > 0) std::this_thread::sleep_for(ms(o_.hold_after_join_s));
-    mesh();
+    bool mesh_ok = mesh();
+    transports_phase(mesh_ok);
     return finish();
   }
 
@@ -196,7 +199,7 @@ class RunSession {
     return join_.roster_received && !join_.master_world_size && !join_.rank_taken_by;
   }
 
-  void mesh() {
+  bool mesh() {
     auto t0 = Clock::now();
     MeshOptions m;
     m.rank = world_.rank;
@@ -220,7 +223,7 @@ class RunSession {
         add(lost_finding(e, world_, "the mesh probe"));
       }
       end_phase("mesh", "fail", t0, e.what());
-      return;
+      return false;
     }
     std::map<int, std::string> hosts;
     for (const auto& id : join_.present) hosts[id.rank] = id.host;
@@ -230,6 +233,73 @@ class RunSession {
     end_phase("mesh", found.empty() ? "pass" : "fail", t0,
               std::to_string(mesh_.pairs_tested) + " pairs tested, " +
                   std::to_string(mesh_.failures.size()) + " failed");
+    return found.empty();
+  }
+
+  std::vector<std::string> requested_transports() const {
+    std::vector<std::string> out;
+    std::stringstream ss(o_.transports);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty() && item != "none") out.push_back(item);
+    return out;
+  }
+
+  // Collectives need every rank and every path: with a rank missing or a pair blocked they would
+  // only hang, so the transports are then listed as not run (which keeps the verdict from pass).
+  void transports_phase(bool mesh_ok) {
+    auto names = requested_transports();
+    if (names.empty()) return;
+    bool ready = mesh_ok && join_.complete() && join_.roster_received &&
+                 static_cast<int>(join_.present.size()) == world_.world_size;
+    if (!ready) {
+      std::lock_guard lock(mu_);
+      for (const auto& n : names) {
+        results::Phase p;
+        p.name = "transport:" + n;
+        p.status = "not_run";
+        p.detail = "not every rank joined and reached every other";
+        verdict_.phases.push_back(p);
+      }
+      return;
+    }
+    TransportPhaseOptions to;
+    to.transports = names;
+    parse_size(o_.min_bytes, to.sweep.min_bytes);
+    parse_size(o_.max_bytes, to.sweep.max_bytes);
+    parse_size(o_.gate_bytes, to.sweep.gate_bytes);
+    if (to.sweep.max_bytes < to.sweep.min_bytes) to.sweep.max_bytes = to.sweep.min_bytes;
+    to.sweep.factor = o_.factor;
+    to.sweep.iters = o_.iters;
+    to.sweep.warmup_iters = o_.warmup_iters;
+    transports::parse_dtype(o_.dtype, to.sweep.dtype);
+    to.sweep.check = !o_.no_check;
+    to.sweep.op_timeout = ms(o_.op_timeout_s);
+    to.timeout_s = o_.transport_timeout_s;
+    if (!o_.socket_ifname.empty()) to.backend_options["socket.ifname"] = o_.socket_ifname;
+    if (o_.socket_nconn > 0) to.backend_options["socket.nconn"] = std::to_string(o_.socket_nconn);
+    if (!o_.socket_chunk.empty()) {
+      std::size_t b = 0;
+      parse_size(o_.socket_chunk, b);
+      to.backend_options["socket.chunk"] = std::to_string(b);
+    }
+    to.backend_options["fabric.provider"] = o_.fabric_provider;
+    if (!o_.fabric_hw_counters_root.empty())
+      to.backend_options["fabric.hw_counters_root"] = o_.fabric_hw_counters_root;
+
+    TransportPhaseInput in;
+    in.rank = world_.rank;
+    in.world_size = world_.world_size;
+    in.host = world_.hostname;
+    for (const auto& id : join_.present) in.hosts[id.rank] = id.host;
+    in.local_address = self_.local_address;
+    in.store = store_.get();
+    auto out = run_transports(in, to);
+    std::lock_guard lock(mu_);
+    for (auto& p : out.phases) verdict_.phases.push_back(std::move(p));
+    for (auto& r : out.rows) verdict_.transports.push_back(std::move(r));
+    for (auto& i : out.identities) verdict_.identities.push_back(std::move(i));
+    for (auto& f : out.findings) verdict_.findings.push_back(std::move(f));
   }
 
   // ---- verdict ---------------------------------------------------------------------------------
@@ -260,7 +330,7 @@ class RunSession {
     if (have_world_ && world_.rank == 0 && store_) shown = gather_global(local);
     else if (store_) post_local(local);
     if (server_) server_->stop();
-    if (!o_.quiet) std::cout << results::human_summary(shown) << std::flush;
+    if (!o_.quiet) std::cout << results::human_summary(shown) << transport_table(shown) << std::flush;
     return shown.exit_code;
   }
 
@@ -285,6 +355,8 @@ class RunSession {
       try {
         auto text = store_->get("verdict/" + std::to_string(id.rank), deadline);
         views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
+        // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+        views.back().transports.clear();
         continue;
       } catch (const std::exception&) {
       }

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "harness/transport_phase.h"
+
 namespace ncclsmoke::harness {
 
 void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
@@ -54,6 +56,51 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.add_option("--mesh-random-peers", o.mesh_random_peers,
                  "Random peers per rank above the threshold")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))->group(n)->capture_default_str();
+  auto* t = "Transports";
+  auto size_check = CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::size_t b;
+        return parse_size(v, b) && b > 0 ? "" : "'" + v + "' is not a size (e.g. 4096, 512K, 64M, 1G)";
+      },
+      "SIZE");
+  app.add_option("--transports", o.transports,
+                 "Comma-separated transports to run: socket, fabric, mpi, nccl; or none")
+      ->group(t)->capture_default_str();
+  app.add_option("--min-bytes", o.min_bytes, "Smallest message size")
+      ->check(size_check)->group(t)->capture_default_str();
+  app.add_option("--max-bytes", o.max_bytes, "Largest message size")
+      ->check(size_check)->group(t)->capture_default_str();
+  app.add_option("--gate-bytes", o.gate_bytes,
+                 "Size whose busbw the judging step compares (largest measured size <= this)")
+      ->check(size_check)->group(t)->capture_default_str();
+  app.add_option("--factor", o.factor, "Size multiplier between steps")
+      ->check(CLI::Range(1.01, 1024.0))->group(t)->capture_default_str();
+  app.add_option("--iters", o.iters, "Timed iterations per size")
+      ->check(CLI::Range(1, 100000))->group(t)->capture_default_str();
+  app.add_option("--warmup-iters", o.warmup_iters, "Warm-up iterations per size")
+      ->check(CLI::Range(0, 100000))->group(t)->capture_default_str();
+  app.add_option("--dtype", o.dtype, "Element type: float32 or bfloat16")
+      ->check(CLI::IsMember({"float32", "bfloat16"}))->group(t)->capture_default_str();
+  app.add_flag("--no-check", o.no_check, "Skip the data check (the #wrong column reads n/a)")->group(t);
+  app.add_option("--op-timeout", o.op_timeout_s, "Deadline of one collective (seconds)")
+      ->check(CLI::PositiveNumber)->group(t)->capture_default_str();
+  app.add_option("--transport-timeout", o.transport_timeout_s,
+                 "Deadline of one transport: connect + sweep (seconds)")
+      ->check(CLI::PositiveNumber)->group(t)->capture_default_str();
+  app.add_option("--socket-ifname", o.socket_ifname,
+                 "Interfaces for the socket transport, NCCL_SOCKET_IFNAME syntax (prefixes, ^ "
+                 "excludes, = exact); default NCCL_SOCKET_IFNAME, else the store's interface")
+      ->group(t);
+  app.add_option("--socket-nconn", o.socket_nconn, "Connections per peer for the socket transport")
+      ->check(CLI::Range(1, 16))->group(t);
+  app.add_option("--socket-chunk", o.socket_chunk, "Pipeline chunk size of the socket transport")
+      ->check(size_check)->group(t);
+  app.add_option("--fabric-provider", o.fabric_provider,
+                 "libfabric provider for the fabric transport: efa, verbs, tcp, udp, shm ...")
+      ->group(t)->capture_default_str();
+  app.add_option("--fabric-hw-counters-root", o.fabric_hw_counters_root,
+                 "Where EFA/IB hardware counters live (default /sys/class/infiniband)")
+      ->group(t);
   auto* out = "Output";
   app.add_option("--out-dir", o.out_dir,
                  "Directory for verdict.rank<N>.json (every rank) and verdict.json (rank 0)")
@@ -90,6 +137,19 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   opt("--mesh-bind", o.mesh_bind);
   opt("--mesh-port-range", o.mesh_port_range);
   opt("--json", o.json_path);
+  for (auto& [flag, v] : std::vector<std::pair<const char*, std::string>>{
+           {"--transports", o.transports}, {"--min-bytes", o.min_bytes},
+           {"--max-bytes", o.max_bytes}, {"--gate-bytes", o.gate_bytes},
+           {"--factor", num(o.factor)}, {"--iters", std::to_string(o.iters)},
+           {"--warmup-iters", std::to_string(o.warmup_iters)}, {"--dtype", o.dtype},
+           {"--op-timeout", num(o.op_timeout_s)},
+           {"--transport-timeout", num(o.transport_timeout_s)},
+           {"--socket-ifname", o.socket_ifname}, {"--socket-chunk", o.socket_chunk},
+           {"--fabric-provider", o.fabric_provider},
+           {"--fabric-hw-counters-root", o.fabric_hw_counters_root}})
+    opt(flag, v);
+  if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
+  if (o.no_check) a.push_back("--no-check");
   if (o.hold_after_join_s > 0) opt("--hold-after-join", num(o.hold_after_join_s));
   return a;
 }

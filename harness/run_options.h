@@ -28,6 +28,23 @@ struct RunOptions {
   std::string out_dir = ".";      // verdict.rank<N>.json (every rank), verdict.json (rank 0)
   std::string json_path;          // overrides the global verdict's path
   bool quiet = false;
+  // Transports (issue: host transports). "none" runs no transport.
+  std::string transports = "socket";
+  std::string min_bytes = "1M";
+  std::string max_bytes = "64M";
+  std::string gate_bytes = "64M";
+  double factor = 2;
+  int iters = 5;
+  int warmup_iters = 1;
+  std::string dtype = "float32";
+  bool no_check = false;
+  double op_timeout_s = 10;         // one collective
+  double transport_timeout_s = 60;  // one transport: open + sweep
+  std::string socket_ifname;        // NCCL_SOCKET_IFNAME syntax
+  int socket_nconn = 0;             // 0 = the backend's default
+  std::string socket_chunk;         // bytes, e.g. 512K
+  std::string fabric_provider = "tcp";
+  std::string fabric_hw_counters_root;
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };

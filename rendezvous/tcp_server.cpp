@@ -39,6 +39,7 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr ConnId kListenId = 0;
 constexpr ConnId kWakeId = 1;
 constexpr std::size_t kReadChunk = 256 * 1024;
+constexpr std::size_t kKeepBuffer = 64 * 1024;  // larger per-connection buffers are released
 constexpr std::size_t kReadBudgetPerEvent = 4 * 1024 * 1024;  // fairness between connections
 // Output back-pressure: stop executing a connection's requests while this much is queued for it,
 // resume below the low mark. A reader that lets more than kOutputStall pile up (a single huge
@@ -329,16 +330,22 @@ class Server final : public TcpStoreServer {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE) {
           // Out of descriptors: accept with the spare one and drop, so the listen socket does
-          // not spin, and say so once per burst.
+          // not spin; say so at most once a second.
+          int err = errno;
           if (spare_fd_ >= 0) {
             ::close(spare_fd_);
             int dropped = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
             if (dropped >= 0) ::close(dropped);
             spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
           }
-          opt_.log("tcp store server: out of file descriptors (" + errno_text(errno) + ") with " +
-                   std::to_string(conns_.size()) + " connections open; dropped a new connection");
           stats_.errors++;
+          auto now = SteadyClock::now();
+          if (now - last_fd_log_ >= std::chrono::seconds(1)) {
+            last_fd_log_ = now;
+            opt_.log("tcp store server: out of file descriptors (" + errno_text(err) + ") with " +
+                     std::to_string(conns_.size()) +
+                     " connections open; dropping new connections (raise ulimit -n)");
+          }
         }
         return;  // EAGAIN or a hard error
       }
@@ -399,11 +406,10 @@ class Server final : public TcpStoreServer {
   bool on_readable(Conn& c) {
     std::size_t budget = kReadBudgetPerEvent;
     while (budget > 0 && !c.paused && !c.eof) {
-      std::size_t old = c.in.size();
-      c.in.resize(old + kReadChunk);
-      ssize_t n = ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
-      c.in.resize(old + std::max<ssize_t>(n, 0));
+      // Through the loop's buffer, so an idle connection keeps no big buffer of its own.
+      ssize_t n = ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
       if (n > 0) {
+        c.in.append(rbuf_.data(), static_cast<std::size_t>(n));
         c.last_rx = SteadyClock::now();
         budget -= std::min<std::size_t>(budget, static_cast<std::size_t>(n));
         if (!process(c, false)) return false;
@@ -465,7 +471,8 @@ class Server final : public TcpStoreServer {
         std::string reason = d.error;
         if (c.requests == 0 && *c.dialect == wire::Dialect::legacy && !view.empty() &&
             view[0] == 0 && view.size() >= 5)
-          reason += " (or a modern VALIDATE with a wrong magic)";
+          reason += " (a first byte 0 read as a legacy SET; a torch >= 2.1 client would mean"
+                    " its VALIDATE magic was wrong)";
         if (d.error.rfind("unknown opcode", 0) == 0)
           reason += "; bytes start " + printable(std::string(view.substr(0, 16)));
         close_with_reason(c, reason);
@@ -499,6 +506,7 @@ class Server final : public TcpStoreServer {
     }
     if (c.in_pos == c.in.size()) {
       c.in.clear();
+      if (c.in.capacity() > kKeepBuffer) c.in.shrink_to_fit();
       c.in_pos = 0;
       mark_partial(c, false);
     } else if (c.in_pos > 64 * 1024 && c.in_pos * 2 > c.in.size()) {
@@ -567,6 +575,7 @@ class Server final : public TcpStoreServer {
     }
     if (c.out_pos == c.out.size()) {
       c.out.clear();
+      if (c.out.capacity() > kKeepBuffer) c.out.shrink_to_fit();
       c.out_pos = 0;
     } else if (c.out_pos > 1024 * 1024 && c.out_pos * 2 > c.out.size()) {
       c.out.erase(0, c.out_pos);
@@ -682,8 +691,8 @@ class Server final : public TcpStoreServer {
   // The one log line for a connection closed because of what it sent.
   void close_with_reason(Conn& c, const std::string& reason) {
     opt_.log("tcp store server: closed connection from " + c.peer + " (dialect " +
-             (c.dialect ? wire::to_string(*c.dialect) : "undetected") + ", " +
-             std::to_string(c.requests) + " requests, open " +
+             (c.dialect ? wire::to_string(*c.dialect) : "undetected") + ", requests " +
+             std::to_string(c.requests) + ", open " +
              seconds(SteadyClock::now() - c.opened) + "): " + reason);
     stats_.errors++;
     close_conn(c);
@@ -709,6 +718,7 @@ class Server final : public TcpStoreServer {
   TcpStoreServerOptions opt_;
   detail::ServerKeyspace keyspace_;
   std::size_t request_cap_ = 0;
+  std::vector<char> rbuf_ = std::vector<char>(kReadChunk);
   std::chrono::milliseconds tick_{100};
 
   int listen_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1, spare_fd_ = -1;
@@ -727,6 +737,7 @@ class Server final : public TcpStoreServer {
   std::vector<ConnId> dirty_;
   std::unordered_set<ConnId> timed_;
   bool any_deferred_ = false;
+  SteadyClock::time_point last_fd_log_{};
 
   struct {
     std::atomic<uint64_t> accepted{0}, open{0}, legacy{0}, modern{0}, errors{0}, requests{0},

@@ -72,7 +72,7 @@ const std::vector<FindingCode> kCodes = {
      "last error is in the evidence.",
      "Read the library's error in the evidence; check the interface chosen ({interface}) and "
      "NCCL_SOCKET_IFNAME / FI_PROVIDER."},
-    {"TRANSPORT_UNAVAILABLE", "error", "transport", "degraded",
+    {"TRANSPORT_UNAVAILABLE", "warning", "transport", "inconclusive",
      "A transport that was asked for does not exist on this node (no such libfabric provider, no "
      "MPI, no GPU for NCCL).",
      "Install or enable {transport} on the node image, or stop requesting it for this node class."},

@@ -129,10 +129,8 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
 
   // transports and identities
   for (const auto& v : local_views) {
-    for (auto t : v.transports) {
-      if (t.rank < 0) t.rank = v.reporting_rank;
-      out.transports.push_back(std::move(t));
-    }
+    // Rows keep their rank: -1 marks a world row (figures already exchanged among the ranks).
+    for (auto t : v.transports) out.transports.push_back(std::move(t));
     for (auto t : v.identities) {
       if (t.rank < 0) t.rank = v.reporting_rank;
       out.identities.push_back(std::move(t));

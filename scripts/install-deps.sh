@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libvalijson-dev
   libsqlite3-dev libcurl4-openssl-dev
   python3 python3-torch python3-jsonschema
+  libfabric-dev libfabric-bin libopenmpi-dev openmpi-bin iperf3
   iproute2 iptables
 )
 missing=()

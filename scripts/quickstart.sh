@@ -4,4 +4,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-exec "$root/build/ncclsmoke" store selftest
+mkdir -p "$root/build/smoke"
+exec "$root/build/ncclsmoke" launch -n 4 --out-dir "$root/build/smoke"

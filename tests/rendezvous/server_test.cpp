@@ -8,7 +8,10 @@
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <gtest/gtest.h>
 
@@ -234,7 +237,7 @@ class ServerTest : public ::testing::Test {
   void start(std::function<void(TcpStoreServerOptions&)> tweak = nullptr) {
     TcpStoreServerOptions opt;
     opt.host = "127.0.0.1";
-    opt.stalled_request_timeout = 300ms;
+    opt.stalled_request_timeout = 3s;  // tests of the timeout itself shorten it
     opt.log = log_.fn();
     if (tweak) tweak(opt);
     server_.reset();
@@ -284,7 +287,7 @@ TEST_F(ServerTest, ModernClientMayNotSkipOrFakeValidate) {
   std::string bad = {0x00, char(0xCE), char(0xF7), char(0x85), 0x3D, 0x0D, 1, 2, 3, 4, 0, 0, 0};
   fake.send_raw(bad);
   EXPECT_TRUE(fake.closed_within(kIo));
-  EXPECT_NE(log_.wait_for({"wrong magic"}), "") << log_.all();
+  EXPECT_NE(log_.wait_for({"VALIDATE magic was wrong", "dialect legacy"}), "") << log_.all();
   // PING (13) without VALIDATE is no legacy opcode.
   Raw ping(port(), Dialect::legacy);
   ping.send_raw(std::string{0x0D, 1, 2, 3, 4});
@@ -498,6 +501,7 @@ TEST_F(ServerTest, HugeLengthIsRejectedFromTheLengthField) {
 }
 
 TEST_F(ServerTest, TruncatedRequestThenSilenceIsClosedAfterTheStallTimeout) {
+  start([](TcpStoreServerOptions& o) { o.stalled_request_timeout = 300ms; });
   Raw t(port(), Dialect::legacy);
   t.send_raw(std::string(1, '\0') + u64le(10) + "/par");  // SET, 4 of 10 key bytes
   auto start = SteadyClock::now();
@@ -513,6 +517,7 @@ TEST_F(ServerTest, TruncatedRequestThenSilenceIsClosedAfterTheStallTimeout) {
 }
 
 TEST_F(ServerTest, SilentConnectionIsKeptOpen) {
+  start([](TcpStoreServerOptions& o) { o.stalled_request_timeout = 300ms; });
   // torch 1.13 opens a second, idle connection for WATCH_KEY: it must not be closed.
   Raw idle(port(), Dialect::legacy);
   std::this_thread::sleep_for(700ms);  // more than twice the stall timeout
@@ -558,6 +563,7 @@ TEST_F(ServerTest, PeerClosingMidRequestIsLogged) {
 }
 
 TEST_F(ServerTest, ReaderThatReadsNothingIsClosed) {
+  start([](TcpStoreServerOptions& o) { o.stalled_request_timeout = 300ms; });
   Raw c(port(), Dialect::modern);
   c.send(req(Op::set, {"/big"}, {std::string(8 * 1024 * 1024, 'x')}));
   // A 80 MiB reply that the client never reads.
@@ -637,6 +643,7 @@ TEST_F(ServerTest, ThousandConnectionsAddThenWaitOnABarrier) {
   rlimit lim{};
   getrlimit(RLIMIT_NOFILE, &lim);  // the server raised the soft limit to the hard one
   constexpr int kClients = 1200;
+  long rss_before = rss_kib();
   if (lim.rlim_cur < 2 * kClients + 64)
     GTEST_SKIP() << "RLIMIT_NOFILE " << lim.rlim_cur << " is too low for " << kClients
                  << " client+server socket pairs";
@@ -659,6 +666,86 @@ TEST_F(ServerTest, ThousandConnectionsAddThenWaitOnABarrier) {
   for (auto& c : clients) released += c->read_reply(req(Op::wait)).byte == wire::kWaitStop;
   EXPECT_EQ(released, kClients);
   EXPECT_EQ(server_->stats().closed_for_errors, 0u);
+  // Idle connections hold no big buffers (client and server side are both in this process).
+  long grown = rss_kib() - rss_before;
+  EXPECT_LT(grown, 64 * 1024) << "RSS grew by " << grown << " KiB for " << kClients << " clients";
+}
+
+TEST(ServerLimits, OutOfDescriptorsDropsNewConnectionsAndRecovers) {
+  // The server runs in a child whose descriptor limit is 48 (its start() can only raise the soft
+  // limit to the hard one); the clients stay in this process.
+  int port_pipe[2], log_pipe[2], go_pipe[2];
+  ASSERT_EQ(::pipe(port_pipe), 0);
+  ASSERT_EQ(::pipe(log_pipe), 0);
+  ASSERT_EQ(::pipe(go_pipe), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(go_pipe[1]);
+    ::close(port_pipe[0]);
+    ::close(log_pipe[0]);
+    rlimit lim{48, 48};
+    setrlimit(RLIMIT_NOFILE, &lim);
+    TcpStoreServerOptions opt;
+    opt.host = "127.0.0.1";
+    int log_fd = log_pipe[1];
+    opt.log = [log_fd](const std::string& line) {
+      std::string l = line + "\n";
+      [[maybe_unused]] auto n = ::write(log_fd, l.data(), l.size());
+    };
+    auto server = TcpStoreServer::start(opt);
+    uint16_t port = server->port();
+    [[maybe_unused]] auto w = ::write(port_pipe[1], &port, sizeof port);
+    char c;
+    [[maybe_unused]] auto r = ::read(go_pipe[0], &c, 1);  // until the parent closes it
+    server->stop();
+    ::_exit(0);
+  }
+  ::close(go_pipe[0]);
+  ::close(port_pipe[1]);
+  ::close(log_pipe[1]);
+  uint16_t port = 0;
+  ASSERT_EQ(::read(port_pipe[0], &port, sizeof port), static_cast<ssize_t>(sizeof port));
+
+  std::vector<std::unique_ptr<Raw>> clients;
+  int served = 0, dropped = 0;
+  for (int i = 0; i < 60; ++i) {
+    clients.push_back(std::make_unique<Raw>(port, Dialect::legacy));
+    try {
+      clients.back()->call(req(Op::add, {"/n"}, {}, 1));
+      ++served;
+    } catch (const std::exception&) {
+      ++dropped;
+      clients.pop_back();
+    }
+  }
+  EXPECT_GE(served, 10);
+  EXPECT_GE(dropped, 1);
+  clients.resize(clients.size() / 2);  // free descriptors in the server
+  std::this_thread::sleep_for(200ms);
+  Raw again(port, Dialect::legacy);
+  EXPECT_EQ(again.call(req(Op::add, {"/n"}, {}, 1)).number, served + 1);
+
+  std::string log;
+  char buf[4096];
+  pollfd p{log_pipe[0], POLLIN, 0};
+  while (::poll(&p, 1, 200) > 0) {
+    ssize_t n = ::read(log_pipe[0], buf, sizeof buf);
+    if (n <= 0) break;
+    log.append(buf, static_cast<std::size_t>(n));
+  }
+  EXPECT_NE(log.find("out of file descriptors"), std::string::npos) << log;
+  ::close(go_pipe[1]);
+  int status = 0;
+  for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(50ms);
+  if (::waitpid(pid, &status, WNOHANG) == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    ADD_FAILURE() << "server child did not exit";
+  }
+  ::close(port_pipe[0]);
+  ::close(log_pipe[0]);
 }
 
 // ---- listening ---------------------------------------------------------------------------------

@@ -162,11 +162,12 @@ TEST(Merge, TransportRowsKeepTheirRank) {
   r.bytes = 1024;
   r.count = 256;
   r.wrong = 0;
-  v0.transports.push_back(r);
-  v1.transports.push_back(r);
+  v0.transports.push_back(r);  // a world row (rank -1) ...
+  r.rank = 1;
+  v1.transports.push_back(r);  // ... and one rank's own row
   Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
   ASSERT_EQ(g.transports.size(), 2u);
-  EXPECT_EQ(g.transports[0].rank, 0);
+  EXPECT_EQ(g.transports[0].rank, -1);
   EXPECT_EQ(g.transports[1].rank, 1);
 }
 

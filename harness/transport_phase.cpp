@@ -1,0 +1,254 @@
+#include "harness/transport_phase.h"
+
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <set>
+#include <sstream>
+
+#include "rendezvous/prefix_store.h"
+#include "results/finding_codes.h"
+#include "transports/registry.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+using namespace ncclsmoke::transports;
+using results::Finding;
+using rendezvous::Clock;
+using rendezvous::Millis;
+
+std::string secs(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+// The store as a non-owning shared_ptr, so a PrefixStore can wrap it for one transport.
+std::shared_ptr<rendezvous::Store> borrow(rendezvous::Store* s) {
+  return std::shared_ptr<rendezvous::Store>(s, [](rendezvous::Store*) {});
+}
+
+results::TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
+  results::TransportRow row;
+  row.transport = name;
+  row.rank = -1;
+  row.bytes = static_cast<int64_t>(r.bytes);
+  row.count = static_cast<int64_t>(r.count);
+  row.dtype = to_string(r.dtype);
+  row.in_place = r.in_place;
+  row.time_us = r.time_us;
+  row.algbw_gbps = r.algbw_gbps;
+  row.busbw_gbps = r.busbw_gbps;
+  row.wrong = r.wrong;
+  row.gate = r.gate;
+  row.synthetic = synthetic;
+  return row;
+}
+
+Finding error_finding(const TransportError& e, const std::string& name,
+                      const TransportPhaseInput& in, double waited_s) {
+  std::vector<int> ranks{in.rank};
+  std::vector<std::string> hosts{in.host};
+  if (e.peer() >= 0 && e.peer() != in.rank) {
+    ranks.push_back(e.peer());
+    auto it = in.hosts.find(e.peer());
+    if (it != in.hosts.end()) hosts.push_back(it->second);
+  }
+  std::string who = "rank " + std::to_string(in.rank) + " (host " + in.host + ")";
+  std::map<std::string, std::string> vars{{"transport", name}, {"phase", "transport:" + name}};
+  Finding f;
+  switch (e.kind()) {
+    case ErrorKind::unavailable:
+      f = results::make_finding("TRANSPORT_UNAVAILABLE",
+                                "transport " + name + " skipped on " + who + ": " + e.what(),
+                                ranks, hosts, vars);
+      break;
+    case ErrorKind::init_failed:
+      vars["interface"] = "see evidence";
+      f = results::make_finding("TRANSPORT_INIT_FAILED",
+                                "transport " + name + " failed to initialise on " + who + " after " +
+                                    secs(waited_s) + ": " + e.what(),
+                                ranks, hosts, vars);
+      break;
+    case ErrorKind::timeout:
+      f = results::make_finding("TRANSPORT_TIMEOUT",
+                                "transport " + name + " timed out on " + who + " after " +
+                                    secs(waited_s) + ": " + e.what(),
+                                ranks, hosts, vars);
+      break;
+    case ErrorKind::peer_lost:
+      f = results::make_finding("PEER_LOST",
+                                "transport " + name + " on " + who + " lost rank " +
+                                    std::to_string(e.peer()) + ": " + e.what(),
+                                e.peer() >= 0 ? std::vector<int>{e.peer()} : ranks, hosts, vars);
+      f.layer = "transport";
+      break;
+    case ErrorKind::other:
+      f = results::make_finding("TRANSPORT_INIT_FAILED",
+                                "transport " + name + " failed on " + who + ": " + e.what(), ranks,
+                                hosts, vars);
+  }
+  f.evidence = {{"error_kind", to_string(e.kind())}, {"waited_s", waited_s}};
+  if (!e.evidence().is_null()) f.evidence["detail"] = e.evidence();
+  return f;
+}
+
+}  // namespace
+
+bool parse_size(const std::string& text, std::size_t& bytes) {
+  if (text.empty()) return false;
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    return false;
+  }
+  if (text[0] == '-') return false;
+  std::string suffix = text.substr(pos);
+  unsigned long long mult = 1;
+  if (suffix.empty() || suffix == "B") mult = 1;
+  else if (suffix == "K" || suffix == "KiB" || suffix == "k") mult = 1ull << 10;
+  else if (suffix == "M" || suffix == "MiB") mult = 1ull << 20;
+  else if (suffix == "G" || suffix == "GiB") mult = 1ull << 30;
+  else return false;
+  if (v > (1ull << 40) / mult) return false;
+  bytes = static_cast<std::size_t>(v * mult);
+  return true;
+}
+
+TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o) {
+  TransportPhaseOutput out;
+  for (const auto& name : o.transports) {
+    auto t0 = Clock::now();
+    results::Phase phase;
+    phase.name = "transport:" + name;
+    const BackendInfo* backend = find_backend(name);
+    if (!backend || !backend->make) {
+      std::string why = backend ? backend->why_missing : "no transport of that name";
+      phase.status = "skipped";
+      phase.detail = why;
+      out.phases.push_back(phase);
+      out.findings.push_back(results::make_finding(
+          "TRANSPORT_UNAVAILABLE",
+          "transport " + name + " skipped on rank " + std::to_string(in.rank) + " (host " +
+              in.host + "): " + why,
+          {in.rank}, {in.host}, {{"transport", name}}));
+      continue;
+    }
+    auto deadline = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
+    rendezvous::PrefixStore store("transport/" + name, borrow(in.store));
+    TransportContext ctx;
+    ctx.rank = in.rank;
+    ctx.world_size = in.world_size;
+    ctx.hosts = in.hosts;
+    ctx.local_address = in.local_address;
+    ctx.store = &store;
+    ctx.options = o.backend_options;
+    auto t = backend->make();
+    std::string stage = "open";
+    try {
+      t->open(ctx, deadline);
+      stage = "sweep";
+      auto sweep = run_sweep(*t, ctx, store, o.sweep, deadline);
+      stage = "identify";
+      results::TransportIdentity id;
+      id.transport = name;
+      id.rank = in.rank;
+      id.observed = t->identify();
+      out.identities.push_back(id);
+      std::set<int> corrupt_ranks;
+      int64_t wrong_total = 0;
+      nlohmann::json wrong_by_rank = nlohmann::json::object();
+      for (const auto& r : sweep.rows) {
+        out.rows.push_back(world_row(name, r, false));
+        for (int k = 0; k < static_cast<int>(r.rank_time_us.size()); ++k) {
+          auto row = world_row(name, r, false);
+          row.rank = k;
+          row.time_us = r.rank_time_us[k];
+          row.algbw_gbps = std::isfinite(row.time_us) && row.time_us > 0
+                               ? static_cast<double>(r.bytes) / (row.time_us * 1e-6) / 1e9
+                               : NAN;
+          row.busbw_gbps = row.algbw_gbps * allreduce_busbw_factor(in.world_size);
+          row.wrong = k < static_cast<int>(r.rank_wrong.size()) ? r.rank_wrong[k] : -1;
+          row.gate = false;
+          if (row.wrong > 0) {
+            corrupt_ranks.insert(k);
+            wrong_total += row.wrong;
+            wrong_by_rank[std::to_string(k)] =
+                wrong_by_rank.value(std::to_string(k), int64_t{0}) + row.wrong;
+          }
+          out.rows.push_back(row);
+        }
+      }
+      bool bad = false;
+      if (!corrupt_ranks.empty()) {
+        std::vector<int> ranks(corrupt_ranks.begin(), corrupt_ranks.end());
+        std::vector<std::string> hosts;
+        for (int r : ranks) hosts.push_back(ctx.host_of(r));
+        auto f = results::make_finding(
+            "DATA_CORRUPTION",
+            "transport " + name + ": all-reduce returned " + std::to_string(wrong_total) +
+                " wrong elements on " + std::to_string(ranks.size()) + " rank(s)",
+            ranks, hosts);
+        f.evidence = {{"wrong_by_rank", wrong_by_rank}};
+        out.findings.push_back(f);
+        bad = true;
+      }
+      if (!sweep.complete) {
+        out.findings.push_back(results::make_finding(
+            "RESULTS_MISSING",
+            "transport " + name + ": some ranks' sweep figures never arrived on rank " +
+                std::to_string(in.rank),
+            {in.rank}, {in.host}));
+      }
+      phase.status = bad ? "fail" : "pass";
+      phase.detail = std::to_string(sweep.rows.size()) + " sizes/modes measured";
+    } catch (const TransportError& e) {
+      auto f = error_finding(e, name, in, rendezvous::seconds_since(t0));
+      phase.status = e.kind() == ErrorKind::unavailable ? "skipped" : "fail";
+      phase.detail = stage + ": " + e.what();
+      out.findings.push_back(std::move(f));
+    } catch (const rendezvous::StoreError& e) {
+      out.findings.push_back(results::make_finding(
+          "RENDEZVOUS_LOST",
+          "rank " + std::to_string(in.rank) + " lost the store during transport " + name + " (" +
+              stage + "): " + e.what(),
+          {in.rank}, {in.host}));
+      phase.status = "fail";
+      phase.detail = stage + ": " + e.what();
+    }
+    t->close();
+    phase.duration_s = rendezvous::seconds_since(t0);
+    out.phases.push_back(phase);
+  }
+  return out;
+}
+
+std::string transport_table(const results::Verdict& v) {
+  std::ostringstream os;
+  std::string current;
+  char line[256];
+  for (const auto& r : v.transports) {
+    if (r.rank != -1) continue;
+    if (r.transport != current) {
+      current = r.transport;
+      os << "\n# transport " << current << " (" << v.world.size << " ranks)\n";
+      std::snprintf(line, sizeof line, "#%13s %12s %9s  %-8s %10s %8s %8s %7s\n", "size(B)",
+                    "count", "type", "place", "time(us)", "algbw", "busbw", "#wrong");
+      os << line;
+    }
+    char wrong[24];
+    if (r.wrong < 0) std::snprintf(wrong, sizeof wrong, "%s", "n/a");
+    else std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
+    std::snprintf(line, sizeof line, "%14lld %12lld %9s  %-8s %10.1f %8.3f %8.3f %7s%s\n",
+                  static_cast<long long>(r.bytes), static_cast<long long>(r.count),
+                  r.dtype.c_str(), r.in_place ? "in" : "out", r.time_us, r.algbw_gbps,
+                  r.busbw_gbps, wrong, r.gate ? "  <- gate" : "");
+    os << line;
+  }
+  return os.str();
+}
+
+}  // namespace ncclsmoke::harness

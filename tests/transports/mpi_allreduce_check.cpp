@@ -1,0 +1,387 @@
+// Started under mpirun (see mpi_test.sh): checks the mpi transport in a real Open MPI job.
+//
+//   mpirun -np N mpi_allreduce_check [--scenario check|timeout|open_timeout|kill] [--collective allreduce|
+//       iallreduce] [--master-addr ADDR] [--expect-pml X] [--expect-btl X] [--expect-mtl X]
+//       [--expect-tcp] [--expect-no-tcp] [--expect-distinct-hosts] [--identify-dir DIR]
+//
+// check: a world-size mismatch is refused (init_failed); every count (odd ones, not divisible by
+// the world) x float32/bfloat16 x out-of-place/in-place gives exact sums and leaves the input
+// alone; a corrupted element is counted; run_sweep over a TcpStore served by rank 0 (its port is
+// shared with an allreduce) gives complete rows with no wrong element; identify() reports the
+// library and what Open MPI selected. Every rank prints "mpi_allreduce_check: rank R/N PASS".
+// timeout: the last rank skips a collective; the others get TransportError(timeout) within the
+// deadline plus slack, then "unusable" errors, and print "TIMEOUT_OK rank R".
+// open_timeout: the last rank never opens; the others' open() ends in TransportError(timeout)
+// naming MPI_Init_thread, and they print "OPEN_TIMEOUT_OK rank R".
+// kill: the last rank SIGKILLs itself; the survivors' allreduce must not hang (mpirun ends them).
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/tcp_client.h"
+#include "rendezvous/tcp_server.h"
+#include "transports/mpi/mpi_transport.h"
+#include "transports/sweep.h"
+
+using namespace ncclsmoke;
+using namespace ncclsmoke::transports;
+using nlohmann::json;
+
+namespace {
+
+int g_rank = -1, g_size = 0;
+int g_failures = 0, g_checks = 0;
+
+void expect(bool ok, const std::string& what) {
+  ++g_checks;
+  if (!ok) {
+    ++g_failures;
+    std::fprintf(stderr, "mpi_allreduce_check: rank %d FAIL: %s\n", g_rank, what.c_str());
+  }
+}
+
+Deadline in_s(int s) { return Clock::now() + std::chrono::seconds(s); }
+
+struct Args {
+  std::string scenario = "check";
+  std::string collective = "allreduce";
+  std::string master_addr = "127.0.0.1";
+  std::string expect_pml, expect_btl, expect_mtl;
+  std::string identify_dir;  // each rank writes identify-<rank>.json there
+  bool expect_tcp = false;
+  bool expect_no_tcp = false;
+  bool expect_distinct_hosts = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "mpi_allreduce_check: %s needs a value\n", k.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (k == "--scenario") a.scenario = val();
+    else if (k == "--collective") a.collective = val();
+    else if (k == "--master-addr") a.master_addr = val();
+    else if (k == "--identify-dir") a.identify_dir = val();
+    else if (k == "--expect-pml") a.expect_pml = val();
+    else if (k == "--expect-btl") a.expect_btl = val();
+    else if (k == "--expect-mtl") a.expect_mtl = val();
+    else if (k == "--expect-tcp") a.expect_tcp = true;
+    else if (k == "--expect-no-tcp") a.expect_no_tcp = true;
+    else if (k == "--expect-distinct-hosts") a.expect_distinct_hosts = true;
+    else {
+      std::fprintf(stderr, "mpi_allreduce_check: unknown argument %s\n", k.c_str());
+      std::exit(2);
+    }
+  }
+  return a;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// One allreduce of `count` elements, checked: exact sums, untouched input (out-of-place).
+void check_one(Transport& t, std::size_t count, DType dtype, bool in_place) {
+  std::size_t bytes = count * dtype_size(dtype);
+  std::vector<unsigned char> send(bytes), recv(bytes, 0xFF), orig(bytes);
+  fill_input(send.data(), count, dtype, g_rank);
+  orig = send;
+  void* out = in_place ? send.data() : recv.data();
+  std::string what = std::to_string(count) + " " + to_string(dtype) +
+                     (in_place ? " in-place" : " out-of-place");
+  try {
+    t.allreduce(send.data(), out, count, dtype, ReduceOp::sum, in_s(60));
+  } catch (const TransportError& e) {
+    expect(false, what + ": " + e.what());
+    return;
+  }
+  int64_t wrong = count_wrong(out, count, dtype, g_size);
+  expect(wrong == 0, what + ": " + std::to_string(wrong) + " wrong elements");
+  if (!in_place) expect(send == orig, what + ": the input buffer changed");
+  // The data check itself must catch a corrupted element.
+  if (count > 2) {
+    auto* p = static_cast<unsigned char*>(out);
+    p[(count / 2) * dtype_size(dtype) + dtype_size(dtype) - 1] ^= 0x40;  // a high bit
+    expect(count_wrong(out, count, dtype, g_size) == 1, what + ": corruption not caught");
+  }
+}
+
+int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
+  for (DType dtype : {DType::float32, DType::bfloat16})
+    for (std::size_t count : {1, 2, 3, 5, 7, 31, 1000, 1023, 65537, 262147})
+      for (bool in_place : {false, true}) check_one(t, count, dtype, in_place);
+
+  // A store for run_sweep: rank 0 serves it; its port reaches the others through an allreduce.
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  float port = 0;
+  if (g_rank == 0) {
+    rendezvous::TcpStoreServerOptions so;
+    so.host = a.master_addr;
+    server = rendezvous::TcpStoreServer::start(so);
+    port = static_cast<float>(server->port());
+  }
+  t.allreduce(&port, &port, 1, DType::float32, ReduceOp::sum, in_s(60));
+  rendezvous::TcpStoreOptions co;
+  co.host = a.master_addr;
+  co.port = static_cast<uint16_t>(port);
+  std::shared_ptr<rendezvous::Store> store = rendezvous::TcpStore::connect(co, in_s(30));
+
+  for (DType dtype : {DType::float32, DType::bfloat16}) {
+    SweepOptions o;
+    o.min_bytes = 4096;
+    o.max_bytes = 1 << 20;
+    o.factor = 4;
+    o.warmup_iters = 1;
+    o.iters = 3;
+    o.dtype = dtype;
+    o.gate_bytes = 1 << 20;
+    o.op_timeout = Millis(60000);
+    SweepResult r;
+    try {
+      rendezvous::PrefixStore ps(std::string("sweep-") + to_string(dtype) + "/", store);
+      r = run_sweep(t, ctx, ps, o, in_s(120));
+    } catch (const std::exception& e) {
+      expect(false, std::string("run_sweep ") + to_string(dtype) + ": " + e.what());
+      continue;
+    }
+    expect(r.complete, std::string("run_sweep ") + to_string(dtype) + ": incomplete");
+    expect(r.rows.size() == 2 * sweep_sizes(o).size(), "run_sweep rows");
+    for (auto& row : r.rows) {
+      expect(row.wrong == 0, "run_sweep " + std::to_string(row.bytes) + " B: wrong " +
+                                 std::to_string(row.wrong));
+      expect(row.time_us > 0 && row.busbw_gbps > 0, "run_sweep: no time/bandwidth");
+      expect(static_cast<int>(row.rank_time_us.size()) == g_size, "run_sweep: rank times");
+      if (g_rank == 0)
+        std::printf("sweep %s %9zu B %-12s %10.1f us algbw %7.3f busbw %7.3f GB/s wrong %lld\n",
+                    to_string(dtype), row.bytes, row.in_place ? "in-place" : "out-of-place",
+                    row.time_us, row.algbw_gbps, row.busbw_gbps,
+                    static_cast<long long>(row.wrong));
+    }
+  }
+
+  json id = t.identify();
+  {
+    json shown = id;
+    shown.erase("how");  // long, and mpirun may interleave long lines of local ranks
+    std::printf("identify rank %d: %s\n", g_rank, shown.dump().c_str());
+  }
+  if (!a.identify_dir.empty()) {
+    std::string path = a.identify_dir + "/identify-" + std::to_string(g_rank) + ".json";
+    FILE* f = std::fopen(path.c_str(), "w");
+    expect(f != nullptr, "cannot write " + path);
+    if (f) {
+      std::fputs(id.dump().c_str(), f);
+      std::fclose(f);
+    }
+  }
+  expect(id.value("library", "").rfind("Open MPI", 0) == 0, "identify: library is not Open MPI");
+  expect(id.value("mpi_version", "") == "3.1", "identify: mpi_version");
+  expect(id.value("rank", -1) == g_rank && id.value("world_size", -1) == g_size,
+         "identify: rank/world_size");
+  expect(id.contains("pml") && id["pml"].value("selected", json()) != "unknown",
+         "identify: pml selection unknown");
+  if (!a.expect_pml.empty())
+    expect(id["pml"].value("selected", json()) == a.expect_pml, "identify: pml != " + a.expect_pml);
+  if (!a.expect_mtl.empty())
+    expect(id["mtl"].value("selected", json()) == a.expect_mtl, "identify: mtl != " + a.expect_mtl);
+  if (!a.expect_btl.empty()) {
+    bool found = false;
+    for (auto& b : id["btl"].value("selected", json::array()))
+      if (b == a.expect_btl) found = true;
+    expect(found, "identify: btl " + a.expect_btl + " not selected");
+  }
+  // The store's connections are this program's own (made after MPI_Init): leave them out.
+  int mpi_tcp = 0;
+  std::string store_port = ":" + std::to_string(co.port);
+  for (auto& c : id["observed"].value("tcp_connections", json::array())) {
+    std::string s = c.get<std::string>();
+    auto arrow = s.find(" -> ");
+    if (s.substr(0, arrow).substr(s.substr(0, arrow).rfind(':')) == store_port ||
+        s.substr(s.rfind(':')) == store_port)
+      continue;
+    ++mpi_tcp;
+  }
+  if (a.expect_tcp) expect(mpi_tcp > 0, "identify: no MPI TCP connection observed");
+  if (a.expect_no_tcp) expect(mpi_tcp == 0, "identify: MPI TCP connections observed");
+  if (a.expect_no_tcp && g_size > 1)
+    expect(id["observed"].value("vader_segments_mapped", 0) >= 2, "identify: no vader segments");
+
+  // Every rank reports its host; with --expect-distinct-hosts they must all differ.
+  store->set("host/" + std::to_string(g_rank), id.value("host", ""));
+  if (g_rank == 0) {
+    std::set<std::string> hosts;
+    for (int r = 0; r < g_size; ++r) hosts.insert(store->get("host/" + std::to_string(r), in_s(60)));
+    std::printf("hosts:");
+    for (auto& h : hosts) std::printf(" %s", h.c_str());
+    std::printf("\n");
+    if (a.expect_distinct_hosts)
+      expect(static_cast<int>(hosts.size()) == g_size, "ranks do not run on distinct hosts");
+  }
+  // Rank 0 keeps serving until everyone is done with the store.
+  store->add("done", 1);
+  if (g_rank == 0) {
+    auto until = in_s(60);
+    while (store->add("done", 0) < g_size && Clock::now() < until)
+      std::this_thread::sleep_for(Millis(20));
+  }
+  store.reset();
+  if (server) server->stop();
+  (void)ctx;
+  return 0;
+}
+
+int scenario_timeout(Transport& t, const Args& a) {
+  std::vector<float> buf(1024);
+  if (g_rank == g_size - 1) {
+    // Skips the collective; mpirun ends it once the others exit without MPI_Finalize.
+    std::this_thread::sleep_for(std::chrono::seconds(20));
+    return 0;
+  }
+  fill_input(buf.data(), buf.size(), DType::float32, g_rank);
+  auto start = Clock::now();
+  bool timed_out = false;
+  try {
+    t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum,
+                Clock::now() + Millis(2000));
+  } catch (const TransportError& e) {
+    timed_out = e.kind() == ErrorKind::timeout;
+    std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+    std::string want = a.collective == "iallreduce" ? "left unprogressed" : "parked";
+    expect(std::string(e.what()).find(want) != std::string::npos, "timeout message lacks " + want);
+  }
+  double waited = rendezvous::seconds_since(start);
+  expect(timed_out, "no timeout");
+  expect(waited < 2.0 + 10.0, "timeout took " + std::to_string(waited) + " s");
+  try {
+    t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum, in_s(5));
+    expect(false, "allreduce after a timeout did not throw");
+  } catch (const TransportError& e) {
+    expect(std::string(e.what()).find("unusable") != std::string::npos,
+           std::string("second allreduce: ") + e.what());
+  }
+  json id = t.identify();
+  expect(id.value("state", "").rfind("unusable", 0) == 0, "identify after timeout: " + id.dump());
+  if (g_failures == 0) std::printf("TIMEOUT_OK rank %d (%.1f s)\n", g_rank, waited);
+  std::fflush(stdout);
+  return 0;
+}
+
+int scenario_kill(Transport& t) {
+  std::vector<float> buf(1 << 20);
+  t.allreduce(buf.data(), buf.data(), 1, DType::float32, ReduceOp::sum, in_s(60));
+  if (g_rank == g_size - 1) {
+    std::printf("rank %d: SIGKILL myself\n", g_rank);
+    std::fflush(stdout);
+    raise(SIGKILL);
+  }
+  for (int i = 0; i < 100; ++i) {
+    try {
+      t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum, in_s(30));
+    } catch (const TransportError& e) {
+      std::printf("KILL_SEEN rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+      std::fflush(stdout);
+      return 0;
+    }
+  }
+  expect(false, "100 allreduces succeeded with a dead peer");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!r || !s) {
+    std::fprintf(stderr, "mpi_allreduce_check: start me with mpirun (no OMPI_COMM_WORLD_*)\n");
+    return 2;
+  }
+  g_rank = std::atoi(r);
+  g_size = std::atoi(s);
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+
+  TransportContext ctx;
+  ctx.rank = g_rank;
+  ctx.world_size = g_size;
+  ctx.hosts[g_rank] = hostname();
+  ctx.options["mpi.collective"] = a.collective;
+
+  if (a.scenario == "open_timeout") {
+    // The last rank never opens the transport: the others' MPI_Init cannot complete.
+    if (g_rank == g_size - 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(8));
+      return 0;
+    }
+    auto t = make_mpi_transport();
+    auto start = Clock::now();
+    try {
+      t->open(ctx, Clock::now() + Millis(3000));
+      expect(false, "open succeeded without the last rank");
+    } catch (const TransportError& e) {
+      std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+      expect(e.kind() == ErrorKind::timeout, "open: not a timeout");
+      expect(std::string(e.what()).find("MPI_Init_thread did not return") != std::string::npos,
+             "open timeout does not name MPI_Init_thread");
+    }
+    double waited = rendezvous::seconds_since(start);
+    expect(waited < 3.0 + 10.0, "open timeout took " + std::to_string(waited) + " s");
+    if (g_failures == 0) std::printf("OPEN_TIMEOUT_OK rank %d (%.1f s)\n", g_rank, waited);
+    return g_failures ? 1 : 0;
+  }
+  // A world that disagrees with MPI_COMM_WORLD is refused (MPI is initialised once, here).
+  {
+    TransportContext bad = ctx;
+    bad.world_size = g_size + 1;
+    auto t = make_mpi_transport();
+    try {
+      t->open(bad, in_s(60));
+      expect(false, "open with a wrong world size succeeded");
+    } catch (const TransportError& e) {
+      expect(e.kind() == ErrorKind::init_failed &&
+                 std::string(e.what()).find("world size mismatch") != std::string::npos,
+             std::string("wrong world size: ") + to_string(e.kind()) + ": " + e.what());
+    }
+  }
+  auto t = make_mpi_transport();
+  try {
+    t->open(ctx, in_s(60));
+  } catch (const TransportError& e) {
+    std::fprintf(stderr, "mpi_allreduce_check: rank %d: open failed: %s: %s\n", g_rank,
+                 to_string(e.kind()), e.what());
+    return 1;
+  }
+
+  if (a.scenario == "check") scenario_check(*t, ctx, a);
+  else if (a.scenario == "timeout") return scenario_timeout(*t, a), g_failures ? 1 : 0;
+  else if (a.scenario == "kill") scenario_kill(*t);
+  else {
+    std::fprintf(stderr, "mpi_allreduce_check: unknown scenario %s\n", a.scenario.c_str());
+    return 2;
+  }
+  t->close();
+  if (g_failures == 0)
+    std::printf("mpi_allreduce_check: rank %d/%d PASS (%d checks)\n", g_rank, g_size, g_checks);
+  else
+    std::printf("mpi_allreduce_check: rank %d/%d FAILED %d of %d checks\n", g_rank, g_size,
+                g_failures, g_checks);
+  return g_failures ? 1 : 0;
+}

@@ -1,0 +1,494 @@
+// The socket transport, one thread per rank over an in-memory store: correct sums for odd counts,
+// both dtypes, in- and out-of-place, several connections per peer; the sweep; identify; option
+// and interface errors; handshakes that catch a wrong peer; and failures that end in peer_lost or
+// timeout naming the rank at fault, within the deadline.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <thread>
+
+#include "rendezvous/memory_store.h"
+#include "rendezvous/prefix_store.h"
+#include "transports/socket/ring.h"
+#include "transports/socket/socket_transport.h"
+#include "transports/sweep.h"
+
+namespace ncclsmoke::transports {
+namespace {
+
+using namespace std::chrono_literals;
+using rendezvous::deadline_after;
+using Options = std::map<std::string, std::string>;
+
+TransportContext make_ctx(int rank, int n, rendezvous::Store* store, const Options& options) {
+  TransportContext ctx;
+  ctx.rank = rank;
+  ctx.world_size = n;
+  ctx.local_address = "127.0.0.1";
+  ctx.store = store;
+  ctx.options = options;
+  for (int k = 0; k < n; ++k) ctx.hosts[k] = "host-" + std::to_string(k);
+  return ctx;
+}
+
+// Runs fn(rank) on n threads; returns each rank's exception (nullptr when it returned).
+std::vector<std::exception_ptr> on_ranks(int n, const std::function<void(int)>& fn) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+void rethrow_any(const std::vector<std::exception_ptr>& errors) {
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
+class World {
+ public:
+  explicit World(int n, const Options& options = {}) : n(n) {
+    inner = std::make_shared<rendezvous::MemoryStore>();
+    store = std::make_shared<rendezvous::PrefixStore>("transport/socket", inner);
+    for (int r = 0; r < n; ++r) {
+      ctxs.push_back(make_ctx(r, n, store.get(), options));
+      ts.push_back(make_socket_transport());
+    }
+    rethrow_any(on_ranks(n, [&](int r) { ts[r]->open(ctxs[r], deadline_after(20s)); }));
+  }
+  ~World() {
+    for (auto& t : ts) t->close();
+  }
+  int n;
+  std::shared_ptr<rendezvous::MemoryStore> inner;
+  std::shared_ptr<rendezvous::Store> store;
+  std::vector<TransportContext> ctxs;
+  std::vector<std::unique_ptr<Transport>> ts;
+};
+
+TransportError expect_error(const std::exception_ptr& e, const std::string& what) {
+  if (!e) ADD_FAILURE() << what << ": no error";
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const TransportError& te) {
+    return te;
+  } catch (const std::exception& other) {
+    ADD_FAILURE() << what << ": not a TransportError: " << other.what();
+  }
+  return TransportError(ErrorKind::other, "none");
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(RingSegment, CoversEveryElementOnceIncludingEmptySegments) {
+  for (std::size_t count : {0, 1, 3, 7, 1000, 1001}) {
+    for (int n : {1, 2, 3, 4}) {
+      std::size_t next = 0;
+      for (int i = 0; i < n; ++i) {
+        auto [off, len] = sock::ring_segment(count, n, i);
+        EXPECT_EQ(off, next) << count << "/" << n << " segment " << i;
+        EXPECT_LE(len, count / n + 1);
+        next = off + len;
+      }
+      EXPECT_EQ(next, count);
+    }
+  }
+}
+
+struct Case {
+  int world;
+  Options options;
+  std::string label;
+};
+
+class SocketSums : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SocketSums, OddCountsBothDtypesBothPlaces) {
+  World w(GetParam().world, GetParam().options);
+  for (DType dtype : {DType::float32, DType::bfloat16}) {
+    for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                              (std::size_t{1} << 20) + 3}) {
+      for (bool in_place : {false, true}) {
+        std::vector<int64_t> wrong(w.n, -1);
+        std::vector<int64_t> send_changed(w.n, 0);
+        rethrow_any(on_ranks(w.n, [&](int r) {
+          std::size_t bytes = count * dtype_size(dtype);
+          std::vector<unsigned char> send(bytes), recv(bytes, 0xFF), orig;
+          fill_input(send.data(), count, dtype, r);
+          orig = send;
+          void* out = in_place ? send.data() : recv.data();
+          w.ts[r]->allreduce(send.data(), out, count, dtype, ReduceOp::sum, deadline_after(20s));
+          wrong[r] = count_wrong(out, count, dtype, w.n);
+          if (!in_place) send_changed[r] = send != orig;
+        }));
+        for (int r = 0; r < w.n; ++r) {
+          EXPECT_EQ(wrong[r], 0) << "rank " << r << " count " << count << " " << to_string(dtype)
+                                 << (in_place ? " in-place" : " out-of-place");
+          EXPECT_EQ(send_changed[r], 0) << "out-of-place all-reduce wrote into the input";
+        }
+      }
+    }
+  }
+}
+
+TEST_P(SocketSums, SweepRowsAreCheckedAndMeasured) {
+  World w(GetParam().world, GetParam().options);
+  SweepOptions o;
+  o.min_bytes = 4096;
+  o.max_bytes = 1 << 20;
+  o.factor = 4;
+  o.iters = 2;
+  o.warmup_iters = 1;
+  o.gate_bytes = 1 << 20;
+  std::vector<SweepResult> results(w.n);
+  rethrow_any(on_ranks(w.n, [&](int r) {
+    results[r] = run_sweep(*w.ts[r], w.ctxs[r], *w.store, o, deadline_after(60s));
+  }));
+  for (int r = 0; r < w.n; ++r) {
+    ASSERT_TRUE(results[r].complete);
+    ASSERT_EQ(results[r].rows.size(), 2 * sweep_sizes(o).size());
+    for (const auto& row : results[r].rows) {
+      EXPECT_EQ(row.wrong, 0) << row.bytes << (row.in_place ? " in-place" : "");
+      EXPECT_GT(row.busbw_gbps, 0) << row.bytes;
+      EXPECT_EQ(row.rank_time_us.size(), static_cast<std::size_t>(w.n));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, SocketSums,
+    ::testing::Values(Case{2, {}, "w2"}, Case{3, {}, "w3"}, Case{4, {}, "w4"},
+                      // Small chunks over several connections: many chunks per segment, striped.
+                      Case{2, {{"socket.nconn", "2"}, {"socket.chunk", "4096"}}, "w2_2conn_4k"},
+                      Case{3, {{"socket.nconn", "3"}, {"socket.chunk", "1536"}}, "w3_3conn"},
+                      Case{4, {{"socket.nconn", "2"}, {"socket.chunk", "65536"},
+                               {"socket.bufsize", "0"}}, "w4_2conn_autotune"}),
+    [](const auto& info) { return info.param.label; });
+
+TEST(SocketTransport, WorldOfOneCopiesAndIdentifies) {
+  World w(1);
+  std::vector<float> in{1, 2, 3}, out(3, -1);
+  w.ts[0]->allreduce(in.data(), out.data(), 3, DType::float32, ReduceOp::sum, deadline_after(5s));
+  EXPECT_EQ(out, in);
+  auto id = w.ts[0]->identify();
+  EXPECT_EQ(id["interface"], "lo");
+  EXPECT_EQ(id["address"], "127.0.0.1");
+  EXPECT_TRUE(id["listen"].is_null());
+}
+
+TEST(SocketTransport, IdentifyReportsInterfaceAddressesAndPeers) {
+  World w(3, {{"socket.nconn", "2"}, {"socket.chunk", "131072"}});
+  for (int r = 0; r < 3; ++r) {
+    auto id = w.ts[r]->identify();
+    SCOPED_TRACE(id.dump());
+    EXPECT_EQ(id["interface"], "lo");
+    EXPECT_EQ(id["address"], "127.0.0.1");
+    EXPECT_EQ(id["ifname_rule"], "default");
+    EXPECT_EQ(id["nconn"], 2);
+    EXPECT_EQ(id["chunk_bytes"], 131072);
+    std::string listen = id["listen"];
+    EXPECT_EQ(listen.rfind("127.0.0.1:", 0), 0u);
+    EXPECT_EQ(w.store->get("addr/" + std::to_string(r), deadline_after(1s)), listen);
+    EXPECT_EQ(id["peers"]["send_to"]["rank"], (r + 1) % 3);
+    EXPECT_EQ(id["peers"]["recv_from"]["rank"], (r + 2) % 3);
+    EXPECT_EQ(id["peers"]["send_to"]["address"],
+              w.store->get("addr/" + std::to_string((r + 1) % 3), deadline_after(1s)));
+    EXPECT_EQ(id["peers"]["send_to"]["local"].size(), 2u);
+    EXPECT_EQ(id["peers"]["recv_from"]["remote"].size(), 2u);
+  }
+  // The rule in use is reported, from the option or from the environment.
+  World named(2, {{"socket.ifname", "lo"}});
+  EXPECT_EQ(named.ts[0]->identify()["ifname_rule"], "lo");
+  EXPECT_EQ(named.ts[0]->identify()["interface"], "lo");
+  ::setenv("NCCL_SOCKET_IFNAME", "=lo", 1);
+  try {
+    World env(2);
+    EXPECT_EQ(env.ts[1]->identify()["ifname_rule"], "=lo");
+    EXPECT_EQ(env.ts[1]->identify()["address_source"], "NCCL_SOCKET_IFNAME");
+  } catch (...) {
+    ::unsetenv("NCCL_SOCKET_IFNAME");
+    throw;
+  }
+  ::unsetenv("NCCL_SOCKET_IFNAME");
+}
+
+TEST(SocketTransport, BadOptionsAndUnmatchedInterfaceFailInit) {
+  rendezvous::MemoryStore store;
+  for (const Options& o : std::vector<Options>{{{"socket.nconn", "0"}},
+                                               {{"socket.nconn", "17"}},
+                                               {{"socket.nconn", "two"}},
+                                               {{"socket.chunk", "12"}},
+                                               {{"socket.chunk", "5X"}}}) {
+    auto t = make_socket_transport();
+    auto ctx = make_ctx(0, 2, &store, o);
+    try {
+      t->open(ctx, deadline_after(2s));
+      ADD_FAILURE() << o.begin()->first << "=" << o.begin()->second << " was accepted";
+    } catch (const TransportError& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::init_failed);
+      EXPECT_TRUE(contains(e.what(), o.begin()->first)) << e.what();
+      EXPECT_TRUE(contains(e.what(), "rank 0 (host host-0)")) << e.what();
+    }
+  }
+  auto t = make_socket_transport();
+  auto ctx = make_ctx(1, 2, &store, {{"socket.ifname", "=no-such-nic0"}});
+  try {
+    t->open(ctx, deadline_after(2s));
+    ADD_FAILURE() << "an unmatched interface rule was accepted";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::init_failed);
+    EXPECT_TRUE(contains(e.what(), "\"=no-such-nic0\"")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "lo [127.0.0.1")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "socket.ifname")) << e.what();
+  }
+}
+
+TEST(SocketTransport, OpenTimesOutNamingTheRankThatNeverPublished) {
+  rendezvous::MemoryStore store;
+  auto t = make_socket_transport();
+  auto start = Clock::now();
+  try {
+    t->open(make_ctx(0, 2, &store, {}), deadline_after(500ms));
+    ADD_FAILURE() << "opened without a peer";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::timeout);
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_TRUE(contains(e.what(), "rank 1 (host host-1)")) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, 1500ms);
+}
+
+TEST(SocketTransport, MismatchedCountsFailLoudlyInsteadOfMixingData) {
+  World w(2);
+  auto errors = on_ranks(2, [&](int r) {
+    std::size_t count = r == 0 ? 1000 : 999;
+    std::vector<float> buf(count, 1.0f);
+    w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
+                       deadline_after(10s));
+  });
+  for (int r = 0; r < 2; ++r) {
+    auto e = expect_error(errors[r], "rank " + std::to_string(r));
+    EXPECT_TRUE(contains(e.what(), "same count and dtype") || e.kind() == ErrorKind::peer_lost)
+        << e.what();
+  }
+  auto e0 = expect_error(errors[0], "rank 0");
+  EXPECT_TRUE(contains(e0.what(), "999")) << e0.what();
+}
+
+// A peer that goes away mid-collective: its neighbours see it close, the others learn the cause
+// from the neighbour that gave up; nobody waits for the deadline.
+void peer_goes_away(int n, int dead) {
+  World w(n);
+  std::size_t count = 4 << 20;  // 16 MiB: more than the socket buffers hold
+  auto start = Clock::now();
+  auto errors = on_ranks(n, [&](int r) {
+    if (r == dead) {
+      std::this_thread::sleep_for(300ms);
+      w.ts[r]->close();
+      return;
+    }
+    std::vector<float> buf(count);
+    fill_input(buf.data(), count, DType::float32, r);
+    w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
+                       deadline_after(30s));
+  });
+  EXPECT_LT(Clock::now() - start, 15s) << "survivors waited for the deadline";
+  for (int r = 0; r < n; ++r) {
+    if (r == dead) continue;
+    auto e = expect_error(errors[r], "rank " + std::to_string(r));
+    SCOPED_TRACE(e.what());
+    EXPECT_EQ(e.kind(), ErrorKind::peer_lost);
+    EXPECT_EQ(e.peer(), dead);
+    EXPECT_TRUE(contains(e.what(), "rank " + std::to_string(dead) + " (host host-" +
+                                       std::to_string(dead)));
+    EXPECT_TRUE(contains(e.what(), "rank " + std::to_string(r) + " (host host-"));
+    // Unusable afterwards, and says why.
+    float x = 1;
+    try {
+      w.ts[r]->allreduce(&x, &x, 1, DType::float32, ReduceOp::sum, deadline_after(1s));
+      ADD_FAILURE() << "usable after an error";
+    } catch (const TransportError& again) {
+      EXPECT_TRUE(contains(again.what(), "unusable after an earlier error")) << again.what();
+    }
+  }
+}
+
+TEST(SocketFailure, PeerClosingMidCollectiveIsPeerLostTwoRanks) { peer_goes_away(2, 1); }
+TEST(SocketFailure, PeerClosingMidCollectiveIsPeerLostThreeRanks) { peer_goes_away(3, 2); }
+TEST(SocketFailure, PeerClosingMidCollectiveIsPeerLostFourRanks) { peer_goes_away(4, 1); }
+
+// One rank never calls all-reduce: the others time out by their deadline and name it.
+void rank_never_calls(int n, int absent) {
+  World w(n);
+  std::size_t count = 1 << 20;
+  auto op_timeout = 1500ms;
+  std::vector<double> took(n, 0);
+  auto errors = on_ranks(n, [&](int r) {
+    if (r == absent) return;
+    std::vector<float> buf(count, 1.0f);
+    auto start = Clock::now();
+    try {
+      w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
+                         deadline_after(op_timeout));
+    } catch (...) {
+      took[r] = std::chrono::duration<double>(Clock::now() - start).count();
+      throw;
+    }
+  });
+  for (int r = 0; r < n; ++r) {
+    if (r == absent) continue;
+    auto e = expect_error(errors[r], "rank " + std::to_string(r));
+    SCOPED_TRACE(e.what());
+    EXPECT_EQ(e.kind(), ErrorKind::timeout);
+    // Ranks further down the ring name the absent rank when their upstream neighbour gave up
+    // first (its reason is in the store), else the neighbour they were waiting on.
+    int upstream = (r - 1 + n) % n;
+    EXPECT_TRUE(e.peer() == absent || e.peer() == upstream) << e.peer();
+    EXPECT_TRUE(contains(e.what(), "rank " + std::to_string(e.peer()) + " (host host-"));
+    EXPECT_LT(took[r], 1.5 + 1.0);
+  }
+  // The neighbour waiting directly on the absent rank says it timed out waiting for it.
+  auto e = expect_error(errors[(absent + 1) % n], "receiver");
+  EXPECT_EQ(e.peer(), absent);
+  EXPECT_TRUE(contains(e.what(), "timed out after")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "waiting for rank " + std::to_string(absent))) << e.what();
+}
+
+TEST(SocketFailure, DeadlineExpiresTwoRanks) { rank_never_calls(2, 1); }
+TEST(SocketFailure, DeadlineExpiresThreeRanks) { rank_never_calls(3, 0); }
+
+// A test socket that plays rank 1 of a two-rank world against a real rank 0.
+struct FakeRank {
+  int listen_fd = -1;
+  std::string address;
+  FakeRank() {
+    listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+    ::listen(listen_fd, 8);
+    socklen_t len = sizeof a;
+    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
+    address = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  }
+  ~FakeRank() { ::close(listen_fd); }
+  static int dial(const std::string& addr) {
+    auto colon = addr.rfind(':');
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(std::stoi(addr.substr(colon + 1))));
+    ::inet_pton(AF_INET, addr.substr(0, colon).c_str(), &a.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  }
+};
+
+std::vector<unsigned char> hello(uint32_t rank, uint32_t world, uint32_t nconn, uint32_t conn,
+                                 uint32_t chunk) {
+  std::vector<unsigned char> b(32, 0);
+  uint32_t fields[] = {0x4b52534eu, 1, rank, world, nconn, conn, chunk};
+  for (int f = 0; f < 7; ++f)
+    for (int i = 0; i < 4; ++i) b[4 * f + i] = static_cast<unsigned char>(fields[f] >> (8 * i));
+  return b;
+}
+
+TEST(SocketHandshake, ConnectionClaimingTheWrongRankFailsInit) {
+  rendezvous::MemoryStore store;
+  FakeRank fake;
+  store.set("addr/1", fake.address);
+  auto opened = std::async(std::launch::async, [&] {
+    auto t = make_socket_transport();
+    t->open(make_ctx(0, 2, &store, {}), deadline_after(10s));
+  });
+  std::string addr0 = store.get("addr/0", deadline_after(10s));
+  int fd = FakeRank::dial(addr0);
+  auto h = hello(5, 2, 1, 0, 512 * 1024);
+  ASSERT_EQ(::send(fd, h.data(), h.size(), 0), 32);
+  try {
+    opened.get();
+    ADD_FAILURE() << "accepted a connection claiming rank 5";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::init_failed);
+    EXPECT_TRUE(contains(e.what(), "claiming rank 5")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "expected only rank 1")) << e.what();
+  }
+  ::close(fd);
+}
+
+TEST(SocketHandshake, StrangersAreDroppedAndNamedWhenTheRealPeerNeverComes) {
+  rendezvous::MemoryStore store;
+  FakeRank fake;
+  store.set("addr/1", fake.address);
+  auto opened = std::async(std::launch::async, [&] {
+    auto t = make_socket_transport();
+    t->open(make_ctx(0, 2, &store, {}), deadline_after(1500ms));
+  });
+  std::string addr0 = store.get("addr/0", deadline_after(10s));
+  int fd = FakeRank::dial(addr0);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_GT(::send(fd, junk, sizeof junk - 1, 0), 0);
+  try {
+    opened.get();
+    ADD_FAILURE() << "opened without its peer";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::timeout);
+    EXPECT_EQ(e.peer(), 1);
+    EXPECT_TRUE(contains(e.what(), "0 of 1 connections from rank 1")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "did not speak the handshake")) << e.what();
+  }
+  ::close(fd);
+}
+
+TEST(SocketHandshake, AnswerFromTheWrongRankFailsInit) {
+  rendezvous::MemoryStore store;
+  FakeRank fake;
+  store.set("addr/1", fake.address);
+  auto opened = std::async(std::launch::async, [&] {
+    auto t = make_socket_transport();
+    t->open(make_ctx(0, 2, &store, {}), deadline_after(10s));
+  });
+  // Play rank 1 correctly towards rank 0, but answer rank 0's dial as "rank 7".
+  std::string addr0 = store.get("addr/0", deadline_after(10s));
+  int out = FakeRank::dial(addr0);
+  auto h = hello(1, 2, 1, 0, 512 * 1024);
+  ASSERT_EQ(::send(out, h.data(), h.size(), 0), 32);
+  int in = ::accept(fake.listen_fd, nullptr, nullptr);
+  ASSERT_GE(in, 0);
+  unsigned char buf[32];
+  ASSERT_EQ(::recv(in, buf, 32, MSG_WAITALL), 32);
+  unsigned char ack[16] = {0};
+  uint32_t fields[] = {0x4b41534eu, 7, 0, 0};
+  for (int f = 0; f < 4; ++f)
+    for (int i = 0; i < 4; ++i) ack[4 * f + i] = static_cast<unsigned char>(fields[f] >> (8 * i));
+  ASSERT_EQ(::send(in, ack, 16, 0), 16);
+  try {
+    opened.get();
+    ADD_FAILURE() << "accepted an answer from rank 7";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::init_failed);
+    EXPECT_TRUE(contains(e.what(), "rank 7 answered")) << e.what();
+  }
+  ::close(in);
+  ::close(out);
+}
+
+}  // namespace
+}  // namespace ncclsmoke::transports

@@ -1,0 +1,81 @@
+#include "transports/fabric/efa_counters.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+namespace ncclsmoke::transports {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Sorted names of the sub-directories of `dir` (sysfs device entries are symlinks to directories).
+std::vector<std::string> subdirs(const fs::path& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code ec2;
+    if (fs::is_directory(it->path(), ec2)) out.push_back(it->path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool read_number(const fs::path& file, uint64_t& value) {
+  std::ifstream in(file);
+  if (!in) return false;
+  std::string text;
+  char buf[64];
+  in.read(buf, sizeof buf);
+  text.assign(buf, static_cast<std::size_t>(in.gcount()));
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r'))
+    text.pop_back();
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+CounterSnapshot read_hw_counters(const std::string& root) {
+  CounterSnapshot snap;
+  if (root.empty()) return snap;
+  for (const auto& dev : subdirs(root)) {
+    fs::path ports = fs::path(root) / dev / "ports";
+    for (const auto& port : subdirs(ports)) {
+      fs::path dir = ports / port / "hw_counters";
+      std::error_code ec;
+      fs::directory_iterator it(dir, ec), end;
+      std::map<std::string, uint64_t> counters;
+      for (; !ec && it != end; it.increment(ec)) {
+        std::error_code ec2;
+        if (!fs::is_regular_file(it->path(), ec2)) continue;
+        uint64_t v = 0;
+        if (read_number(it->path(), v)) counters[it->path().filename().string()] = v;
+      }
+      if (!counters.empty()) snap[dev + "/" + port] = std::move(counters);
+    }
+  }
+  return snap;
+}
+
+nlohmann::json counter_deltas(const CounterSnapshot& before, const CounterSnapshot& after) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [key, now] : after) {
+    auto b = before.find(key);
+    if (b == before.end()) continue;
+    nlohmann::json d = nlohmann::json::object();
+    for (const auto& [name, v] : now) {
+      auto old = b->second.find(name);
+      if (old == b->second.end()) continue;
+      d[name] = v >= old->second ? v - old->second : v;
+    }
+    if (!d.empty()) out[key] = std::move(d);
+  }
+  return out;
+}
+
+}  // namespace ncclsmoke::transports

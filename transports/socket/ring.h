@@ -1,0 +1,83 @@
+#pragma once
+// The ring all-reduce engine of the socket transport: reduce-scatter then all-gather over n
+// segments (segment i is count/n elements, the first count%n one more; some may be empty), on
+// already connected sockets: `to_next[c]` carries bytes to rank (r+1)%n, `from_prev[c]` brings
+// them from (r-1+n)%n.
+//
+// Pipelining. Every step's segment is cut into chunks; chunk k rides connection k % nconn, so
+// each connection carries its own ordered stream of chunks, step after step. Sending chunk k of
+// step t+1 needs only chunk k of step t to be received (and reduced): the dependency is tracked
+// per byte, so a chunk is forwarded while it is still arriving. One thread drives everything
+// with non-blocking sockets and one poll(): each turn it does one recv and one send per
+// connection and reduces the bytes a recv brought while they are hot in cache. Out-of-place,
+// reduce-scatter bytes land directly in `recv` and are summed with `send` there (no copy of the
+// input first); in-place they land in a per-connection staging chunk and are summed into place.
+// All-gather bytes always land in place. Every collective opens each stream with a 24-byte
+// header (sequence number, count, dtype), so ranks that disagree on the call fail loudly
+// instead of mixing data.
+//
+// Every wait is a poll bounded by the deadline. Failures are RingFailure values naming the side
+// (next or prev), the connection and what happened; the transport turns them into messages.
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace ncclsmoke::transports::sock {
+
+struct RingLinks {
+  std::vector<int> to_next;    // non-blocking, one per connection
+  std::vector<int> from_prev;  // same count
+};
+
+struct RingConfig {
+  int rank = 0;
+  int world_size = 1;
+  std::size_t chunk_bytes = 512 * 1024;
+  // A partly arrived chunk is forwarded once this many bytes are ready (or the chunk is whole).
+  std::size_t min_send_bytes = 64 * 1024;
+};
+
+enum class RingFault {
+  timeout,   // the deadline passed
+  closed,    // the peer closed its end (EOF) or reset it
+  io_error,  // another socket error (errno set)
+  protocol,  // the peer sent a header that disagrees with ours, or bytes it should not
+};
+
+struct RingProgress {
+  uint64_t received = 0, to_receive = 0;  // from the previous rank, this collective
+  uint64_t sent = 0, to_send = 0;         // to the next rank
+};
+
+class RingFailure : public std::runtime_error {
+ public:
+  RingFailure(RingFault fault, bool next_side, int conn, int sys_errno, const std::string& what,
+              RingProgress progress)
+      : std::runtime_error(what), fault(fault), next_side(next_side), conn(conn),
+        sys_errno(sys_errno), progress(progress) {}
+  RingFault fault;
+  bool next_side;  // the connection to the next rank (true) or from the previous one (false)
+  int conn;
+  int sys_errno;
+  RingProgress progress;
+};
+
+class RingAllreduce {
+ public:
+  // recv[i] = sum over ranks of send[i]; send == recv is in-place. Returns once every byte was
+  // sent and received, or throws RingFailure.
+  void run(const RingLinks& links, const RingConfig& cfg, const void* send, void* recv,
+           std::size_t count, DType dtype, uint64_t seq, Deadline deadline);
+
+ private:
+  std::vector<unsigned char> staging_;  // in-place reduce-scatter: one chunk per connection
+};
+
+// Segment i of a ring over `count` elements and `n` ranks: {offset, length} in elements.
+std::pair<std::size_t, std::size_t> ring_segment(std::size_t count, int n, int i);
+
+}  // namespace ncclsmoke::transports::sock

@@ -1,0 +1,738 @@
+#include "transports/socket/socket_transport.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "rendezvous/connect.h"
+#include "transports/socket/ifname.h"
+#include "transports/socket/ring.h"
+
+namespace ncclsmoke::transports {
+namespace {
+
+using nlohmann::json;
+using rendezvous::deadline_after;
+using rendezvous::expired;
+using rendezvous::remaining;
+using rendezvous::StoreError;
+using sock::NetInterface;
+
+// Connection handshake: the dialling rank says who it is and how it was configured; the
+// accepting rank checks that it is the expected neighbour and answers with its own rank, so
+// accept order does not matter and a wrong peer is caught on both ends.
+constexpr uint32_t kHelloMagic = 0x4b52534eu;  // "NSRK"
+constexpr uint32_t kAckMagic = 0x4b41534eu;    // "NSAK"
+constexpr uint32_t kVersion = 1;
+constexpr std::size_t kHello = 32, kAck = 16;
+constexpr std::size_t kDefaultChunk = 512 * 1024;
+constexpr int kDefaultBufBytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF ask; 0 leaves autotuning on
+constexpr std::size_t kMaxPendingAccepts = 64;
+
+void put_u32(unsigned char* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<unsigned char>(v >> (8 * i));
+}
+uint32_t get_u32(const unsigned char* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
+
+std::string secs(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, s < 10 ? "%.2fs" : "%.1fs", s);
+  return b;
+}
+
+// "524288", "512K", "512KiB", "4M" ... (binary multiples).
+bool parse_bytes(const std::string& text, uint64_t& out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+  if (errno || end == text.c_str()) return false;
+  std::string suffix(end);
+  uint64_t mul = 1;
+  if (suffix.empty() || suffix == "B") mul = 1;
+  else if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") mul = 1ull << 10;
+  else if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") mul = 1ull << 20;
+  else if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") mul = 1ull << 30;
+  else return false;
+  out = v * mul;
+  return true;
+}
+
+bool split_host_port(const std::string& s, std::string& host, uint16_t& port) {
+  std::string p;
+  if (!s.empty() && s[0] == '[') {
+    auto close = s.find(']');
+    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return false;
+    host = s.substr(1, close - 1);
+    p = s.substr(close + 2);
+  } else {
+    auto colon = s.rfind(':');
+    if (colon == std::string::npos) return false;
+    host = s.substr(0, colon);
+    p = s.substr(colon + 1);
+  }
+  char* end = nullptr;
+  long v = std::strtol(p.c_str(), &end, 10);
+  if (host.empty() || p.empty() || *end || v <= 0 || v > 65535) return false;
+  port = static_cast<uint16_t>(v);
+  return true;
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) ::close(fd);
+  fd = -1;
+}
+
+void set_nonblocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags >= 0) ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+// Asks for large buffers; past the administrator's cap (net.core.*mem_max) the kernel clamps,
+// and CAP_NET_ADMIN may force. 0 keeps the kernel's autotuning.
+void set_buffers(int fd, int bytes) {
+  if (bytes <= 0) return;
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &bytes, sizeof bytes) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof bytes);
+}
+
+int get_int_opt(int fd, int level, int name) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  return ::getsockopt(fd, level, name, &v, &len) == 0 ? v : -1;
+}
+
+std::string local_end(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return rendezvous::format_address(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+std::string remote_end(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return rendezvous::format_address(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+enum class Io { ok, eof, timeout, error };
+
+// Moves exactly `len` bytes on a socket before the deadline, whatever its blocking mode.
+Io send_exact(int fd, const void* buf, std::size_t len, Deadline deadline, int& err) {
+  const char* p = static_cast<const char*>(buf);
+  while (len) {
+    ssize_t n = ::send(fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      err = errno;
+      return Io::error;
+    }
+    if (expired(deadline)) return Io::timeout;
+    pollfd pfd{fd, POLLOUT, 0};
+    ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(1, remaining(deadline).count())));
+  }
+  return Io::ok;
+}
+
+Io recv_exact(int fd, void* buf, std::size_t len, Deadline deadline, int& err) {
+  char* p = static_cast<char*>(buf);
+  while (len) {
+    ssize_t n = ::recv(fd, p, len, MSG_DONTWAIT);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0) return Io::eof;
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      err = errno;
+      return Io::error;
+    }
+    if (expired(deadline)) return Io::timeout;
+    pollfd pfd{fd, POLLIN, 0};
+    ::poll(&pfd, 1, static_cast<int>(std::max<int64_t>(1, remaining(deadline).count())));
+  }
+  return Io::ok;
+}
+
+ErrorKind parse_kind(const std::string& s) {
+  for (ErrorKind k : {ErrorKind::unavailable, ErrorKind::init_failed, ErrorKind::timeout,
+                      ErrorKind::peer_lost, ErrorKind::other})
+    if (s == to_string(k)) return k;
+  return ErrorKind::other;
+}
+
+class SocketTransport final : public Transport {
+ public:
+  ~SocketTransport() override { close(); }
+
+  std::string name() const override { return "socket"; }
+
+  void open(const TransportContext& ctx, Deadline deadline) override {
+    ctx_ = ctx;
+    auto start = Clock::now();
+    if (ctx.world_size < 1 || ctx.rank < 0 || ctx.rank >= ctx.world_size)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": rank " + std::to_string(ctx.rank) + " is outside world size " +
+                               std::to_string(ctx.world_size));
+    read_options();
+    choose_address();
+    n_ = ctx.world_size;
+    next_ = (ctx.rank + 1) % n_;
+    prev_ = (ctx.rank - 1 + n_) % n_;
+    if (n_ == 1) {
+      opened_ = true;
+      return;
+    }
+    if (!ctx.store)
+      throw TransportError(ErrorKind::init_failed, who() + ": the socket transport needs a store");
+    try {
+      listen_now();
+      publish_and_connect(deadline, start);
+      accept_from_prev(deadline, start);
+      read_acks(deadline, start);
+    } catch (...) {
+      close();
+      throw;
+    }
+    close_fd(listen_fd_);
+    for (int fd : links_.to_next) locals_.push_back(local_end(fd));
+    for (int fd : links_.from_prev) remotes_.push_back(remote_end(fd));
+    sndbuf_ = get_int_opt(links_.to_next[0], SOL_SOCKET, SO_SNDBUF);
+    rcvbuf_ = get_int_opt(links_.from_prev[0], SOL_SOCKET, SO_RCVBUF);
+    opened_ = true;
+  }
+
+  void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                 Deadline deadline) override {
+    (void)op;  // sum is the only operation
+    if (broken_)
+      throw TransportError(broken_kind_,
+                           who() + ": the socket transport is unusable after an earlier error: " +
+                               broken_message_,
+                           broken_peer_);
+    if (!opened_)
+      throw TransportError(ErrorKind::other, who() + ": all-reduce on a socket transport that is not open");
+    if (n_ == 1) {
+      if (send != recv && count) std::memmove(recv, send, count * dtype_size(dtype));
+      return;
+    }
+    auto start = Clock::now();
+    uint64_t seq = ++seq_;
+    sock::RingConfig cfg;
+    cfg.rank = ctx_.rank;
+    cfg.world_size = n_;
+    cfg.chunk_bytes = chunk_;
+    try {
+      ring_.run(links_, cfg, send, recv, count, dtype, seq, deadline);
+    } catch (const sock::RingFailure& f) {
+      TransportError e = explain(f, count * dtype_size(dtype), seq, start);
+      give_up(e);
+      throw e;
+    }
+  }
+
+  json identify() override {
+    json j = {{"interface", iface_},
+              {"address", address_},
+              {"address_source", address_source_},
+              {"ifname_rule", rule_text_.empty() ? "default" : rule_text_},
+              {"nconn", nconn_},
+              {"chunk_bytes", chunk_},
+              {"world_size", n_},
+              {"rank", ctx_.rank}};
+    if (!matched_.empty()) j["matched_interfaces"] = matched_;
+    if (n_ > 1) {
+      j["listen"] = listen_;
+      j["peers"] = {{"send_to", {{"rank", next_}, {"host", ctx_.host_of(next_)},
+                                 {"address", next_addr_}, {"local", locals_}}},
+                    {"recv_from", {{"rank", prev_}, {"host", ctx_.host_of(prev_)},
+                                   {"address", prev_addr_}, {"remote", remotes_}}}};
+      j["socket_buffers"] = {{"requested", buf_bytes_}, {"sndbuf", sndbuf_}, {"rcvbuf", rcvbuf_}};
+    } else {
+      j["listen"] = nullptr;
+      j["peers"] = json::object();
+    }
+    if (broken_) j["error"] = broken_message_;
+    return j;
+  }
+
+  void close() override {
+    for (int& fd : links_.to_next) close_fd(fd);
+    for (int& fd : links_.from_prev) close_fd(fd);
+    close_fd(listen_fd_);
+    opened_ = false;
+  }
+
+ private:
+  std::string who() const {
+    return "rank " + std::to_string(ctx_.rank) + " (host " + ctx_.host_of(ctx_.rank) + ")";
+  }
+  std::string peer(int r) const {
+    std::string addr = r == next_ ? next_addr_ : r == prev_ ? prev_addr_ : "";
+    return "rank " + std::to_string(r) + " (host " + ctx_.host_of(r) +
+           (addr.empty() ? "" : ", " + addr) + ")";
+  }
+
+  void read_options() {
+    std::string v = ctx_.option("socket.nconn");
+    if (!v.empty()) {
+      char* end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (*end || n < 1 || n > 16)
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": socket.nconn=\"" + v + "\" is not a number in 1..16");
+      nconn_ = static_cast<int>(n);
+    }
+    v = ctx_.option("socket.chunk");
+    if (!v.empty()) {
+      uint64_t b = 0;
+      if (!parse_bytes(v, b) || b < 1024 || b > (256ull << 20))
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": socket.chunk=\"" + v + "\" is not a size in 1 KiB..256 MiB");
+      chunk_ = static_cast<std::size_t>(b);
+    }
+    v = ctx_.option("socket.bufsize");
+    if (!v.empty()) {
+      uint64_t b = 0;
+      if (!parse_bytes(v, b) || b > (1ull << 30))
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": socket.bufsize=\"" + v + "\" is not a size up to 1 GiB (0: kernel autotuning)");
+      buf_bytes_ = static_cast<int>(b);
+    }
+  }
+
+  void choose_address() {
+    std::string source = "socket.ifname";
+    rule_text_ = ctx_.option("socket.ifname");
+    if (rule_text_.empty()) {
+      const char* env = std::getenv("NCCL_SOCKET_IFNAME");
+      if (env && *env) {
+        rule_text_ = env;
+        source = "NCCL_SOCKET_IFNAME";
+      }
+    }
+    auto ifs = sock::list_interfaces();
+    if (!rule_text_.empty()) {
+      try {
+        auto choice = sock::select_interface(ifs, sock::parse_ifname_rule(rule_text_));
+        take(choice.chosen, source);
+        matched_ = choice.matched;
+      } catch (const TransportError& e) {
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": " + e.what() + " (rule from " + source + ")");
+      }
+      return;
+    }
+    if (!ctx_.local_address.empty()) {
+      const NetInterface* i = sock::interface_owning(ifs, ctx_.local_address);
+      if (!i)
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": the address this rank reaches the store from (" +
+                                 ctx_.local_address + ") is on no local interface (" +
+                                 sock::describe_interfaces(ifs) +
+                                 "); name one with socket.ifname or NCCL_SOCKET_IFNAME");
+      take(*i, "store route");
+      return;
+    }
+    // No hint at all: NCCL's own default order.
+    for (const char* rule : {"^docker,lo", "docker", "lo"}) {
+      try {
+        auto choice = sock::select_interface(ifs, sock::parse_ifname_rule(rule));
+        take(choice.chosen, std::string("default (") + rule + ")");
+        return;
+      } catch (const TransportError&) {
+      }
+    }
+    throw TransportError(ErrorKind::init_failed,
+                         who() + ": no usable network interface; available: " +
+                             sock::describe_interfaces(ifs));
+  }
+
+  void take(const NetInterface& i, const std::string& source) {
+    iface_ = i.name;
+    address_ = i.address;
+    family_ = i.family;
+    address_source_ = source;
+  }
+
+  void listen_now() {
+    sockaddr_storage ss{};
+    socklen_t len = 0;
+    if (family_ == AF_INET) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+      in->sin_family = AF_INET;
+      ::inet_pton(AF_INET, address_.c_str(), &in->sin_addr);
+      len = sizeof(sockaddr_in);
+    } else {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+      in6->sin6_family = AF_INET6;
+      ::inet_pton(AF_INET6, address_.c_str(), &in6->sin6_addr);
+      len = sizeof(sockaddr_in6);
+    }
+    listen_fd_ = ::socket(family_, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (listen_fd_ < 0)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": cannot create a socket: " + std::strerror(errno));
+    set_buffers(listen_fd_, buf_bytes_);  // accepted connections inherit them
+    if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&ss), len) != 0 ||
+        ::listen(listen_fd_, 64) != 0)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": cannot listen on " + address_ + " (interface " + iface_ +
+                               "): " + std::strerror(errno));
+    listen_ = local_end(listen_fd_);
+  }
+
+  void publish_and_connect(Deadline deadline, Clock::time_point start) {
+    std::string key = "addr/" + std::to_string(next_);
+    try {
+      ctx_.store->set("addr/" + std::to_string(ctx_.rank), listen_);
+      next_addr_ = ctx_.store->get(key, deadline);
+    } catch (const StoreError& e) {
+      bool late = e.error_class() == rendezvous::ErrorClass::timed_out;
+      throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
+                           who() + ": socket transport set-up " +
+                               (late ? "timed out after " + secs(rendezvous::seconds_since(start)) +
+                                           " waiting for " + peer(next_) +
+                                           " to publish its address (key " + key + ")"
+                                     : std::string("could not exchange addresses through the store")) +
+                               ": " + e.what(),
+                           next_);
+    }
+    std::string host;
+    uint16_t port = 0;
+    if (!split_host_port(next_addr_, host, port))
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + peer(next_) + " published an unusable address \"" +
+                               next_addr_ + "\"", next_);
+    for (int c = 0; c < nconn_; ++c) {
+      int fd = -1;
+      try {
+        fd = rendezvous::connect_tcp(host, port, deadline).fd;
+      } catch (const StoreError& e) {
+        bool late = e.error_class() == rendezvous::ErrorClass::timed_out;
+        throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
+                             who() + ": cannot connect to " + peer(next_) + " (connection " +
+                                 std::to_string(c + 1) + " of " + std::to_string(nconn_) +
+                                 "): " + e.what(),
+                             next_);
+      }
+      links_.to_next.push_back(fd);
+      ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+      set_nonblocking(fd);
+      set_buffers(fd, buf_bytes_);
+      int one = 1;
+      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      unsigned char hello[kHello] = {0};
+      put_u32(hello, kHelloMagic);
+      put_u32(hello + 4, kVersion);
+      put_u32(hello + 8, static_cast<uint32_t>(ctx_.rank));
+      put_u32(hello + 12, static_cast<uint32_t>(n_));
+      put_u32(hello + 16, static_cast<uint32_t>(nconn_));
+      put_u32(hello + 20, static_cast<uint32_t>(c));
+      put_u32(hello + 24, static_cast<uint32_t>(chunk_));
+      int err = 0;
+      Io r = send_exact(fd, hello, kHello, deadline, err);
+      if (r != Io::ok)
+        throw TransportError(r == Io::timeout ? ErrorKind::timeout : ErrorKind::init_failed,
+                             who() + ": handshake with " + peer(next_) + " failed after " +
+                                 secs(rendezvous::seconds_since(start)) + ": " +
+                                 (r == Io::timeout ? "send timed out" : std::strerror(err)),
+                             next_);
+    }
+  }
+
+  // Accepts nconn connections from the previous rank, in any order. Connections that do not
+  // speak the handshake are dropped (and mentioned if the deadline passes); one that does but
+  // names the wrong rank or configuration fails the set-up.
+  void accept_from_prev(Deadline deadline, Clock::time_point start) {
+    struct Pending {
+      int fd;
+      std::string remote;
+      unsigned char buf[kHello];
+      std::size_t got = 0;
+    };
+    std::vector<Pending> pending;
+    std::vector<std::string> strangers;
+    links_.from_prev.assign(nconn_, -1);
+    int accepted = 0;
+    auto drop = [&](std::size_t i, const std::string& why) {
+      strangers.push_back(pending[i].remote + " (" + why + ")");
+      ::close(pending[i].fd);
+      pending.erase(pending.begin() + static_cast<long>(i));
+    };
+    try {
+      while (accepted < nconn_) {
+        if (expired(deadline)) {
+          std::string msg = who() + ": socket transport set-up timed out after " +
+                            secs(rendezvous::seconds_since(start)) + ": " +
+                            std::to_string(accepted) + " of " + std::to_string(nconn_) +
+                            " connections from " + peer(prev_) + " arrived on " + listen_;
+          if (!strangers.empty()) {
+            msg += "; dropped connections that did not speak the handshake:";
+            for (const auto& s : strangers) msg += " " + s;
+          }
+          if (!pending.empty()) {
+            msg += "; connections that never finished the handshake:";
+            for (const auto& p : pending) msg += " " + p.remote;
+          }
+          throw TransportError(ErrorKind::timeout, msg, prev_);
+        }
+        std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
+        for (const auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
+        int ms = static_cast<int>(std::max<int64_t>(1, remaining(deadline).count()));
+        if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
+          throw TransportError(ErrorKind::init_failed, who() + ": poll failed: " + std::strerror(errno));
+        for (std::size_t i = pending.size(); i-- > 0;) {
+          if (!fds[i + 1].revents) continue;
+          Pending& p = pending[i];
+          ssize_t n = ::recv(p.fd, p.buf + p.got, kHello - p.got, MSG_DONTWAIT);
+          if (n == 0) {
+            drop(i, "closed before its handshake");
+            continue;
+          }
+          if (n < 0) {
+            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+              drop(i, std::strerror(errno));
+            continue;
+          }
+          p.got += static_cast<std::size_t>(n);
+          if (p.got >= 4 && get_u32(p.buf) != kHelloMagic) {
+            drop(i, "not an ncclsmoke socket-transport handshake");
+            continue;
+          }
+          if (p.got < kHello) continue;
+          check_hello(p.buf, p.remote);
+          int conn = static_cast<int>(get_u32(p.buf + 20));
+          unsigned char ack[kAck] = {0};
+          put_u32(ack, kAckMagic);
+          put_u32(ack + 4, static_cast<uint32_t>(ctx_.rank));
+          put_u32(ack + 8, static_cast<uint32_t>(conn));
+          int err = 0;
+          Io r = send_exact(p.fd, ack, kAck, deadline, err);
+          if (r != Io::ok)
+            throw TransportError(r == Io::timeout ? ErrorKind::timeout : ErrorKind::init_failed,
+                                 who() + ": handshake answer to " + peer(prev_) + " failed: " +
+                                     (r == Io::timeout ? "timed out" : std::strerror(err)),
+                                 prev_);
+          links_.from_prev[conn] = p.fd;
+          prev_remote_ = p.remote;
+          pending.erase(pending.begin() + static_cast<long>(i));
+          ++accepted;
+        }
+        if (fds[0].revents) {
+          for (;;) {
+            sockaddr_storage ss{};
+            socklen_t len = sizeof ss;
+            int fd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len,
+                               SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) break;
+            int one = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            std::string remote = rendezvous::format_address(reinterpret_cast<sockaddr*>(&ss), len);
+            if (pending.size() >= kMaxPendingAccepts) {
+              ::close(fd);
+              strangers.push_back(remote + " (too many pending connections)");
+              continue;
+            }
+            pending.push_back(Pending{fd, remote, {}, 0});
+          }
+        }
+      }
+    } catch (...) {
+      for (auto& p : pending) ::close(p.fd);
+      throw;
+    }
+    for (auto& p : pending) ::close(p.fd);
+    try {
+      prev_addr_ = ctx_.store->get("addr/" + std::to_string(prev_), deadline);
+    } catch (const StoreError&) {
+      prev_addr_ = prev_remote_;
+    }
+  }
+
+  void check_hello(const unsigned char* b, const std::string& remote) {
+    uint32_t version = get_u32(b + 4), rank = get_u32(b + 8), world = get_u32(b + 12),
+             nconn = get_u32(b + 16), conn = get_u32(b + 20), chunk = get_u32(b + 24);
+    std::string from = "a connection from " + remote + " claiming rank " + std::to_string(rank);
+    auto bad = [&](const std::string& why) {
+      throw TransportError(ErrorKind::init_failed, who() + ": " + from + " on " + listen_ + ": " + why,
+                           static_cast<int>(rank) < n_ ? static_cast<int>(rank) : prev_);
+    };
+    if (version != kVersion)
+      bad("handshake version " + std::to_string(version) + ", this rank speaks " + std::to_string(kVersion));
+    if (static_cast<int>(rank) != prev_)
+      bad("expected only rank " + std::to_string(prev_) + " (host " + ctx_.host_of(prev_) +
+          ") to connect here; two runs sharing one store, or ranks disagreeing on the world size");
+    if (static_cast<int>(world) != n_)
+      bad("it has world size " + std::to_string(world) + ", this rank " + std::to_string(n_));
+    if (static_cast<int>(nconn) != nconn_ || chunk != static_cast<uint32_t>(chunk_))
+      bad("it uses socket.nconn=" + std::to_string(nconn) + " socket.chunk=" + std::to_string(chunk) +
+          ", this rank socket.nconn=" + std::to_string(nconn_) + " socket.chunk=" +
+          std::to_string(chunk_) + " (every rank needs the same options)");
+    if (static_cast<int>(conn) >= nconn_ || links_.from_prev[conn] >= 0)
+      bad("connection index " + std::to_string(conn) + " is out of range or repeated");
+  }
+
+  void read_acks(Deadline deadline, Clock::time_point start) {
+    for (int c = 0; c < nconn_; ++c) {
+      unsigned char ack[kAck];
+      int err = 0;
+      Io r = recv_exact(links_.to_next[c], ack, kAck, deadline, err);
+      if (r == Io::timeout)
+        throw TransportError(ErrorKind::timeout,
+                             who() + ": socket transport set-up timed out after " +
+                                 secs(rendezvous::seconds_since(start)) + " waiting for " +
+                                 peer(next_) + " to answer the handshake on connection " +
+                                 std::to_string(c + 1) + " of " + std::to_string(nconn_),
+                             next_);
+      if (r != Io::ok)
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": " + peer(next_) + " " +
+                                 (r == Io::eof ? "closed the connection" : std::strerror(err)) +
+                                 " during the handshake",
+                             next_);
+      uint32_t rank = get_u32(ack + 4), conn = get_u32(ack + 8);
+      if (get_u32(ack) != kAckMagic)
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": " + next_addr_ + ", published by rank " +
+                                 std::to_string(next_) +
+                                 ", answered with something that is not an ncclsmoke handshake",
+                             next_);
+      if (static_cast<int>(rank) != next_ || static_cast<int>(conn) != c)
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": dialled " + peer(next_) + " but rank " +
+                                 std::to_string(rank) + " answered (connection " +
+                                 std::to_string(conn) + ")",
+                             next_);
+    }
+  }
+
+  TransportError explain(const sock::RingFailure& f, std::size_t bytes, uint64_t seq,
+                         Clock::time_point start) {
+    int p = f.next_side ? next_ : prev_;
+    std::string took = secs(rendezvous::seconds_since(start));
+    std::string op = "all-reduce #" + std::to_string(seq) + " of " + std::to_string(bytes) + " bytes";
+    std::string progress = "this rank received " + std::to_string(f.progress.received) + " of " +
+                           std::to_string(f.progress.to_receive) + " bytes from rank " +
+                           std::to_string(prev_) + ", sent " + std::to_string(f.progress.sent) +
+                           " of " + std::to_string(f.progress.to_send) + " bytes to rank " +
+                           std::to_string(next_);
+    switch (f.fault) {
+      case sock::RingFault::timeout:
+        return TransportError(ErrorKind::timeout,
+                              who() + ": " + op + " timed out after " + took + " waiting for " +
+                                  peer(p) + " (" + progress + ")",
+                              p);
+      case sock::RingFault::closed:
+      case sock::RingFault::io_error: {
+        std::string how = f.fault == sock::RingFault::closed
+                              ? (f.sys_errno ? "reset the connection (" + std::string(std::strerror(f.sys_errno)) + ")"
+                                             : std::string("closed the connection"))
+                              : "connection failed: " + std::string(std::strerror(f.sys_errno));
+        // A neighbour that gave up first leaves its reason in the store before closing: name
+        // the rank that caused it rather than the messenger.
+        // When the cause it names is this rank (it gave up waiting for us, or we disagree on
+        // the call), the neighbour itself stays the peer.
+        json root = read_abort_record(p);
+        if (root.is_object()) {
+          int cause = root.value("peer", -1);
+          ErrorKind kind = parse_kind(root.value("kind", "peer_lost"));
+          if (cause < 0 || cause == ctx_.rank) {
+            cause = p;
+            if (kind != ErrorKind::other) kind = ErrorKind::peer_lost;
+          }
+          return TransportError(kind,
+                                who() + ": " + op + " aborted after " + took + ": " + peer(p) + " " +
+                                    how + " after it failed: " + root.value("message", "") +
+                                    " (" + progress + ")",
+                                cause);
+        }
+        return TransportError(ErrorKind::peer_lost,
+                              who() + ": " + peer(p) + " " + how + " during " + op + " after " +
+                                  took + " (" + progress + ")",
+                              p);
+      }
+      case sock::RingFault::protocol:
+        return TransportError(ErrorKind::other,
+                              who() + ": " + op + ": " + peer(p) + " " + f.what() +
+                                  (f.next_side ? "" : " (on connection " + std::to_string(f.conn + 1) + ")"),
+                              p);
+    }
+    return TransportError(ErrorKind::other, who() + ": " + op + " failed: " + f.what(), p);
+  }
+
+  json read_abort_record(int r) {
+    try {
+      std::string key = "abort/" + std::to_string(r);
+      if (!ctx_.store->check({key})) return nullptr;
+      return json::parse(ctx_.store->get(key, deadline_after(Millis(1000))));
+    } catch (const std::exception&) {
+      return nullptr;
+    }
+  }
+
+  // After a failure the transport is done: leave the reason for the neighbours, then close every
+  // connection so they stop waiting on this rank at once.
+  void give_up(const TransportError& e) {
+    broken_ = true;
+    broken_kind_ = e.kind();
+    broken_message_ = e.what();
+    broken_peer_ = e.peer();
+    try {
+      ctx_.store->set("abort/" + std::to_string(ctx_.rank),
+                      json{{"kind", to_string(e.kind())}, {"peer", e.peer()}, {"message", e.what()}}
+                          .dump());
+    } catch (const std::exception&) {
+    }
+    close();
+  }
+
+  TransportContext ctx_;
+  int n_ = 1, next_ = 0, prev_ = 0;
+  int nconn_ = 1;
+  std::size_t chunk_ = kDefaultChunk;
+  int buf_bytes_ = kDefaultBufBytes;
+  std::string rule_text_, address_source_, iface_, address_, listen_;
+  std::vector<std::string> matched_;
+  int family_ = AF_INET;
+  int listen_fd_ = -1;
+  std::string next_addr_, prev_addr_, prev_remote_;
+  std::vector<std::string> locals_, remotes_;  // our ends towards next, their ends from prev
+  int sndbuf_ = -1, rcvbuf_ = -1;
+  sock::RingLinks links_;
+  sock::RingAllreduce ring_;
+  uint64_t seq_ = 0;
+  bool opened_ = false;
+  bool broken_ = false;
+  ErrorKind broken_kind_ = ErrorKind::other;
+  std::string broken_message_;
+  int broken_peer_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_socket_transport() { return std::make_unique<SocketTransport>(); }
+
+}  // namespace ncclsmoke::transports

@@ -1,0 +1,176 @@
+#include "transports/sweep.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "transports/reduce.h"
+
+namespace ncclsmoke::transports {
+namespace {
+
+using nlohmann::json;
+
+double pattern(int rank, std::size_t i) { return 1.0 + static_cast<double>((rank + i) % 4); }
+
+// Expected sum of pattern() over n ranks for an element index ≡ k (mod 4).
+double expected_sum(int world_size, std::size_t k) {
+  double s = 0;
+  for (int r = 0; r < world_size; ++r) s += pattern(r, k);
+  return s;
+}
+
+}  // namespace
+
+std::vector<std::size_t> sweep_sizes(const SweepOptions& o) {
+  std::vector<std::size_t> out;
+  std::size_t unit = dtype_size(o.dtype);
+  double b = static_cast<double>(std::max(o.min_bytes, unit));
+  double factor = o.factor > 1 ? o.factor : 2;
+  while (b <= static_cast<double>(o.max_bytes) + 0.5) {
+    std::size_t bytes = static_cast<std::size_t>(b) / unit * unit;
+    if (bytes == 0) bytes = unit;
+    if (out.empty() || out.back() != bytes) out.push_back(bytes);
+    if (out.size() > 64) break;
+    b *= factor;
+  }
+  if (out.empty()) out.push_back(std::max(o.min_bytes, unit) / unit * unit);
+  return out;
+}
+
+std::size_t gate_size(const SweepOptions& o) {
+  auto sizes = sweep_sizes(o);
+  std::size_t best = sizes.front();
+  for (auto s : sizes)
+    if (s <= o.gate_bytes) best = s;
+  return best;
+}
+
+double allreduce_busbw_factor(int n) { return n > 0 ? 2.0 * (n - 1) / n : 0; }
+
+void fill_input(void* buf, std::size_t count, DType dtype, int rank) {
+  if (dtype == DType::float32) {
+    auto* p = static_cast<float*>(buf);
+    for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<float>(pattern(rank, i));
+  } else {
+    auto* p = static_cast<uint16_t*>(buf);
+    uint16_t v[4];
+    for (int k = 0; k < 4; ++k) v[k] = float_to_bf16(static_cast<float>(pattern(rank, k)));
+    for (std::size_t i = 0; i < count; ++i) p[i] = v[i % 4];
+  }
+}
+
+int64_t count_wrong(const void* buf, std::size_t count, DType dtype, int world_size) {
+  double expect[4];
+  for (int k = 0; k < 4; ++k) expect[k] = expected_sum(world_size, k);
+  int64_t wrong = 0;
+  if (dtype == DType::float32) {
+    const auto* p = static_cast<const float*>(buf);
+    float e[4];
+    for (int k = 0; k < 4; ++k) e[k] = static_cast<float>(expect[k]);
+    for (std::size_t i = 0; i < count; ++i) wrong += p[i] != e[i % 4];
+  } else {
+    // Exact up to 64 ranks (sums <= 256); beyond, allow bfloat16's rounding of partial sums.
+    double tol = world_size <= 64 ? 0 : 0.02;
+    const auto* p = static_cast<const uint16_t*>(buf);
+    for (std::size_t i = 0; i < count; ++i) {
+      double got = bf16_to_float(p[i]), e = expect[i % 4];
+      wrong += !(std::fabs(got - e) <= tol * e);
+    }
+  }
+  return wrong;
+}
+
+SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Store& store,
+                      const SweepOptions& o, Deadline deadline) {
+  auto sizes = sweep_sizes(o);
+  std::size_t gate = gate_size(o);
+  std::size_t max_bytes = sizes.back();
+  std::vector<unsigned char> send(max_bytes), recv(max_bytes);
+  std::vector<float> tiny_in(1, 1.0f), tiny_out(1);
+  auto op_deadline = [&] { return rendezvous::earliest(Clock::now() + o.op_timeout, deadline); };
+
+  SweepResult result;
+  json mine = json::array();
+  for (std::size_t bytes : sizes) {
+    for (int mode = 0; mode < 2; ++mode) {
+      bool in_place = mode == 1;
+      if ((in_place && !o.in_place) || (!in_place && !o.out_of_place)) continue;
+      std::size_t count = bytes / dtype_size(o.dtype);
+      void* out = in_place ? send.data() : recv.data();
+      SweepRow row;
+      row.bytes = bytes;
+      row.count = count;
+      row.dtype = o.dtype;
+      row.in_place = in_place;
+      row.gate = bytes == gate && !in_place;
+
+      int64_t wrong = -1;
+      if (o.check) {
+        fill_input(send.data(), count, o.dtype, ctx.rank);
+        if (!in_place) std::memset(recv.data(), 0xFF, bytes);  // stale data must not pass
+        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
+        wrong = count_wrong(out, count, o.dtype, ctx.world_size);
+      }
+      for (int i = 0; i < o.warmup_iters; ++i)
+        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
+      // A one-element collective lines the ranks up before the clock starts.
+      t.allreduce(tiny_in.data(), tiny_out.data(), 1, DType::float32, ReduceOp::sum,
+                  op_deadline());
+      auto t0 = Clock::now();
+      int iters = std::max(1, o.iters);
+      for (int i = 0; i < iters; ++i)
+        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
+      double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+      mine.push_back({{"time_us", us}, {"wrong", wrong}});
+      result.rows.push_back(row);
+    }
+  }
+
+  // Exchange every rank's figures so each rank reports the same rows.
+  store.set("sweep/" + std::to_string(ctx.rank), mine.dump());
+  std::vector<json> all(ctx.world_size);
+  result.complete = true;
+  for (int r = 0; r < ctx.world_size; ++r) {
+    try {
+      all[r] = json::parse(store.get("sweep/" + std::to_string(r), deadline));
+    } catch (const std::exception&) {
+      result.complete = false;
+    }
+  }
+  double factor = allreduce_busbw_factor(ctx.world_size);
+  for (std::size_t i = 0; i < result.rows.size(); ++i) {
+    auto& row = result.rows[i];
+    double sum_us = 0;
+    int n = 0;
+    int64_t wrong = 0;
+    bool checked = true;
+    for (int r = 0; r < ctx.world_size; ++r) {
+      if (!all[r].is_array() || i >= all[r].size()) {
+        row.rank_time_us.push_back(NAN);
+        row.rank_wrong.push_back(-1);
+        checked = false;
+        continue;
+      }
+      double us = all[r][i].value("time_us", NAN);
+      int64_t w = all[r][i].value("wrong", int64_t{-1});
+      row.rank_time_us.push_back(us);
+      row.rank_wrong.push_back(w);
+      if (std::isfinite(us)) {
+        sum_us += us;
+        ++n;
+      }
+      if (w < 0) checked = false;
+      else wrong += w;
+    }
+    row.time_us = n ? sum_us / n : NAN;
+    row.wrong = checked ? wrong : (wrong > 0 ? wrong : -1);
+    row.algbw_gbps = std::isfinite(row.time_us) && row.time_us > 0
+                         ? static_cast<double>(row.bytes) / (row.time_us * 1e-6) / 1e9
+                         : NAN;
+    row.busbw_gbps = row.algbw_gbps * factor;
+  }
+  return result;
+}
+
+}  // namespace ncclsmoke::transports

@@ -1,0 +1,67 @@
+#pragma once
+// The driver shared by every backend, as nccl-tests runs a collective: for each message size
+// (min..max, times `factor`), out-of-place then in-place: a data check (known rank-dependent
+// inputs, count the wrong elements), warm-up, then `iters` timed back-to-back collectives.
+// Bandwidth uses nccl-tests' formulas: algbw = bytes / time (GB/s = 1e9 B/s), all-reduce
+// busbw = algbw * 2(n-1)/n. time_us is the average over ranks of each rank's mean iteration time
+// (nccl-tests' default, -a 1); every rank's own time is kept for straggler detection.
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "transports/transport.h"
+
+namespace ncclsmoke::transports {
+
+struct SweepOptions {
+  std::size_t min_bytes = 1 << 20;
+  std::size_t max_bytes = 64 << 20;
+  double factor = 2;
+  int warmup_iters = 2;
+  int iters = 10;
+  DType dtype = DType::float32;
+  bool out_of_place = true;
+  bool in_place = true;
+  bool check = true;
+  std::size_t gate_bytes = 64 << 20;  // rounded down to a size the sweep measures
+  Millis op_timeout{10000};            // one collective
+};
+
+struct SweepRow {
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  DType dtype = DType::float32;
+  bool in_place = false;
+  double time_us = 0;  // mean over ranks of each rank's mean iteration time
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  int64_t wrong = 0;   // wrong elements summed over ranks; -1 when not checked
+  std::vector<double> rank_time_us;    // by rank
+  std::vector<int64_t> rank_wrong;     // by rank
+  bool gate = false;
+};
+
+struct SweepResult {
+  std::vector<SweepRow> rows;
+  bool complete = false;  // every rank's figures arrived
+};
+
+// Message sizes the sweep measures (each a multiple of the dtype size, at least one element).
+std::vector<std::size_t> sweep_sizes(const SweepOptions& o);
+// The measured size used as the gate: the largest size <= gate_bytes (or the smallest size).
+std::size_t gate_size(const SweepOptions& o);
+
+double allreduce_busbw_factor(int world_size);  // 2(n-1)/n
+
+// nccl-tests style data: rank r's element i is 1 + ((r + i) mod 4), so every sum is a small
+// integer, exact in float32 and (up to 64 ranks) in bfloat16.
+void fill_input(void* buf, std::size_t count, DType dtype, int rank);
+int64_t count_wrong(const void* buf, std::size_t count, DType dtype, int world_size);
+
+// Runs the sweep on an opened transport. Every rank's figures are exchanged through `store`
+// (keys "sweep/<rank>"), so every rank returns the same rows. Throws TransportError from the
+// backend (timeout, peer_lost); `deadline` bounds the whole sweep.
+SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Store& store,
+                      const SweepOptions& o, Deadline deadline);
+
+}  // namespace ncclsmoke::transports

@@ -1,0 +1,91 @@
+#pragma once
+// The Transport contract every backend implements (gloo's shape: a few nouns, one folder per
+// backend). The sweep driver (sweep.h) owns sizes, timing, the data check and bandwidth; a
+// backend only connects and all-reduces. Backends never decide pass/fail: they measure, and
+// throw TransportError with a kind the harness names as a finding.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "rendezvous/deadline.h"
+#include "rendezvous/store.h"
+
+namespace ncclsmoke::transports {
+
+using rendezvous::Clock;
+using rendezvous::Deadline;
+using rendezvous::Millis;
+
+enum class DType { float32, bfloat16 };
+std::size_t dtype_size(DType d);
+const char* to_string(DType d);
+bool parse_dtype(const std::string& s, DType& out);
+
+enum class ReduceOp { sum };
+
+enum class ErrorKind {
+  unavailable,  // cannot run here (no library, no device, no provider): the phase is skipped
+  init_failed,  // should run here but failed to initialise (plugin, NIC, address exchange)
+  timeout,      // a collective or the connection set-up exceeded its deadline
+  peer_lost,    // a peer closed or reset the connection mid-collective
+  other,
+};
+const char* to_string(ErrorKind k);
+
+class TransportError : public std::runtime_error {
+ public:
+  TransportError(ErrorKind kind, const std::string& message, int peer = -1,
+                 nlohmann::json evidence = nullptr)
+      : std::runtime_error(message), kind_(kind), peer_(peer), evidence_(std::move(evidence)) {}
+  ErrorKind kind() const { return kind_; }
+  int peer() const { return peer_; }  // the rank involved, -1 if none
+  const nlohmann::json& evidence() const { return evidence_; }
+
+ private:
+  ErrorKind kind_;
+  int peer_;
+  nlohmann::json evidence_;
+};
+
+// What a backend gets to connect: who we are, who the others are, and a store to exchange
+// addresses (already prefixed for this transport, so backends choose their own key names).
+struct TransportContext {
+  int rank = 0;
+  int world_size = 1;
+  std::map<int, std::string> hosts;  // rank -> host name, for error messages
+  std::string local_address;         // the address this rank used to reach the store
+  rendezvous::Store* store = nullptr;
+  // Backend options from the command line, by name (e.g. "socket.ifname", "fabric.provider").
+  std::map<std::string, std::string> options;
+
+  std::string option(const std::string& key, const std::string& fallback = "") const {
+    auto it = options.find(key);
+    return it == options.end() ? fallback : it->second;
+  }
+  std::string host_of(int r) const {
+    auto it = hosts.find(r);
+    return it == hosts.end() ? "rank " + std::to_string(r) : it->second;
+  }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string name() const = 0;
+  // Connects to every peer it needs before `deadline`.
+  virtual void open(const TransportContext& ctx, Deadline deadline) = 0;
+  // recv[i] = sum over ranks of send[i]. send == recv is the in-place form. Every rank calls it
+  // with the same count and dtype. Returns before `deadline` or throws TransportError(timeout).
+  virtual void allreduce(const void* send, void* recv, std::size_t count, DType dtype,
+                         ReduceOp op, Deadline deadline) = 0;
+  // What actually carried the bytes: interface, addresses, provider, counters... (an object).
+  virtual nlohmann::json identify() = 0;
+  // Releases connections; called once, also after errors.
+  virtual void close() {}
+};
+
+}  // namespace ncclsmoke::transports
