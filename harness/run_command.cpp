@@ -352,7 +352,11 @@ class RunSession {
                              run_deadline_ + Millis{2000});
     for (const auto& id : join_.present) {
       if (id.rank == 0) continue;
-      try {
+      // A rank the mesh probe already found silent is dead: its verdict will not come, and
+      // waiting `deadline` for it only delays the global verdict (the kill -9 scenario).
+      bool known_dead = std::find(mesh_.silent_ranks.begin(), mesh_.silent_ranks.end(),
+                                  id.rank) != mesh_.silent_ranks.end();
+      if (!known_dead) try {
         auto text = store_->get("verdict/" + std::to_string(id.rank), deadline);
         views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
         // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.

@@ -315,6 +315,10 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
     std::size_t tested = 0;
     for (int r : opt.ranks) {
       std::string text;
+      if (r != opt.rank && !store.check({"mesh/addr/" + std::to_string(r)})) {
+        silent.push_back(r);  // never listened: its result cannot come either
+        continue;
+      }
       try {
         text = store.get("mesh/result/" + std::to_string(r), opt.deadline + opt.done_grace);
       } catch (const StoreError& e) {

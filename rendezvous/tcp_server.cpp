@@ -235,7 +235,8 @@ class Server final : public TcpStoreServer {
           a4.sin_addr.s_addr = htonl(INADDR_ANY);
           a4.sin_port = htons(opt_.port);
           listen_fd_ = try_bind(AF_INET, reinterpret_cast<sockaddr*>(&a4), sizeof a4, false, why);
-          if (listen_fd_ < 0) failures.push_back("0.0.0.0:" + std::to_string(opt_.port) + " (" + why + ")");
+          if (listen_fd_ < 0)
+            failures.push_back("0.0.0.0:" + std::to_string(opt_.port) + " (" + why + ")");
         }
       }
     } else {
@@ -251,8 +252,8 @@ class Server final : public TcpStoreServer {
                                               opt_.host + "' (port " + port_text +
                                               "): " + gai_strerror(rc));
       for (addrinfo* ai = res; ai && listen_fd_ < 0; ai = ai->ai_next) {
-        bool any6 = ai->ai_family == AF_INET6 &&
-                    IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<sockaddr_in6*>(ai->ai_addr)->sin6_addr);
+        auto* a6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
+        bool any6 = ai->ai_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
         listen_fd_ = try_bind(ai->ai_family, ai->ai_addr, ai->ai_addrlen, any6, why);
         if (listen_fd_ < 0) failures.push_back(format_address(ai->ai_addr) + " (" + why + ")");
         else dual_stack_ = any6;
@@ -657,7 +658,8 @@ class Server final : public TcpStoreServer {
       }
       if (c->partial && !c->paused && now - c->last_rx >= opt_.stalled_request_timeout) {
         close_with_reason(*c, "stalled mid-request: " + std::to_string(c->in_pending()) +
-                                  " bytes of " + head_op(*c) + " buffered and nothing received for " +
+                                  " bytes of " + head_op(*c) +
+                                  " buffered and nothing received for " +
                                   seconds(now - c->last_rx));
         continue;
       }

@@ -19,6 +19,20 @@ void sorted_union(std::vector<T>& into, const std::vector<T>& from) {
   into.erase(std::unique(into.begin(), into.end()), into.end());
 }
 
+// Appends the values of `from` that `into` lacks, keeping first-appearance order (and dropping
+// duplicates already in `into`): a finding's hosts[0] names its subject (MESH_BLOCKED: the
+// suspect host) and must stay first.
+void ordered_union(std::vector<std::string>& into, const std::vector<std::string>& from) {
+  std::vector<std::string> out;
+  auto add = [&out](const std::vector<std::string>& v) {
+    for (const auto& x : v)
+      if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  };
+  add(into);
+  add(from);
+  into = std::move(out);
+}
+
 void fill_empty(std::string& into, const std::string& from) {
   if (into.empty()) into = from;
 }
@@ -116,11 +130,11 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
         out.findings.push_back(f);
         Finding& n = out.findings.back();
         sorted_union(n.ranks, {});
-        sorted_union(n.hosts, {});
+        ordered_union(n.hosts, {});
         continue;
       }
       sorted_union(it->ranks, f.ranks);
-      sorted_union(it->hosts, f.hosts);
+      ordered_union(it->hosts, f.hosts);
       if (severity_rank(f.severity) > severity_rank(it->severity)) it->severity = f.severity;
       fill_empty(it->hint, f.hint);
       if (!it->evidence.is_object() && f.evidence.is_object()) it->evidence = f.evidence;

@@ -28,15 +28,18 @@ echo "building with $cxx in $work"
 
 "$work/wire_fuzz_replay" --write-seeds "$work/corpus"
 # -rss_limit_mb bounds memory; -max_len lets streams of several requests through.
+status=0
 "$work/wire_fuzz" "$work/corpus" -max_total_time="$seconds" -max_len=4096 -rss_limit_mb=1024 \
-  -timeout=10 -print_final_stats=1 -artifact_prefix="$work/" 2>&1 | tail -n 25
-status=${PIPESTATUS[0]}
+  -timeout=10 -print_final_stats=1 -artifact_prefix="$work/" >"$work/fuzz.log" 2>&1 || status=$?
+tail -n 25 "$work/fuzz.log"
 if [ "$status" -ne 0 ]; then
   echo "FAIL: the fuzzer found a crash or an invariant violation (exit $status)"
-  for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
+  keep="$PWD/wire_fuzz_artifacts"  # ctest runs this in the build folder
+  for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-*; do
     [ -e "$a" ] || continue
-    echo "reproducer $(basename "$a"):"; od -An -tx1 "$a" | head -n 8
-    mkdir -p "$root/tests/fuzz/artifacts" 2>/dev/null && cp "$a" "$root/tests/fuzz/artifacts/" || true
+    echo "reproducer $(basename "$a") (kept in $keep; replay: wire_fuzz_replay FILE):"
+    od -An -tx1 "$a" | head -n 8
+    mkdir -p "$keep" && cp "$a" "$keep/"
   done
   exit 1
 fi

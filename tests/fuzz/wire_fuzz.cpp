@@ -106,7 +106,8 @@ void check_replies(std::string_view buf, const Limits& limits) {
 void run_one(const uint8_t* data, std::size_t size) {
   std::string_view buf(reinterpret_cast<const char*>(data), size);
   Detected det = detect_dialect(buf);
-  if (det == Detected::need_more && size >= 5) fail("detect_dialect needs more than 5 bytes", Dialect::legacy);
+  if (det == Detected::need_more && size >= 5)
+    fail("detect_dialect needs more than 5 bytes", Dialect::legacy);
   if (det == Detected::modern) {
     Decoded v = decode_request(Dialect::modern, buf, Limits{});
     if (v.status != Status::ok || v.request.op != Op::validate || v.request.u32 != kValidateMagic)

@@ -280,7 +280,8 @@ def main():
                     time.sleep(0.01)
             # The workers' idle callback connections are open now; the store still answers.
             alive = client(port).get("k") == b"v1"
-            return seen == b"4" and alive, "init/ = %r, served with idle sockets: %s" % (seen, alive)
+            return (seen == b"4" and alive,
+                    "init/ = %r, served with idle sockets: %s" % (seen, alive))
         finally:
             hold.set()
             for p in procs:

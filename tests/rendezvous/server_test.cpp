@@ -193,7 +193,8 @@ class Raw {
   // Reads what is there before the deadline; false on timeout or EOF (eof_ set).
   bool fill(SteadyClock::time_point deadline) {
     while (true) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
       if (left.count() <= 0) return false;
       pollfd p{fd_, POLLIN, 0};
       int rc = ::poll(&p, 1, static_cast<int>(left.count()));
@@ -346,7 +347,8 @@ TEST_F(ServerTest, WaitReleasesAHundredWaitersWithOneSet) {
   // Nobody is released before the key exists (a late false pass is possible, a flake is not).
   EXPECT_FALSE(waiters.front()->readable_within(100ms));
   setter.send(req(Op::set, {"/barrier"}, {"go"}));
-  for (auto& w : waiters) EXPECT_EQ(w->read_reply(req(Op::wait, {"/barrier"})).byte, wire::kWaitStop);
+  for (auto& w : waiters)
+    EXPECT_EQ(w->read_reply(req(Op::wait, {"/barrier"})).byte, wire::kWaitStop);
   // Each got exactly one reply: the next answer on each connection is its own.
   std::set<int64_t> after;
   for (auto& w : waiters) after.insert(w->call(req(Op::add, {"/after"}, {}, 1)).number);
@@ -616,7 +618,10 @@ TEST_F(ServerTest, MemoryStaysBoundedUnderGarbage) {
     switch (i % 3) {
       case 0: g.send_raw(std::string(1, '\0') + u64le(uint64_t{1} << 40)); break;
       case 1: g.send_raw(std::string(4096, '\xEE')); break;
-      default: g.send_raw(std::string(1, '\x01') + u64le(5000) + std::string(5000, 'k') + u64le(1ull << 62)); break;
+      default:  // a SET whose key is fine and whose value length is absurd
+        g.send_raw(std::string(1, '\x01') + u64le(5000) + std::string(5000, 'k') +
+                   u64le(1ull << 62));
+        break;
     }
     ASSERT_TRUE(g.closed_within(kIo)) << i;
   }

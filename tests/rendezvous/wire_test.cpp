@@ -100,7 +100,8 @@ TEST(WireGolden, LegacyAdd) {
   EXPECT_EQ(encode(Dialect::legacy, req(Op::add, {"init/"}, {}, 1)),
             bytes({0x03}) + u64le(5) + "init/" + bytes({1, 0, 0, 0, 0, 0, 0, 0}));
   EXPECT_EQ(encode(Dialect::legacy, req(Op::add, {"a"}, {}, -2)),
-            bytes({0x03}) + u64le(1) + "a" + bytes({0xFE, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}));
+            bytes({0x03}) + u64le(1) + "a" + bytes({0xFE, 0xFF, 0xFF, 0xFF}) +
+                bytes({0xFF, 0xFF, 0xFF, 0xFF}));
 }
 
 TEST(WireGolden, LegacyCheckAndWait) {
@@ -172,7 +173,8 @@ TEST(WireDialect, NeedsMoreUntilItCanTell) {
 
 TEST(WireDialect, NonZeroFirstByteIsLegacyAtOnce) {
   EXPECT_EQ(detect_dialect(bytes({0x03})), Detected::legacy);  // ADD
-  EXPECT_EQ(detect_dialect("GET / HTTP/1.1\r\n"), Detected::legacy);  // garbage: legacy decode fails
+  // Garbage is "legacy"; decoding it then fails.
+  EXPECT_EQ(detect_dialect("GET / HTTP/1.1\r\n"), Detected::legacy);
 }
 
 TEST(WireDialect, WrongMagicIsNotModern) {
@@ -330,7 +332,8 @@ TEST(WireReply, DecodesEachReplyShape) {
       {req(Op::multi_get, {"/a", "/b"}), two_values, rep(0, 0, 0, {"x", ""})},
       {req(Op::queue_pop, {"/q"}), u64le(0), rep(0, 0, 0, {})},
       {req(Op::queue_pop, {"/q"}), u64le(2) + u64le(2) + "hi", rep(0, 2, 0, {"hi"})},
-      {req(Op::list), u64le(2) + u64le(2) + "/a" + u64le(5) + "init/", rep(0, 0, 0, {"/a", "init/"})},
+      {req(Op::list), u64le(2) + u64le(2) + "/a" + u64le(5) + "init/",
+       rep(0, 0, 0, {"/a", "init/"})},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(to_string(c.request.op));

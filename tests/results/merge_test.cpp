@@ -73,7 +73,7 @@ TEST(Merge, IdenticalFindingsDedupeAndUniteRanksAndHosts) {
   ASSERT_EQ(g.findings.size(), 2u);
   EXPECT_EQ(g.findings[0].code, "MESH_BLOCKED");
   EXPECT_EQ(g.findings[0].ranks, (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(g.findings[0].hosts, (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(g.findings[0].hosts, (std::vector<std::string>{"c", "a"}));  // first appearance
   EXPECT_EQ(g.findings[1].code, "STRAGGLER");
   EXPECT_EQ(g.verdict, "fail");
   EXPECT_EQ(g.exit_code, 1);

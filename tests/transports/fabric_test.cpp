@@ -131,6 +131,8 @@ struct Param {
   std::string label;
 };
 
+void PrintTo(const Param& p, std::ostream* os) { *os << p.label; }
+
 class FabricRing : public ::testing::TestWithParam<Param> {};
 
 TEST_P(FabricRing, SumsAreExactForOddCountsBothDtypesInAndOutOfPlace) {
@@ -224,6 +226,7 @@ TEST(FabricOpen, EfaIsUnavailableWithLibfabricsOwnError) {
     FAIL() << "open() with provider efa succeeded on a host without EFA";
   } catch (const TransportError& e) {
     std::string m = e.what();
+    std::cout << "efa: " << m << "\n";
     EXPECT_EQ(e.kind(), ErrorKind::unavailable) << m;
     EXPECT_NE(m.find("'efa'"), std::string::npos) << m;
     EXPECT_NE(m.find("No data available"), std::string::npos) << m;  // fi_strerror(FI_ENODATA)

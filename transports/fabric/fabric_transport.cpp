@@ -261,11 +261,13 @@ std::string FabricTransport::available_providers() const {
 fi_info* FabricTransport::choose(fi_info* list) const {
   std::string want = ctx_.option("fabric.domain");
   if (!want.empty()) {
-    std::string seen;
+    std::set<std::string> domains;
     for (fi_info* i = list; i; i = i->next) {
       if (i->domain_attr->name && want == i->domain_attr->name) return i;
-      seen += std::string(seen.empty() ? "" : ", ") + i->domain_attr->name;
+      if (i->domain_attr->name) domains.insert(i->domain_attr->name);
     }
+    std::string seen;
+    for (const auto& d : domains) seen += (seen.empty() ? "" : ", ") + d;
     throw TransportError(ErrorKind::init_failed,
                          who() + ": provider '" + requested_ + "' has no domain '" + want +
                              "' for FI_EP_RDM; it offers: " + seen);
@@ -286,6 +288,9 @@ std::string FabricTransport::straddr(const void* addr) const {
 void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   ctx_ = ctx;
   requested_ = ctx.option("fabric.provider", "tcp");
+  if (requested_.empty()) requested_ = "tcp";
+  if (!ctx.store && ctx.world_size > 1)
+    throw TransportError(ErrorKind::init_failed, who() + ": no store to exchange addresses");
   chunk_bytes_ = parse_size(ctx.option("fabric.chunk_bytes"), chunk_bytes_);
   window_ = std::clamp<std::size_t>(parse_size(ctx.option("fabric.window"), window_), 1, 256);
   counters_root_ = ctx.option("fabric.hw_counters_root", "/sys/class/infiniband");
@@ -339,8 +344,8 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
-  cq_attr.wait_obj = FI_WAIT_NONE;
   cq_attr.size = std::max<std::size_t>(4 * window_ + 16, 128);
+  cq_attr.wait_obj = FI_WAIT_NONE;
   check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;

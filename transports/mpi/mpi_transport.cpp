@@ -118,7 +118,8 @@ struct MpiState {
   bool finalize_registered = false;
   int provided = -1;
   MPI_Op bf16_sum = MPI_OP_NULL;
-  bool freeze_hook = false;
+  bool freeze_hook_tried = false;
+  bool freeze_hook = false;  // opal_progress_register found and our callback registered
   std::set<unsigned long> sockets_before_init;  // to tell MPI's TCP connections from others
 };
 MpiState& state() {
@@ -241,8 +242,7 @@ class MpiTransport final : public Transport {
     auto start = Clock::now();
     if (launcher_variable().empty())
       throw TransportError(ErrorKind::unavailable,
-                           "rank " + std::to_string(rank_) + " (" + host_ +
-                               "): not started by mpirun (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or "
+                           who() + ": not started by mpirun (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or "
                                "PMI_RANK in the environment): launch with mpirun ... ncclsmoke run "
                                "--transports mpi");
     std::string mode = ctx.option("mpi.collective", "allreduce");
@@ -305,14 +305,18 @@ class MpiTransport final : public Transport {
         return;
       }
       MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN);
-      if (st.initialised_by_us && !st.freeze_hook) st.freeze_hook = register_freeze_hook();
+      if (!st.freeze_hook_tried) {
+        st.freeze_hook_tried = true;
+        st.freeze_hook = register_freeze_hook();
+      }
       if (st.bf16_sum == MPI_OP_NULL) {
         rc = MPI_Op_create(&bf16_sum_fn, 1, &st.bf16_sum);
         if (rc != MPI_SUCCESS) st.bf16_sum = MPI_OP_NULL;  // bfloat16 then reports unavailable
       }
     };
     bool done = t.run("MPI_Init_thread / MPI_Comm_dup", job, deadline);
-    if (state().initialised_by_us && !state().finalize_registered) {
+    // state() is the MPI thread's while a job runs: read it only when the job finished.
+    if (done && state().initialised_by_us && !state().finalize_registered) {
       state().finalize_registered = true;
       std::atexit(finalize_at_exit);
     }

@@ -156,10 +156,13 @@ class Engine {
       for (const Rx& y : rx_)
         if (!rx_done(y)) fds.push_back({y.fd, POLLIN, 0});
       std::size_t first_tx = fds.size();
-      // Every connection to the next rank is watched for a close from its far end, even while
-      // it waits on data to forward: the next rank never writes to it, so readable means gone.
-      for (const Tx& x : tx_)
-        fds.push_back({x.fd, static_cast<short>(POLLRDHUP | (x.blocked ? POLLOUT : 0)), 0});
+      // A connection to the next rank with bytes still to carry is watched for a close from its
+      // far end even while it waits on data to forward: the next rank never writes to it, so
+      // readable means gone. Once our part is sent, the next rank may finish and close first.
+      for (const Tx& x : tx_) {
+        short ev = tx_done(x) ? 0 : static_cast<short>(POLLRDHUP | (x.blocked ? POLLOUT : 0));
+        fds.push_back({ev ? x.fd : -1, ev, 0});
+      }
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60000));
       int rc = ::poll(fds.data(), fds.size(), ms);

@@ -35,8 +35,10 @@ constexpr uint32_t kHelloMagic = 0x4b52534eu;  // "NSRK"
 constexpr uint32_t kAckMagic = 0x4b41534eu;    // "NSAK"
 constexpr uint32_t kVersion = 1;
 constexpr std::size_t kHello = 32, kAck = 16;
-constexpr std::size_t kDefaultChunk = 512 * 1024;
-constexpr int kDefaultBufBytes = 4 << 20;  // SO_SNDBUF/SO_RCVBUF ask; 0 leaves autotuning on
+// Measured on loopback (2 ranks, 64 MiB): 1 MiB chunks beat 128 KiB..4 MiB, and the kernel's
+// buffer autotuning beat every fixed SO_SNDBUF/SO_RCVBUF from 256 KiB to 8 MiB.
+constexpr std::size_t kDefaultChunk = 1 << 20;
+constexpr int kDefaultBufBytes = 0;  // SO_SNDBUF/SO_RCVBUF ask; 0 leaves autotuning on
 constexpr std::size_t kMaxPendingAccepts = 64;
 
 void put_u32(unsigned char* p, uint32_t v) {
@@ -653,21 +655,22 @@ class SocketTransport final : public Transport {
                               : "connection failed: " + std::string(std::strerror(f.sys_errno));
         // A neighbour that gave up first leaves its reason in the store before closing: name
         // the rank that caused it rather than the messenger.
-        // When the cause it names is this rank (it gave up waiting for us, or we disagree on
-        // the call), the neighbour itself stays the peer.
         json root = read_abort_record(p);
         if (root.is_object()) {
           int cause = root.value("peer", -1);
           ErrorKind kind = parse_kind(root.value("kind", "peer_lost"));
+          std::string msg = who() + ": " + op + " aborted after " + took + ": " + peer(p) + " " +
+                            how + " after it failed: " + root.value("message", "");
           if (cause < 0 || cause == ctx_.rank) {
-            cause = p;
-            if (kind != ErrorKind::other) kind = ErrorKind::peer_lost;
+            // It gave up on this rank (or we disagree on the call). If it timed out waiting for
+            // us while we were still waiting on our own upstream, the fault is further up.
+            bool rx_pending = f.progress.received < f.progress.to_receive;
+            int waiting_on = rx_pending ? prev_ : p;
+            cause = kind == ErrorKind::timeout ? waiting_on : p;
+            if (kind != ErrorKind::other && kind != ErrorKind::timeout) kind = ErrorKind::peer_lost;
+            if (waiting_on != p) msg += "; this rank was itself waiting for " + peer(waiting_on);
           }
-          return TransportError(kind,
-                                who() + ": " + op + " aborted after " + took + ": " + peer(p) + " " +
-                                    how + " after it failed: " + root.value("message", "") +
-                                    " (" + progress + ")",
-                                cause);
+          return TransportError(kind, msg + " (" + progress + ")", cause);
         }
         return TransportError(ErrorKind::peer_lost,
                               who() + ": " + peer(p) + " " + how + " during " + op + " after " +
