@@ -71,7 +71,7 @@ TEST_F(FakeSysfs, NonNumericAndOddEntriesAreSkipped) {
   put("mlx5_0", "1", "overflow", "99999999999999999999999\n");
   fs::create_directories(root_ / "mlx5_0" / "ports" / "1" / "hw_counters" / "subdir");
   fs::create_directories(root_ / "mlx5_1" / "ports" / "1");  // a port without hw_counters
-  std::ofstream(root_ / "stray_file") << "1\n";               // not a device directory
+  std::ofstream(root_ / "stray_file") << "1\n";              // not a device directory
   auto snap = read_hw_counters(root_.string());
   ASSERT_EQ(snap.size(), 1u);
   ASSERT_EQ(snap["mlx5_0/1"].size(), 1u);

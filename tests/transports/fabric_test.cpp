@@ -185,8 +185,8 @@ std::vector<Param> ring_params() {
   // staging slots and tags are exercised.
   Options small = {{"fabric.chunk_bytes", "4096"}, {"fabric.window", "3"}};
   for (std::string p : {"tcp", "shm"}) out.push_back({p, 3, small, p + "_3_smallchunks"});
-  out.push_back({"tcp", 2, {{"fabric.chunk_bytes", "1000"}, {"fabric.window", "1"}},
-                 "tcp_2_window1"});
+  out.push_back(
+      {"tcp", 2, {{"fabric.chunk_bytes", "1000"}, {"fabric.window", "1"}}, "tcp_2_window1"});
   return out;
 }
 
@@ -310,12 +310,13 @@ TEST(FabricDeadline, StoppedPeerTimesOutWithinDeadlineAndEndpointIsClosed) {
     }
     took[r] = rendezvous::seconds_since(t0);
   });
-  for (int r : {0, 2}) {
-    EXPECT_EQ(kinds[r], ErrorKind::timeout) << what[r];
-    EXPECT_LT(took[r], 2.0 + 1.0) << what[r];
-    EXPECT_GE(took[r], 1.9) << what[r];
-    EXPECT_NE(what[r].find("timed out after"), std::string::npos) << what[r];
-  }
+  // Rank 2 waits on rank 1, whose endpoint is open: a plain timeout. Rank 0 waits on rank 2, which
+  // may have timed out and closed its endpoint a moment earlier: timeout or peer_lost.
+  EXPECT_EQ(kinds[2], ErrorKind::timeout) << what[2];
+  EXPECT_TRUE(kinds[0] == ErrorKind::timeout || kinds[0] == ErrorKind::peer_lost) << what[0];
+  for (int r : {0, 2}) EXPECT_LT(took[r], 2.0 + 1.0) << what[r];
+  EXPECT_GE(took[2], 1.9) << what[2];
+  EXPECT_NE(what[2].find("timed out after"), std::string::npos) << what[2];
   EXPECT_EQ(peers[2], 1) << what[2];  // rank 2 receives from rank 1
   EXPECT_NE(what[2].find("host-1"), std::string::npos) << what[2];
   // The endpoint is closed after a failure: a later call throws at once instead of hanging.
@@ -365,9 +366,9 @@ TEST(FabricChild, Rank) {
   if (child_env().empty()) GTEST_SKIP() << "runs only as a child of FabricProcesses tests";
   int rank = 0, world = 0, port = 0;
   char provider[64] = {}, mode[32] = {};
-  ASSERT_EQ(std::sscanf(child_env().c_str(), "%d %d %d %63s %31s", &rank, &world, &port, provider,
-                        mode),
-            5);
+  ASSERT_EQ(
+      std::sscanf(child_env().c_str(), "%d %d %d %63s %31s", &rank, &world, &port, provider, mode),
+      5);
   rendezvous::TcpStoreOptions so;
   so.host = "127.0.0.1";
   so.port = static_cast<uint16_t>(port);
@@ -384,7 +385,8 @@ TEST(FabricChild, Rank) {
     t->allreduce(in.data(), out.data(), 300007, DType::float32, ReduceOp::sum,
                  rendezvous::deadline_after(30s));
     int64_t wrong = wrong_elements(out, 300007, DType::float32, world);
-    result = "ok wrong=" + std::to_string(wrong) + " provider=" + t->identify().value("provider", "");
+    result =
+        "ok wrong=" + std::to_string(wrong) + " provider=" + t->identify().value("provider", "");
     if (std::string(mode) == "die" && rank == 1) {
       tcp->set("result/" + std::to_string(rank), result);
       ::kill(::getpid(), SIGKILL);
@@ -401,8 +403,8 @@ TEST(FabricChild, Rank) {
       } catch (const TransportError& e) {
         char took[32];
         std::snprintf(took, sizeof took, "%.2f", rendezvous::seconds_since(t0));
-        result = std::string("error kind=") + to_string(e.kind()) + " peer=" +
-                 std::to_string(e.peer()) + " took=" + took + " what=" + e.what();
+        result = std::string("error kind=") + to_string(e.kind()) +
+                 " peer=" + std::to_string(e.peer()) + " took=" + took + " what=" + e.what();
       }
     }
   } catch (const std::exception& e) {
@@ -460,8 +462,10 @@ std::vector<std::string> run_processes(int world, const std::string& provider,
   }
   for (pid_t& p : kids.pids) {
     for (int i = 0; i < 100 && p > 0; ++i) {
-      if (::waitpid(p, nullptr, WNOHANG) == p) p = -1;
-      else std::this_thread::sleep_for(50ms);
+      if (::waitpid(p, nullptr, WNOHANG) == p)
+        p = -1;
+      else
+        std::this_thread::sleep_for(50ms);
     }
   }
   return results;

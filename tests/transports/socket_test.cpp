@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -61,7 +62,7 @@ void rethrow_any(const std::vector<std::exception_ptr>& errors) {
 
 class World {
  public:
-  explicit World(int n, const Options& options = {}) : n(n) {
+  explicit World(int ranks, const Options& options = {}) : n(ranks) {
     inner = std::make_shared<rendezvous::MemoryStore>();
     store = std::make_shared<rendezvous::PrefixStore>("transport/socket", inner);
     for (int r = 0; r < n; ++r) {
@@ -116,6 +117,8 @@ struct Case {
   Options options;
   std::string label;
 };
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.label; }
 
 class SocketSums : public ::testing::TestWithParam<Case> {};
 
@@ -179,7 +182,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{3, {{"socket.nconn", "3"}, {"socket.chunk", "1536"}}, "w3_3conn"},
                       Case{4, {{"socket.nconn", "2"}, {"socket.chunk", "65536"},
                                {"socket.bufsize", "0"}}, "w4_2conn_autotune"}),
-    [](const auto& info) { return info.param.label; });
+    [](const ::testing::TestParamInfo<Case>& p) { return p.param.label; });
 
 TEST(SocketTransport, WorldOfOneCopiesAndIdentifies) {
   World w(1);
@@ -511,6 +514,84 @@ TEST(SocketHandshake, AnswerFromTheWrongRankFailsInit) {
   }
   ::close(in);
   ::close(out);
+}
+
+// Link accounting (ring.h): identify()'s link_stats say where each rank waited. Rank 1 comes
+// 500 ms late to the first all-reduce; with small fixed socket buffers its previous rank (0)
+// cannot park its 1 MiB segment in the kernel, so rank 0 waits send-blocked towards rank 1, and
+// rank 2, whose data must come through rank 1, waits on receive. Bytes and counts are exact.
+TEST(SocketLinkStats, SayWhereEachRankWaitedAndCountBytesAndCollectives) {
+  constexpr int n = 3, late = 1;
+  World w(n, {{"socket.bufsize", "64K"}});
+  const std::size_t count = 3 * (std::size_t{1} << 18);  // 3 MiB of float32: 1 MiB segments
+  const uint64_t per_rank = 2 * (n - 1) * (count / n) * sizeof(float);  // bytes each rank sends
+  std::vector<double> wall_s(n, 0);
+  std::vector<int64_t> wrong(n, -1);
+  std::atomic<int> arrived{0};
+  auto round = [&](bool delay) {
+    rethrow_any(on_ranks(n, [&](int r) {
+      std::vector<float> buf(count);
+      fill_input(buf.data(), count, DType::float32, r);
+      arrived.fetch_add(1);
+      for (int spin = 0; arrived.load() % n != 0 && spin < 20000; ++spin)
+        std::this_thread::sleep_for(100us);  // bounded: 2 s at most
+      if (delay && r == late) std::this_thread::sleep_for(500ms);
+      auto t0 = Clock::now();
+      w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
+                         deadline_after(30s));
+      wall_s[r] += std::chrono::duration<double>(Clock::now() - t0).count();
+      wrong[r] = count_wrong(buf.data(), count, DType::float32, n);
+    }));
+  };
+  round(true);
+  std::vector<nlohmann::json> first(n);
+  for (int r = 0; r < n; ++r) {
+    first[r] = w.ts[r]->identify()["link_stats"];
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + first[r].dump());
+    EXPECT_EQ(wrong[r], 0);
+    ASSERT_TRUE(first[r].is_object());
+    const auto& tx = first[r]["to_next"];
+    const auto& rx = first[r]["from_prev"];
+    EXPECT_EQ(tx["rank"], (r + 1) % n);
+    EXPECT_EQ(tx["host"], "host-" + std::to_string((r + 1) % n));
+    EXPECT_EQ(rx["rank"], (r + n - 1) % n);
+    EXPECT_EQ(rx["host"], "host-" + std::to_string((r + n - 1) % n));
+    EXPECT_EQ(first[r]["collectives"], 1);
+    EXPECT_EQ(tx["bytes"].get<uint64_t>(), per_rank);
+    EXPECT_EQ(rx["bytes"].get<uint64_t>(), per_rank);
+    double blocked = tx["send_blocked_s"], waited = rx["recv_wait_s"];
+    EXPECT_GE(blocked, 0);
+    EXPECT_GE(waited, 0);
+    // Waits are parts of the collective's own time, charged to one side at a time.
+    EXPECT_LE(blocked + waited, wall_s[r] + 0.01) << "wall " << wall_s[r] << " s";
+  }
+  EXPECT_GE(first[late - 1]["to_next"]["send_blocked_s"].get<double>(), 0.3)
+      << "rank " << late - 1 << " had a segment for the late rank and nowhere to put it";
+  EXPECT_GE(first[late + 1]["from_prev"]["recv_wait_s"].get<double>(), 0.3)
+      << "rank " << late + 1 << " had nothing to do until the late rank sent";
+
+  // Accumulated over the transport's life.
+  round(false);
+  for (int r = 0; r < n; ++r) {
+    auto now = w.ts[r]->identify()["link_stats"];
+    SCOPED_TRACE("rank " + std::to_string(r) + ": " + now.dump());
+    EXPECT_EQ(wrong[r], 0);
+    EXPECT_EQ(now["collectives"], 2);
+    EXPECT_EQ(now["to_next"]["bytes"].get<uint64_t>(), 2 * per_rank);
+    EXPECT_EQ(now["from_prev"]["bytes"].get<uint64_t>(), 2 * per_rank);
+    EXPECT_GE(now["to_next"]["send_blocked_s"].get<double>(),
+              first[r]["to_next"]["send_blocked_s"].get<double>());
+    EXPECT_GE(now["from_prev"]["recv_wait_s"].get<double>(),
+              first[r]["from_prev"]["recv_wait_s"].get<double>());
+  }
+}
+
+TEST(SocketLinkStats, WorldOfOneCountsCollectivesOnly) {
+  World w(1);
+  float x = 2;
+  w.ts[0]->allreduce(&x, &x, 1, DType::float32, ReduceOp::sum, deadline_after(5s));
+  auto ls = w.ts[0]->identify()["link_stats"];
+  EXPECT_EQ(ls, nlohmann::json({{"collectives", 1}})) << ls.dump();
 }
 
 }  // namespace

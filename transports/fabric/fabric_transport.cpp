@@ -94,9 +94,12 @@ std::size_t parse_size(const std::string& text, std::size_t fallback) {
     double v = std::stod(text, &pos);
     std::string unit = text.substr(pos);
     double mult = 1;
-    if (unit == "k" || unit == "K" || unit == "KiB") mult = 1024;
-    else if (unit == "m" || unit == "M" || unit == "MiB") mult = 1024 * 1024;
-    else if (!unit.empty()) return fallback;
+    if (unit == "k" || unit == "K" || unit == "KiB")
+      mult = 1024;
+    else if (unit == "m" || unit == "M" || unit == "MiB")
+      mult = 1024 * 1024;
+    else if (!unit.empty())
+      return fallback;
     return v > 0 ? static_cast<std::size_t>(v * mult) : fallback;
   } catch (const std::exception&) {
     return fallback;
@@ -120,8 +123,8 @@ std::string src_ip(const fi_info* info) {
 struct Op {
   fi_context2 scratch;
   enum Kind { send, recv } kind = send;
-  std::size_t item = 0;   // index into the collective's send or receive items
-  int slot = -1;          // staging slot (in-place reduce-scatter receives)
+  std::size_t item = 0;  // index into the collective's send or receive items
+  int slot = -1;         // staging slot (in-place reduce-scatter receives)
   bool active = false;
 };
 
@@ -241,8 +244,10 @@ std::string FabricTransport::available_providers() const {
     std::string p = i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
     std::string d = i->domain_attr && i->domain_attr->name ? i->domain_attr->name : "?";
     auto it = std::find_if(provs.begin(), provs.end(), [&](auto& e) { return e.first == p; });
-    if (it == provs.end()) provs.push_back({p, {d}});
-    else it->second.insert(d);
+    if (it == provs.end())
+      provs.push_back({p, {d}});
+    else
+      it->second.insert(d);
   }
   fi_freeinfo(list);
   std::string out;
@@ -268,9 +273,9 @@ fi_info* FabricTransport::choose(fi_info* list) const {
     }
     std::string seen;
     for (const auto& d : domains) seen += (seen.empty() ? "" : ", ") + d;
-    throw TransportError(ErrorKind::init_failed,
-                         who() + ": provider '" + requested_ + "' has no domain '" + want +
-                             "' for FI_EP_RDM; it offers: " + seen);
+    throw TransportError(ErrorKind::init_failed, who() + ": provider '" + requested_ +
+                                                     "' has no domain '" + want +
+                                                     "' for FI_EP_RDM; it offers: " + seen);
   }
   if (!ctx_.local_address.empty())
     for (fi_info* i = list; i; i = i->next)
@@ -297,9 +302,9 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   left_ = (ctx.rank - 1 + ctx.world_size) % ctx.world_size;
   right_ = (ctx.rank + 1) % ctx.world_size;
   if (ctx.world_size > static_cast<int>(kStepMask / 2))
-    throw TransportError(ErrorKind::init_failed,
-                         who() + ": world size " + std::to_string(ctx.world_size) +
-                             " exceeds the ring's tag space");
+    throw TransportError(
+        ErrorKind::init_failed,
+        who() + ": world size " + std::to_string(ctx.world_size) + " exceeds the ring's tag space");
 
   fi_info* hints = base_hints();
   hints->fabric_attr->prov_name = strdup(requested_.c_str());
@@ -309,14 +314,13 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   if (rc == -FI_ENODATA || (rc == 0 && !list)) {
     throw TransportError(ErrorKind::unavailable,
                          "libfabric has no provider '" + requested_ +
-                             "' for FI_EP_RDM on this host (" + ctx.host_of(ctx.rank) +
-                             ", rank " + std::to_string(ctx.rank) +
-                             "): fi_getinfo: " + fi_text(rc) +
+                             "' for FI_EP_RDM on this host (" + ctx.host_of(ctx.rank) + ", rank " +
+                             std::to_string(ctx.rank) + "): fi_getinfo: " + fi_text(rc) +
                              "; available: " + available_providers());
   }
   if (rc != 0)
-    throw TransportError(ErrorKind::init_failed,
-                         who() + ": fi_getinfo(provider '" + requested_ + "') failed: " + fi_text(rc));
+    throw TransportError(ErrorKind::init_failed, who() + ": fi_getinfo(provider '" + requested_ +
+                                                     "') failed: " + fi_text(rc));
   try {
     info_ = fi_dupinfo(choose(list));
   } catch (...) {
@@ -337,8 +341,8 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   auto check = [&](long r, const char* call) {
     if (r != 0)
       throw TransportError(ErrorKind::init_failed, who() + ": " + call + " failed on fabric '" +
-                                                       fabric_name_ + "' domain '" +
-                                                       domain_name_ + "': " + fi_text(r));
+                                                       fabric_name_ + "' domain '" + domain_name_ +
+                                                       "': " + fi_text(r));
   };
   check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
   check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
@@ -360,8 +364,9 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   free_ops_.clear();
   for (auto& op : ops_) free_ops_.push_back(&op);
 
-  counters_on_ = ctx.option("fabric.hw_counters", "auto") == "always" ||
-                 (ctx.option("fabric.hw_counters", "auto") == "auto" && provider_ == "efa");
+  counters_on_ =
+      ctx.option("fabric.hw_counters", "auto") == "always" ||
+      (ctx.option("fabric.hw_counters", "auto") == "auto" && provider_.rfind("efa", 0) == 0);
   if (counters_on_) counters_at_open_ = read_hw_counters(counters_root_);
 
   if (ctx.world_size > 1) {
@@ -427,8 +432,8 @@ void FabricTransport::exchange_addresses(Deadline deadline) {
       hex = ctx_.store->get("addr/" + std::to_string(peer), deadline);
     } catch (const rendezvous::StoreError& e) {
       throw TransportError(ErrorKind::timeout,
-                           who() + ": no fabric address from rank " + std::to_string(peer) +
-                               " (" + ctx_.host_of(peer) + ") after " +
+                           who() + ": no fabric address from rank " + std::to_string(peer) + " (" +
+                               ctx_.host_of(peer) + ") after " +
                                fmt_seconds(rendezvous::seconds_since(start)) + ": " + e.what(),
                            peer);
     }
@@ -436,8 +441,7 @@ void FabricTransport::exchange_addresses(Deadline deadline) {
     if (!from_hex(hex, addr) || addr.empty())
       throw TransportError(ErrorKind::init_failed,
                            who() + ": rank " + std::to_string(peer) + " (" + ctx_.host_of(peer) +
-                               ") published a malformed fabric address '" + hex.substr(0, 80) +
-                               "'",
+                               ") published a malformed fabric address '" + hex.substr(0, 80) + "'",
                            peer);
     fi_addr_t fa = FI_ADDR_UNSPEC;
     int n = fi_av_insert(av_, addr.data(), 1, &fa, 0, nullptr);
@@ -505,13 +509,13 @@ void FabricTransport::handshake(Deadline deadline) {
       if (expired(deadline)) {
         bool recv_pending = rop->active;
         int peer = recv_pending ? left_ : right_;
-        throw TransportError(
-            ErrorKind::timeout,
-            who() + ": fabric handshake " + (recv_pending ? "got no message from " : "send to ") +
-                peer_desc(peer) + (recv_pending ? "" : " did not complete") + " after " +
-                fmt_seconds(rendezvous::seconds_since(start)) + " (provider " + provider_ +
-                ", domain " + domain_name_ + ")",
-            peer);
+        throw TransportError(ErrorKind::timeout,
+                             who() + ": fabric handshake " +
+                                 (recv_pending ? "got no message from " : "send to ") +
+                                 peer_desc(peer) + (recv_pending ? "" : " did not complete") +
+                                 " after " + fmt_seconds(rendezvous::seconds_since(start)) +
+                                 " (provider " + provider_ + ", domain " + domain_name_ + ")",
+                             peer);
       }
       idle_wait(idle);
     }
@@ -547,10 +551,9 @@ void FabricTransport::release(Op* op) {
 }
 
 void FabricTransport::post_error(const char* what, long rc, int peer) {
-  throw TransportError(ErrorKind::other,
-                       who() + ": " + what + " to/from " + peer_desc(peer) + " failed: " +
-                           fi_text(rc),
-                       peer);
+  throw TransportError(
+      ErrorKind::other,
+      who() + ": " + what + " to/from " + peer_desc(peer) + " failed: " + fi_text(rc), peer);
 }
 
 void FabricTransport::throw_cq_error(const char* phase) {
@@ -570,8 +573,9 @@ void FabricTransport::throw_cq_error(const char* phase) {
                      (prov && *prov ? std::string("; provider: ") + prov : std::string());
   if (e.err == FI_ETRUNC)
     throw TransportError(ErrorKind::other,
-                         text + " — the message was larger than expected: do all ranks call "
-                                "all-reduce with the same count and dtype?",
+                         text +
+                             " — the message was larger than expected: do all ranks call "
+                             "all-reduce with the same count and dtype?",
                          peer);
   throw TransportError(ErrorKind::peer_lost, text, peer);
 }
@@ -634,7 +638,8 @@ void FabricTransport::idle_wait(int& idle) {
 
 // When a collective times out over the tcp provider, the peer's fabric address is a listening TCP
 // socket (ofi_rxm's connection manager). A refused connection there means the peer's process is
-// gone, which turns "timeout" into "peer_lost" with evidence. Only used once the collective has
+// gone or has closed its endpoint (a neighbour that timed out first closes its own), which turns
+// "timeout" into "peer_lost" with evidence. Only used once the collective has
 // already failed, so a live peer is never disturbed during a run. Returns "" when inconclusive.
 std::string FabricTransport::probe_gone(int peer) const {
   if (provider_.rfind("tcp", 0) != 0 && provider_.rfind("sockets", 0) != 0) return "";
@@ -659,7 +664,8 @@ std::string FabricTransport::probe_gone(int peer) const {
   }
   if (err == ECONNREFUSED)
     verdict = "its fabric address " + peer_addr_text_.at(peer) +
-              " now refuses TCP connections: the process is gone";
+              " now refuses TCP connections: its process exited or closed the endpoint (after a "
+              "failure of its own?)";
   ::close(fd);
   return verdict;
 }
@@ -690,9 +696,9 @@ void FabricTransport::allreduce(const void* send, void* recv, std::size_t count,
                                 ReduceOp /*op*/, Deadline deadline) {
   std::lock_guard collective(mu_);
   if (!broken_.empty())
-    throw TransportError(ErrorKind::other,
-                         who() + ": the fabric endpoint was closed after an earlier failure (" +
-                             broken_ + ")");
+    throw TransportError(
+        ErrorKind::other,
+        who() + ": the fabric endpoint was closed after an earlier failure (" + broken_ + ")");
   if (!ep_ && ctx_.world_size > 1)
     throw TransportError(ErrorKind::other, who() + ": allreduce before open()");
   const std::size_t es = dtype_size(dtype);
@@ -720,7 +726,9 @@ void FabricTransport::allreduce(const void* send, void* recv, std::size_t count,
   auto mod = [n](int x) { return ((x % n) + n) % n; };
   auto recv_seg = [&](int t) { return t < n - 1 ? mod(rank - t - 1) : mod(rank - (t - (n - 1))); };
   auto send_seg = [&](int t) { return t == 0 ? rank : recv_seg(t - 1); };
-  auto nchunks = [&](int seg) { return (segment(count, n, seg).len + chunk_elems - 1) / chunk_elems; };
+  auto nchunks = [&](int seg) {
+    return (segment(count, n, seg).len + chunk_elems - 1) / chunk_elems;
+  };
   struct Item {
     int step;
     std::size_t chunk, off, len;  // elements
@@ -874,8 +882,7 @@ void FabricTransport::allreduce(const void* send, void* recv, std::size_t count,
         if (!gone.empty())
           throw TransportError(ErrorKind::peer_lost,
                                msg + "; lost rank " + std::to_string(peer) + ": " + gone, peer);
-        throw TransportError(ErrorKind::timeout, msg,
-            peer);
+        throw TransportError(ErrorKind::timeout, msg, peer);
       }
       idle_wait(idle);
     }
@@ -909,8 +916,10 @@ json FabricTransport::identify() {
       {"window", window_},
   };
   if (ctx_.world_size > 1) {
-    id["left"] = {{"rank", left_}, {"host", ctx_.host_of(left_)}, {"address", peer_addr_text_[left_]}};
-    id["right"] = {{"rank", right_}, {"host", ctx_.host_of(right_)}, {"address", peer_addr_text_[right_]}};
+    id["left"] = {
+        {"rank", left_}, {"host", ctx_.host_of(left_)}, {"address", peer_addr_text_[left_]}};
+    id["right"] = {
+        {"rank", right_}, {"host", ctx_.host_of(right_)}, {"address", peer_addr_text_[right_]}};
   }
   if (!broken_.empty()) id["closed_after_error"] = broken_;
   if (counters_on_) {

@@ -99,8 +99,9 @@ struct Rx {
 class Engine {
  public:
   Engine(const RingLinks& links, const RingConfig& cfg, const void* send, void* recv,
-         std::size_t count, DType dtype, uint64_t seq, std::vector<unsigned char>& staging)
-      : cfg_(cfg), send_(static_cast<const unsigned char*>(send)),
+         std::size_t count, DType dtype, uint64_t seq, std::vector<unsigned char>& staging,
+         RingStats& stats)
+      : stats_(stats), cfg_(cfg), send_(static_cast<const unsigned char*>(send)),
         recv_(static_cast<unsigned char*>(recv)), dtype_(dtype), count_(count), seq_(seq) {
     in_place_ = send == recv;
     p_.n = cfg.world_size;
@@ -156,16 +157,22 @@ class Engine {
       for (const Rx& y : rx_)
         if (!rx_done(y)) fds.push_back({y.fd, POLLIN, 0});
       std::size_t first_tx = fds.size();
+      bool tx_stuck = false;  // some connection to the next rank refused ready bytes
       // A connection to the next rank with bytes still to carry is watched for a close from its
       // far end even while it waits on data to forward: the next rank never writes to it, so
       // readable means gone. Once our part is sent, the next rank may finish and close first.
       for (const Tx& x : tx_) {
         short ev = tx_done(x) ? 0 : static_cast<short>(POLLRDHUP | (x.blocked ? POLLOUT : 0));
         fds.push_back({ev ? x.fd : -1, ev, 0});
+        tx_stuck |= ev && x.blocked;
       }
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      auto before = Clock::now();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - before);
       int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60000));
       int rc = ::poll(fds.data(), fds.size(), ms);
+      // The wait goes to the side that held this rank up (ring.h, "Link accounting").
+      if (tx_stuck) stats_.send_blocked += Clock::now() - before;
+      else if (first_tx > 0) stats_.recv_wait += Clock::now() - before;
       if (rc < 0) {
         if (errno == EINTR) continue;
         fail(RingFault::io_error, false, -1, errno, "poll failed");
@@ -195,6 +202,7 @@ class Engine {
            std::all_of(tx_.begin(), tx_.end(), [&](const Tx& x) { return tx_done(x); });
   }
 
+ public:
   RingProgress progress() const {
     RingProgress p;
     for (const Rx& y : rx_) {
@@ -208,6 +216,7 @@ class Engine {
     return p;
   }
 
+ private:
   [[noreturn]] void fail(RingFault f, bool next_side, int conn, int err, const std::string& what) {
     throw RingFailure(f, next_side, conn, err, what, progress());
   }
@@ -373,6 +382,7 @@ class Engine {
     x.blocked = false;  // POLLERR/POLLHUP without a pending error: let send() report it
   }
 
+  RingStats& stats_;
   RingConfig cfg_;
   const unsigned char* send_;
   unsigned char* recv_;
@@ -396,8 +406,18 @@ std::pair<std::size_t, std::size_t> ring_segment(std::size_t count, int n, int i
 void RingAllreduce::run(const RingLinks& links, const RingConfig& cfg, const void* send,
                         void* recv, std::size_t count, DType dtype, uint64_t seq,
                         Deadline deadline) {
-  Engine e(links, cfg, send, recv, count, dtype, seq, staging_);
-  e.run(deadline);
+  Engine e(links, cfg, send, recv, count, dtype, seq, staging_, stats_);
+  try {
+    e.run(deadline);
+  } catch (const RingFailure& f) {
+    stats_.bytes_sent += f.progress.sent;
+    stats_.bytes_received += f.progress.received;
+    throw;
+  }
+  RingProgress p = e.progress();
+  stats_.bytes_sent += p.sent;
+  stats_.bytes_received += p.received;
+  ++stats_.collectives;
 }
 
 }  // namespace ncclsmoke::transports::sock

@@ -18,6 +18,14 @@
 //
 // Every wait is a poll bounded by the deadline. Failures are RingFailure values naming the side
 // (next or prev), the connection and what happened; the transport turns them into messages.
+//
+// Link accounting (RingStats). In a ring every rank's collective time is about the same (the ring
+// moves at the speed of its slowest link), so per-rank times cannot point at a slow link; where
+// each rank waits can. Every poll's wait is charged to one side: to the next rank when some
+// connection to it holds bytes ready to send that it would not take (EAGAIN), else to the
+// previous rank when bytes from it are still due. The rank behind a slow egress shows by far the
+// largest send-blocked time, its next neighbour a large receive wait. Cost: one clock read per
+// poll wake-up (the pre-poll read already exists for the timeout).
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
@@ -36,7 +44,7 @@ struct RingLinks {
 struct RingConfig {
   int rank = 0;
   int world_size = 1;
-  std::size_t chunk_bytes = 512 * 1024;
+  std::size_t chunk_bytes = 1 << 20;
   // A partly arrived chunk is forwarded once this many bytes are ready (or the chunk is whole).
   std::size_t min_send_bytes = 64 * 1024;
 };
@@ -55,15 +63,23 @@ struct RingProgress {
 
 class RingFailure : public std::runtime_error {
  public:
-  RingFailure(RingFault fault, bool next_side, int conn, int sys_errno, const std::string& what,
-              RingProgress progress)
-      : std::runtime_error(what), fault(fault), next_side(next_side), conn(conn),
-        sys_errno(sys_errno), progress(progress) {}
+  RingFailure(RingFault f, bool next, int c, int err, const std::string& what, RingProgress p)
+      : std::runtime_error(what), fault(f), next_side(next), conn(c), sys_errno(err), progress(p) {}
   RingFault fault;
   bool next_side;  // the connection to the next rank (true) or from the previous one (false)
   int conn;
   int sys_errno;
   RingProgress progress;
+};
+
+// Accumulated over every run() of one RingAllreduce, failed ones included (bytes as far as
+// they got).
+struct RingStats {
+  Clock::duration send_blocked{};  // waiting with ready bytes the next rank's sockets refused
+  Clock::duration recv_wait{};     // waiting with nothing to do but receive from the previous rank
+  uint64_t bytes_sent = 0;         // payload bytes (all-reduce headers not counted)
+  uint64_t bytes_received = 0;
+  uint64_t collectives = 0;        // runs that completed
 };
 
 class RingAllreduce {
@@ -73,8 +89,11 @@ class RingAllreduce {
   void run(const RingLinks& links, const RingConfig& cfg, const void* send, void* recv,
            std::size_t count, DType dtype, uint64_t seq, Deadline deadline);
 
+  const RingStats& stats() const { return stats_; }
+
  private:
   std::vector<unsigned char> staging_;  // in-place reduce-scatter: one chunk per connection
+  RingStats stats_;
 };
 
 // Segment i of a ring over `count` elements and `n` ranks: {offset, length} in elements.

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -238,6 +239,7 @@ class SocketTransport final : public Transport {
       throw TransportError(ErrorKind::other, who() + ": all-reduce on a socket transport that is not open");
     if (n_ == 1) {
       if (send != recv && count) std::memmove(recv, send, count * dtype_size(dtype));
+      ++collectives_;
       return;
     }
     auto start = Clock::now();
@@ -253,6 +255,7 @@ class SocketTransport final : public Transport {
       give_up(e);
       throw e;
     }
+    ++collectives_;
   }
 
   json identify() override {
@@ -271,10 +274,27 @@ class SocketTransport final : public Transport {
                                  {"address", next_addr_}, {"local", locals_}}},
                     {"recv_from", {{"rank", prev_}, {"host", ctx_.host_of(prev_)},
                                    {"address", prev_addr_}, {"remote", remotes_}}}};
-      j["socket_buffers"] = {{"requested", buf_bytes_}, {"sndbuf", sndbuf_}, {"rcvbuf", rcvbuf_}};
+      // Read now when still connected: with autotuning the kernel grows them while data flows.
+      bool live = !links_.to_next.empty() && links_.to_next[0] >= 0;
+      j["socket_buffers"] = {
+          {"requested", buf_bytes_},
+          {"sndbuf", live ? get_int_opt(links_.to_next[0], SOL_SOCKET, SO_SNDBUF) : sndbuf_},
+          {"rcvbuf", live ? get_int_opt(links_.from_prev[0], SOL_SOCKET, SO_RCVBUF) : rcvbuf_}};
+      // Where this rank waited, over the transport's life (ring.h, "Link accounting"): the rank
+      // behind a slow egress has by far the largest send_blocked_s.
+      const sock::RingStats& st = ring_.stats();
+      j["link_stats"] = {
+          {"to_next", {{"rank", next_}, {"host", ctx_.host_of(next_)},
+                       {"send_blocked_s", std::chrono::duration<double>(st.send_blocked).count()},
+                       {"bytes", st.bytes_sent}}},
+          {"from_prev", {{"rank", prev_}, {"host", ctx_.host_of(prev_)},
+                         {"recv_wait_s", std::chrono::duration<double>(st.recv_wait).count()},
+                         {"bytes", st.bytes_received}}},
+          {"collectives", collectives_}};
     } else {
       j["listen"] = nullptr;
       j["peers"] = json::object();
+      j["link_stats"] = {{"collectives", collectives_}};  // no links in a world of one
     }
     if (broken_) j["error"] = broken_message_;
     return j;
@@ -727,6 +747,7 @@ class SocketTransport final : public Transport {
   sock::RingLinks links_;
   sock::RingAllreduce ring_;
   uint64_t seq_ = 0;
+  uint64_t collectives_ = 0;  // completed all-reduces
   bool opened_ = false;
   bool broken_ = false;
   ErrorKind broken_kind_ = ErrorKind::other;

@@ -1,0 +1,379 @@
+#!/usr/bin/python3
+"""The socket and fabric(tcp) transports across 4 hosts on network namespaces, one rank each.
+
+  healthy socket   global verdict pass, no wrong element, busbw > 0, every rank's identity names
+                   eth0 and its host's address (never lo), link stats consistent between ranks
+  fabric tcp       pass, no wrong element, every identity's provider contains "tcp"
+  shaped host2     host2's egress limited by `tc tbf` (200 Mbit/s): the gate busbw falls below
+                   half the healthy run's, and the socket transport's link stats point at host2:
+                   its send_blocked_s (ready bytes its link to host3 would not take) is the largest
+                   by far, and host3 (its next neighbour) waits long on receive. Every rank's
+                   collective time is alike in a ring, so only where each rank waited can name
+                   the slow host.
+
+Every verdict is validated against results/verdict.schema.json. Hosts come from netns.py (see
+../../shared/TESTHOSTS.md for the safety rules): every process runs inside a namespace, nothing
+can leave, everything is removed at the end.
+
+    /usr/bin/python3 tests/multihost/test_transport_netns.py --binary build/ncclsmoke [-k NAME] [--keep]
+
+Exit status: 0 all passed, 1 something failed, 77 nothing failed but something was skipped.
+The last line of the output is "N passed, M failed".
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import netns  # noqa: E402
+
+import jsonschema  # noqa: E402  (python3-jsonschema)
+
+BINARY = None
+KEEP = False
+TIMES = []    # (test, seconds)
+FIGURES = []  # lines printed again at the end
+
+N = 4
+MASTER_PORT = 29500  # inside private namespaces: nothing else can hold it
+CONTROL = ["--connect-timeout", "10", "--join-timeout", "20", "--mesh-timeout", "10",
+           "--pair-timeout", "3"]
+SHAPE = dict(rate="200mbit", burst="32kbit", latency="400ms")
+
+with open(os.path.join(ROOT, "results", "verdict.schema.json")) as f:
+    VALIDATOR = jsonschema.Draft7Validator(json.load(f))
+
+
+def load_verdict(path):
+    with open(path) as f:
+        doc = json.load(f)
+    errors = sorted(VALIDATOR.iter_errors(doc), key=lambda e: list(e.path))
+    if errors:
+        raise AssertionError(f"{path} does not validate against verdict.schema.json: " +
+                             "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5]))
+    return doc
+
+
+def codes(doc):
+    return [f["code"] for f in doc["findings"]]
+
+
+class Run:
+    """One `ncclsmoke run` per host (rank r on host r), waited for with a bound; then the verdicts
+    (every one validated), the world rows and identities of the global one."""
+
+    def __init__(self, case, bed, name, port, transport_args, timeout_s):
+        self.case, self.bed, self.name = case, bed, name
+        self.dir = os.path.join(case.tmp, name)
+        self.rc, self.elapsed, self.local = {}, {}, {}
+        self.global_ = None
+        self.wall_s = 0.0
+        procs = {}
+        t0 = time.monotonic()
+        for h in bed.hosts:
+            out = os.path.join(self.dir, f"rank{h.index}")
+            os.makedirs(out, exist_ok=True)
+            argv = [BINARY, "run", "--launcher", "flags", "--rank", str(h.index), "--world-size",
+                    str(N), "--master-addr", bed.hosts[0].addr, "--master-port", str(port),
+                    "--timeout", str(timeout_s), "--out-dir", out] + CONTROL + list(transport_args)
+            procs[h.index] = h.start(argv, out)
+        deadline = t0 + timeout_s + 15
+        pending = dict(procs)
+        while pending and time.monotonic() < deadline:
+            for r, p in list(pending.items()):
+                rc = p.poll()
+                if rc is not None:
+                    self.rc[r] = rc
+                    self.elapsed[r] = time.monotonic() - p.started_at
+                    del pending[r]
+            time.sleep(0.05)
+        for r, p in pending.items():
+            bed.kill9(p)
+            p.wait(timeout=5)
+            self.rc[r] = "hung"
+        self.wall_s = time.monotonic() - t0
+        for path in sorted(glob.glob(os.path.join(self.dir, "rank*", "verdict.rank*.json"))):
+            rank = int(os.path.basename(path)[len("verdict.rank"):-len(".json")])
+            self.local[rank] = load_verdict(path)
+        g = os.path.join(self.dir, "rank0", "verdict.json")
+        if os.path.exists(g):
+            self.global_ = load_verdict(g)
+        print(f"[{name}] {self.wall_s:.1f}s\n{self.describe()}", flush=True)
+        if pending:
+            case.fail(f"{name}: ranks {sorted(pending)} still running after {timeout_s + 15}s "
+                      f"(logs in {self.dir})")
+
+    def describe(self):
+        lines = [f"  rank {r}: rc={self.rc.get(r)} {self.elapsed.get(r, 0):.2f}s "
+                 f"{self.local.get(r, {}).get('verdict')} "
+                 f"{codes(self.local[r]) if r in self.local else '-'}" for r in sorted(self.rc)]
+        if self.global_:
+            lines.append(f"  global: {self.global_['verdict']} {codes(self.global_)}")
+        return "\n".join(lines)
+
+    def logs(self, rank):
+        text = ""
+        for ext in (".out", ".err"):
+            try:
+                with open(os.path.join(self.dir, f"rank{rank}{ext}"), errors="replace") as f:
+                    text += f.read()[-2000:]
+            except OSError:
+                pass
+        return text
+
+    # -- what the global verdict says -----------------------------------------------------------
+    def world_rows(self, transport):
+        return [r for r in self.global_["transports"]
+                if r["transport"] == transport and "rank" not in r]
+
+    def rank_rows(self, transport):
+        return [r for r in self.global_["transports"]
+                if r["transport"] == transport and "rank" in r]
+
+    def gate_busbw(self, transport):
+        rows = [r for r in self.world_rows(transport) if r.get("gate")]
+        self.case.assertTrue(rows, f"{self.name}: no gate row for {transport}")
+        return statistics.median(r["busbw_gbps"] for r in rows), rows[0]["bytes"]
+
+    def identities(self, transport):
+        ids = {i["rank"]: i["observed"] for i in self.global_.get("identities", [])
+               if i["transport"] == transport}
+        self.case.assertEqual(sorted(ids), list(range(N)),
+                              f"{self.name}: identities of {transport} by rank")
+        return ids
+
+
+class TransportsAcrossHosts(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        ok, why = netns.netns_usable()
+        if not ok:
+            raise unittest.SkipTest(f"namespace tests skipped: {why}")
+        netns.sweep_stale()
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix=f"ncclsmoke-tn-{self._testMethodName}-")
+        self.t0 = time.monotonic()
+
+    def tearDown(self):
+        TIMES.append((self._testMethodName, time.monotonic() - self.t0))
+        if KEEP:
+            print(f"  (kept {self.tmp})")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def bed(self, tag):
+        return netns.Testbed(N, self.tmp, tag=tag)
+
+    def assert_passed(self, run, transport, allow_degraded=False):
+        """Every rank exited cleanly, the global verdict is pass (or degraded, where a slow link
+        may be judged) with no error finding, the transport phase passed, and every world and
+        per-rank row has wrong == 0."""
+        ok = ("pass", "degraded") if allow_degraded else ("pass",)
+        g = run.global_
+        self.assertIsNotNone(g, f"{run.name}: rank 0 wrote no global verdict\n{run.describe()}\n"
+                             f"{run.logs(0)}")
+        self.assertEqual(g["scope"], "global")
+        self.assertIn(g["verdict"], ok, f"{run.name}: {codes(g)}\n{json.dumps(g['findings'])[:3000]}")
+        self.assertFalse([f for f in g["findings"] if f["severity"] == "error"], g["findings"])
+        for r in range(N):
+            self.assertIn(run.rc[r], (0, 3) if allow_degraded else (0,),
+                          f"rank {r}\n{run.describe()}\n{run.logs(r)}")
+        phases = {p["name"]: p["status"] for p in g["phases"]}
+        self.assertEqual(phases.get(f"transport:{transport}"), "pass", g["phases"])
+        world = run.world_rows(transport)
+        self.assertTrue(world, f"{run.name}: no world rows for {transport}")
+        for row in world + run.rank_rows(transport):
+            self.assertEqual(row["wrong"], 0, row)
+        for row in world:
+            self.assertGreater(row["busbw_gbps"], 0, row)
+        self.assertEqual(sorted({r["rank"] for r in run.rank_rows(transport)}), list(range(N)))
+        return g
+
+    def link_stats(self, run):
+        """{rank: link_stats} from the socket identities, checked for shape and consistency."""
+        stats = {}
+        for r, obs in run.identities("socket").items():
+            ls = obs.get("link_stats")
+            self.assertIsInstance(ls, dict, f"rank {r}: no link_stats in {obs}")
+            tx, rx = ls["to_next"], ls["from_prev"]
+            self.assertEqual((tx["rank"], tx["host"]), ((r + 1) % N, f"host{(r + 1) % N}"), ls)
+            self.assertEqual((rx["rank"], rx["host"]), ((r - 1) % N, f"host{(r - 1) % N}"), ls)
+            self.assertGreaterEqual(tx["send_blocked_s"], 0, ls)
+            self.assertGreaterEqual(rx["recv_wait_s"], 0, ls)
+            self.assertGreater(tx["bytes"], 0, ls)
+            self.assertGreater(ls["collectives"], 0, ls)
+            stats[r] = ls
+        for r in range(N):
+            # What rank r sent to its next neighbour is exactly what that one received from it.
+            self.assertEqual(stats[r]["to_next"]["bytes"],
+                             stats[(r + 1) % N]["from_prev"]["bytes"], stats)
+            self.assertEqual(stats[r]["collectives"], stats[0]["collectives"], stats)
+        return stats
+
+    def print_stats(self, title, run, stats):
+        gate_rows = {row["rank"]: row["time_us"] for row in run.rank_rows("socket")
+                     if row["bytes"] == run.gate_busbw("socket")[1] and not row["in_place"]}
+        lines = [f"{title}:",
+                 f"  {'rank':>4} {'host':6} {'->next':>6} {'send_blocked_s':>14} {'sent_MiB':>9} "
+                 f"{'<-prev':>6} {'recv_wait_s':>11} {'recv_MiB':>9} {'colls':>5} {'gate_time_us':>12}"]
+        for r in range(N):
+            ls = stats[r]
+            tx, rx = ls["to_next"], ls["from_prev"]
+            lines.append(f"  {r:>4} host{r:<2} {tx['rank']:>6} {tx['send_blocked_s']:>14.3f} "
+                         f"{tx['bytes'] / 2**20:>9.1f} {rx['rank']:>6} {rx['recv_wait_s']:>11.3f} "
+                         f"{rx['bytes'] / 2**20:>9.1f} {ls['collectives']:>5} "
+                         f"{gate_rows.get(r, float('nan')):>12.0f}")
+        print("\n".join(lines), flush=True)
+        FIGURES.extend(lines)
+
+    # -- tests -----------------------------------------------------------------------------------
+
+    def test_01_socket_healthy(self):
+        with self.bed("sok") as bed:
+            run = Run(self, bed, "socket_healthy", MASTER_PORT,
+                      ["--transports", "socket", "--min-bytes", "1M", "--max-bytes", "8M",
+                       "--gate-bytes", "8M", "--iters", "3", "--op-timeout", "30",
+                       "--transport-timeout", "90"], timeout_s=120)
+            addrs = {h.index: h.addr for h in bed.hosts}
+        self.assert_passed(run, "socket")
+        busbw, gate = run.gate_busbw("socket")
+        sizes = sorted({r["bytes"] for r in run.world_rows("socket")})
+        self.assertEqual(sizes, [1 << 20, 2 << 20, 4 << 20, 8 << 20])
+        for r, obs in run.identities("socket").items():
+            self.assertEqual(obs["interface"], "eth0", obs)
+            self.assertEqual(obs["address"], addrs[r], obs)
+            self.assertFalse(obs["address"].startswith("127."), obs)
+            self.assertTrue(obs["listen"].startswith(addrs[r] + ":"), obs)
+            nxt, prv = obs["peers"]["send_to"], obs["peers"]["recv_from"]
+            self.assertEqual(nxt["rank"], (r + 1) % N)
+            self.assertTrue(nxt["address"].startswith(addrs[(r + 1) % N] + ":"), obs)
+            self.assertTrue(all(a.startswith(addrs[r] + ":") for a in nxt["local"]), obs)
+            self.assertTrue(all(a.startswith(addrs[(r - 1) % N] + ":") for a in prv["remote"]), obs)
+        stats = self.link_stats(run)
+        line = f"socket healthy: gate {gate >> 20} MiB busbw {busbw:.3f} GB/s ({run.wall_s:.1f}s)"
+        print(line)
+        FIGURES.append(line)
+        self.print_stats("socket healthy, link stats", run, stats)
+
+    def test_02_fabric_tcp(self):
+        with self.bed("fab") as bed:
+            run = Run(self, bed, "fabric_tcp", MASTER_PORT,
+                      ["--transports", "fabric", "--fabric-provider", "tcp", "--min-bytes", "1M",
+                       "--max-bytes", "8M", "--gate-bytes", "8M", "--iters", "3",
+                       "--op-timeout", "30", "--transport-timeout", "90"], timeout_s=120)
+            addrs = {h.index: h.addr for h in bed.hosts}
+        self.assert_passed(run, "fabric")
+        busbw, gate = run.gate_busbw("fabric")
+        for r, obs in run.identities("fabric").items():
+            self.assertIn("tcp", obs.get("provider", ""), obs)
+            # The endpoint address libfabric gave this rank is its host's, never loopback.
+            self.assertIn(addrs[r], json.dumps(obs.get("address", "")), obs)
+            self.assertNotIn("127.0.0.1", json.dumps(obs.get("address", "")), obs)
+        line = (f"fabric tcp: gate {gate >> 20} MiB busbw {busbw:.3f} GB/s, provider "
+                f"{run.identities('fabric')[0].get('provider')} ({run.wall_s:.1f}s)")
+        print(line)
+        FIGURES.append(line)
+
+    def test_03_socket_shaped_host2(self):
+        shaped = 2
+        # Small sizes: shaped, every byte crosses host2's 200 Mbit/s link 1.5 times per all-reduce
+        # (2(n-1)/n), ~8 collectives per size: 1..4 MiB is ~85 MiB through it, ~4 s.
+        args = ["--transports", "socket", "--min-bytes", "1M", "--max-bytes", "4M",
+                "--gate-bytes", "4M", "--iters", "2", "--op-timeout", "60",
+                "--transport-timeout", "150"]
+        with self.bed("shp") as bed:
+            healthy = Run(self, bed, "socket_before_shaping", MASTER_PORT, args, timeout_s=170)
+            self.assert_passed(healthy, "socket")
+            bed.hosts[shaped].shape(**SHAPE)
+            qdisc = bed.hosts[shaped].run(["tc", "qdisc", "show", "dev", "eth0"]).stdout
+            self.assertIn("tbf", qdisc)
+            print(f"  host{shaped} eth0: {qdisc.strip()}")
+            slow = Run(self, bed, "socket_host2_shaped", MASTER_PORT + 1, args, timeout_s=170)
+            bed.hosts[shaped].unshape()
+        self.assert_passed(slow, "socket", allow_degraded=True)
+        before, gate = healthy.gate_busbw("socket")
+        after, _ = slow.gate_busbw("socket")
+        line = (f"socket gate {gate >> 20} MiB busbw: healthy {before:.3f} GB/s, host{shaped} "
+                f"shaped {after:.3f} GB/s ({after / before:.3f}x; runs {healthy.wall_s:.1f}s / "
+                f"{slow.wall_s:.1f}s)")
+        print(line)
+        FIGURES.append(line)
+        self.print_stats("before shaping, link stats", healthy, self.link_stats(healthy))
+        stats = self.link_stats(slow)
+        self.print_stats(f"host{shaped} shaped, link stats", slow, stats)
+
+        self.assertLess(after, 0.5 * before, line)
+        blocked = {r: stats[r]["to_next"]["send_blocked_s"] for r in range(N)}
+        waited = {r: stats[r]["from_prev"]["recv_wait_s"] for r in range(N)}
+        others = [blocked[r] for r in range(N) if r != shaped]
+        self.assertEqual(max(blocked, key=blocked.get), shaped, blocked)
+        # By far: the shaped host waited on its link at least 3x longer than any other rank did.
+        self.assertGreater(blocked[shaped], 3 * max(others), blocked)
+        # Its next neighbour spent a large share of the time host2 was blocked waiting for it.
+        nxt = (shaped + 1) % N
+        self.assertGreater(waited[nxt], 0.5 * blocked[shaped], waited)
+        self.assertGreater(waited[nxt], 3 * waited[shaped], waited)
+
+
+class CountingResult(unittest.TextTestResult):
+    passed = 0
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.passed += 1
+
+
+def main():
+    global BINARY, KEEP
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--binary", required=True, help="path of the ncclsmoke executable")
+    ap.add_argument("-k", dest="pattern", action="append", help="only tests matching this")
+    ap.add_argument("--keep", action="store_true", help="keep each test's directory")
+    args = ap.parse_args()
+    BINARY = os.path.abspath(args.binary)
+    KEEP = args.keep
+    netns.exit_on_sigterm()
+    if not os.access(BINARY, os.X_OK):
+        print(f"not executable: {BINARY}\n0 passed, 1 failed")
+        return 1
+
+    loader = unittest.TestLoader()
+    if args.pattern:
+        loader.testNamePatterns = [f"*{p}*" for p in args.pattern]
+    suite = loader.loadTestsFromTestCase(TransportsAcrossHosts)
+    t0 = time.monotonic()
+    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
+                                     resultclass=CountingResult).run(suite)
+    total = time.monotonic() - t0
+
+    if FIGURES:
+        print("\nfigures:")
+        for line in FIGURES:
+            print(f"  {line}")
+    print("\ntest times:")
+    for name, secs in TIMES:
+        print(f"  {name:32s} {secs:6.1f}s")
+    print(f"  {'total':32s} {total:6.1f}s")
+    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
+    skipped = len(result.skipped)
+    if skipped:
+        print(f"{skipped} skipped: " + "; ".join(sorted({why for _, why in result.skipped})))
+    print(f"{result.passed} passed, {failed} failed")
+    if failed:
+        return 1
+    return 77 if skipped else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
