@@ -273,6 +273,9 @@ class TransportsAcrossHosts(unittest.TestCase):
                        "--max-bytes", "8M", "--gate-bytes", "8M", "--iters", "3",
                        "--op-timeout", "30", "--transport-timeout", "90"], timeout_s=120)
             addrs = {h.index: h.addr for h in bed.hosts}
+        if run.global_ and any(f["code"] == "TRANSPORT_UNAVAILABLE" and "built without" in f["message"]
+                               for f in run.global_["findings"]):
+            self.skipTest("this ncclsmoke was built without libfabric")
         self.assert_passed(run, "fabric")
         busbw, gate = run.gate_busbw("fabric")
         for r, obs in run.identities("fabric").items():
@@ -323,7 +326,7 @@ class TransportsAcrossHosts(unittest.TestCase):
         # Its next neighbour spent a large share of the time host2 was blocked waiting for it.
         nxt = (shaped + 1) % N
         self.assertGreater(waited[nxt], 0.5 * blocked[shaped], waited)
-        self.assertGreater(waited[nxt], 3 * waited[shaped], waited)
+        self.assertGreater(waited[nxt], 2 * waited[shaped], waited)
 
 
 class CountingResult(unittest.TextTestResult):

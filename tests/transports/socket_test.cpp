@@ -13,6 +13,7 @@
 #include <cstring>
 #include <functional>
 #include <future>
+#include <iostream>
 #include <thread>
 
 #include "rendezvous/memory_store.h"
@@ -547,6 +548,7 @@ TEST(SocketLinkStats, SayWhereEachRankWaitedAndCountBytesAndCollectives) {
   std::vector<nlohmann::json> first(n);
   for (int r = 0; r < n; ++r) {
     first[r] = w.ts[r]->identify()["link_stats"];
+    std::cout << "rank " << r << " (" << wall_s[r] << " s): " << first[r].dump() << "\n";
     SCOPED_TRACE("rank " + std::to_string(r) + ": " + first[r].dump());
     EXPECT_EQ(wrong[r], 0);
     ASSERT_TRUE(first[r].is_object());
