@@ -86,8 +86,17 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
   auto sizes = sweep_sizes(o);
   std::size_t gate = gate_size(o);
   std::size_t max_bytes = sizes.back();
-  std::vector<unsigned char> send(max_bytes), recv(max_bytes);
-  std::vector<float> tiny_in(1, 1.0f), tiny_out(1);
+  // Collective buffers live where the backend wants them; the host copy fills and checks.
+  struct Buffer {
+    Transport& t;
+    void* p;
+    Buffer(Transport& tr, std::size_t n) : t(tr), p(tr.allocate(n)) {}
+    ~Buffer() { t.release(p); }
+  };
+  Buffer send(t, max_bytes), recv(t, max_bytes), tiny_in(t, 4), tiny_out(t, 4);
+  std::vector<unsigned char> host(max_bytes);
+  float one = 1.0f;
+  t.copy_in(tiny_in.p, &one, 4);
   auto op_deadline = [&] { return rendezvous::earliest(Clock::now() + o.op_timeout, deadline); };
 
   SweepResult result;
@@ -97,7 +106,7 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
       bool in_place = mode == 1;
       if ((in_place && !o.in_place) || (!in_place && !o.out_of_place)) continue;
       std::size_t count = bytes / dtype_size(o.dtype);
-      void* out = in_place ? send.data() : recv.data();
+      void* out = in_place ? send.p : recv.p;
       SweepRow row;
       row.bytes = bytes;
       row.count = count;
@@ -107,21 +116,22 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
 
       int64_t wrong = -1;
       if (o.check) {
-        fill_input(send.data(), count, o.dtype, ctx.rank);
-        if (!in_place) std::memset(recv.data(), 0xFF, bytes);  // stale data must not pass
-        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
-        wrong = count_wrong(out, count, o.dtype, ctx.world_size);
+        fill_input(host.data(), count, o.dtype, ctx.rank);
+        t.copy_in(send.p, host.data(), bytes);
+        if (!in_place) {  // stale data must not pass
+          std::memset(host.data(), 0xFF, bytes);
+          t.copy_in(recv.p, host.data(), bytes);
+        }
+        t.allreduce(send.p, out, count, o.dtype, ReduceOp::sum, op_deadline());
+        t.copy_out(host.data(), out, bytes);
+        wrong = count_wrong(host.data(), count, o.dtype, ctx.world_size);
       }
       for (int i = 0; i < o.warmup_iters; ++i)
-        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
+        t.allreduce(send.p, out, count, o.dtype, ReduceOp::sum, op_deadline());
       // A one-element collective lines the ranks up before the clock starts.
-      t.allreduce(tiny_in.data(), tiny_out.data(), 1, DType::float32, ReduceOp::sum,
-                  op_deadline());
-      auto t0 = Clock::now();
-      int iters = std::max(1, o.iters);
-      for (int i = 0; i < iters; ++i)
-        t.allreduce(send.data(), out, count, o.dtype, ReduceOp::sum, op_deadline());
-      double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / iters;
+      t.allreduce(tiny_in.p, tiny_out.p, 1, DType::float32, ReduceOp::sum, op_deadline());
+      double us = t.timed_allreduce(send.p, out, count, o.dtype, ReduceOp::sum, o.iters, deadline,
+                                    op_deadline);
       mine.push_back({{"time_us", us}, {"wrong", wrong}});
       result.rows.push_back(row);
     }

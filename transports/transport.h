@@ -5,6 +5,7 @@
 // throw TransportError with a kind the harness names as a finding.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -84,6 +85,21 @@ class Transport {
                          ReduceOp op, Deadline deadline) = 0;
   // What actually carried the bytes: interface, addresses, provider, counters... (an object).
   virtual nlohmann::json identify() = 0;
+
+  // Runs `iters` back-to-back collectives and returns the mean microseconds per collective. The
+  // default times them on the host clock; a device backend overrides it to time on its stream
+  // (CUDA events) so launch and synchronisation overheads don't count as transfer time.
+  virtual double timed_allreduce(const void* send, void* recv, std::size_t count, DType dtype,
+                                 ReduceOp op, int iters, Deadline deadline,
+                                 const std::function<Deadline()>& op_deadline);
+
+  // The memory collectives run on. Host backends keep these defaults (host memory, memcpy); a
+  // device backend (NCCL) allocates device memory and copies through it, so the sweep's data
+  // check fills and verifies on the host whatever the backend. Valid after open().
+  virtual void* allocate(std::size_t bytes);
+  virtual void release(void* buffer);
+  virtual void copy_in(void* buffer, const void* host, std::size_t bytes);
+  virtual void copy_out(void* host, const void* buffer, std::size_t bytes);
   // Releases connections; called once, also after errors.
   virtual void close() {}
 };
