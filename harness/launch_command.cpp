@@ -72,6 +72,7 @@ int launch_once(const LaunchOptions& lo, int port, std::vector<int>& codes) {
     std::vector<std::string> args{"ncclsmoke",      "run",
                                   "--launcher",     "flags",
                                   "--rank",         std::to_string(r),
+                                  "--local-rank",   std::to_string(r),
                                   "--world-size",   std::to_string(lo.ranks),
                                   "--master-addr",  "127.0.0.1",
                                   "--master-port",  std::to_string(port),

@@ -284,6 +284,16 @@ class RunSession {
       to.backend_options["socket.chunk"] = std::to_string(b);
     }
     to.backend_options["fabric.provider"] = o_.fabric_provider;
+    if (!o_.nccl_net.empty()) to.backend_options["nccl.net"] = o_.nccl_net;
+    to.backend_options["nccl.policy"] = o_.nccl_policy;
+    if (o_.nccl_share_gpu) to.backend_options["nccl.share_gpu"] = "1";
+    // One GPU per rank by local rank, unless a device is named or the ranks share one on purpose.
+    to.backend_options["nccl.gpu"] =
+        std::to_string(o_.gpu >= 0 ? o_.gpu : (o_.nccl_share_gpu ? 0 : world_.local_rank));
+    if (!o_.nccl_lib.empty()) to.backend_options["nccl.lib"] = o_.nccl_lib;
+    if (!o_.cudart_lib.empty()) to.backend_options["nccl.cudart"] = o_.cudart_lib;
+    to.backend_options["nccl.debug_file"] =
+        (fs::path(o_.out_dir) / ("nccl-debug.rank" + std::to_string(world_.rank) + ".log")).string();
     if (!o_.fabric_hw_counters_root.empty())
       to.backend_options["fabric.hw_counters_root"] = o_.fabric_hw_counters_root;
 

@@ -101,6 +101,24 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.add_option("--fabric-hw-counters-root", o.fabric_hw_counters_root,
                  "Where EFA/IB hardware counters live (default /sys/class/infiniband)")
       ->group(t);
+  auto* g = "NCCL";
+  app.add_option("--nccl-net", o.nccl_net,
+                 "Network NCCL is expected to use: IB, Socket, Libfabric (aws-ofi-nccl) ...")
+      ->group(g);
+  app.add_option("--nccl-policy", o.nccl_policy,
+                 "pin: set NCCL_NET so a missing plugin fails init; observe: let NCCL choose and "
+                 "report SILENT_FALLBACK when it differs from --nccl-net")
+      ->check(CLI::IsMember({"pin", "observe"}))->group(g)->capture_default_str();
+  app.add_flag("--nccl-share-gpu", o.nccl_share_gpu,
+               "Synthetic mode: several ranks share one GPU (NET transport forced; rows labelled "
+               "synthetic, never compared with baselines)")
+      ->group(g);
+  app.add_option("--gpu", o.gpu, "GPU index for this rank (default: LOCAL_RANK)")
+      ->check(CLI::Range(0, 1023))->group(g);
+  app.add_option("--nccl-lib", o.nccl_lib, "Path of libnccl.so.2 (default: the library search path)")
+      ->group(g);
+  app.add_option("--cudart-lib", o.cudart_lib, "Path of libcudart.so (default: the library search path)")
+      ->group(g);
   auto* out = "Output";
   app.add_option("--out-dir", o.out_dir,
                  "Directory for verdict.rank<N>.json (every rank) and verdict.json (rank 0)")
@@ -146,10 +164,14 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
            {"--transport-timeout", num(o.transport_timeout_s)},
            {"--socket-ifname", o.socket_ifname}, {"--socket-chunk", o.socket_chunk},
            {"--fabric-provider", o.fabric_provider},
-           {"--fabric-hw-counters-root", o.fabric_hw_counters_root}})
+           {"--fabric-hw-counters-root", o.fabric_hw_counters_root},
+           {"--nccl-net", o.nccl_net}, {"--nccl-policy", o.nccl_policy},
+           {"--nccl-lib", o.nccl_lib}, {"--cudart-lib", o.cudart_lib}})
     opt(flag, v);
   if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
   if (o.no_check) a.push_back("--no-check");
+  if (o.nccl_share_gpu) a.push_back("--nccl-share-gpu");
+  if (o.gpu >= 0) opt("--gpu", std::to_string(o.gpu));
   if (o.hold_after_join_s > 0) opt("--hold-after-join", num(o.hold_after_join_s));
   return a;
 }

@@ -45,6 +45,13 @@ struct RunOptions {
   std::string socket_chunk;         // bytes, e.g. 512K
   std::string fabric_provider = "tcp";
   std::string fabric_hw_counters_root;
+  // NCCL (GPU nodes)
+  std::string nccl_net;             // expected network: IB, Socket, Libfabric ...
+  std::string nccl_policy = "observe";  // pin: set NCCL_NET; observe: compare what NCCL used
+  bool nccl_share_gpu = false;      // synthetic: several ranks on one GPU (never baselined)
+  int gpu = -1;                     // device index; -1: LOCAL_RANK
+  std::string nccl_lib;             // path of libnccl.so.2 (default: the loader's search)
+  std::string cudart_lib;           // path of libcudart.so
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };

@@ -158,13 +158,15 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
       id.rank = in.rank;
       id.observed = t->identify();
       out.identities.push_back(id);
+      // Ranks sharing one device (synthetic mode) measure a path no real job takes.
+      bool synthetic = id.observed.is_object() && id.observed.value("synthetic", false);
       std::set<int> corrupt_ranks;
       int64_t wrong_total = 0;
       nlohmann::json wrong_by_rank = nlohmann::json::object();
       for (const auto& r : sweep.rows) {
-        out.rows.push_back(world_row(name, r, false));
+        out.rows.push_back(world_row(name, r, synthetic));
         for (int k = 0; k < static_cast<int>(r.rank_time_us.size()); ++k) {
-          auto row = world_row(name, r, false);
+          auto row = world_row(name, r, synthetic);
           row.rank = k;
           row.time_us = r.rank_time_us[k];
           row.algbw_gbps = std::isfinite(row.time_us) && row.time_us > 0
