@@ -10,7 +10,8 @@ all-reduce, the same sizes, warm-up and iteration counts for every contender:
   stream    the physical reference: one TCP stream over loopback (iperf3 -t 2), GB/s
   bidir     for information: two streams at once, one each way (iperf3 --bidir), GB/s per
             direction. A 2-rank ring sends and receives `bytes` per rank at the same time, so
-            this, not one stream, is what loopback allows a 2-rank busbw on this machine.
+            this is closer than one stream to what loopback gives a 2-rank ring (iperf3 is
+            single-threaded with 128 KiB writes: a reference, not a ceiling).
 
 Contenders run one after another, their order rotated every round (R rounds); the figures are
 per-size medians over the rounds. Every contender times the same schedule as ncclsmoke's sweep
@@ -143,7 +144,8 @@ def run_ncclsmoke(args, transport):
         else:
             cmd += ["--fabric-provider", "tcp"]
             env = dict(FI_ENV)
-        rc, out, err = run_proc(cmd, args.run_timeout + 45, env=env)
+        # cwd = the scratch dir, so anything a crashing rank drops (core, backtrace) goes too.
+        rc, out, err = run_proc(cmd, args.run_timeout + 45, env=env, cwd=out_dir)
         path = os.path.join(out_dir, "verdict.json")
         if not os.path.exists(path):
             return {"error": f"rc={rc}, no verdict.json: {tail(out + err)}"}

@@ -1,5 +1,6 @@
 #include "transports/registry.h"
 
+#include "transports/nccl/nccl_transport.h"
 #include "transports/socket/socket_transport.h"
 #ifdef NCCLSMOKE_HAVE_FABRIC
 #include "transports/fabric/fabric_transport.h"
@@ -26,7 +27,8 @@ const std::vector<BackendInfo>& backends() {
 #else
     b.push_back({"mpi", "MPI", nullptr, "this binary was built without MPI"});
 #endif
-    b.push_back({"nccl", "NCCL on GPUs", nullptr, "the NCCL transport is not part of this build yet"});
+    b.push_back({"nccl", "NCCL all-reduce on GPUs (CUDA and NCCL loaded at run time)",
+                 [] { return make_nccl_transport(); }, ""});
     return b;
   }();
   return list;

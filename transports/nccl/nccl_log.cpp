@@ -196,9 +196,12 @@ NcclObserved read_nccl_log(const std::filesystem::path& path, std::size_t max_by
     o.missing_files.push_back(path.string());
     return o;
   }
-  std::string text(max_bytes, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(max_bytes));
-  text.resize(static_cast<std::size_t>(in.gcount()));
+  std::string text;
+  char buf[1 << 16];
+  while (text.size() < max_bytes && in) {
+    in.read(buf, static_cast<std::streamsize>(std::min(sizeof buf, max_bytes - text.size())));
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+  }
   auto o = parse_nccl_log(text);
   o.files.push_back(path.string());
   return o;

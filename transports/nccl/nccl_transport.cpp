@@ -1,0 +1,542 @@
+#include "transports/nccl/nccl_transport.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "rendezvous/store_error.h"
+#include "transports/nccl/nccl_api.h"
+
+namespace ncclsmoke::transports {
+
+namespace {
+
+using namespace nccl;  // NOLINT: the NCCL/CUDA names read as in their documentation
+using rendezvous::earliest;
+using rendezvous::expired;
+using rendezvous::seconds_since;
+
+std::string env_or(const char* name, const std::string& fallback = "") {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : fallback;
+}
+
+std::string fmt_seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1fs", s);
+  return b;
+}
+
+// CUDA version codes: 13000 -> "13.0".
+std::string cuda_version_string(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+
+std::string short_hostname() {
+  char h[256] = {};
+  gethostname(h, sizeof h - 1);
+  std::string s(h);
+  auto dot = s.find('.');
+  return dot == std::string::npos ? s : s.substr(0, dot);
+}
+
+// NCCL expands %h (host name up to the first dot) and %p (pid) in NCCL_DEBUG_FILE; "%r" is ours.
+std::string expand_debug_path(const std::string& tmpl, int rank, bool add_rank_suffix) {
+  std::string out;
+  bool had_rank = false;
+  for (std::size_t i = 0; i < tmpl.size(); ++i) {
+    if (tmpl[i] == '%' && i + 1 < tmpl.size()) {
+      char c = tmpl[i + 1];
+      if (c == 'h') { out += short_hostname(); ++i; continue; }
+      if (c == 'p') { out += std::to_string(getpid()); ++i; continue; }
+      if (c == 'r') { out += std::to_string(rank); had_rank = true; ++i; continue; }
+    }
+    out += tmpl[i];
+  }
+  if (add_rank_suffix && !had_rank) out += "." + std::to_string(rank);
+  return out;
+}
+
+bool parse_int(const std::string& s, int& out) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  long v = std::strtol(s.c_str(), &end, 10);
+  if (*end != '\0' || v < 0 || v > 1 << 20) return false;
+  out = static_cast<int>(v);
+  return true;
+}
+
+class NcclTransportImpl final : public NcclTransport {
+ public:
+  ~NcclTransportImpl() override { close(); }
+
+  std::string name() const override { return "nccl"; }
+  std::string debug_file_path() const override { return debug_file_; }
+
+  void open(const TransportContext& ctx, Deadline deadline) override {
+    auto start = Clock::now();
+    rank_ = ctx.rank;
+    world_ = ctx.world_size;
+    host_ = ctx.host_of(ctx.rank);
+    where_ = "rank " + std::to_string(rank_) + " (" + host_ + ")";
+    read_options(ctx);
+    load_and_pick_device(ctx);
+    prepare_environment();
+
+    // Unique id: rank 0 creates it, everyone else reads it from the store.
+    ncclUniqueId id{};
+    if (rank_ == 0) {
+      ncclResult_t r = api_->ncclGetUniqueId(&id);
+      if (r != ncclSuccess)
+        throw TransportError(ErrorKind::init_failed,
+                             where_ + ": ncclGetUniqueId failed: " + api_->nccl_error(r) + ": " +
+                                 last_error(nullptr),
+                             -1, evidence(last_error(nullptr)));
+      if (ctx.store) ctx.store->set("unique_id", std::string(id.internal, sizeof id.internal));
+    } else {
+      if (!ctx.store)
+        throw TransportError(ErrorKind::init_failed, where_ + ": no store to get NCCL's unique id");
+      std::string v;
+      try {
+        v = ctx.store->get("unique_id", deadline);
+      } catch (const rendezvous::StoreError& e) {
+        bool late = e.error_class() == rendezvous::ErrorClass::timed_out || expired(deadline);
+        throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
+                             where_ + ": NCCL unique id from rank 0 (" + ctx.host_of(0) +
+                                 ") not received after " + fmt_seconds(seconds_since(start)) +
+                                 ": " + e.what(),
+                             0);
+      }
+      if (v.size() != sizeof id.internal)
+        throw TransportError(ErrorKind::init_failed,
+                             where_ + ": NCCL unique id from rank 0 (" + ctx.host_of(0) + ") has " +
+                                 std::to_string(v.size()) + " bytes, expected 128",
+                             0);
+      std::memcpy(id.internal, v.data(), sizeof id.internal);
+    }
+
+    // Non-blocking init, polled against the deadline.
+    ncclConfig_t config = make_config();
+    config.blocking = 0;
+    ncclComm_t comm = nullptr;
+    ncclResult_t r = api_->ncclCommInitRankConfig(&comm, world_, id, rank_, &config);
+    ncclResult_t state = r;
+    if (r == ncclSuccess || r == ncclInProgress) {
+      state = ncclInProgress;
+      while (true) {
+        ncclResult_t q = api_->ncclCommGetAsyncError(comm, &state);
+        if (q != ncclSuccess) state = q;
+        if (state != ncclInProgress) break;
+        if (expired(deadline)) {
+          if (comm) api_->ncclCommAbort(comm);
+          throw TransportError(ErrorKind::timeout,
+                               where_ + ": NCCL communicator of " + std::to_string(world_) +
+                                   " ranks not ready after " + fmt_seconds(seconds_since(start)) +
+                                   " on GPU " + std::to_string(gpu_) + " (a rank missing, or the "
+                                   "network unreachable); communicator aborted",
+                               -1, evidence(""));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    if (state != ncclSuccess) {
+      std::string last = last_error(comm);
+      if (comm) api_->ncclCommAbort(comm);
+      std::string msg = where_ + ": NCCL init failed after " + fmt_seconds(seconds_since(start)) +
+                        ": " + api_->nccl_error(state) + ": " + (last.empty() ? "(no detail)" : last);
+      if (policy_ == "pin") msg += "\n  hint: " + pin_hint();
+      throw TransportError(ErrorKind::init_failed, msg, -1, evidence(last));
+    }
+    comm_ = comm;
+
+    cudaError_t e = api_->cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    if (e == cudaSuccess) e = api_->cudaEventCreate(&ev_start_);
+    if (e == cudaSuccess) e = api_->cudaEventCreate(&ev_stop_);
+    if (e != cudaSuccess) {
+      close();
+      throw TransportError(ErrorKind::init_failed,
+                           where_ + ": creating a CUDA stream/events on GPU " +
+                               std::to_string(gpu_) + ": " + api_->cuda_error(e));
+    }
+  }
+
+  void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                 Deadline deadline) override {
+    auto start = Clock::now();
+    check_usable();
+    enqueue(send, recv, count, dtype, op, deadline, start);
+    wait_done([&] { return api_->cudaStreamQuery(stream_); }, deadline, start,
+              "all-reduce of " + std::to_string(count) + " " + to_string(dtype));
+  }
+
+  double timed_allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
+                         int iters, Deadline deadline,
+                         const std::function<Deadline()>& op_deadline) override {
+    auto start = Clock::now();
+    check_usable();
+    iters = std::max(1, iters);
+    // The batch gets one collective's budget per iteration, within the sweep's deadline.
+    auto per_op = op_deadline() - Clock::now();
+    Deadline batch = earliest(deadline, start + per_op * iters);
+    cudaError_t e = api_->cudaEventRecord(ev_start_, stream_);
+    if (e != cudaSuccess) cuda_fail("cudaEventRecord", e);
+    for (int i = 0; i < iters; ++i) enqueue(send, recv, count, dtype, op, batch, start);
+    e = api_->cudaEventRecord(ev_stop_, stream_);
+    if (e != cudaSuccess) cuda_fail("cudaEventRecord", e);
+    wait_done([&] { return api_->cudaEventQuery(ev_stop_); }, batch, start,
+              std::to_string(iters) + " timed all-reduces of " + std::to_string(count) + " " +
+                  to_string(dtype));
+    float ms = 0;
+    e = api_->cudaEventElapsedTime(&ms, ev_start_, ev_stop_);
+    if (e != cudaSuccess) cuda_fail("cudaEventElapsedTime", e);
+    return double(ms) * 1000.0 / iters;
+  }
+
+  void* allocate(std::size_t bytes) override {
+    check_usable();
+    void* p = nullptr;
+    cudaError_t e = api_->cudaMalloc(&p, std::max<std::size_t>(bytes, 1));
+    if (e != cudaSuccess)
+      throw TransportError(ErrorKind::other, where_ + ": cudaMalloc of " + std::to_string(bytes) +
+                                                 " bytes on GPU " + std::to_string(gpu_) + ": " +
+                                                 api_->cuda_error(e));
+    return p;
+  }
+
+  void release(void* buffer) override {
+    if (api_ && buffer) api_->cudaFree(buffer);
+  }
+
+  void copy_in(void* buffer, const void* host, std::size_t bytes) override {
+    check_loaded();
+    cudaError_t e = api_->cudaMemcpy(buffer, host, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) cuda_fail("cudaMemcpy host to device", e);
+  }
+
+  void copy_out(void* host, const void* buffer, std::size_t bytes) override {
+    check_loaded();
+    cudaError_t e = api_->cudaMemcpy(host, buffer, bytes, cudaMemcpyDeviceToHost);
+    if (e != cudaSuccess) cuda_fail("cudaMemcpy device to host", e);
+  }
+
+  nlohmann::json identify() override {
+    nlohmann::json j = nlohmann::json::object();
+    j["nccl_version"] = nccl_version_ ? nlohmann::json(nccl_version_string(nccl_version_)) : nullptr;
+    j["nccl_version_code"] = nccl_version_ ? nlohmann::json(nccl_version_) : nullptr;
+    j["cuda_runtime"] = runtime_version_ ? nlohmann::json(cuda_version_string(runtime_version_)) : nullptr;
+    j["cuda_driver"] = driver_version_ ? nlohmann::json(cuda_version_string(driver_version_)) : nullptr;
+    j["gpu"] = gpu_;
+    j["pci_bus_id"] = pci_bus_id_.empty() ? nlohmann::json(nullptr) : nlohmann::json(pci_bus_id_);
+    j["libraries"] = api_ ? nlohmann::json{{"cudart", api_->cudart_path}, {"nccl", api_->nccl_path}}
+                          : nlohmann::json(nullptr);
+    j["debug_file"] = debug_file_.empty() ? nlohmann::json(nullptr) : nlohmann::json(debug_file_);
+    j["debug_file_source"] =
+        debug_source_.empty() ? nlohmann::json(nullptr) : nlohmann::json(debug_source_);
+    j["net_requested"] = net_.empty() ? nlohmann::json(nullptr) : nlohmann::json(net_);
+    j["policy"] = net_.empty() ? nlohmann::json(nullptr) : nlohmann::json(policy_);
+    std::string env_net = env_or("NCCL_NET");
+    j["env_nccl_net"] = env_net.empty() ? nlohmann::json(nullptr) : nlohmann::json(env_net);
+    j["synthetic"] = synthetic_;
+    j["env_set"] = env_set_;
+    return j;
+  }
+
+  void close() override {
+    if (api_ && comm_) {
+      ncclComm_t comm = comm_;
+      comm_ = nullptr;
+      if (healthy_) {
+        // Finalize flushes outstanding work; bounded, since a vanished peer can stall it.
+        ncclResult_t state = api_->ncclCommFinalize(comm);
+        auto until = Clock::now() + std::chrono::seconds(30);
+        while (state == ncclInProgress && Clock::now() < until) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          if (api_->ncclCommGetAsyncError(comm, &state) != ncclSuccess) state = ncclInternalError;
+        }
+        if (state == ncclSuccess) api_->ncclCommDestroy(comm);
+        else api_->ncclCommAbort(comm);
+      } else {
+        api_->ncclCommAbort(comm);
+      }
+    }
+    if (api_) {
+      if (ev_start_) api_->cudaEventDestroy(ev_start_);
+      if (ev_stop_) api_->cudaEventDestroy(ev_stop_);
+      if (stream_) api_->cudaStreamDestroy(stream_);
+    }
+    ev_start_ = ev_stop_ = nullptr;
+    stream_ = nullptr;
+    healthy_ = false;
+  }
+
+ private:
+  void read_options(const TransportContext& ctx) {
+    cudart_opt_ = ctx.option("nccl.cudart");
+    nccl_opt_ = ctx.option("nccl.lib");
+    synthetic_ = ctx.option("nccl.share_gpu") == "1" || ctx.option("nccl.share_gpu") == "true";
+    net_ = ctx.option("nccl.net");
+    policy_ = ctx.option("nccl.policy", "pin");
+    if (policy_ != "pin" && policy_ != "observe")
+      throw TransportError(ErrorKind::other,
+                           where_ + ": nccl.policy must be \"pin\" or \"observe\", not \"" + policy_ + "\"");
+    debug_opt_ = ctx.option("nccl.debug_file");
+    std::string g = ctx.option("nccl.gpu");
+    gpu_source_ = "nccl.gpu";
+    if (g.empty() && !synthetic_) { g = env_or("LOCAL_RANK"); gpu_source_ = "LOCAL_RANK"; }
+    if (g.empty()) { g = "0"; gpu_source_ = "default"; }
+    if (!parse_int(g, gpu_))
+      throw TransportError(ErrorKind::other,
+                           where_ + ": GPU index \"" + g + "\" (from " + gpu_source_ + ") is not a number");
+  }
+
+  // Loads the libraries and checks for a device. When no runtime was pinned and the first one
+  // found is newer than the driver (cudaErrorInsufficientDriver), the older candidates are tried.
+  void load_and_pick_device(const TransportContext& ctx) {
+    (void)ctx;
+    std::string why;
+    auto api = NcclApi::load(cudart_opt_, nccl_opt_, why);
+    if (!api)
+      throw TransportError(ErrorKind::unavailable,
+                           where_ + ": NCCL transport unavailable (CUDA runtime / NCCL not loadable): " + why);
+    int count = 0;
+    cudaError_t e = api->cudaGetDeviceCount(&count);
+    if (e == cudaErrorInsufficientDriver && cudart_opt_.empty()) {
+      auto cands = NcclApi::cudart_candidates("");
+      bool after = false;
+      for (const auto& c : cands) {
+        if (c == api->cudart_path) { after = true; continue; }
+        if (!after) continue;
+        std::string w;
+        auto other = NcclApi::load(c, api->nccl_path, w);
+        if (!other) continue;
+        int n = 0;
+        if (other->cudaGetDeviceCount(&n) == cudaSuccess && n > 0) {
+          api = other;
+          e = cudaSuccess;
+          count = n;
+          break;
+        }
+      }
+    }
+    api_ = api;
+    int v = 0;
+    if (api_->cudaRuntimeGetVersion(&v) == cudaSuccess) runtime_version_ = v;
+    v = 0;
+    if (api_->cudaDriverGetVersion(&v) == cudaSuccess) driver_version_ = v;
+    v = 0;
+    if (api_->ncclGetVersion(&v) == ncclSuccess) nccl_version_ = v;
+    if (e != cudaSuccess || count == 0)
+      throw TransportError(ErrorKind::unavailable,
+                           where_ + ": no CUDA device: " +
+                               (e != cudaSuccess ? api_->cuda_error(e) : std::string("0 devices")) +
+                               " (runtime " + api_->cudart_path + " " +
+                               cuda_version_string(runtime_version_) + ", driver " +
+                               (driver_version_ ? cuda_version_string(driver_version_) : "none") + ")");
+    if (gpu_ >= count)
+      throw TransportError(ErrorKind::init_failed,
+                           where_ + ": GPU " + std::to_string(gpu_) + " (from " + gpu_source_ +
+                               ") does not exist: " + std::to_string(count) +
+                               " visible device(s); more ranks than GPUs needs nccl.share_gpu=1");
+    e = api_->cudaSetDevice(gpu_);
+    if (e != cudaSuccess)
+      throw TransportError(ErrorKind::init_failed, where_ + ": cudaSetDevice(" + std::to_string(gpu_) +
+                                                       "): " + api_->cuda_error(e));
+    char bus[64] = {};
+    if (api_->cudaDeviceGetPCIBusId(bus, sizeof bus, gpu_) == cudaSuccess) pci_bus_id_ = bus;
+  }
+
+  void set_env(const char* name, const std::string& value) {
+    setenv(name, value.c_str(), 1);
+    env_set_[name] = value;
+  }
+
+  // Everything NCCL reads from the environment is set before its first call that initialises.
+  void prepare_environment() {
+    std::string user_file = env_or("NCCL_DEBUG_FILE");
+    if (!user_file.empty()) {
+      debug_file_ = expand_debug_path(user_file, rank_, false);
+      debug_source_ = "user";
+    } else if (!debug_opt_.empty()) {
+      debug_file_ = expand_debug_path(debug_opt_, rank_, true);
+      debug_source_ = "ncclsmoke";
+      ::unlink(debug_file_.c_str());  // NCCL appends nothing stale to our parse
+      set_env("NCCL_DEBUG", "INFO");
+      set_env("NCCL_DEBUG_SUBSYS", "INIT,NET");
+      set_env("NCCL_DEBUG_FILE", debug_file_);
+    }
+    if (!net_.empty() && policy_ == "pin") set_env("NCCL_NET", net_);
+    if (synthetic_) {
+      if (nccl_version_ < nccl_version_code(2, 30, 0)) {
+        set_env("NCCL_HOSTID", "ncclsmoke-synthetic-" + std::to_string(rank_));
+      } else {
+        set_env("NCCL_MULTI_RANK_GPU_ENABLE", "1");
+        set_env("NCCL_P2P_DISABLE", "1");
+        set_env("NCCL_SHM_DISABLE", "1");
+      }
+    }
+  }
+
+  std::string pin_hint() const {
+    std::string plugin = "the NCCL net plugin for \"" + net_ + "\"";
+    if (net_.find("Libfabric") != std::string::npos || net_.find("OFI") != std::string::npos)
+      plugin = "aws-ofi-nccl (libnccl-net.so / libnccl-net-ofi.so)";
+    else if (net_ != "IB" && net_ != "Socket")
+      plugin += " (libnccl-net.so or libnccl-net-<name>.so, or NCCL_NET_PLUGIN)";
+    std::string ld = env_or("LD_LIBRARY_PATH", "(unset)");
+    return "NCCL_NET=" + net_ + " was pinned (policy pin): " +
+           (net_ == "IB" ? std::string("IB needs an RDMA device and libibverbs")
+                         : net_ == "Socket" ? std::string("check NCCL_SOCKET_IFNAME")
+                                            : "install " + plugin + " and put its directory on "
+                                              "LD_LIBRARY_PATH") +
+           "; LD_LIBRARY_PATH=" + ld;
+  }
+
+  nlohmann::json evidence(const std::string& last) const {
+    return {{"nccl_last_error", last},
+            {"nccl_version", nccl_version_ ? nccl_version_string(nccl_version_) : ""},
+            {"net_requested", net_},
+            {"policy", policy_},
+            {"gpu", gpu_},
+            {"debug_file", debug_file_}};
+  }
+
+  std::string last_error(ncclComm_t comm) const {
+    const char* s = api_ ? api_->ncclGetLastError(comm) : nullptr;
+    return s ? std::string(s) : std::string();
+  }
+
+  void check_loaded() const {
+    if (!api_)
+      throw TransportError(ErrorKind::other, where_ + ": NCCL transport used before open()");
+  }
+
+  void check_usable() const {
+    check_loaded();
+    if (!comm_ || !healthy_)
+      throw TransportError(ErrorKind::other,
+                           where_ + ": NCCL communicator is closed" +
+                               (failure_.empty() ? std::string() : " after an earlier error: " + failure_));
+  }
+
+  [[noreturn]] void cuda_fail(const char* what, cudaError_t e) {
+    throw TransportError(ErrorKind::other, where_ + ": " + what + " on GPU " + std::to_string(gpu_) +
+                                               ": " + api_->cuda_error(e));
+  }
+
+  [[noreturn]] void abort_with(ErrorKind kind, const std::string& msg, const std::string& last) {
+    healthy_ = false;
+    failure_ = msg;
+    if (comm_) {
+      api_->ncclCommAbort(comm_);
+      comm_ = nullptr;
+    }
+    throw TransportError(kind, msg, -1, evidence(last));
+  }
+
+  // Throws when NCCL reports an asynchronous error on the communicator.
+  void check_async(const std::string& what, Clock::time_point start) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = api_->ncclCommGetAsyncError(comm_, &state);
+    if (r != ncclSuccess) state = r;
+    if (state == ncclSuccess || state == ncclInProgress) return;
+    std::string last = last_error(comm_);
+    bool lost = state == ncclRemoteError || state == ncclSystemError;
+    abort_with(lost ? ErrorKind::peer_lost : ErrorKind::other,
+               where_ + ": " + what + " failed after " + fmt_seconds(seconds_since(start)) + ": " +
+                   api_->nccl_error(state) + ": " + (last.empty() ? "(no detail)" : last) +
+                   (lost ? " (a peer or its connection went away)" : ""),
+               last);
+  }
+
+  void enqueue(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp /*op*/,
+               Deadline deadline, Clock::time_point start) {
+    ncclDataType_t t = dtype == DType::float32 ? ncclFloat32 : ncclBfloat16;
+    ncclResult_t r = api_->ncclAllReduce(send, recv, count, t, ncclSum, comm_, stream_);
+    std::string what = "ncclAllReduce of " + std::to_string(count) + " " + to_string(dtype);
+    if (r == ncclInProgress) {
+      // A non-blocking communicator may still be connecting: wait before the next NCCL call.
+      ncclResult_t state = ncclInProgress;
+      while (state == ncclInProgress) {
+        if (expired(deadline))
+          abort_with(ErrorKind::timeout,
+                     where_ + ": " + what + " not enqueued after " + fmt_seconds(seconds_since(start)) +
+                         " on GPU " + std::to_string(gpu_) + "; communicator aborted",
+                     "");
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        if (api_->ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+      }
+      r = state;
+    }
+    if (r != ncclSuccess) {
+      std::string last = last_error(comm_);
+      bool lost = r == ncclRemoteError || r == ncclSystemError;
+      abort_with(lost ? ErrorKind::peer_lost : ErrorKind::other,
+                 where_ + ": " + what + ": " + api_->nccl_error(r) + ": " +
+                     (last.empty() ? "(no detail)" : last),
+                 last);
+    }
+  }
+
+  // Polls `query` (cudaStreamQuery / cudaEventQuery) and NCCL's async error until done. Spins
+  // briefly (small collectives finish in microseconds), then sleeps up to 1 ms between polls.
+  template <typename Query>
+  void wait_done(Query query, Deadline deadline, Clock::time_point start, const std::string& what) {
+    auto spin_until = Clock::now() + std::chrono::milliseconds(2);
+    auto nap = std::chrono::microseconds(20);
+    for (int i = 0;; ++i) {
+      cudaError_t q = query();
+      if (q == cudaSuccess) return;
+      if (q != cudaErrorNotReady) {
+        std::string msg = where_ + ": " + what + " on GPU " + std::to_string(gpu_) +
+                          ": CUDA error " + api_->cuda_error(q);
+        check_async(what, start);  // NCCL's text is the better one when it has it
+        abort_with(ErrorKind::other, msg, last_error(comm_));
+      }
+      if (i % 16 == 0) check_async(what, start);
+      if (expired(deadline))
+        abort_with(ErrorKind::timeout,
+                   where_ + ": " + what + " did not complete after " +
+                       fmt_seconds(seconds_since(start)) + " on GPU " + std::to_string(gpu_) +
+                       " (a peer stalled or the network stopped); communicator aborted",
+                   last_error(comm_));
+      if (Clock::now() < spin_until) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(nap);
+        nap = std::min(nap * 2, std::chrono::microseconds(1000));
+      }
+    }
+  }
+
+  std::optional<nccl::NcclApi> api_;
+  int rank_ = 0, world_ = 1;
+  std::string host_, where_ = "rank ?";
+  std::string cudart_opt_, nccl_opt_, net_, policy_ = "pin", debug_opt_, gpu_source_;
+  bool synthetic_ = false;
+  int gpu_ = 0;
+  std::string pci_bus_id_;
+  int runtime_version_ = 0, driver_version_ = 0, nccl_version_ = 0;
+  std::string debug_file_, debug_source_;
+  nlohmann::json env_set_ = nlohmann::json::object();
+  ncclComm_t comm_ = nullptr;
+  bool healthy_ = true;
+  std::string failure_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ev_start_ = nullptr, ev_stop_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> make_nccl_transport() { return std::make_unique<NcclTransportImpl>(); }
+
+std::string nccl_debug_file_path(const Transport& t) {
+  auto* n = dynamic_cast<const NcclTransport*>(&t);
+  return n ? n->debug_file_path() : std::string();
+}
+
+}  // namespace ncclsmoke::transports
