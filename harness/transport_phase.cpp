@@ -8,6 +8,7 @@
 
 #include "rendezvous/prefix_store.h"
 #include "results/finding_codes.h"
+#include "results/nccl_judge.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
@@ -158,6 +159,14 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
       id.rank = in.rank;
       id.observed = t->identify();
       out.identities.push_back(id);
+      // A backend that reports a NCCL log is judged on it: expected vs observed network.
+      if (id.observed.is_object() && id.observed.contains("nccl_log")) {
+        id.expected = id.observed.value("expected", nlohmann::json());
+        out.identities.back().expected = id.expected;
+        if (auto f = results::judge_nccl_network(id.expected, id.observed["nccl_log"], in.rank,
+                                                 in.host))
+          out.findings.push_back(std::move(*f));
+      }
       // Ranks sharing one device (synthetic mode) measure a path no real job takes.
       bool synthetic = id.observed.is_object() && id.observed.value("synthetic", false);
       std::set<int> corrupt_ranks;

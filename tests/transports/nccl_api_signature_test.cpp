@@ -53,13 +53,11 @@ static_assert(std::is_same_v<ours::cudaEvent_t, ::cudaEvent_t>);
 CHECK_SIG(cudaGetDeviceCount);
 CHECK_SIG(cudaSetDevice);
 CHECK_SIG(cudaGetErrorString);
-CHECK_SIG(cudaMalloc);
 CHECK_SIG(cudaFree);
 CHECK_SIG(cudaMemcpy);
 CHECK_SIG(cudaStreamCreateWithFlags);
 CHECK_SIG(cudaStreamQuery);
 CHECK_SIG(cudaStreamDestroy);
-CHECK_SIG(cudaEventCreate);
 CHECK_SIG(cudaEventRecord);
 CHECK_SIG(cudaEventQuery);
 CHECK_SIG(cudaEventElapsedTime);
@@ -79,8 +77,18 @@ CHECK_SIG(ncclGetErrorString);
 CHECK_SIG(ncclGetLastError);
 #undef CHECK_SIG
 
+// cuda_runtime.h adds C++ template overloads of some names (cudaMalloc(T**, size_t),
+// cudaEventCreate(cudaEvent_t*, unsigned)), so &::name alone is ambiguous there: converting it
+// to our exact (mapped) type compiles only when a declaration has exactly that type.
+template <typename F> constexpr bool has_exact(F f) { return f != nullptr; }
+#define CHECK_SIG_OVERLOADED(fn) \
+  static_assert(has_exact<to_real_t<ours::fn##_fn>>(&::fn), #fn " signature differs")
+CHECK_SIG_OVERLOADED(cudaMalloc);
+CHECK_SIG_OVERLOADED(cudaEventCreate);
+#undef CHECK_SIG_OVERLOADED
+
 // The mapping itself must not be vacuous: a wrong signature is rejected.
-static_assert(!std::is_same_v<to_real_t<ours::cudaFree_fn>, decltype(&::cudaMalloc)>);
+static_assert(!std::is_same_v<to_real_t<ours::cudaFree_fn>, decltype(&::cudaSetDevice)>);
 static_assert(!std::is_same_v<to_real_t<ncclResult_t (*)(int)>, decltype(&::ncclGetVersion)>);
 
 // Enum values.
@@ -90,7 +98,7 @@ static_assert(int(ours::cudaErrorNoDevice) == int(::cudaErrorNoDevice));
 static_assert(int(ours::cudaErrorNotReady) == int(::cudaErrorNotReady));
 static_assert(int(ours::cudaMemcpyHostToDevice) == int(::cudaMemcpyHostToDevice));
 static_assert(int(ours::cudaMemcpyDeviceToHost) == int(::cudaMemcpyDeviceToHost));
-static_assert(ours::cudaStreamNonBlocking == cudaStreamNonBlocking);
+static_assert(ours::kCudaStreamNonBlocking == cudaStreamNonBlocking);
 static_assert(int(ours::ncclSuccess) == int(::ncclSuccess));
 static_assert(int(ours::ncclUnhandledCudaError) == int(::ncclUnhandledCudaError));
 static_assert(int(ours::ncclSystemError) == int(::ncclSystemError));

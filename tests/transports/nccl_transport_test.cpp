@@ -4,6 +4,8 @@
 // the libraries it is the list of paths tried. A GPU run is bench/gpu's job.
 #include <gtest/gtest.h>
 
+#include <iostream>
+
 #include "rendezvous/memory_store.h"
 #include "transports/nccl/nccl_transport.h"
 #include "transports/registry.h"
@@ -25,6 +27,7 @@ TransportError open_error(Transport& t, const TransportContext& ctx) {
   try {
     t.open(ctx, rendezvous::deadline_after(Millis{20000}));
   } catch (const TransportError& e) {
+    std::cerr << "open(): " << to_string(e.kind()) << ": " << e.what() << "\n";
     return e;
   }
   ADD_FAILURE() << "open() succeeded on a machine the test expects to have no GPU";

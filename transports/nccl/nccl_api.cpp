@@ -59,7 +59,8 @@ void* open_first(const std::vector<std::string>& paths, const char* what, std::s
       return h;
     }
     const char* e = dlerror();
-    tried += "\n  " + p + ": " + (e ? e : "dlopen failed");
+    std::string err = e ? e : "dlopen failed";
+    tried += "\n  " + (err.rfind(p, 0) == 0 ? err : p + ": " + err);  // dlerror often names it
   }
   why += std::string("cannot load ") + what + "; tried:" + tried + "\n";
   return nullptr;

@@ -26,7 +26,7 @@ enum cudaError_t : int { cudaSuccess = 0, cudaErrorInsufficientDriver = 35, cuda
 enum cudaMemcpyKind : int { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2 };
 using cudaStream_t = CUstream_st*;
 using cudaEvent_t = CUevent_st*;
-constexpr unsigned int cudaStreamNonBlocking = 0x01;
+constexpr unsigned int kCudaStreamNonBlocking = 0x01;  // cudaStreamNonBlocking (a macro there)
 
 // ---- NCCL ----
 using ncclComm_t = ncclComm*;

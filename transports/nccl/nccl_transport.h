@@ -20,8 +20,9 @@
 //                   NCCL call. A user's own NCCL_DEBUG_FILE is kept, and its expanded path reported.
 // Environment variables are process-wide: one NCCL transport per process (one rank per process).
 //
-// open(): rank 0 creates the unique id and sets "unique_id" (128 raw bytes) in the store; others
-// get it before the deadline. The communicator is created non-blocking (ncclConfig_t.blocking =
+// open(): rank 0 creates the unique id and sets "unique_id" (128 raw bytes; "unique_id/<n>" for
+// the n-th open on the same store, counted by "opens") in the store; others get it before the
+// deadline. The communicator is created non-blocking (ncclConfig_t.blocking =
 // 0) and ncclCommGetAsyncError is polled every 10 ms: past the deadline -> ncclCommAbort and
 // timeout; an error -> ncclCommAbort and init_failed "<ncclGetErrorString>: <ncclGetLastError>"
 // with evidence {nccl_last_error, nccl_version, net_requested, policy} (and a plugin /
@@ -36,6 +37,7 @@
 // (allocate/release/copy_in/copy_out: cudaMalloc/cudaFree/cudaMemcpy).
 //
 // identify(): {"nccl_version", "nccl_version_code", "cuda_runtime", "cuda_driver", "gpu",
+// "gpu_source" (nccl.gpu | LOCAL_RANK | default),
 // "pci_bus_id", "libraries": {cudart, nccl}, "debug_file" (path or null), "debug_file_source"
 // ("ncclsmoke" | "user" | null), "net_requested", "policy", "env_nccl_net", "synthetic",
 // "env_set" (the NCCL_* variables this transport set)}. NCCL has no API naming the network it
