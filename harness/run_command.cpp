@@ -28,7 +28,9 @@
 #include "rendezvous/tcp_server.h"
 #include "results/classify.h"
 #include "results/env_allowlist.h"
+#include "results/judge.h"
 #include "results/merge.h"
+#include "results/profile.h"
 #include "results/summary.h"
 #include "results/verdict.h"
 #include "results/write.h"
@@ -134,7 +136,37 @@ class RunSession {
       verdict_.world.master_port = world_.master_port;
       verdict_.world.source = world_.source;
     }
+    if (!load_profile()) {
+      end_phase("world", "fail", t0, "invalid profile");
+      return false;
+    }
     end_phase("world", "pass", t0, describe(world_));
+    return true;
+  }
+
+  // The profile is read before touching the network, so a typo in the ConfigMap fails fast and
+  // names the field, on every rank.
+  bool load_profile() {
+    if (o_.profile.empty()) return true;
+    auto bad = [&](const std::string& message, const std::string& fix) {
+      add(results::Finding{"CONFIG_INVALID", "error", "config", {world_.rank}, {world_.hostname},
+                           message, fix,
+                           nlohmann::json{{"variable", "--profiles"}, {"value", o_.profiles_file}}});
+      return false;
+    };
+    try {
+      profiles_ = results::load_profiles_file(o_.profiles_file);
+    } catch (const std::exception& e) {
+      return bad("cannot use --profiles " + o_.profiles_file + ": " + e.what(),
+                 "Fix the profiles file (see results/profiles.example.yaml).");
+    }
+    profile_ = results::find_profile(profiles_, o_.profile);
+    if (!profile_) {
+      std::string names;
+      for (const auto& p : profiles_) names += (names.empty() ? "" : ", ") + p.name;
+      return bad("--profile " + o_.profile + " is not in " + o_.profiles_file,
+                 "Pick one of: " + names);
+    }
     return true;
   }
 
@@ -396,6 +428,11 @@ class RunSession {
     mo.world_size = world_.world_size;
     auto global = results::merge_rank_verdicts(views, mo);
     global.duration_s = seconds_since(start_);
+    // Measurement done; now judge it against the profile's identities and baselines.
+    if (profile_) {
+      for (auto& f : results::judge(global, profile_)) global.findings.push_back(std::move(f));
+      global.baseline = results::baseline_record(profile_, global);
+    }
     results::apply_verdict(global);
     write(global_path(), global);
     return global;
@@ -576,6 +613,8 @@ class RunSession {
   results::Verdict verdict_;
   World world_;
   bool have_world_ = false;
+  std::vector<results::Profile> profiles_;
+  const results::Profile* profile_ = nullptr;
   Identity self_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStore> client_;

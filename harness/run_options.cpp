@@ -119,6 +119,16 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
       ->group(g);
   app.add_option("--cudart-lib", o.cudart_lib, "Path of libcudart.so (default: the library search path)")
       ->group(g);
+  auto* j = "Judging";
+  auto* profiles = app.add_option("--profiles", o.profiles_file,
+                                  "Profiles file (YAML or JSON): expected transport identities and "
+                                  "baseline bandwidth per node class")
+                       ->group(j);
+  app.add_option("--profile", o.profile,
+                 "Profile to judge this run against (e.g. ci-loopback, p5.48xlarge-efa); without it "
+                 "bandwidth is measured but not judged")
+      ->needs(profiles)
+      ->group(j);
   auto* out = "Output";
   app.add_option("--out-dir", o.out_dir,
                  "Directory for verdict.rank<N>.json (every rank) and verdict.json (rank 0)")
@@ -166,7 +176,8 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
            {"--fabric-provider", o.fabric_provider},
            {"--fabric-hw-counters-root", o.fabric_hw_counters_root},
            {"--nccl-net", o.nccl_net}, {"--nccl-policy", o.nccl_policy},
-           {"--nccl-lib", o.nccl_lib}, {"--cudart-lib", o.cudart_lib}})
+           {"--nccl-lib", o.nccl_lib}, {"--cudart-lib", o.cudart_lib},
+           {"--profiles", o.profiles_file}, {"--profile", o.profile}})
     opt(flag, v);
   if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
   if (o.no_check) a.push_back("--no-check");

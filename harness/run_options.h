@@ -52,6 +52,9 @@ struct RunOptions {
   int gpu = -1;                     // device index; -1: LOCAL_RANK
   std::string nccl_lib;             // path of libnccl.so.2 (default: the loader's search)
   std::string cudart_lib;           // path of libcudart.so
+  // Judging: compare with a profile's expected identities and baselines (results/profile.h)
+  std::string profiles_file;        // YAML/JSON profiles file (a ConfigMap in a cluster)
+  std::string profile;              // profile name in that file
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };

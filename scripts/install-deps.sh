@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libvalijson-dev
-  libsqlite3-dev libcurl4-openssl-dev
+  libsqlite3-dev libcurl4-openssl-dev libyaml-cpp-dev
   python3 python3-torch python3-jsonschema
   libfabric-dev libfabric-bin libopenmpi-dev openmpi-bin iperf3
   iproute2 iptables

@@ -6,6 +6,8 @@
 #include <array>
 #include <cstdio>
 #include <string>
+#include <unistd.h>
+#include <cstdlib>
 
 namespace {
 
@@ -96,6 +98,64 @@ TEST(Cli, CheckAgainstNothingFailsWithTheAddressInTheMessage) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("127.0.0.1"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("refused"), std::string::npos) << r.out;
+}
+
+}  // namespace
+
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string dir = ::testing::TempDir() + "ncclsmoke-cli-" + std::to_string(::getpid());
+  std::string mk = "mkdir -p " + dir;
+  if (std::system(mk.c_str()) != 0) return "";
+  std::string path = dir + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+std::string read_file(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+// A baseline far above what loopback can do: the judged run must fail with a regression, and the
+// verdict must record the profile it was judged against.
+TEST(Cli, LaunchJudgedAgainstAProfileReportsABandwidthRegression) {
+  auto profiles = write_temp("profiles.yaml", R"(profiles:
+  - name: impossible
+    description: a baseline no loopback run reaches
+    transports:
+      - transport: socket
+        baselines:
+          - world_size: 2
+            busbw_gbps: 1000
+            gate_bytes: 1048576
+            source: "test"
+)");
+  ASSERT_FALSE(profiles.empty());
+  auto dir = profiles.substr(0, profiles.rfind('/'));
+  auto r = run("launch -n 2 --transports socket --min-bytes 1M --max-bytes 1M --gate-bytes 1M "
+               "--iters 2 --profiles " + profiles + " --profile impossible --out-dir " + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  auto verdict = read_file(dir + "/verdict.json");
+  EXPECT_NE(verdict.find("BANDWIDTH_REGRESSION"), std::string::npos) << verdict.substr(0, 2000);
+  EXPECT_NE(verdict.find("\"impossible\""), std::string::npos);
+}
+
+TEST(Cli, AnUnknownProfileIsAConfigErrorBeforeTheNetwork) {
+  auto profiles = write_temp("profiles2.yaml", "profiles: []\n");
+  auto r = run("run --launcher flags --rank 0 --world-size 1 --profiles " + profiles +
+               " --profile nope --out-dir " + profiles.substr(0, profiles.rfind('/')));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("CONFIG_INVALID"), std::string::npos) << r.out;
 }
 
 }  // namespace

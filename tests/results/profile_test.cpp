@@ -1,0 +1,186 @@
+// Profiles: the shipped example parses, YAML and JSON both load, and bad input names the field.
+#include <gtest/gtest.h>
+
+#include "results/profile.h"
+
+using namespace ncclsmoke::results;
+
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    load_profiles(text);
+  } catch (const ProfileError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+const char* kMinimal = R"(
+profiles:
+  - name: x
+    transports:
+      - transport: socket
+        baselines:
+          - {busbw_gbps: 1.5, gate_bytes: 1024, source: "measured"}
+)";
+
+}  // namespace
+
+TEST(Profile, ExampleFileParses) {
+  auto ps = load_profiles_file(NCCLSMOKE_PROFILES_EXAMPLE);
+  ASSERT_EQ(ps.size(), 4u);
+  const Profile* p5 = find_profile(ps, "p5.48xlarge-efa");
+  ASSERT_NE(p5, nullptr);
+  const TransportExpectation* nccl = find_transport(*p5, "nccl");
+  ASSERT_NE(nccl, nullptr);
+  EXPECT_EQ(nccl->identity["network"], "Libfabric");
+  EXPECT_EQ(nccl->identity["provider"], "efa");
+  EXPECT_EQ(nccl->identity["gdr"], true);
+  const BaselineBand* b = find_band(*nccl, 16);
+  ASSERT_NE(b, nullptr);
+  EXPECT_DOUBLE_EQ(b->busbw_gbps, 487);
+  EXPECT_EQ(b->gate_bytes, 16LL << 30);
+  EXPECT_NE(b->source.find("public figure"), std::string::npos);
+  EXPECT_EQ(find_band(*nccl, 8), nullptr);  // no "any" band: other sizes have no baseline
+
+  const Profile* p4 = find_profile(ps, "p4de-efa");
+  ASSERT_NE(p4, nullptr);
+  EXPECT_DOUBLE_EQ(find_band(*find_transport(*p4, "nccl"), 16)->busbw_gbps, 78);
+  EXPECT_EQ(find_band(*find_transport(*p4, "nccl"), 16)->gate_bytes, 2LL << 30);
+
+  ASSERT_NE(find_profile(ps, "g5-socket"), nullptr);
+  const Profile* ci = find_profile(ps, "ci-loopback");
+  ASSERT_NE(ci, nullptr);
+  const BaselineBand* sb = find_band(*find_transport(*ci, "socket"), 2);
+  ASSERT_NE(sb, nullptr);
+  EXPECT_EQ(sb->gate_bytes, 64LL << 20);
+  EXPECT_NE(sb->source.find("rough"), std::string::npos);
+  EXPECT_EQ(find_transport(*ci, "fabric")->identity["provider"], "tcp");
+  EXPECT_FALSE(find_transport(*ci, "fabric")->required);
+  EXPECT_TRUE(find_transport(*ci, "socket")->required);
+  EXPECT_EQ(find_profile(ps, "nope"), nullptr);
+}
+
+TEST(Profile, DefaultsAndAnyWorldSize) {
+  auto ps = load_profiles(kMinimal);
+  ASSERT_EQ(ps.size(), 1u);
+  const auto& t = ps[0].transports[0];
+  EXPECT_TRUE(t.identity.is_object() && t.identity.empty());
+  const BaselineBand* b = find_band(t, 7);  // key 0 = any
+  ASSERT_NE(b, nullptr);
+  EXPECT_DOUBLE_EQ(b->degraded_ratio, 0.85);
+  EXPECT_DOUBLE_EQ(b->fail_ratio, 0.5);
+}
+
+TEST(Profile, ExactWorldSizeWinsOverAny) {
+  auto ps = load_profiles(R"(
+profiles:
+  - name: x
+    transports:
+      - transport: socket
+        baselines:
+          - {busbw_gbps: 1, gate_bytes: 10, source: a}
+          - {world_size: 4, busbw_gbps: 2, gate_bytes: 10, source: b}
+)");
+  EXPECT_DOUBLE_EQ(find_band(ps[0].transports[0], 4)->busbw_gbps, 2);
+  EXPECT_DOUBLE_EQ(find_band(ps[0].transports[0], 2)->busbw_gbps, 1);
+}
+
+TEST(Profile, JsonTextLoads) {
+  auto ps = load_profiles(R"({"profiles":[{"name":"j","transports":[{"transport":"fabric",
+      "identity":{"provider":"efa"},"baselines":[{"world_size":2,"busbw_gbps":10,
+      "gate_bytes":1048576,"source":"x"}]}]}]})");
+  ASSERT_EQ(ps.size(), 1u);
+  EXPECT_EQ(ps[0].transports[0].identity["provider"], "efa");
+  EXPECT_EQ(find_band(ps[0].transports[0], 2)->gate_bytes, 1048576);
+}
+
+TEST(Profile, QuotedScalarStaysString) {
+  auto ps = load_profiles(R"(
+profiles:
+  - name: "123"
+    transports:
+      - transport: nccl
+        identity: {network: "true"}
+)");
+  EXPECT_EQ(ps[0].name, "123");
+  EXPECT_TRUE(ps[0].transports[0].identity["network"].is_string());
+}
+
+TEST(Profile, BadInputNamesTheField) {
+  EXPECT_NE(error_of("profiles: [").find("syntax error at line"), std::string::npos);
+  EXPECT_NE(error_of("foo: 1").find("(top).foo: unknown key"), std::string::npos);
+  EXPECT_NE(error_of("profiles: 3").find("profiles: expected a list"), std::string::npos);
+  EXPECT_NE(error_of("profiles: [{transports: []}]").find("profiles[0].name: missing"),
+            std::string::npos);
+  EXPECT_NE(error_of("profiles: [{name: a}]").find("profiles[0] (a).transports"),
+            std::string::npos);
+  std::string bad_num = R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines:
+          - {busbw_gbps: fast, gate_bytes: 10, source: s}
+)";
+  EXPECT_NE(error_of(bad_num).find("profiles[0] (a).transports[0].baselines[0].busbw_gbps: "
+                                   "expected a number"),
+            std::string::npos)
+      << error_of(bad_num);
+  std::string typo = R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines:
+          - {busbw_gbps: 1, gate_bytes: 10, source: s, degraded_ration: 0.9}
+)";
+  EXPECT_NE(error_of(typo).find("baselines[0].degraded_ration: unknown key"), std::string::npos)
+      << error_of(typo);
+  std::string no_gate = R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines: [{busbw_gbps: 1, source: s}]
+)";
+  EXPECT_NE(error_of(no_gate).find("baselines[0].gate_bytes: missing"), std::string::npos);
+  std::string ratios = R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines: [{busbw_gbps: 1, gate_bytes: 1, source: s, degraded_ratio: 0.5, fail_ratio: 0.6}]
+)";
+  EXPECT_NE(error_of(ratios).find("fail_ratio: must be in"), std::string::npos);
+  std::string dup = R"(
+profiles:
+  - {name: a, transports: [{transport: socket}]}
+  - {name: a, transports: [{transport: socket}]}
+)";
+  EXPECT_NE(error_of(dup).find("profiles[1].name: duplicate profile 'a'"), std::string::npos);
+  std::string dup_ws = R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines:
+          - {busbw_gbps: 1, gate_bytes: 1, source: s}
+          - {world_size: 0, busbw_gbps: 2, gate_bytes: 1, source: s}
+)";
+  EXPECT_NE(error_of(dup_ws).find("baselines[1].world_size: duplicate world size 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("profiles: [{name: a, transports: [{transport: socket, identity: {p: [1]}}]}]")
+                .find("identity.p: expected a string"),
+            std::string::npos);
+  EXPECT_NE(error_of("profiles: [{name: a, transports: [{transport: socket, required: maybe}]}]")
+                .find("transports[0].required: expected true or false"),
+            std::string::npos);
+  try {
+    load_profiles_file("/nonexistent/profiles.yaml");
+    FAIL();
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/profiles.yaml"), std::string::npos);
+  }
+}
