@@ -189,7 +189,7 @@ class RunSession {
       end_phase("rendezvous", "fail", t0, e.what());
       return false;
     }
-    store_ = std::make_shared<PrefixStore>("ncclsmoke", std::shared_ptr<Store>(client_.get(), [](Store*) {}));
+    store_ = std::make_shared<PrefixStore>("ncclsmoke", *client_);
 
     const auto& rep = client_->connect_report();
     Identity self;

@@ -25,11 +25,6 @@ std::string secs(double s) {
   return buf;
 }
 
-// The store as a non-owning shared_ptr, so a PrefixStore can wrap it for one transport.
-std::shared_ptr<rendezvous::Store> borrow(rendezvous::Store* s) {
-  return std::shared_ptr<rendezvous::Store>(s, [](rendezvous::Store*) {});
-}
-
 results::TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
   results::TransportRow row;
   row.transport = name;
@@ -139,7 +134,7 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
       continue;
     }
     auto deadline = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
-    rendezvous::PrefixStore store("transport/" + name, borrow(in.store));
+    rendezvous::PrefixStore store("transport/" + name, *in.store);
     TransportContext ctx;
     ctx.rank = in.rank;
     ctx.world_size = in.world_size;

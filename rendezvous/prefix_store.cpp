@@ -5,6 +5,9 @@ namespace ncclsmoke::rendezvous {
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
     : prefix_(std::move(prefix)), inner_(std::move(inner)) {}
 
+PrefixStore::PrefixStore(std::string prefix, Store& inner)
+    : PrefixStore(std::move(prefix), std::shared_ptr<Store>(&inner, [](Store*) {})) {}
+
 std::vector<std::string> PrefixStore::join(const std::vector<std::string>& keys) const {
   std::vector<std::string> out;
   out.reserve(keys.size());

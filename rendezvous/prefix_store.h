@@ -11,6 +11,8 @@ namespace ncclsmoke::rendezvous {
 class PrefixStore final : public Store {
  public:
   PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
+  // Wraps a store the caller keeps alive for the decorator's whole life (not owned).
+  PrefixStore(std::string prefix, Store& inner);
 
   const std::string& prefix() const { return prefix_; }
 

@@ -13,7 +13,6 @@ The last line of the output is "N passed, M failed".
 
 import argparse
 import glob
-import json
 import os
 import shutil
 import subprocess
@@ -26,14 +25,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import netns  # noqa: E402
-
-import jsonschema  # noqa: E402  (python3-jsonschema)
+import suite  # noqa: E402
+from suite import codes, load_verdict  # noqa: E402
 
 BINARY = None
-KEEP = False
 EXTRA_RUN_ARGS = []  # ["--transports", "none"] when the binary has transports: these scenarios
                      # are about rendezvous + mesh
-TIMES = []  # (scenario, seconds)
 GOALS = []  # (scenario, what, measured s, goal s): the issue's "phase deadline + 2 s", printed
 
 
@@ -45,23 +42,8 @@ MASTER_PORT = 29500  # inside private namespaces: nothing else can hold it
 CONNECT_S, JOIN_S, MESH_S, PAIR_S, RUN_S = 3, 4, 4, 2, 20
 SLACK_S = 2.0  # the issue's bound: a fault is classified within its phase deadline + 2 s
 
-with open(os.path.join(ROOT, "results", "verdict.schema.json")) as f:
-    SCHEMA = json.load(f)
-VALIDATOR = jsonschema.Draft7Validator(SCHEMA)
 
 
-def load_verdict(path):
-    with open(path) as f:
-        doc = json.load(f)
-    errors = sorted(VALIDATOR.iter_errors(doc), key=lambda e: list(e.path))
-    if errors:
-        raise AssertionError(f"{path} does not validate against verdict.schema.json: " +
-                             "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5]))
-    return doc
-
-
-def codes(doc):
-    return [f["code"] for f in doc["findings"]]
 
 
 def findings(doc, code):
@@ -151,26 +133,9 @@ class Scenario:
         return o
 
 
-class MultiHostFaults(unittest.TestCase):
+class MultiHostFaults(suite.NamespaceCase):
     """4 hosts on network namespaces, one rank each."""
-
-    @classmethod
-    def setUpClass(cls):
-        ok, why = netns.netns_usable()
-        if not ok:
-            raise unittest.SkipTest(f"namespace scenarios skipped: {why}")
-        netns.sweep_stale()
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix=f"ncclsmoke-mh-{self._testMethodName}-")
-        self.t0 = time.monotonic()
-
-    def tearDown(self):
-        TIMES.append((self._testMethodName, time.monotonic() - self.t0))
-        if KEEP:
-            print(f"  (kept {self.tmp})")
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+    dir_prefix = "ncclsmoke-mh"
 
     def bed(self, tag, hosts=4, extra_hosts=None):
         return netns.Testbed(hosts, self.tmp, tag=tag, extra_hosts=extra_hosts)
@@ -413,7 +378,7 @@ class ConfigFaults(unittest.TestCase):
                     self.assertEqual(f["evidence"]["variable"], "MASTER_PORT")
                     self.assertIn("tcp://10.0.0.7:29500", f["message"])
                     self.assertLess(elapsed, 5)
-                    TIMES.append((f"test_09_master_port_service_link[{launcher}]", elapsed))
+                    suite.TIMES.append((f"test_09_master_port_service_link[{launcher}]", elapsed))
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
 
@@ -425,16 +390,8 @@ def transports_off(binary):
     return ["--transports", "none"] if "--transports" in p.stdout else []
 
 
-class CountingResult(unittest.TextTestResult):
-    passed = 0
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.passed += 1
-
-
 def main():
-    global BINARY, KEEP
+    global BINARY
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", required=True, help="path of the ncclsmoke executable")
     ap.add_argument("-k", dest="pattern", action="append", help="only tests matching this")
@@ -444,7 +401,7 @@ def main():
     netns.exit_on_sigterm()
     global EXTRA_RUN_ARGS
     EXTRA_RUN_ARGS = transports_off(BINARY)
-    KEEP = args.keep
+    suite.KEEP = args.keep
     if not os.access(BINARY, os.X_OK):
         print(f"not executable: {BINARY}\n0 passed, 1 failed")
         return 1
@@ -452,16 +409,16 @@ def main():
     loader = unittest.TestLoader()
     if args.pattern:
         loader.testNamePatterns = [f"*{p}*" for p in args.pattern]
-    suite = unittest.TestSuite()
-    suite.addTests(loader.loadTestsFromTestCase(MultiHostFaults))
-    suite.addTests(loader.loadTestsFromTestCase(ConfigFaults))
+    tests = unittest.TestSuite()
+    tests.addTests(loader.loadTestsFromTestCase(MultiHostFaults))
+    tests.addTests(loader.loadTestsFromTestCase(ConfigFaults))
     t0 = time.monotonic()
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                     resultclass=CountingResult).run(suite)
+                                     resultclass=suite.CountingResult).run(tests)
     total = time.monotonic() - t0
 
     print("\nscenario times:")
-    for name, secs in TIMES:
+    for name, secs in suite.TIMES:
         print(f"  {name:45s} {secs:6.2f}s")
     print(f"  {'total':45s} {total:6.2f}s")
     if GOALS:

@@ -25,10 +25,8 @@ import argparse
 import glob
 import json
 import os
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 import unittest
 
@@ -36,12 +34,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import netns  # noqa: E402
-
-import jsonschema  # noqa: E402  (python3-jsonschema)
+import suite  # noqa: E402
+from suite import codes, load_verdict  # noqa: E402
 
 BINARY = None
-KEEP = False
-TIMES = []    # (test, seconds)
 FIGURES = []  # lines printed again at the end
 
 N = 4
@@ -50,22 +46,8 @@ CONTROL = ["--connect-timeout", "10", "--join-timeout", "20", "--mesh-timeout", 
            "--pair-timeout", "3"]
 SHAPE = dict(rate="200mbit", burst="32kbit", latency="400ms")
 
-with open(os.path.join(ROOT, "results", "verdict.schema.json")) as f:
-    VALIDATOR = jsonschema.Draft7Validator(json.load(f))
 
 
-def load_verdict(path):
-    with open(path) as f:
-        doc = json.load(f)
-    errors = sorted(VALIDATOR.iter_errors(doc), key=lambda e: list(e.path))
-    if errors:
-        raise AssertionError(f"{path} does not validate against verdict.schema.json: " +
-                             "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5]))
-    return doc
-
-
-def codes(doc):
-    return [f["code"] for f in doc["findings"]]
 
 
 class Run:
@@ -153,24 +135,8 @@ class Run:
         return ids
 
 
-class TransportsAcrossHosts(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        ok, why = netns.netns_usable()
-        if not ok:
-            raise unittest.SkipTest(f"namespace tests skipped: {why}")
-        netns.sweep_stale()
-
-    def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix=f"ncclsmoke-tn-{self._testMethodName}-")
-        self.t0 = time.monotonic()
-
-    def tearDown(self):
-        TIMES.append((self._testMethodName, time.monotonic() - self.t0))
-        if KEEP:
-            print(f"  (kept {self.tmp})")
-        else:
-            shutil.rmtree(self.tmp, ignore_errors=True)
+class TransportsAcrossHosts(suite.NamespaceCase):
+    dir_prefix = "ncclsmoke-tn"
 
     def bed(self, tag):
         return netns.Testbed(N, self.tmp, tag=tag)
@@ -329,23 +295,15 @@ class TransportsAcrossHosts(unittest.TestCase):
         self.assertGreater(waited[nxt], 2 * waited[shaped], waited)
 
 
-class CountingResult(unittest.TextTestResult):
-    passed = 0
-
-    def addSuccess(self, test):
-        super().addSuccess(test)
-        self.passed += 1
-
-
 def main():
-    global BINARY, KEEP
+    global BINARY
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", required=True, help="path of the ncclsmoke executable")
     ap.add_argument("-k", dest="pattern", action="append", help="only tests matching this")
     ap.add_argument("--keep", action="store_true", help="keep each test's directory")
     args = ap.parse_args()
     BINARY = os.path.abspath(args.binary)
-    KEEP = args.keep
+    suite.KEEP = args.keep
     netns.exit_on_sigterm()
     if not os.access(BINARY, os.X_OK):
         print(f"not executable: {BINARY}\n0 passed, 1 failed")
@@ -354,10 +312,10 @@ def main():
     loader = unittest.TestLoader()
     if args.pattern:
         loader.testNamePatterns = [f"*{p}*" for p in args.pattern]
-    suite = loader.loadTestsFromTestCase(TransportsAcrossHosts)
+    tests = loader.loadTestsFromTestCase(TransportsAcrossHosts)
     t0 = time.monotonic()
     result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                     resultclass=CountingResult).run(suite)
+                                     resultclass=suite.CountingResult).run(tests)
     total = time.monotonic() - t0
 
     if FIGURES:
@@ -365,7 +323,7 @@ def main():
         for line in FIGURES:
             print(f"  {line}")
     print("\ntest times:")
-    for name, secs in TIMES:
+    for name, secs in suite.TIMES:
         print(f"  {name:32s} {secs:6.1f}s")
     print(f"  {'total':32s} {total:6.1f}s")
     failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
