@@ -18,5 +18,9 @@ inline constexpr int kExitInconclusive = 4;
 void register_store_command(CLI::App& app, Action& action);
 void register_run_command(CLI::App& app, Action& action);
 void register_launch_command(CLI::App& app, Action& action);
+void register_history_command(CLI::App& app, Action& action);   // history import|list
+void register_baseline_command(CLI::App& app, Action& action);  // baseline learn
+void register_report_command(CLI::App& app, Action& action);    // report --html/--markdown
+void register_publish_command(CLI::App& app, Action& action);   // publish VERDICT.json
 
 }  // namespace ncclsmoke::harness

@@ -19,6 +19,10 @@ int main(int argc, char** argv) {
   register_run_command(app, action);
   register_launch_command(app, action);
   register_store_command(app, action);
+  register_history_command(app, action);
+  register_baseline_command(app, action);
+  register_report_command(app, action);
+  register_publish_command(app, action);
 
   if (auto code = parse_command_line(app, argc, argv)) return *code;
   try {

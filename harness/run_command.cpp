@@ -7,10 +7,13 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -28,6 +31,8 @@
 #include "rendezvous/tcp_server.h"
 #include "results/classify.h"
 #include "results/env_allowlist.h"
+#include "results/finding_codes.h"
+#include "results/history.h"
 #include "results/judge.h"
 #include "results/merge.h"
 #include "results/profile.h"
@@ -42,6 +47,17 @@ using namespace ncclsmoke::rendezvous;
 namespace fs = std::filesystem;
 
 Millis ms(double seconds) { return Millis(static_cast<long long>(seconds * 1000)); }
+
+std::string fmt_seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+// Set by SIGTERM/SIGINT; the run's watchdog thread turns it into a verdict (async-signal-safe:
+// the handler only stores).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
 std::string random_token() {
   std::random_device rd;
@@ -94,6 +110,10 @@ class RunSession {
   }
 
   int run() {
+    // SIGTERM/SIGINT (a Job's activeDeadlineSeconds, a deleted pod) still end in a verdict: the
+    // watchdog sees the flag and writes what this rank knows, with a RUN_TERMINATED finding.
+    std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGINT, on_stop_signal);
     std::atomic<bool> finished{false};
     std::thread watchdog([&] { watch(finished); });
     int code = run_phases();
@@ -106,6 +126,12 @@ class RunSession {
   // ---- phases --------------------------------------------------------------------------------
 
   int run_phases() {
+    // --out-dir is created (with parents) so a pod's emptyDir path or a fresh directory works; a
+    // failure shows when the verdict is written, which names the path.
+    if (!o_.out_dir.empty()) {
+      std::error_code ec;
+      fs::create_directories(o_.out_dir, ec);
+    }
     if (!discover()) return finish();
     if (!rendezvous()) return finish();
     if (o_.hold_after_join_s > 0) std::this_thread::sleep_for(ms(o_.hold_after_join_s));
@@ -140,8 +166,25 @@ class RunSession {
       end_phase("world", "fail", t0, "invalid profile");
       return false;
     }
+    gate_sweep_from_profile();
     end_phase("world", "pass", t0, describe(world_));
     return true;
+  }
+
+  // --gate without sweep flags: measure exactly the gate size the profile's bands use for this
+  // world size (when the requested transports' bands agree on one), so the gate is one quick
+  // size and never inconclusive for a size mismatch.
+  void gate_sweep_from_profile() {
+    if (!o_.gate || o_.sweep_explicit || !profile_) return;
+    std::set<std::int64_t> sizes;
+    std::stringstream list(o_.transports);
+    for (std::string t; std::getline(list, t, ',');) {
+      const auto* te = results::find_transport(*profile_, t);
+      const auto* band = te ? results::find_band(*te, world_.world_size) : nullptr;
+      if (band) sizes.insert(band->gate_bytes);
+    }
+    if (sizes.size() != 1) return;
+    o_.min_bytes = o_.max_bytes = o_.gate_bytes = std::to_string(*sizes.begin());
   }
 
   // The profile is read before touching the network, so a typo in the ConfigMap fails fast and
@@ -430,12 +473,27 @@ class RunSession {
     global.duration_s = seconds_since(start_);
     // Measurement done; now judge it against the profile's identities and baselines.
     if (profile_) {
-      for (auto& f : results::judge(global, profile_)) global.findings.push_back(std::move(f));
+      results::add_judged_findings(global.findings, results::judge(global, profile_));
       global.baseline = results::baseline_record(profile_, global);
     }
     results::apply_verdict(global);
     write(global_path(), global);
+    record_history(global);
     return global;
+  }
+
+  // --history: the global verdict goes into the run history too. A history that cannot be written
+  // costs nothing else: the verdict file is already on disk, and the error names the file.
+  void record_history(const results::Verdict& global) {
+    if (o_.history_path.empty()) return;
+    try {
+      results::History h(o_.history_path, true);
+      h.add(global, "run");
+    } catch (const std::exception& e) {
+      std::cerr << "ncclsmoke: rank 0: warning: run " << global.run_id << " not recorded in history "
+                << o_.history_path << ": " << e.what() << " (the verdict is in " << global_path()
+                << "; import it later with `ncclsmoke history import`)\n";
+    }
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
@@ -585,10 +643,23 @@ class RunSession {
   // Past the run deadline (+ a grace for the verdict itself), write what we know and leave.
   void watch(std::atomic<bool>& finished) {
     auto hard = run_deadline_ + Millis{3000};
-    while (!finished && Clock::now() < hard) std::this_thread::sleep_for(Millis{50});
+    while (!finished && Clock::now() < hard && g_stop_signal == 0)
+      std::this_thread::sleep_for(Millis{50});
     if (finished) return;
     results::Verdict v;
-    {
+    if (int sig = g_stop_signal) {
+      std::lock_guard lock(mu_);
+      std::string phase = verdict_.phases.empty() ? "none" : verdict_.phases.back().name;
+      verdict_.findings.push_back(results::make_finding(
+          "RUN_TERMINATED",
+          "rank " + std::to_string(world_.rank) + " (host " + world_.hostname + ") was stopped by " +
+              (sig == SIGTERM ? std::string("SIGTERM") : std::string("SIGINT")) + " after " +
+              fmt_seconds(seconds_since(start_)) + " s; last phase finished: " + phase,
+          {world_.rank}, {world_.hostname}));
+      verdict_.duration_s = seconds_since(start_);
+      results::apply_verdict(verdict_);
+      v = verdict_;
+    } else {
       std::lock_guard lock(mu_);
       verdict_.findings.push_back(results::Finding{
           "RUN_TIMEOUT", "error", "run", {world_.rank}, {world_.hostname},

@@ -129,7 +129,36 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                  "bandwidth is measured but not judged")
       ->needs(profiles)
       ->group(j);
+  app.add_flag("--gate", o.gate,
+               "Pre-training gate: --nccl-policy pin and short deadlines (connect 60, join 60, "
+               "mesh 10, transport 45, op 10, whole run 100 s: pods still pulling their image "
+               "count against join) unless given explicitly; needs --profile or --nccl-net, so "
+               "there is an expectation to fail closed on")
+      ->group(j);
+  // --gate fills in the deadlines the user did not set (an explicit flag always wins).
+  app.parse_complete_callback([&app, &o] {
+    auto unset = [&app](const char* flag) { return app.get_option(flag)->count() == 0; };
+    o.sweep_explicit = !unset("--min-bytes") || !unset("--max-bytes") || !unset("--gate-bytes");
+    if (!o.gate) return;
+    if (!unset("--nccl-policy") && o.nccl_policy != "pin")
+      throw CLI::ValidationError("--gate", "a gate pins NCCL's network: drop --nccl-policy " +
+                                               o.nccl_policy);
+    if (o.profile.empty() && o.nccl_net.empty())
+      throw CLI::ValidationError("--gate", "needs --profile or --nccl-net: without an "
+                                           "expectation a broken fabric could still pass");
+    o.nccl_policy = "pin";
+    const std::pair<const char*, double*> deadlines[] = {
+        {"--connect-timeout", &o.connect_timeout_s}, {"--join-timeout", &o.join_timeout_s},
+        {"--mesh-timeout", &o.mesh_timeout_s},       {"--transport-timeout", &o.transport_timeout_s},
+        {"--op-timeout", &o.op_timeout_s},           {"--timeout", &o.timeout_s}};
+    const double gate_values[] = {60, 60, 10, 45, 10, 100};
+    for (size_t i = 0; i < std::size(deadlines); ++i)
+      if (unset(deadlines[i].first)) *deadlines[i].second = gate_values[i];
+  });
   auto* out = "Output";
+  app.add_option("--history", o.history_path,
+                 "Run history (SQLite, created if absent): rank 0 records the global verdict")
+      ->group(out);
   app.add_option("--out-dir", o.out_dir,
                  "Directory for verdict.rank<N>.json (every rank) and verdict.json (rank 0)")
       ->group(out)->capture_default_str();
@@ -165,9 +194,13 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   opt("--mesh-bind", o.mesh_bind);
   opt("--mesh-port-range", o.mesh_port_range);
   opt("--json", o.json_path);
+  opt("--history", o.history_path);
   for (auto& [flag, v] : std::vector<std::pair<const char*, std::string>>{
-           {"--transports", o.transports}, {"--min-bytes", o.min_bytes},
-           {"--max-bytes", o.max_bytes}, {"--gate-bytes", o.gate_bytes},
+           {"--transports", o.transports},
+           // a gate without sweep flags lets each rank pick the profile's gate size
+           {"--min-bytes", o.gate && !o.sweep_explicit ? "" : o.min_bytes},
+           {"--max-bytes", o.gate && !o.sweep_explicit ? "" : o.max_bytes},
+           {"--gate-bytes", o.gate && !o.sweep_explicit ? "" : o.gate_bytes},
            {"--factor", num(o.factor)}, {"--iters", std::to_string(o.iters)},
            {"--warmup-iters", std::to_string(o.warmup_iters)}, {"--dtype", o.dtype},
            {"--op-timeout", num(o.op_timeout_s)},
@@ -181,6 +214,7 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
     opt(flag, v);
   if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
   if (o.no_check) a.push_back("--no-check");
+  if (o.gate) a.push_back("--gate");
   if (o.nccl_share_gpu) a.push_back("--nccl-share-gpu");
   if (o.gpu >= 0) opt("--gpu", std::to_string(o.gpu));
   if (o.hold_after_join_s > 0) opt("--hold-after-join", num(o.hold_after_join_s));

@@ -55,6 +55,11 @@ struct RunOptions {
   // Judging: compare with a profile's expected identities and baselines (results/profile.h)
   std::string profiles_file;        // YAML/JSON profiles file (a ConfigMap in a cluster)
   std::string profile;              // profile name in that file
+  bool gate = false;                // pre-training gate: pin + short deadlines (run_options.cpp)
+  // Any of --min-bytes/--max-bytes/--gate-bytes given. Without them a gate measures exactly the
+  // profile band's gate size (one size: quick, and never BASELINE_MISSING for a size mismatch).
+  bool sweep_explicit = false;
+  std::string history_path;         // rank 0 records the global verdict in this SQLite history
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };

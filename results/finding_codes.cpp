@@ -62,6 +62,12 @@ const std::vector<FindingCode> kCodes = {
      "The whole run exceeded its global deadline; the phase that was running is named.",
      "Raise the deadline only if the phase is known to be slow here; otherwise treat it as a hang "
      "in {phase}."},
+    {"RUN_TERMINATED", "error", "run", "inconclusive",
+     "The rank was stopped by a signal (SIGTERM/SIGINT) before it finished: a Job's "
+     "activeDeadlineSeconds, a deleted pod or an operator; the verdict holds what was done so far.",
+     "Look at the last phase that finished in this rank's verdict: a run that keeps being killed "
+     "there is hanging in that phase; if the deadline is simply too short, raise "
+     "activeDeadlineSeconds above --timeout."},
     {"RESULTS_MISSING", "warning", "run", "inconclusive",
      "A rank's local verdict never reached rank 0, so its measurements are missing from the "
      "global verdict.",

@@ -346,6 +346,42 @@ std::vector<Finding> judge(const Verdict& v, const Profile* profile) {
   return out;
 }
 
+void add_judged_findings(std::vector<Finding>& findings, std::vector<Finding> judged) {
+  auto is_profile_nccl_fallback = [](const Finding& f) {
+    return f.code == "SILENT_FALLBACK" && f.severity == "error" && f.evidence.is_object() &&
+           f.evidence.value("transport", "") == "nccl" && f.evidence.contains("mismatches");
+  };
+  // nccl_judge's findings carry the NCCL log evidence (expected/observed network) and no
+  // "transport" key.
+  auto is_net_check = [](const Finding& f) {
+    return f.code == "SILENT_FALLBACK" && f.evidence.is_object() && !f.evidence.contains("transport") &&
+           f.evidence.contains("expected") && f.evidence.contains("observed");
+  };
+  for (auto& j : judged) {
+    if (is_profile_nccl_fallback(j)) {
+      json checks = json::array();
+      std::set<int> ranks(j.ranks.begin(), j.ranks.end());
+      std::set<std::string> hosts(j.hosts.begin(), j.hosts.end());
+      for (auto it = findings.begin(); it != findings.end();) {
+        if (!is_net_check(*it)) {
+          ++it;
+          continue;
+        }
+        checks.push_back({{"message", it->message}, {"ranks", it->ranks}, {"evidence", it->evidence}});
+        ranks.insert(it->ranks.begin(), it->ranks.end());
+        hosts.insert(it->hosts.begin(), it->hosts.end());
+        it = findings.erase(it);
+      }
+      if (!checks.empty()) {
+        j.evidence["nccl_net_check"] = checks;
+        j.ranks.assign(ranks.begin(), ranks.end());
+        j.hosts.assign(hosts.begin(), hosts.end());
+      }
+    }
+    findings.push_back(std::move(j));
+  }
+}
+
 json baseline_record(const Profile* profile, const Verdict& v) {
   if (!profile) return {{"profile", nullptr}, {"reason", "no profile selected"}};
   json ts = json::array();

@@ -44,6 +44,13 @@ inline constexpr double kStragglerBlockedFloorS = 0.5;
 
 std::vector<Finding> judge(const Verdict& v, const Profile* profile);
 
+// Adds the judge's findings to a verdict's, folding duplicates: when the profile's identity rule
+// reports SILENT_FALLBACK for nccl and the run's own --nccl-net check (nccl_judge.h) already
+// reported SILENT_FALLBACK on some ranks, the operator gets ONE finding — the profile's (it names
+// every mismatched key) — carrying the per-rank log evidence under evidence.nccl_net_check, with
+// ranks/hosts united. Everything else is appended as is.
+void add_judged_findings(std::vector<Finding>& findings, std::vector<Finding> judged);
+
 // For Verdict::baseline: the profile's name and, per transport, the identity and the band chosen
 // for the verdict's world size (null when none). profile == nullptr -> {"profile": null, ...}.
 nlohmann::json baseline_record(const Profile* profile, const Verdict& v);

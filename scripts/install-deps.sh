@@ -10,6 +10,8 @@ packages=(
   python3 python3-torch python3-jsonschema
   libfabric-dev libfabric-bin libopenmpi-dev openmpi-bin iperf3
   iproute2 iptables
+  sqlite3 chromium fonts-dejavu-core prometheus prometheus-pushgateway yamllint shellcheck
+  util-linux
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -20,4 +22,17 @@ if ((${#missing[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# kubectl (with its built-in kustomize) renders the manifests; node + npm validate them
+# (tests/deploy). Images that already carry them (a newer kubectl, nodesource's node) keep theirs;
+# elsewhere Debian's are installed.
+extra=()
+command -v kubectl >/dev/null 2>&1 || extra+=(kubernetes-client)
+command -v node >/dev/null 2>&1 || extra+=(nodejs)
+command -v npm >/dev/null 2>&1 || extra+=(npm)
+if ((${#extra[@]})); then
+  echo "install-deps: installing ${extra[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${extra[@]}"
 fi

@@ -19,7 +19,10 @@
 #   e      torch.distributed all_reduce (same NCCL library, same env, 2 ranks on the one GPU) vs
 #          ncclsmoke at 64 MiB and 256 MiB: busbw ratio ncclsmoke/torch (goal >= 0.95)
 #
-# Environment knobs: NCCLSMOKE_BIN (use this binary, skip the build), NCCLSMOKE_BUILD_DIR
+# Offline GPU machines without the -dev packages: run bench/gpu/bundle.sh on a Debian 12 machine
+# first; its folder build-gpubundle/bundle (binary + libraries) is used when building here fails.
+# Environment knobs: NCCLSMOKE_BIN (use this binary, skip the build), NCCLSMOKE_BUNDLE (default
+# build-gpubundle/bundle), NCCLSMOKE_BUILD_DIR
 # (default build-gpucheck), NCCLSMOKE_DEPS_PREFIX (extra CMAKE_PREFIX_PATH), PYTHON (default
 # python3), CHECK_BUDGET_S (default 290), CHECK_OUT (default /tmp/ncclsmoke-gpucheck.<pid>).
 # Exit status: 0 when every step met its expectation, 1 otherwise, 2 when the machine is unfit.
@@ -97,26 +100,49 @@ if ! ldconfig -p 2>/dev/null | grep -q 'libcudart\.so'; then
   fi
 fi
 
+# NCCL for ncclsmoke: the system's libnccl.so.2 if the loader finds one, else the one torch loaded
+# (a pip-installed torch carries its own under site-packages/nvidia/nccl/lib).
+NCCL_LIB_ARGS=()
+if [ -z "$NCCL_SYS" ] && [ -n "$TORCH_NCCL" ]; then
+  NCCL_LIB_ARGS=(--nccl-lib "$TORCH_NCCL")
+  row nccl INFO "no system libnccl.so.2: every step uses torch's, $TORCH_NCCL"
+fi
+
 # ---- build -------------------------------------------------------------------------------------
 BIN="${NCCLSMOKE_BIN:-}"
+# bench/gpu/bundle.sh's output: a binary plus the libraries an offline machine lacks.
+BUNDLE="${NCCLSMOKE_BUNDLE:-$ROOT/build-gpubundle/bundle}"
+use_bundle() {
+  BIN="$BUNDLE/ncclsmoke"
+  export LD_LIBRARY_PATH="$BUNDLE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  row build INFO "$1; using the bundle $BIN"
+}
 if [ -z "$BIN" ]; then
   CMAKE_ARGS=(-S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DNCCLSMOKE_TESTS=OFF -DNCCLSMOKE_BENCH=OFF)
   command -v ninja >/dev/null 2>&1 && CMAKE_ARGS+=(-G Ninja)
   [ -n "${NCCLSMOKE_DEPS_PREFIX:-}" ] && CMAKE_ARGS+=("-DCMAKE_PREFIX_PATH=$NCCLSMOKE_DEPS_PREFIX")
   if ! command -v cmake >/dev/null 2>&1; then
-    row build FAIL "cmake not found"; finish 1
-  fi
-  if ! timeout "$(budget 60)" cmake "${CMAKE_ARGS[@]}" >"$OUT/configure.log" 2>&1; then
+    if [ -x "$BUNDLE/ncclsmoke" ]; then use_bundle "cmake not found"
+    else row build FAIL "cmake not found (or make a bundle elsewhere: bench/gpu/bundle.sh)"; finish 1; fi
+  elif ! timeout "$(budget 60)" cmake "${CMAKE_ARGS[@]}" >"$OUT/configure.log" 2>&1; then
     missing=$(grep -o 'provided by "[^"]*"' "$OUT/configure.log" | sed 's/provided by //; s/"//g' | sort -u | tr '\n' ' ')
-    row build FAIL "cmake configure failed${missing:+; missing packages: $missing}(apt: nlohmann-json3-dev libcli11-dev libvalijson-dev; offline: set NCCLSMOKE_DEPS_PREFIX or NCCLSMOKE_BIN); see $OUT/configure.log"
-    finish 1
+    if [ -x "$BUNDLE/ncclsmoke" ]; then
+      use_bundle "cannot configure here${missing:+ (missing: $missing)}"
+    else
+      row build FAIL "cmake configure failed${missing:+; missing packages: $missing}(apt: see scripts/install-deps.sh; offline: run bench/gpu/bundle.sh on a Debian 12 machine and carry build-gpubundle/bundle, or set NCCLSMOKE_BIN); see $OUT/configure.log"
+      finish 1
+    fi
+  elif ! timeout "$(budget 150)" cmake --build "$BUILD" --target ncclsmoke -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+    if [ -x "$BUNDLE/ncclsmoke" ]; then
+      use_bundle "build failed here ($(grep -m1 -E 'error|Error' "$OUT/build.log"))"
+    else
+      row build FAIL "build failed or timed out: $(grep -m1 -E 'error|Error' "$OUT/build.log"); see $OUT/build.log"
+      finish 1
+    fi
+  else
+    BIN="$BUILD/ncclsmoke"
+    row build PASS "$BIN ($(( $(date +%s) - START )) s so far)"
   fi
-  if ! timeout "$(budget 150)" cmake --build "$BUILD" --target ncclsmoke -j "$(nproc)" >"$OUT/build.log" 2>&1; then
-    row build FAIL "build failed or timed out: $(grep -m1 -E 'error|Error' "$OUT/build.log"); see $OUT/build.log"
-    finish 1
-  fi
-  BIN="$BUILD/ncclsmoke"
-  row build PASS "$BIN ($(( $(date +%s) - START )) s so far)"
 fi
 [ -x "$BIN" ] || { row build FAIL "no executable at $BIN"; finish 1; }
 
@@ -186,7 +212,8 @@ print(rows[0]["busbw_gbps"] if rows else "")
 PYEOF
 }
 
-COMMON=(--transports nccl --nccl-share-gpu --timeout 100 --transport-timeout 80 --op-timeout 30 "${CUDART_ARGS[@]}")
+COMMON=(--transports nccl --nccl-share-gpu --timeout 100 --transport-timeout 80 --op-timeout 30
+        "${CUDART_ARGS[@]}" "${NCCL_LIB_ARGS[@]}")
 run_case() {  # run_case NAME RANKS TIMEOUT args... → sets RC and SUMMARY
   local name=$1 n=$2 t=$3; shift 3
   mkdir -p "$OUT/$name"
@@ -236,7 +263,8 @@ fi
 say "e: torch.distributed all_reduce vs ncclsmoke at 64 MiB and 256 MiB"
 SIZES=(67108864 268435456)
 NCCL_ARGS=()
-[ -n "$TORCH_NCCL" ] && NCCL_ARGS=(--nccl-lib "$TORCH_NCCL")  # the very library torch uses
+# the very library torch uses (unless COMMON already names it)
+[ -n "$TORCH_NCCL" ] && [ ${#NCCL_LIB_ARGS[@]} -eq 0 ] && NCCL_ARGS=(--nccl-lib "$TORCH_NCCL")
 timeout -k 5 "$(budget 90)" env NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
   NCCL_DEBUG_FILE="$OUT/torch-nccl.%h.%p" \
   "$PY" "$ROOT/bench/gpu/torch_allreduce.py" --ranks 2 --sizes 64M,256M --iters 20 --warmup 5 \
@@ -250,7 +278,7 @@ if [ "$TRC" != 0 ]; then
   row e FAIL "torch reference failed rc=$TRC: $(grep -m1 -E 'Error|error' "$OUT/torch.log"); see $OUT/torch.log"
 fi
 [ "$RC" = 0 ] || row e FAIL "ncclsmoke rc=$RC verdict=$verdict findings=$codes $(first_finding "$OUT/e/verdict.json")"
-row e INFO "NCCL: ncclsmoke $(nccl_version_of "$OUT/e/verdict.json") ${NCCL_ARGS[*]:-(system library)}; torch ${TORCH_NCCL_VER:-?}"
+row e INFO "NCCL: ncclsmoke $(nccl_version_of "$OUT/e/verdict.json") ${NCCL_ARGS[*]:-${NCCL_LIB_ARGS[*]:-(system library)}}; torch ${TORCH_NCCL_VER:-?}"
 for s in "${SIZES[@]}"; do
   mib=$(( s >> 20 ))
   ours=$(busbw_at "$OUT/e/verdict.json" "$s")

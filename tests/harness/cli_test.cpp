@@ -158,4 +158,80 @@ TEST(Cli, AnUnknownProfileIsAConfigErrorBeforeTheNetwork) {
   EXPECT_NE(r.out.find("CONFIG_INVALID"), std::string::npos) << r.out;
 }
 
+// --gate needs an expectation to fail closed on, and pins NCCL's network.
+TEST(Cli, GateWithoutAnExpectationIsAUsageError) {
+  auto r = run("run --launcher flags --rank 0 --world-size 1 --gate");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--gate"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--profile or --nccl-net"), std::string::npos) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  r = run("run --launcher flags --rank 0 --world-size 1 --gate --nccl-net Socket "
+          "--nccl-policy observe");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--nccl-policy observe"), std::string::npos) << r.out;
+}
+
+// --history: rank 0 records the run; `history list` shows it and `history import` of the same
+// verdict counts it as already stored.
+TEST(Cli, LaunchRecordsItselfInTheHistory) {
+  auto marker = write_temp("history-marker", "");
+  ASSERT_FALSE(marker.empty());
+  auto dir = marker.substr(0, marker.rfind('/'));
+  std::string db = dir + "/runs.db";
+  std::remove(db.c_str());
+  auto r = run("launch -n 2 --transports socket --min-bytes 64K --max-bytes 64K --iters 2 "
+               "--out-dir " + dir + " --history " + db);
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run("history list --history " + db + " --json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"source\": \"run\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"transport\": \"socket\""), std::string::npos) << r.out;
+  r = run("history import --history " + db + " " + dir + "/verdict.json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("0 runs added, 1 already stored"), std::string::npos) << r.out;
+  r = run("history list --history " + dir + "/absent.db");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("absent.db"), std::string::npos) << r.out;
+}
+
+// A rank stopped by SIGTERM (a Job's activeDeadlineSeconds, a deleted pod) still leaves a verdict
+// naming the signal, in an --out-dir the run created itself.
+TEST(Cli, SigtermStillLeavesAVerdict) {
+  auto marker = write_temp("sigterm-marker", "");
+  ASSERT_FALSE(marker.empty());
+  std::string dir = marker.substr(0, marker.rfind('/')) + "/sigterm/nested";
+  std::string port = std::to_string(20000 + ::getpid() % 20000);
+  // Rank 0 of 2 waits for a rank that never comes (join timeout 30 s); SIGTERM after 2 s.
+  std::string cmd = std::string("timeout -s TERM 2 ") + NCCLSMOKE_BIN +
+                    " run --launcher flags --rank 0 --world-size 2 --master-addr 127.0.0.1 "
+                    "--master-port " + port + " --join-timeout 30 --quiet --out-dir " + dir +
+                    " >/dev/null 2>&1";
+  int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 124);  // timeout(1): the command was signalled
+  auto verdict = read_file(dir + "/verdict.rank0.json");
+  EXPECT_NE(verdict.find("RUN_TERMINATED"), std::string::npos) << verdict.substr(0, 2000);
+  EXPECT_NE(verdict.find("stopped by SIGTERM"), std::string::npos) << verdict.substr(0, 2000);
+}
+
+// --gate without sweep flags measures exactly the profile band's gate size, and judges it.
+TEST(Cli, GateMeasuresTheProfilesGateSize) {
+  auto profiles = write_temp("gate-profiles.yaml", R"(profiles:
+  - name: gate-loopback
+    transports:
+      - transport: socket
+        baselines:
+          - {world_size: 2, busbw_gbps: 0.001, gate_bytes: 262144, source: "test"}
+)");
+  ASSERT_FALSE(profiles.empty());
+  auto dir = profiles.substr(0, profiles.rfind('/')) + "/gate";
+  auto r = run("launch -n 2 --gate --transports socket --iters 2 --profiles " + profiles +
+               " --profile gate-loopback --out-dir " + dir);
+  EXPECT_EQ(r.code, 0) << r.out;
+  auto verdict = read_file(dir + "/verdict.json");
+  EXPECT_NE(verdict.find("\"bytes\": 262144"), std::string::npos) << verdict.substr(0, 3000);
+  EXPECT_EQ(verdict.find("\"bytes\": 1048576"), std::string::npos) << "swept past the gate size";
+  EXPECT_EQ(verdict.find("\"bytes\": 67108864"), std::string::npos) << "swept past the gate size";
+}
+
 }  // namespace

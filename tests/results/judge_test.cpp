@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "results/classify.h"
+#include "results/finding_codes.h"
 #include "results/judge.h"
 
 using namespace ncclsmoke::results;
@@ -389,6 +390,32 @@ TEST(Judge, SeveralFindingsAtOnce) {
   v.findings = fs;
   apply_verdict(v);
   EXPECT_EQ(v.verdict, "fail");  // the error outranks inconclusive and degraded
+}
+
+// The run's own --nccl-net check and the profile's identity rule saw the same fallback: one
+// finding, the profile's, with the per-rank log evidence folded in.
+TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
+  Verdict v = healthy_nccl();
+  v.identities[1].observed["network"] = "Socket";
+  Finding check = make_finding("SILENT_FALLBACK", "NCCL on rank 1 used Socket, expected Libfabric",
+                               {1}, {"host-1"}, {{"expected", "Libfabric"}, {"observed", "Socket"}});
+  check.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}, {"log_lines", {"x"}}};
+  Finding other = make_finding("STRAGGLER", "rank 0 slow", {0}, {"host-0"});
+  std::vector<Finding> findings{check, other};
+  add_judged_findings(findings, judge(v, &profile("test-efa")));
+  auto sf = with_code(findings, "SILENT_FALLBACK");
+  ASSERT_EQ(sf.size(), 1u) << codes(findings);
+  EXPECT_EQ(sf[0]->evidence["transport"], "nccl");
+  ASSERT_EQ(sf[0]->evidence["nccl_net_check"].size(), 1u);
+  EXPECT_EQ(sf[0]->evidence["nccl_net_check"][0]["evidence"]["log_lines"][0], "x");
+  EXPECT_EQ(sf[0]->ranks, std::vector<int>{1});
+  EXPECT_EQ(with_code(findings, "STRAGGLER").size(), 1u);
+
+  // Without a profile-side fallback, the run's own check stays as it was.
+  std::vector<Finding> alone{check};
+  add_judged_findings(alone, judge(healthy_nccl(), &profile("test-efa")));
+  EXPECT_EQ(with_code(alone, "SILENT_FALLBACK").size(), 1u);
+  EXPECT_TRUE(with_code(alone, "SILENT_FALLBACK")[0]->evidence.contains("log_lines"));
 }
 
 TEST(Judge, BaselineRecord) {

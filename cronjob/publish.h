@@ -1,0 +1,69 @@
+#pragma once
+// `ncclsmoke publish`: what the CronJob does with rank 0's verdict — append it to the run history,
+// write the node-exporter textfile, push the metrics to a Pushgateway, and exit by policy.
+//
+// Order: history, then textfile, then push — so a Pushgateway that is down (or slow: every push
+// attempt has a deadline) loses neither the run nor the textfile. Nothing here re-judges the run:
+// the verdict's own `verdict` field decides.
+//
+// Exit codes (the process's; see exit_code()):
+//   0  the verdict is not in --fail-on, and everything requested was delivered
+//   1  fail, 3 degraded, 4 inconclusive — the verdict's code, when its verdict is in --fail-on
+//      (default: fail,degraded,inconclusive). A non-zero verdict code wins over 5 and 6.
+//   2  usage: bad flag, unreadable or invalid verdict file (the message names the file and the
+//      JSON path of each problem)
+//   5  metrics not delivered (push or textfile failed) — a warning; the history was written
+//   6  the history could not be written (wins over 5)
+#include <iosfwd>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "results/verdict.h"
+
+namespace ncclsmoke::cronjob {
+
+inline constexpr int kExitMetricsNotDelivered = 5;
+inline constexpr int kExitHistoryFailed = 6;
+
+struct PublishOptions {
+  std::string verdict_path;
+  std::string pushgateway_url;   // "" no push
+  std::string textfile_dir;      // "" no textfile
+  std::string history_path;      // "" no history
+  std::string job = "ncclsmoke";
+  std::string cluster = "default";
+  std::vector<std::string> fail_on = {"fail", "degraded", "inconclusive"};
+  double timeout_s = 10;         // per push attempt
+  int retries = 3;
+  double backoff_base_s = 0.5;
+  bool quiet = false;            // only warnings and errors
+  // With no pushgateway and no textfile, the metrics are printed on stdout (for a look, or for
+  // `promtool check metrics`).
+};
+
+// A usage problem (bad --fail-on, bad URL, unreadable/invalid verdict): exit 2, one line.
+class PublishUsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// "fail,degraded" -> {"fail","degraded"}; "none" or "" -> {}. Throws PublishUsageError naming a
+// value that is not fail|degraded|inconclusive|none.
+std::vector<std::string> parse_fail_on(const std::string& text);
+
+// Reads and validates a verdict file. Throws PublishUsageError with one line naming the file and
+// the problem (missing, not JSON with the byte offset, schema problems with their JSON paths).
+results::Verdict load_verdict(const std::string& path);
+
+// The verdict's own code (1/3/4) when its verdict is in `fail_on`, else 0.
+int policy_exit_code(const std::string& verdict, const std::vector<std::string>& fail_on);
+
+// The process exit code from the policy code and what was delivered (see the table above).
+int exit_code(int policy_code, bool metrics_delivered, bool history_written);
+
+// Runs the whole publish; returns the exit code. Progress on `out` (unless quiet), warnings and
+// errors on `err`. Throws PublishUsageError for usage problems (the caller prints it, exits 2).
+int publish(const PublishOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace ncclsmoke::cronjob

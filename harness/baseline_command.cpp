@@ -1,0 +1,177 @@
+// `ncclsmoke baseline learn`: proposes profile baselines from the run history (the median of the
+// newest passing runs per transport, world size and gate size; results/baseline_learn.h), prints
+// the diff against the profiles file and, with --write, writes the merged file atomically.
+//
+// Exit codes: 0 proposals made (and written with --write); 2 usage or unreadable input (flags,
+// profiles file, unknown profile, missing or unreadable history); 4 nothing to propose (no passing
+// runs, or no key with --min-runs runs) - the file is then not written.
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+
+#include "harness/commands.h"
+#include "results/baseline_learn.h"
+#include "results/history.h"
+#include "results/profile.h"
+#include "results/write.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace ncclsmoke::results;
+
+struct LearnFlags {
+  std::string history;
+  std::string profiles_file;
+  std::string profile;
+  int last = 10;
+  int min_runs = 3;
+  std::string since = "30d";
+  std::string write;
+  bool include_degraded = false;
+};
+
+int usage(const std::string& msg) {
+  std::cerr << "ncclsmoke baseline learn: error: " << msg << "\n";
+  return kExitUsage;
+}
+
+double now_unix() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+int learn(const LearnFlags& f) {
+  std::vector<Profile> profiles;
+  try {
+    profiles = load_profiles_file(f.profiles_file);
+  } catch (const ProfileError& e) {
+    return usage(std::string("--profiles: ") + e.what());
+  }
+  if (!find_profile(profiles, f.profile)) {
+    std::string names;
+    for (const auto& p : profiles) names += (names.empty() ? "" : ", ") + p.name;
+    return usage("--profile: profile '" + f.profile + "' is not in " + f.profiles_file +
+                 " (profiles there: " + (names.empty() ? "none" : names) + ")");
+  }
+  double since_unix = 0;
+  try {
+    since_unix = parse_since(f.since, now_unix());
+  } catch (const std::invalid_argument& e) {
+    return usage(std::string("--since: ") + e.what());
+  }
+  std::error_code ec;
+  if (!fs::is_regular_file(f.history, ec))
+    return usage("--history: '" + f.history + "' does not exist or is not a file");
+
+  std::vector<HistoryGate> gates;
+  std::vector<HistoryRun> all_runs;
+  std::set<std::string> degraded_ok;
+  try {
+    History h(f.history, /*create=*/false);
+    HistoryQuery q;
+    q.profile = f.profile;
+    q.since_unix = since_unix;
+    all_runs = h.runs(q);
+    if (f.include_degraded) {
+      HistoryQuery qd = q;
+      qd.verdict = "degraded";
+      degraded_ok = degraded_only_by_bandwidth(h.findings(qd));
+    } else {
+      q.verdict = "pass";
+    }
+    gates = h.gates(q);
+  } catch (const HistoryError& e) {
+    return usage(std::string("--history: ") + e.what());
+  }
+
+  LearnOptions o;
+  o.profile = f.profile;
+  o.last = f.last;
+  o.min_runs = f.min_runs;
+  o.include_degraded = f.include_degraded;
+  o.degraded_runs_allowed = degraded_ok;
+  LearnResult r;
+  try {
+    r = learn_baselines(gates, profiles, o);
+  } catch (const LearnError& e) {
+    return usage(e.what());
+  }
+
+  if (r.runs_accepted == 0) {
+    std::map<std::string, int> verdicts;
+    for (const auto& run : all_runs) ++verdicts[run.verdict];
+    std::string seen;
+    for (const auto& [v, n] : verdicts) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " " + v;
+    std::cerr << "ncclsmoke baseline learn: no passing runs of profile '" << f.profile << "' in "
+              << f.history << " since " << utc_time(since_unix) << " with a usable gate number"
+              << " (runs of that profile there: " << (seen.empty() ? "none" : seen) << ")"
+              << (f.include_degraded ? "" : "; degraded runs count only with --include-degraded")
+              << "; nothing proposed\n";
+    return kExitInconclusive;
+  }
+  std::cout << diff_text(r, f.profiles_file);
+  if (r.written() == 0) {
+    std::cerr << "ncclsmoke baseline learn: no key has " << f.min_runs
+              << " passing runs (--min-runs); nothing proposed"
+              << (f.write.empty() ? "" : ", " + f.write + " not written") << "\n";
+    return kExitInconclusive;
+  }
+  if (!f.write.empty()) {
+    std::string header =
+        "ncclsmoke profiles: " + f.profiles_file + " with the baselines of profile '" + f.profile +
+        "' learned from " + f.history + " at " + utc_time(now_unix()) +
+        " by `ncclsmoke baseline learn`.\nComments of the input file are not carried over; the "
+        "field reference is results/profiles.example.yaml.";
+    try {
+      std::string text = merged_yaml(r, header);
+      write_text_atomically(f.write, text);
+    } catch (const LearnError& e) {
+      std::cerr << "ncclsmoke baseline learn: error: " << e.what() << "\n";
+      return kExitFail;
+    } catch (const WriteError& e) {
+      return usage(std::string("--write: ") + e.what());
+    }
+    std::cout << "wrote " << f.write << " (" << r.written() << " band"
+              << (r.written() == 1 ? "" : "s") << " of profile " << f.profile << " updated)\n";
+  }
+  return kExitPass;
+}
+
+}  // namespace
+
+void register_baseline_command(CLI::App& app, Action& action) {
+  auto* baseline = app.add_subcommand("baseline", "Learn profile baselines from the run history");
+  baseline->require_subcommand(1);
+  auto f = std::make_shared<LearnFlags>();
+  auto* learn_cmd = baseline->add_subcommand(
+      "learn",
+      "Propose busbw baselines for a profile: the median of the newest passing runs per "
+      "(transport, world size, gate size); prints the diff against the profiles file");
+  learn_cmd->add_option("--history", f->history, "Run history (SQLite, see `ncclsmoke history`)")
+      ->required();
+  learn_cmd->add_option("--profiles", f->profiles_file, "Profiles file (YAML or JSON)")->required();
+  learn_cmd->add_option("--profile", f->profile, "Profile to learn baselines for")->required();
+  learn_cmd->add_option("--last", f->last, "Newest passing runs used per key")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  learn_cmd->add_option("--min-runs", f->min_runs,
+                        "Keys with fewer runs are listed but not proposed")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  learn_cmd->add_option("--since", f->since,
+                        "Only runs started since: 30d, 36h, 90m, 3600s or an RFC 3339 time")
+      ->capture_default_str();
+  learn_cmd->add_flag("--include-degraded", f->include_degraded,
+                      "Also learn from degraded runs whose only warnings are "
+                      "BANDWIDTH_REGRESSION (a baseline set too high degrades healthy runs)");
+  learn_cmd->add_option("--write", f->write,
+                        "Write the whole profiles file with the proposed bands merged in (atomic; "
+                        "may name the --profiles file itself)");
+  learn_cmd->callback([f, &action] { action = [f] { return learn(*f); }; });
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,229 @@
+// `ncclsmoke history import --history DB VERDICT.json|DIR...` stores global verdicts in the run
+// history (results/history.h); `ncclsmoke history list --history DB` shows what is stored.
+//
+// Import is all-or-nothing: every file is read and validated first; if any is unreadable or not a
+// verdict, each bad file is named and nothing is stored (exit 2), so a retry after fixing the input
+// cannot leave half an import behind. Runs already stored are counted as duplicates (re-importing
+// is harmless). Local verdicts (one rank's view) are skipped with a note: the history holds one
+// record per run, the global verdict rank 0 writes.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness/commands.h"
+#include "results/history.h"
+#include "results/verdict.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using results::History;
+using results::HistoryError;
+
+struct ImportFlags {
+  std::string db;
+  std::vector<std::string> inputs;
+  bool quiet = false;
+};
+
+struct ListFlags {
+  std::string db;
+  std::string since;
+  std::string profile;
+  std::string verdict;
+  std::int64_t limit = 20;
+  bool json = false;
+};
+
+double now_unix() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Files named directly, and the *.json files directly inside named directories (sorted).
+std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
+                                       std::vector<std::string>& problems) {
+  std::vector<std::string> files;
+  for (const auto& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<std::string> inside;
+      for (const auto& e : fs::directory_iterator(in, ec))
+        if (e.path().extension() == ".json" && e.is_regular_file(ec)) inside.push_back(e.path());
+      if (ec) problems.push_back(in + ": cannot list directory: " + ec.message());
+      if (inside.empty() && !ec) problems.push_back(in + ": directory holds no *.json files");
+      std::sort(inside.begin(), inside.end());
+      files.insert(files.end(), inside.begin(), inside.end());
+    } else {
+      files.push_back(in);
+    }
+  }
+  return files;
+}
+
+int run_import(const ImportFlags& f) {
+  std::vector<std::string> problems;
+  std::vector<std::string> files = expand_inputs(f.inputs, problems);
+  std::vector<results::Verdict> verdicts;
+  verdicts.reserve(files.size());
+  int local_skipped = 0;
+  for (const auto& path : files) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+      problems.push_back(path + ": cannot read (" + std::strerror(errno) + ")");
+      continue;
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    auto doc = nlohmann::json::parse(buf.str(), nullptr, false);
+    if (doc.is_discarded()) {
+      problems.push_back(path + ": not JSON");
+      continue;
+    }
+    try {
+      results::Verdict v = results::verdict_from_json(doc);
+      if (v.scope != "global") {
+        ++local_skipped;
+        if (!f.quiet)
+          std::cerr << "ncclsmoke history: skipping " << path << ": rank " << v.reporting_rank
+                    << "'s local verdict (import the global verdict.json rank 0 writes)\n";
+        continue;
+      }
+      verdicts.push_back(std::move(v));
+    } catch (const results::VerdictFormatError& e) {
+      std::string first = e.problems().empty() ? e.what() : e.problems().front();
+      problems.push_back(path + ": not a verdict: " + first +
+                         (e.problems().size() > 1
+                              ? " (+" + std::to_string(e.problems().size() - 1) + " more)"
+                              : ""));
+    }
+  }
+  if (!problems.empty()) {
+    for (const auto& p : problems) std::cerr << "ncclsmoke: error: history import: " << p << "\n";
+    std::cerr << "ncclsmoke: error: history import: nothing stored (" << problems.size()
+              << " bad input" << (problems.size() == 1 ? "" : "s") << " of " << files.size()
+              << "); fix or leave them out and run again\n";
+    return kExitUsage;
+  }
+  try {
+    History h(f.db, true);
+    auto r = h.add_many(verdicts, "import");
+    if (!f.quiet)
+      std::cout << "history " << f.db << ": " << r.added << " run" << (r.added == 1 ? "" : "s")
+                << " added, " << r.duplicates << " already stored"
+                << (local_skipped ? ", " + std::to_string(local_skipped) + " local skipped" : "")
+                << "; " << h.count_runs() << " in total\n";
+  } catch (const HistoryError& e) {
+    std::cerr << "ncclsmoke: error: history import: " << e.what() << "\n";
+    return kExitFail;
+  }
+  return 0;
+}
+
+std::string fmt_gbps(double v) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+int run_list(const ListFlags& f) {
+  results::HistoryQuery q;
+  try {
+    if (!f.since.empty()) q.since_unix = results::parse_since(f.since, now_unix());
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ncclsmoke: error: --since: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  q.profile = f.profile;
+  q.verdict = f.verdict;
+  q.limit = f.limit;
+  try {
+    History h(f.db, false);
+    auto runs = h.runs(q);
+    results::HistoryQuery gq = q;
+    gq.limit = 0;
+    if (!runs.empty()) gq.since_unix = std::max(gq.since_unix, runs.front().started_unix);
+    std::map<std::string, std::vector<results::HistoryGate>> gates;
+    for (auto& g : h.gates(gq)) gates[g.run_id].push_back(std::move(g));
+    std::map<std::string, std::vector<std::string>> codes;
+    for (auto& fd : h.findings(gq)) codes[fd.run_id].push_back(fd.code);
+    if (f.json) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& r : runs) {
+        nlohmann::json gj = nlohmann::json::array();
+        for (const auto& g : gates[r.run_id])
+          gj.push_back({{"transport", g.transport},
+                        {"gate_bytes", g.gate_bytes},
+                        {"busbw_gbps", std::isnan(g.busbw_gbps) ? nlohmann::json() : nlohmann::json(g.busbw_gbps)},
+                        {"baseline_gbps", std::isnan(g.baseline_gbps) ? nlohmann::json() : nlohmann::json(g.baseline_gbps)},
+                        {"identity", g.identity}});
+        out.push_back({{"run_id", r.run_id}, {"started_at", r.started_at},
+                       {"verdict", r.verdict}, {"exit_code", r.exit_code},
+                       {"world_size", r.world_size}, {"profile", r.profile},
+                       {"hosts", r.hosts}, {"source", r.source}, {"gates", gj},
+                       {"findings", codes[r.run_id]}});
+      }
+      std::cout << out.dump(1) << "\n";
+      return 0;
+    }
+    std::cout << "history " << f.db << ": " << h.count_runs() << " runs stored; showing "
+              << runs.size() << "\n";
+    for (const auto& r : runs) {
+      std::string g_text;
+      for (const auto& g : gates[r.run_id]) {
+        g_text += (g_text.empty() ? "" : " ") + g.transport + "=" + fmt_gbps(g.busbw_gbps);
+        if (!std::isnan(g.baseline_gbps)) g_text += "/" + fmt_gbps(g.baseline_gbps);
+      }
+      std::string c_text;
+      for (const auto& c : codes[r.run_id]) c_text += (c_text.empty() ? "" : ",") + c;
+      std::printf("%-24s %-27s %-12s n=%-3d %-16s %s%s%s\n", r.started_at.c_str(),
+                  r.run_id.c_str(), r.verdict.c_str(), r.world_size,
+                  r.profile.empty() ? "-" : r.profile.c_str(),
+                  g_text.empty() ? "" : ("busbw GB/s " + g_text).c_str(),
+                  c_text.empty() ? "" : "  ", c_text.c_str());
+    }
+  } catch (const HistoryError& e) {
+    std::cerr << "ncclsmoke: error: history list: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_history_command(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("history", "Run history (SQLite): import verdicts, list runs");
+  cmd->require_subcommand(1);
+
+  auto imp = std::make_shared<ImportFlags>();
+  auto* ic = cmd->add_subcommand(
+      "import",
+      "Store global verdicts in the history. All-or-nothing: any bad file stores nothing (exit 2); "
+      "runs already stored are counted, not duplicated");
+  ic->add_option("--history", imp->db, "History file (SQLite; created if absent)")->required();
+  ic->add_option("inputs", imp->inputs, "verdict.json files, or directories of them")
+      ->required()
+      ->check(CLI::ExistingPath);
+  ic->add_flag("--quiet", imp->quiet, "Print nothing on success");
+  ic->callback([imp, &action] { action = [imp] { return run_import(*imp); }; });
+
+  auto ls = std::make_shared<ListFlags>();
+  auto* lc = cmd->add_subcommand("list", "Show stored runs, newest last");
+  lc->add_option("--history", ls->db, "History file")->required()->check(CLI::ExistingFile);
+  lc->add_option("--since", ls->since, "Only runs since: 14d, 36h, 90m or an RFC 3339 time");
+  lc->add_option("--profile", ls->profile, "Only runs judged against this profile");
+  lc->add_option("--verdict", ls->verdict, "Only runs with this verdict")
+      ->check(CLI::IsMember({"pass", "degraded", "fail", "inconclusive"}));
+  lc->add_option("--limit", ls->limit, "At most this many (newest); 0: all")
+      ->check(CLI::NonNegativeNumber);
+  lc->add_flag("--json", ls->json, "JSON instead of a table");
+  lc->callback([ls, &action] { action = [ls] { return run_list(*ls); }; });
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,144 @@
+// `ncclsmoke report --history DB [--since 14d] [--profile P] [--html FILE] [--markdown FILE]
+// [--title T]`: the regression report over the run history - one self-contained HTML page
+// and/or a Markdown summary (printed to stdout when neither file is asked for). It only reads:
+// the history must exist (it is opened without creating it). Exit 0 when written, also for an
+// empty window ("no runs since ..."); 2 for a bad flag, a missing or unreadable history, or an
+// output file that cannot be written.
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "harness/commands.h"
+#include "results/history.h"
+#include "results/report/html_report.h"
+#include "results/report/markdown_report.h"
+#include "results/report/model.h"
+#include "results/report/scale.h"
+
+namespace ncclsmoke::harness {
+namespace {
+
+struct ReportFlags {
+  std::string history;
+  std::string since = "14d";
+  std::string profile;
+  std::string html;
+  std::string markdown;
+  std::string title = "ncclsmoke regression report";
+};
+
+int usage_error(const std::string& what) {
+  std::cerr << "ncclsmoke: error: " << what << "\n";
+  return kExitUsage;
+}
+
+// Writes the whole text to a temporary file next to `path` and renames it over `path`, so a
+// reader never sees half a report. Returns an error message, "" on success.
+std::string write_file(const std::string& path, const std::string& text) {
+  namespace fs = std::filesystem;
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return "cannot write " + path + ": " + std::strerror(errno);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    out.flush();
+    if (!out) {
+      int err = errno;
+      out.close();
+      std::error_code ignored;
+      fs::remove(tmp, ignored);
+      return "cannot write " + tmp + ": " + std::strerror(err);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    return "cannot rename " + tmp + " to " + path;
+  }
+  return "";
+}
+
+int run_report(const ReportFlags& f) {
+  namespace fs = std::filesystem;
+  using namespace ncclsmoke::report;
+  std::error_code ec;
+  if (!fs::is_regular_file(f.history, ec))
+    return usage_error("--history: " + f.history + ": no such history file");
+  double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double since = 0;
+  try {
+    since = results::parse_since(f.since, now);
+  } catch (const std::exception& e) {
+    return usage_error(std::string("--since: ") + e.what());
+  }
+
+  ReportInput input;
+  try {
+    results::History history(f.history, /*create=*/false);
+    results::HistoryQuery q;
+    q.since_unix = since;
+    q.profile = f.profile;
+    input = load_report_input(history, q);
+  } catch (const std::exception& e) {
+    // HistoryError names the file and SQLite's reason already.
+    return usage_error(std::string("--history: ") + e.what());
+  }
+
+  ReportOptions opt;
+  opt.title = f.title;
+  opt.since_unix = since;
+  opt.since_text = f.since;
+  opt.now_unix = now;
+  opt.profile = f.profile;
+  opt.history_path = f.history;
+  ReportModel model = build_model(input, opt);
+
+  if (f.html.empty() && f.markdown.empty()) {
+    std::cout << render_markdown(model);
+    return kExitPass;
+  }
+  if (!f.html.empty()) {
+    if (auto err = write_file(f.html, render_html(model)); !err.empty())
+      return usage_error("--html: " + err);
+  }
+  if (!f.markdown.empty()) {
+    if (auto err = write_file(f.markdown, render_markdown(model)); !err.empty())
+      return usage_error("--markdown: " + err);
+  }
+  std::cout << "report: " << model.run_count << " runs since " << format_utc(since) << ", "
+            << model.regressions.size() << " regressions";
+  if (!f.html.empty()) std::cout << " -> " << f.html;
+  if (!f.markdown.empty()) std::cout << (f.html.empty() ? " -> " : ", ") << f.markdown;
+  std::cout << "\n";
+  return kExitPass;
+}
+
+}  // namespace
+
+void register_report_command(CLI::App& app, Action& action) {
+  auto flags = std::make_shared<ReportFlags>();
+  auto* cmd = app.add_subcommand(
+      "report",
+      "Regression report over the run history: a self-contained HTML page (busbw charts with "
+      "the baseline band, verdict timeline, findings) and/or a Markdown summary");
+  cmd->add_option("--history", flags->history, "History file (SQLite) to read; must exist")
+      ->required();
+  cmd->add_option("--since", flags->since,
+                  "Window start: 14d, 36h, 90m, 3600s, or an RFC 3339 time")
+      ->capture_default_str();
+  cmd->add_option("--profile", flags->profile,
+                  "Only runs judged against this profile (default: all)");
+  cmd->add_option("--html", flags->html, "Write the HTML page here");
+  cmd->add_option("--markdown", flags->markdown,
+                  "Write the Markdown summary here (without --html/--markdown it goes to stdout)");
+  cmd->add_option("--title", flags->title, "Title of the report")->capture_default_str();
+  cmd->callback([flags, &action] { action = [flags] { return run_report(*flags); }; });
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,141 @@
+#pragma once
+// Run history: an embedded SQLite file that accumulates verdicts (global ones from `run
+// --history`, `publish --history`, or `ncclsmoke history import`), and the queries that
+// `baseline learn` and `report` read.
+//
+// Safety contract: the database runs in WAL mode with synchronous=FULL; every add is one
+// transaction (add_many: one for the whole batch), so a crash mid-write leaves the history as it
+// was before that add, never half a run. Each run is stored whole (the verdict JSON, verbatim) next
+// to the columns the queries use, so nothing a verdict said is lost to the summary tables. Adding a
+// run_id that is already stored is a no-op counted as a duplicate (imports can be repeated).
+// Several writers may share a file: busy_timeout waits up to `busy_timeout_ms` for the lock, then
+// the add throws HistoryError naming the file.
+//
+// Tables (PRAGMA user_version = kHistorySchemaVersion):
+//   runs(run_id PK, started_at, started_unix, duration_s, verdict, exit_code, world_size,
+//        profile, tool_version, hosts, source, verdict_json)
+//   gates(run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, degraded_ratio, fail_ratio,
+//         synthetic, identity)  -- one row per transport measured: the number the judge compares
+//   findings(run_id, code, severity, layer, message, ranks, hosts)
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "results/verdict.h"
+
+struct sqlite3;
+
+namespace ncclsmoke::results {
+
+inline constexpr int kHistorySchemaVersion = 1;
+
+class HistoryError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct HistoryRun {
+  std::string run_id;
+  std::string started_at;      // RFC 3339 as in the verdict
+  double started_unix = 0;     // seconds since the epoch (parsed from started_at)
+  double duration_s = 0;
+  std::string verdict;         // pass | degraded | fail | inconclusive
+  int exit_code = 0;
+  int world_size = 0;
+  std::string profile;         // empty: no profile selected
+  std::string tool_version;
+  std::vector<std::string> hosts;  // joined ranks' hosts, first-appearance order
+  std::string source;          // where the run came from: "run", "import:<file>", "publish"
+};
+
+// The number the judge compares with a baseline, per (run, transport). gate_bytes is the
+// baseline band's gate size when the verdict recorded a band for this transport, else the size
+// the run flagged `gate`. busbw is the world row's (the lowest if several, e.g. in/out of place),
+// else the lowest per-rank row's; NaN when the run has no usable number at that size.
+struct HistoryGate {
+  std::string run_id;
+  double started_unix = 0;
+  std::string verdict;         // the run's verdict
+  std::string profile;
+  int world_size = 0;
+  std::string transport;
+  std::int64_t gate_bytes = 0;
+  double busbw_gbps = 0;       // NaN: not measured
+  double baseline_gbps = 0;    // NaN: no baseline band recorded for this transport
+  double degraded_ratio = 0;   // NaN with baseline_gbps
+  double fail_ratio = 0;       // NaN with baseline_gbps
+  bool synthetic = false;
+  std::string identity;        // observed identity summary, e.g. "network=Socket" ("" unknown)
+};
+
+struct HistoryFinding {
+  std::string run_id;
+  double started_unix = 0;
+  std::string profile;
+  std::string code;
+  std::string severity;
+  std::string layer;
+  std::string message;
+  std::vector<int> ranks;
+  std::vector<std::string> hosts;
+};
+
+struct HistoryQuery {
+  double since_unix = 0;       // runs started at or after this (0: all)
+  double until_unix = 0;       // and before this (0: no upper bound)
+  std::string profile;         // "" any
+  std::string transport;       // gates only; "" any
+  std::string verdict;         // "" any, else e.g. "pass"
+  std::int64_t limit = 0;      // 0: no limit; newest first when set
+};
+
+struct AddResult {
+  int added = 0;
+  int duplicates = 0;
+};
+
+// The gate numbers of one verdict (what add() stores in `gates`); exposed for tests and for
+// `publish`, which reports the same numbers as metrics.
+std::vector<HistoryGate> gates_of(const Verdict& v);
+
+// "14d", "36h", "90m", "3600s", or an RFC 3339 time → seconds since the epoch (relative ones are
+// counted back from `now_unix`). Throws std::invalid_argument naming the text.
+double parse_since(const std::string& text, double now_unix);
+// RFC 3339 ("2026-11-30T01:02:03.456Z", offsets accepted) → seconds since the epoch; throws
+// std::invalid_argument.
+double parse_rfc3339(const std::string& text);
+
+class History {
+ public:
+  // Opens (creating when `create`) the file and its tables. Throws HistoryError naming the path
+  // and SQLite's message: unreadable, not a database, a newer schema version than this build's.
+  explicit History(const std::string& path, bool create = true, int busy_timeout_ms = 10000);
+  ~History();
+  History(const History&) = delete;
+  History& operator=(const History&) = delete;
+
+  const std::string& path() const { return path_; }
+
+  // Stores a verdict (normally scope "global"). `source` as in HistoryRun::source.
+  AddResult add(const Verdict& v, const std::string& source);
+  // All in one transaction: all are stored, or (on error) none.
+  AddResult add_many(const std::vector<Verdict>& vs, const std::string& source);
+
+  std::int64_t count_runs() const;
+  std::vector<HistoryRun> runs(const HistoryQuery& q) const;     // oldest first
+  std::vector<HistoryGate> gates(const HistoryQuery& q) const;   // oldest first
+  std::vector<HistoryFinding> findings(const HistoryQuery& q) const;  // oldest first
+  // The stored verdict JSON of one run; nullopt when not stored.
+  std::optional<nlohmann::json> verdict_json(const std::string& run_id) const;
+
+ private:
+  void exec(const char* sql) const;
+  AddResult add_locked(const Verdict& v, const std::string& source);
+  std::string path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,383 @@
+// Offline checks of rendered manifests (the output of `kubectl kustomize`).
+//
+//   node check.mjs FILE.yaml...                 every check; exit 0 when all pass, 1 otherwise
+//   node check.mjs --expect CHECK FILE.yaml...  negative test: exit 0 only if CHECK fails
+//
+// Two layers:
+// - schema: each object is validated with the npm package kubernetes-models (types, required
+//   fields, enums) by its apiVersion/kind; an object no model knows is an error unless another
+//   check owns it (Kyverno's ClusterPolicy).
+// - the project's own rules, for what a schema cannot say (DESIGN.md, "Where it runs"), each with
+//   a name that a failure line starts with: see CHECKS below.
+import { readFileSync } from "node:fs";
+import { parseAllDocuments, parse as parseYaml } from "yaml";
+
+const CHECKS = {
+  "schema": "every object validates against its kubernetes-models type",
+  "job-restart-policy": "Job pods use restartPolicy Never (never Always; OnFailure would retry a rank in place)",
+  "service-links": "every pod template sets enableServiceLinks: false",
+  "indexed-job": "completionMode Indexed, parallelism == completions, backoffLimit 0",
+  "world-size": "the world size the pods are told (NCCLSMOKE_PODS / WORLD_SIZE) equals completions",
+  "cronjob-schedule": "concurrencyPolicy Forbid, startingDeadlineSeconds below the period, history limits set",
+  "deadline-vs-schedule": "activeDeadlineSeconds set, below the schedule's period, above the run's --timeout",
+  "one-pod-per-node": "required pod anti-affinity (or a DoNotSchedule spread) on kubernetes.io/hostname matching the pods",
+  "headless-service": "the pods' subdomain is a headless Service with publishNotReadyAddresses selecting them",
+  "profiles": "the profiles ConfigMap is in the render and holds the profile the pods name, with a band for their world size at a size the sweep measures",
+  "kyverno-policy": "the ClusterPolicy matches pods by label, turns service links off and adds NCCL defaults",
+};
+
+const failures = [];
+const fail = (check, obj, msg) => {
+  if (!(check in CHECKS)) throw new Error(`unknown check ${check}`);
+  const where = obj ? `${obj.kind}/${obj.metadata?.name ?? "?"}` : "-";
+  failures.push({ check, line: `FAIL [${check}] ${where}: ${msg}` });
+};
+
+// ---- input ------------------------------------------------------------------------------------
+let expect = null;
+const files = [];
+const argv = process.argv.slice(2);
+for (let i = 0; i < argv.length; i++) {
+  if (argv[i] === "--expect") {
+    expect = argv[++i];
+    if (!(expect in CHECKS)) {
+      console.error(`check.mjs: --expect ${expect}: not a check (${Object.keys(CHECKS).join(", ")})`);
+      process.exit(2);
+    }
+  } else if (argv[i] === "--list") {
+    for (const [k, v] of Object.entries(CHECKS)) console.log(`${k}: ${v}`);
+    process.exit(0);
+  } else files.push(argv[i]);
+}
+if (files.length === 0) {
+  console.error("usage: node check.mjs [--expect CHECK] FILE.yaml...");
+  process.exit(2);
+}
+const objects = [];
+for (const f of files) {
+  let text;
+  try {
+    text = readFileSync(f, "utf8");
+  } catch (e) {
+    console.error(`check.mjs: cannot read ${f}: ${e.message}`);
+    process.exit(2);
+  }
+  for (const doc of parseAllDocuments(text)) {
+    if (doc.errors.length) {
+      console.error(`check.mjs: ${f}: YAML error: ${doc.errors[0].message}`);
+      process.exit(2);
+    }
+    const o = doc.toJSON();
+    if (o) objects.push(o);
+  }
+}
+if (objects.length === 0) {
+  console.error(`check.mjs: no objects in ${files.join(" ")}`);
+  process.exit(2);
+}
+
+// ---- schema -----------------------------------------------------------------------------------
+const ownedElsewhere = new Set(["kyverno.io/v1/ClusterPolicy"]);
+for (const o of objects) {
+  if (!o.apiVersion || !o.kind) {
+    fail("schema", o, "no apiVersion/kind");
+    continue;
+  }
+  const key = `${o.apiVersion}/${o.kind}`;
+  if (ownedElsewhere.has(key)) continue;
+  let Model;
+  try {
+    Model = (await import(`kubernetes-models/${o.apiVersion}/${o.kind}`))[o.kind];
+  } catch {
+    fail("schema", o, `no kubernetes-models type for ${key}`);
+    continue;
+  }
+  try {
+    new Model(o).validate();
+  } catch (e) {
+    fail("schema", o, e.message);
+  }
+}
+
+// ---- helpers ----------------------------------------------------------------------------------
+const byKind = (k) => objects.filter((o) => o.kind === k);
+// Every Job spec in the render: the CronJobs' job templates and the Jobs.
+const jobs = [
+  ...byKind("CronJob").map((c) => ({ owner: c, cron: c, spec: c.spec?.jobTemplate?.spec ?? {} })),
+  ...byKind("Job").map((j) => ({ owner: j, cron: null, spec: j.spec ?? {} })),
+];
+const podSpec = (j) => j.spec.template?.spec ?? {};
+const podLabels = (j) => j.spec.template?.metadata?.labels ?? {};
+const allContainers = (ps) => [...(ps.initContainers ?? []), ...(ps.containers ?? [])];
+const envOf = (c, name) => (c.env ?? []).find((e) => e.name === name);
+// A flag's value in a container's command + args ("--timeout 600" or "--timeout=600").
+const flagValue = (c, flag) => {
+  const words = [...(c.command ?? []), ...(c.args ?? [])];
+  for (let i = 0; i < words.length; i++) {
+    if (words[i] === flag && i + 1 < words.length) return words[i + 1];
+    if (String(words[i]).startsWith(flag + "=")) return String(words[i]).slice(flag.length + 1);
+  }
+  return undefined;
+};
+const selects = (selector, labels) =>
+  selector && Object.keys(selector).length > 0 &&
+  Object.entries(selector).every(([k, v]) => labels[k] === v);
+// Does a LabelSelector (matchLabels + matchExpressions In/Exists) select these labels?
+const labelSelectorSelects = (sel, labels) => {
+  if (!sel) return false;
+  const ml = sel.matchLabels ?? {};
+  const exprs = sel.matchExpressions ?? [];
+  if (Object.keys(ml).length === 0 && exprs.length === 0) return false;
+  if (!Object.entries(ml).every(([k, v]) => labels[k] === v)) return false;
+  return exprs.every((e) =>
+    e.operator === "In" ? (e.values ?? []).includes(labels[e.key])
+      : e.operator === "Exists" ? e.key in labels
+        : e.operator === "NotIn" ? !(e.values ?? []).includes(labels[e.key])
+          : e.operator === "DoesNotExist" ? !(e.key in labels) : false);
+};
+
+// The shortest gap between two runs of a cron schedule, in seconds; null if not understood.
+function cronPeriodSeconds(schedule) {
+  const macros = { "@hourly": 3600, "@daily": 86400, "@midnight": 86400, "@weekly": 604800 };
+  if (schedule in macros) return macros[schedule];
+  const f = String(schedule).trim().split(/\s+/);
+  if (f.length !== 5) return null;
+  const [min, hour] = f;
+  const minutes = expand(min, 60);
+  if (!minutes) return null;
+  const hours = expand(hour, 24);
+  if (!hours) return null;
+  // Every run time within a day, in minutes; the smallest gap, wrapping around the day.
+  const times = [];
+  for (const h of hours) for (const m of minutes) times.push(h * 60 + m);
+  times.sort((a, b) => a - b);
+  let gap = times[0] + 1440 - times[times.length - 1];
+  for (let i = 1; i < times.length; i++) gap = Math.min(gap, times[i] - times[i - 1]);
+  return gap * 60;
+}
+function expand(field, n) {
+  const out = new Set();
+  for (const part of field.split(",")) {
+    let m;
+    if (part === "*") for (let i = 0; i < n; i++) out.add(i);
+    else if ((m = part.match(/^\*\/(\d+)$/))) for (let i = 0; i < n; i += Number(m[1])) out.add(i);
+    else if ((m = part.match(/^(\d+)-(\d+)(?:\/(\d+))?$/)))
+      for (let i = Number(m[1]); i <= Number(m[2]); i += Number(m[3] ?? 1)) out.add(i);
+    else if ((m = part.match(/^(\d+)$/))) out.add(Number(m[1]));
+    else return null;
+  }
+  if ([...out].some((v) => v >= n) || out.size === 0) return null;
+  return [...out];
+}
+
+// Message sizes a sweep measures: min, min*factor, ... <= max (the harness's size syntax).
+function parseSize(t) {
+  const m = String(t).match(/^(\d+)(B|K|KiB|k|M|MiB|G|GiB)?$/);
+  if (!m) return null;
+  const mult = { B: 1, K: 1024, KiB: 1024, k: 1024, M: 1 << 20, MiB: 1 << 20, G: 2 ** 30, GiB: 2 ** 30 }[m[2] ?? "B"];
+  return Number(m[1]) * mult;
+}
+function sweepSizes(min, max, factor) {
+  const lo = parseSize(min), hi = parseSize(max);
+  if (lo === null || hi === null || !(factor > 1)) return null;
+  const out = [];
+  for (let s = lo; s <= hi && out.length < 200; s = Math.round(s * factor)) out.push(s);
+  return out;
+}
+
+// ---- our checks -------------------------------------------------------------------------------
+if (jobs.length === 0 && byKind("ClusterPolicy").length === 0)
+  fail("indexed-job", null, "the render holds no CronJob, Job or ClusterPolicy");
+
+for (const j of jobs) {
+  const o = j.owner;
+  const ps = podSpec(j);
+  const labels = podLabels(j);
+
+  if (ps.restartPolicy !== "Never")
+    fail("job-restart-policy", o, `restartPolicy is ${JSON.stringify(ps.restartPolicy)}, not Never`);
+  for (const c of ps.initContainers ?? [])
+    if (c.restartPolicy === "Always")
+      fail("job-restart-policy", o, `init container ${c.name} has restartPolicy Always (a sidecar never ends)`);
+
+  if (ps.enableServiceLinks !== false)
+    fail("service-links", o, `enableServiceLinks is ${JSON.stringify(ps.enableServiceLinks)}, not false: ` +
+      "a Service named master would inject MASTER_PORT=tcp://...");
+
+  const s = j.spec;
+  if (s.completionMode !== "Indexed")
+    fail("indexed-job", o, `completionMode is ${JSON.stringify(s.completionMode)}, not Indexed`);
+  if (!Number.isInteger(s.completions) || s.completions < 1)
+    fail("indexed-job", o, `completions is ${JSON.stringify(s.completions)}`);
+  if (s.parallelism !== s.completions)
+    fail("indexed-job", o, `parallelism ${s.parallelism} != completions ${s.completions}: some ranks would wait for others to finish`);
+  if (s.backoffLimit !== 0)
+    fail("indexed-job", o, `backoffLimit is ${JSON.stringify(s.backoffLimit)}, not 0: a retried pod joins a rendezvous that is over`);
+
+  // World size as the pods are told it.
+  let told = 0;
+  for (const c of allContainers(ps)) {
+    for (const name of ["NCCLSMOKE_PODS", "WORLD_SIZE"]) {
+      const e = envOf(c, name);
+      if (!e) continue;
+      if (name === "WORLD_SIZE" && !(c.command ?? []).includes("ncclsmoke")) continue;
+      told++;
+      if (String(e.value) !== String(s.completions))
+        fail("world-size", o, `container ${c.name}: ${name}=${JSON.stringify(e.value)} but completions is ${s.completions}`);
+    }
+  }
+  if (told === 0) fail("world-size", o, "no container is told the world size (NCCLSMOKE_PODS, or WORLD_SIZE for ncclsmoke)");
+
+  // Deadlines.
+  const deadline = s.activeDeadlineSeconds;
+  if (!Number.isInteger(deadline) || deadline <= 0)
+    fail("deadline-vs-schedule", o, `activeDeadlineSeconds is ${JSON.stringify(deadline)}: a hang would never end`);
+  for (const c of allContainers(ps)) {
+    // `run --gate` implies --timeout 100 unless given (harness/run_options.cpp).
+    const t = flagValue(c, "--timeout") ??
+      ([...(c.command ?? []), ...(c.args ?? [])].includes("--gate") ? "100" : undefined);
+    if (t !== undefined && Number.isInteger(deadline) && !(Number(t) < deadline))
+      fail("deadline-vs-schedule", o, `container ${c.name}: --timeout ${t} is not below activeDeadlineSeconds ${deadline}: the Job would kill the run before it writes its verdict`);
+  }
+  if (j.cron) {
+    const c = j.cron.spec ?? {};
+    const period = cronPeriodSeconds(c.schedule);
+    if (period === null) fail("cronjob-schedule", o, `cannot tell the period of schedule ${JSON.stringify(c.schedule)}`);
+    else if (Number.isInteger(deadline) && deadline >= period)
+      fail("deadline-vs-schedule", o, `activeDeadlineSeconds ${deadline} is not below the schedule's period ${period} s`);
+    if (c.concurrencyPolicy !== "Forbid")
+      fail("cronjob-schedule", o, `concurrencyPolicy is ${JSON.stringify(c.concurrencyPolicy)}, not Forbid`);
+    if (!Number.isInteger(c.startingDeadlineSeconds))
+      fail("cronjob-schedule", o, "startingDeadlineSeconds is not set: a missed slot would run late, at any time");
+    else if (period !== null && c.startingDeadlineSeconds >= period)
+      fail("cronjob-schedule", o, `startingDeadlineSeconds ${c.startingDeadlineSeconds} is not below the period ${period} s`);
+    for (const k of ["successfulJobsHistoryLimit", "failedJobsHistoryLimit"])
+      if (!Number.isInteger(c[k])) fail("cronjob-schedule", o, `${k} is not set`);
+  }
+
+  // One pod per node.
+  const anti = ps.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  const spread = ps.topologySpreadConstraints ?? [];
+  const byAnti = anti.some((t) => t.topologyKey === "kubernetes.io/hostname" && labelSelectorSelects(t.labelSelector, labels));
+  const bySpread = spread.some((t) => t.topologyKey === "kubernetes.io/hostname" && t.maxSkew === 1 &&
+    t.whenUnsatisfiable === "DoNotSchedule" && labelSelectorSelects(t.labelSelector, labels));
+  if (!byAnti && !bySpread)
+    fail("one-pod-per-node", o, "no required podAntiAffinity (or DoNotSchedule topologySpreadConstraint) on " +
+      "kubernetes.io/hostname selecting the pod's own labels: two ranks could share a node");
+
+  // Headless Service for <job>-0.<subdomain>.
+  if (!ps.subdomain) fail("headless-service", o, "no subdomain: <job>-<index>.<service> will not resolve");
+  else {
+    const svc = byKind("Service").find((x) => x.metadata?.name === ps.subdomain);
+    if (!svc) fail("headless-service", o, `subdomain ${ps.subdomain} names no Service in this render`);
+    else {
+      if (svc.spec?.clusterIP !== "None") fail("headless-service", svc, `clusterIP is ${JSON.stringify(svc.spec?.clusterIP)}, not None (headless)`);
+      if (svc.spec?.publishNotReadyAddresses !== true)
+        fail("headless-service", svc, "publishNotReadyAddresses is not true: rank 0's name would not resolve until it is Ready");
+      if (!selects(svc.spec?.selector, labels))
+        fail("headless-service", svc, `selector ${JSON.stringify(svc.spec?.selector)} does not select ${o.kind}/${o.metadata?.name}'s pods`);
+      if (svc.metadata?.namespace !== o.metadata?.namespace)
+        fail("headless-service", svc, `namespace ${svc.metadata?.namespace} differs from ${o.metadata?.namespace}`);
+    }
+  }
+
+  // Profiles: ConfigMap present, the profile named exists in it.
+  for (const c of allContainers(ps)) {
+    const isSmoke = envOf(c, "NCCLSMOKE_PODS") || (c.command ?? []).includes("ncclsmoke");
+    if (!isSmoke) continue;
+    const profile = envOf(c, "NCCLSMOKE_PROFILE")?.value || flagValue(c, "--profile");
+    const file = envOf(c, "NCCLSMOKE_PROFILES")?.value || flagValue(c, "--profiles") || "/etc/ncclsmoke/profiles.yaml";
+    if (!profile) continue;
+    const dir = file.slice(0, file.lastIndexOf("/"));
+    const base = file.slice(file.lastIndexOf("/") + 1);
+    const mount = (c.volumeMounts ?? []).find((m) => m.mountPath === dir);
+    const vol = mount && (ps.volumes ?? []).find((v) => v.name === mount.name);
+    const cmName = vol?.configMap?.name;
+    const cm = cmName && byKind("ConfigMap").find((x) => x.metadata?.name === cmName);
+    if (!cm) {
+      fail("profiles", o, `container ${c.name}: ${file} is not a ConfigMap of this render mounted at ${dir}`);
+      continue;
+    }
+    const text = cm.data?.[base];
+    if (typeof text !== "string") {
+      fail("profiles", cm, `has no key ${base}`);
+      continue;
+    }
+    let profiles = [];
+    try {
+      profiles = parseYaml(text)?.profiles ?? [];
+    } catch (e) {
+      fail("profiles", cm, `${base} is not YAML: ${e.message}`);
+      continue;
+    }
+    const p = profiles.find((x) => x.name === profile);
+    if (!p) {
+      fail("profiles", o, `container ${c.name}: profile ${profile} is not in ${cmName}/${base} (${profiles.map((x) => x.name).join(", ")})`);
+      continue;
+    }
+    // Would the judge have what it needs? Else every run is inconclusive (BASELINE_MISSING).
+    const pods = envOf(c, "NCCLSMOKE_PODS")?.value;
+    const world = pods !== undefined
+      ? Number(pods) * Number(envOf(c, "NCCLSMOKE_RANKS_PER_POD")?.value ?? 1)
+      : Number(envOf(c, "WORLD_SIZE")?.value);
+    const transports = String(envOf(c, "NCCLSMOKE_TRANSPORTS")?.value ?? flagValue(c, "--transports") ?? "socket").split(",");
+    // `run --gate` without sweep flags measures exactly the profile band's gate size.
+    const words = [...(c.command ?? []), ...(c.args ?? [])];
+    const gateSweep = words.includes("--gate") &&
+      ["--min-bytes", "--max-bytes", "--gate-bytes"].every((f) => flagValue(c, f) === undefined);
+    const sizes = gateSweep ? null
+      : sweepSizes(flagValue(c, "--min-bytes") ?? "1M", flagValue(c, "--max-bytes") ?? "64M",
+        Number(flagValue(c, "--factor") ?? 2));
+    for (const t of p.transports ?? []) {
+      if (!transports.includes(t.transport)) {
+        if (t.required !== false)
+          fail("profiles", o, `container ${c.name}: profile ${profile} requires transport ${t.transport}, which the pods do not run (${transports.join(",")})`);
+        continue;
+      }
+      const bands = t.baselines ?? [];
+      const band = bands.find((b) => b.world_size === world) ?? bands.find((b) => !b.world_size);
+      if (!band) {
+        fail("profiles", o, `container ${c.name}: profile ${profile} has no ${t.transport} band for world size ${world} (${bands.map((b) => b.world_size).join(", ")}): every run would be inconclusive`);
+        continue;
+      }
+      if (sizes && !sizes.includes(band.gate_bytes))
+        fail("profiles", o, `container ${c.name}: the sweep never measures ${band.gate_bytes} bytes, the gate size of profile ${profile}'s ${t.transport} band (--min-bytes/--max-bytes/--factor)`);
+    }
+  }
+}
+
+// Kyverno ClusterPolicy: what we rely on, read structurally (no Kyverno CLI offline).
+for (const p of byKind("ClusterPolicy")) {
+  if (p.apiVersion !== "kyverno.io/v1") fail("kyverno-policy", p, `apiVersion ${p.apiVersion}, not kyverno.io/v1`);
+  const rules = p.spec?.rules ?? [];
+  if (rules.length === 0) fail("kyverno-policy", p, "no rules");
+  for (const r of rules) {
+    const anyOf = [...(r.match?.any ?? []), ...(r.match?.all ?? [])];
+    const ok = anyOf.length > 0 && anyOf.every((m) => (m.resources?.kinds ?? []).includes("Pod") &&
+      Object.keys(m.resources?.selector?.matchLabels ?? {}).length > 0);
+    if (!ok) fail("kyverno-policy", p, `rule ${r.name}: must match kind Pod by a label selector (opt-in), not every pod`);
+    if (!r.mutate) fail("kyverno-policy", p, `rule ${r.name}: not a mutate rule`);
+  }
+  const patches = rules.flatMap((r) => [r.mutate?.patchStrategicMerge, ...(r.mutate?.foreach ?? []).map((f) => f.patchStrategicMerge)]).filter(Boolean);
+  if (!patches.some((x) => x.spec?.enableServiceLinks === false))
+    fail("kyverno-policy", p, "no rule sets spec.enableServiceLinks: false");
+  const envNames = patches.flatMap((x) => [...(x.spec?.containers ?? [])].flatMap((c) => (c.env ?? []).map((e) => e.name)));
+  for (const need of ["NCCL_DEBUG", "NCCL_SOCKET_IFNAME"])
+    if (!envNames.includes(need)) fail("kyverno-policy", p, `no rule adds ${need} to the containers`);
+  for (const x of patches)
+    for (const c of [...(x.spec?.containers ?? []), ...(x.spec?.initContainers ?? [])])
+      for (const e of c.env ?? [])
+        if ("value" in e) fail("kyverno-policy", p, `env ${e.name} is forced (value:), not a default (+(value):)`);
+}
+
+// ---- result -----------------------------------------------------------------------------------
+for (const f of failures) console.log(f.line);
+const summary = `${objects.length} objects from ${files.join(" ")}`;
+if (expect) {
+  const hit = failures.some((f) => f.check === expect);
+  console.log(hit ? `ok: check ${expect} caught the broken manifest (${summary})`
+    : `NOT CAUGHT: check ${expect} passed on a manifest broken for it (${summary})`);
+  process.exit(hit ? 0 : 1);
+}
+console.log(failures.length ? `${failures.length} problems in ${summary}` : `ok: ${summary}`);
+process.exit(failures.length ? 1 : 0);

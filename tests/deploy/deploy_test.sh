@@ -1,0 +1,196 @@
+#!/bin/bash
+# Offline tests of cronjob/'s Kubernetes manifests, gate example and Kyverno policy.
+#
+#   deploy_test.sh SOURCE_DIR npm-ci CACHE_DIR     install tests/deploy's node packages (npm ci)
+#                                                  when node_modules is absent or stale
+#   deploy_test.sh SOURCE_DIR render TARGET        kubectl kustomize cronjob/TARGET, then check.mjs
+#                                                  (kubernetes-models schema + our rules)
+#   deploy_test.sh SOURCE_DIR broken FILE          a broken copy: TARGET (named in FILE) with FILE
+#                                                  as a kustomize patch must fail FILE's check
+#   deploy_test.sh SOURCE_DIR component            an overlay with components/history-pvc renders
+#                                                  and checks (the optional RWX history volume)
+#   deploy_test.sh SOURCE_DIR yamllint             yamllint -c cronjob/.yamllint on the sources
+#   deploy_test.sh SOURCE_DIR profiles-copy        base/profiles.yaml == results/profiles.example.yaml
+#   deploy_test.sh SOURCE_DIR shellcheck           shellcheck -s sh cronjob/entrypoint.sh
+#   deploy_test.sh SOURCE_DIR gate-command BIN    the gate's init container command, taken from the
+#                                                  rendered Job, run for real with one rank here (no
+#                                                  GPU): flags parse, the gate profile loads, and the
+#                                                  skipped nccl transport fails closed (exit 4)
+#   deploy_test.sh SOURCE_DIR image                the Dockerfiles install the entrypoint where the
+#                                                  manifests' command finds it
+# A tool that is absent (kubectl, node, npm, yamllint, shellcheck) exits 77 (skipped) naming it.
+set -u
+src=$1 mode=$2
+shift 2
+here=$src/tests/deploy
+cronjob=$src/cronjob
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed ($2)"; exit 77; }
+}
+need_node_modules() {
+  need node "Debian/nodesource nodejs"
+  [ -d "$here/node_modules/kubernetes-models" ] && [ -d "$here/node_modules/yaml" ] && return
+  echo "FAIL: $here/node_modules is missing: run the deploy_npm_ci test (or: cd tests/deploy && npm ci)"
+  exit 1
+}
+tmpdir() {
+  tmp=$(mktemp -d /tmp/ncclsmoke-deploy.XXXXXX)
+  trap 'rm -rf "$tmp"' EXIT
+}
+# render DIR OUT: kubectl kustomize, offline.
+render() {
+  if ! kubectl kustomize "$1" >"$2" 2>"$tmp/kustomize.err"; then
+    echo "FAIL: kubectl kustomize $1:"
+    sed 's/^/    /' "$tmp/kustomize.err"
+    exit 1
+  fi
+}
+
+case $mode in
+  npm-ci)
+    need node "Debian/nodesource nodejs"
+    need npm "nodesource nodejs (npm)"
+    cache=$1
+    stamp=$here/node_modules/.package-lock.json
+    if [ -f "$stamp" ] && [ "$stamp" -nt "$here/package-lock.json" ] &&
+      [ -d "$here/node_modules/kubernetes-models" ] && [ -d "$here/node_modules/yaml" ]; then
+      echo "node_modules is up to date"
+      exit 0
+    fi
+    mkdir -p "$cache"
+    (cd "$here" && npm ci --no-audit --no-fund --cache "$cache") || { echo "FAIL: npm ci in $here"; exit 1; }
+    ;;
+  render)
+    need kubectl "kubectl (kustomize is built in)"
+    need_node_modules
+    tmpdir
+    render "$cronjob/$1" "$tmp/rendered.yaml"
+    node "$here/check.mjs" "$tmp/rendered.yaml"
+    ;;
+  broken)
+    need kubectl "kubectl (kustomize is built in)"
+    need_node_modules
+    file=$1
+    target=$(sed -n 's/^# target: //p' "$file")
+    check=$(sed -n 's/^# check: //p' "$file")
+    if [ -z "$target" ] || [ -z "$check" ]; then echo "FAIL: $file lacks '# target:' or '# check:'"; exit 1; fi
+    tmpdir
+    # Kustomize loads patch files only from under the kustomization's folder: copy the patch.
+    cp "$file" "$tmp/broken.yaml"
+    rel=$(realpath --relative-to="$tmp" "$cronjob/$target")
+    printf 'resources:\n  - %s\npatches:\n  - path: broken.yaml\n' "$rel" >"$tmp/kustomization.yaml"
+    render "$tmp" "$tmp/rendered.yaml"
+    # The unbroken target passes (so the failure below is this patch's doing).
+    render "$cronjob/$target" "$tmp/good.yaml"
+    node "$here/check.mjs" "$tmp/good.yaml" >"$tmp/good.out" || { echo "FAIL: $target itself fails:"; cat "$tmp/good.out"; exit 1; }
+    node "$here/check.mjs" --expect "$check" "$tmp/rendered.yaml"
+    ;;
+  component)
+    need kubectl "kubectl (kustomize is built in)"
+    need_node_modules
+    tmpdir
+    rel=$(realpath --relative-to="$tmp" "$cronjob/k8s")
+    printf 'resources:\n  - %s/overlays/cpu\ncomponents:\n  - %s/components/history-pvc\n' "$rel" "$rel" >"$tmp/kustomization.yaml"
+    render "$tmp" "$tmp/rendered.yaml"
+    node "$here/check.mjs" "$tmp/rendered.yaml" || exit 1
+    node -e '
+      const { parseAllDocuments } = require(process.argv[1]);
+      const docs = parseAllDocuments(require("fs").readFileSync(process.argv[2], "utf8")).map((d) => d.toJSON());
+      const pvc = docs.find((o) => o.kind === "PersistentVolumeClaim");
+      const cj = docs.find((o) => o.kind === "CronJob");
+      const vol = cj.spec.jobTemplate.spec.template.spec.volumes.find((v) => v.name === "history");
+      const errs = [];
+      if (!pvc || !pvc.spec.accessModes.includes("ReadWriteMany")) errs.push("no ReadWriteMany claim");
+      if (!vol || vol.emptyDir || !vol.persistentVolumeClaim || vol.persistentVolumeClaim.claimName !== pvc?.metadata.name)
+        errs.push("history volume is " + JSON.stringify(vol) + ", not the claim alone");
+      if (pvc && pvc.metadata.namespace !== cj.metadata.namespace) errs.push("claim in another namespace");
+      console.log(errs.length ? "FAIL: " + errs.join("; ") : "ok: history volume is the RWX claim " + pvc.metadata.name);
+      process.exit(errs.length ? 1 : 0);
+    ' "$here/node_modules/yaml/dist/index.js" "$tmp/rendered.yaml"
+    ;;
+  yamllint)
+    need yamllint "Debian yamllint"
+    yamllint -s -c "$cronjob/.yamllint" -f parsable "$cronjob/k8s" "$cronjob/gate" "$cronjob/policy" "$here/broken" &&
+      echo "ok: yamllint"
+    ;;
+  profiles-copy)
+    if cmp -s "$cronjob/k8s/base/profiles.yaml" "$src/results/profiles.example.yaml"; then
+      echo "ok: cronjob/k8s/base/profiles.yaml equals results/profiles.example.yaml"
+    else
+      echo "FAIL: cronjob/k8s/base/profiles.yaml differs from results/profiles.example.yaml;" \
+        "copy it: cp results/profiles.example.yaml cronjob/k8s/base/profiles.yaml"
+      diff -u "$src/results/profiles.example.yaml" "$cronjob/k8s/base/profiles.yaml" | head -40
+      exit 1
+    fi
+    ;;
+  shellcheck)
+    need shellcheck "Debian shellcheck"
+    shellcheck -s sh "$cronjob/entrypoint.sh" && echo "ok: shellcheck"
+    ;;
+  gate-command)
+    need kubectl "kubectl (kustomize is built in)"
+    need_node_modules
+    bin=$1
+    tmpdir
+    render "$cronjob/gate" "$tmp/rendered.yaml"
+    mkdir -p "$tmp/out"  # the emptyDir mounted there in the pod
+    # The init container's command, one word per line, with the ConfigMap path pointed at the
+    # source file and the out dir at a temp dir.
+    node -e '
+      const { parseAllDocuments } = require(process.argv[1]);
+      const docs = parseAllDocuments(require("fs").readFileSync(process.argv[2], "utf8")).map((d) => d.toJSON());
+      const job = docs.find((o) => o.kind === "Job");
+      const c = job.spec.template.spec.initContainers.find((x) => x.name === "ncclsmoke-gate");
+      for (const w of [...c.command, ...(c.args ?? [])]) console.log(w);
+      for (const e of c.env) if (e.value !== undefined) console.error(e.name + "=" + e.value);
+    ' "$here/node_modules/yaml/dist/index.js" "$tmp/rendered.yaml" >"$tmp/cmd" 2>"$tmp/env" || exit 1
+    mapfile -t cmd <"$tmp/cmd"
+    [ "${cmd[0]}" = ncclsmoke ] || { echo "FAIL: the gate runs ${cmd[0]}, not ncclsmoke"; exit 1; }
+    # One rank on loopback: the gate's own environment, with the world shrunk to this machine and
+    # the store on a free port.
+    port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    for ((i = 0; i < ${#cmd[@]}; i++)); do
+      [ "${cmd[$i]}" = --master-port ] && cmd[i + 1]=$port
+      case ${cmd[$i]} in
+        /etc/ncclsmoke/profiles.yaml) cmd[i]=$cronjob/gate/gate-profiles.yaml ;;
+        /var/run/ncclsmoke) cmd[i]=$tmp/out ;;
+      esac
+    done
+    # Pinned either by `--gate` (which implies --nccl-policy pin) or explicitly.
+    if ! grep -qx -- "--gate" "$tmp/cmd" && ! grep -A1 -x -- "--nccl-policy" "$tmp/cmd" | grep -qx pin; then
+      echo "FAIL: the gate does not pin NCCL (neither --gate nor --nccl-policy pin)"; exit 1
+    fi
+    env -i PATH=/usr/bin:/bin JOB_COMPLETION_INDEX=0 WORLD_SIZE=1 MASTER_ADDR=127.0.0.1 NODE_NAME=node-0 \
+      timeout -k 5 150 "$bin" "${cmd[@]:1}" >"$tmp/gate.log" 2>&1
+    rc=$?
+    sed 's/^/    /' "$tmp/gate.log" | head -40
+    v=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["verdict"])' "$tmp/out/verdict.json" 2>/dev/null)
+    if [ "$rc" = 4 ] && [ "$v" = inconclusive ]; then
+      echo "ok: the gate command ran; without a GPU it fails closed (exit 4, inconclusive)"
+    elif nvidia-smi -L >/dev/null 2>&1; then
+      echo "note: a GPU is present: the gate exited $rc with verdict '$v' (not judged here)"
+    else
+      echo "FAIL: the gate exited $rc with verdict '$v', expected 4/inconclusive on a machine without a GPU"
+      exit 1
+    fi
+    ;;
+  image)
+    # The manifests run /usr/local/bin/ncclsmoke-entrypoint and `ncclsmoke` from PATH; both
+    # Dockerfiles must put them there, as the non-root user the pods run as.
+    rc=0
+    entry_cmd=$(grep -h 'command: \["/usr/local/bin/' "$cronjob/k8s/base/cronjob.yaml" | sed 's/.*\["\([^"]*\)".*/\1/')
+    [ "$entry_cmd" = /usr/local/bin/ncclsmoke-entrypoint ] || { echo "FAIL: base cronjob command is '$entry_cmd'"; rc=1; }
+    for f in "$cronjob"/Dockerfile "$cronjob"/Dockerfile.cpu; do
+      grep -q "cronjob/entrypoint.sh $entry_cmd" "$f" || { echo "FAIL: $f does not COPY cronjob/entrypoint.sh to $entry_cmd"; rc=1; }
+      grep -q '/usr/local/bin/ncclsmoke$' "$f" || { echo "FAIL: $f does not install /usr/local/bin/ncclsmoke"; rc=1; }
+      grep -q '^USER 65532' "$f" || { echo "FAIL: $f does not run as USER 65532 (runAsUser in the manifests)"; rc=1; }
+    done
+    [ "$rc" = 0 ] && echo "ok: Dockerfiles install what the manifests run"
+    exit $rc
+    ;;
+  *)
+    echo "usage: deploy_test.sh SOURCE_DIR npm-ci|render|broken|component|yamllint|profiles-copy|shellcheck|image ..."
+    exit 2
+    ;;
+esac

@@ -1,0 +1,217 @@
+"""Headless Chromium helpers for the report tests: a screenshot and a DOM dump of a local file,
+each in a fresh temporary profile, bounded in time (the whole process group is killed on
+timeout), and the checks on their results (a PNG decoded with zlib+struct, or Pillow when
+present; the DOM parsed with html.parser)."""
+
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import tempfile
+import zlib
+from html.parser import HTMLParser
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome")
+
+
+def find_chromium():
+    for n in CHROMIUM_NAMES:
+        p = shutil.which(n)
+        if p:
+            return p
+    return None
+
+
+def _run_chromium(chromium, extra, url, timeout):
+    profile = tempfile.mkdtemp(prefix="ncclsmoke-chromium-")
+    argv = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+            "--disable-extensions", "--disable-dev-shm-usage", "--hide-scrollbars",
+            "--disable-background-networking", "--disable-sync", "--mute-audio",
+            f"--user-data-dir={profile}"] + extra + [url]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise RuntimeError(f"chromium did not finish within {timeout} s: {' '.join(argv)}")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # helpers left behind by the browser, if any
+        except ProcessLookupError:
+            pass
+        shutil.rmtree(profile, ignore_errors=True)
+    return proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+
+def screenshot(chromium, html_path, png_path, size=(1280, 2000), timeout=120):
+    rc, out, err = _run_chromium(
+        chromium, [f"--screenshot={png_path}", f"--window-size={size[0]},{size[1]}"],
+        "file://" + os.path.abspath(html_path), timeout)
+    if not os.path.exists(png_path):
+        raise RuntimeError(f"chromium wrote no screenshot (exit {rc}): {err[-2000:]}")
+
+
+def dump_dom(chromium, html_path, timeout=120):
+    rc, out, err = _run_chromium(chromium, ["--dump-dom"], "file://" + os.path.abspath(html_path),
+                                 timeout)
+    if rc != 0 or "<html" not in out:
+        raise RuntimeError(f"chromium --dump-dom failed (exit {rc}): {err[-2000:]}")
+    return out
+
+
+def _paeth(a, b, c):
+    p = a + b - c
+    pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+    if pa <= pb and pa <= pc:
+        return a
+    return b if pb <= pc else c
+
+
+def decode_png(path):
+    """(width, height, rows of RGB(A) bytes) of an 8-bit RGB/RGBA PNG. Pillow when importable,
+    else a zlib+struct decoder (all five filter types)."""
+    try:
+        from PIL import Image
+        with Image.open(path) as im:
+            im = im.convert("RGB")
+            w, h = im.size
+            data = im.tobytes()
+            return w, h, 3, [data[y * w * 3:(y + 1) * w * 3] for y in range(h)]
+    except ImportError:
+        pass
+    with open(path, "rb") as f:
+        data = f.read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError(f"{path}: not a PNG")
+    pos, idat, w = 8, b"", 0
+    while pos < len(data):
+        (n,) = struct.unpack(">I", data[pos:pos + 4])
+        kind = data[pos + 4:pos + 8]
+        body = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
+            if depth != 8 or ctype not in (2, 6):
+                raise ValueError(f"{path}: unsupported PNG (depth {depth}, colour type {ctype})")
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + n
+    raw = zlib.decompress(idat)
+    stride = w * bpp
+    rows, prev = [], bytearray(stride)
+    for y in range(h):
+        ft = raw[y * (stride + 1)]
+        cur = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        if ft == 1:
+            for i in range(bpp, stride):
+                cur[i] = (cur[i] + cur[i - bpp]) & 255
+        elif ft == 2:
+            for i in range(stride):
+                cur[i] = (cur[i] + prev[i]) & 255
+        elif ft == 3:
+            for i in range(stride):
+                left = cur[i - bpp] if i >= bpp else 0
+                cur[i] = (cur[i] + ((left + prev[i]) >> 1)) & 255
+        elif ft == 4:
+            for i in range(stride):
+                left = cur[i - bpp] if i >= bpp else 0
+                upleft = prev[i - bpp] if i >= bpp else 0
+                cur[i] = (cur[i] + _paeth(left, prev[i], upleft)) & 255
+        rows.append(bytes(cur))
+        prev = cur
+    return w, h, bpp, rows
+
+
+def pixel_stats(path, near=()):
+    """{'width','height','non_white','distinct','near': {hex: count}} over every pixel; `near`
+    counts pixels within 40 (sum of |dr|+|dg|+|db|) of each '#rrggbb'."""
+    w, h, bpp, rows = decode_png(path)
+    targets = [(c, int(c[1:3], 16), int(c[3:5], 16), int(c[5:7], 16)) for c in near]
+    colors, non_white = {}, 0
+    for row in rows:
+        for x in range(0, w * bpp, bpp):
+            px = row[x:x + 3]
+            colors[px] = colors.get(px, 0) + 1
+    hits = {c: 0 for c in near}
+    for px, n in colors.items():
+        r, g, b = px[0], px[1], px[2]
+        if r < 245 or g < 245 or b < 245:
+            non_white += n
+        for c, tr, tg, tb in targets:
+            if abs(r - tr) + abs(g - tg) + abs(b - tb) <= 40:
+                hits[c] += n
+    return {"width": w, "height": h, "non_white": non_white, "distinct": len(colors),
+            "near": hits}
+
+
+class DomSummary(HTMLParser):
+    """Counts what the report tests look for in a DOM dump."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.stack = []  # (tag, attrs) of open elements
+        self.charts = []  # data-transport of each svg.busbw-chart
+        self.chart_points = {}  # data-verdict -> count of circle.pt
+        self.regression_items = []  # data-run of li.regression inside #regressions
+        self.findings_rows = 0  # tr inside table#findings > tbody
+        self.timeline_cells = 0  # rect.cell inside #timeline
+        self.scripts = 0
+        self.imgs = 0
+        self.fetching = []  # elements with src/href
+        self.text = []
+
+    def _inside(self, pred):
+        return any(pred(t, a) for t, a in self.stack)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        cls = (a.get("class") or "").split()
+        if tag == "script":
+            self.scripts += 1
+        if tag == "img":
+            self.imgs += 1
+        for k in ("src", "href", "xlink:href"):
+            if k in a:
+                self.fetching.append(f"<{tag} {k}={a[k]!r}>")
+        if tag == "svg" and "busbw-chart" in cls:
+            self.charts.append(a.get("data-transport"))
+        if tag == "circle" and "pt" in cls and self._inside(
+                lambda t, at: t == "svg" and "busbw-chart" in (at.get("class") or "")):
+            v = a.get("data-verdict")
+            self.chart_points[v] = self.chart_points.get(v, 0) + 1
+        if tag == "li" and "regression" in cls and self._inside(
+                lambda t, at: at.get("id") == "regressions"):
+            self.regression_items.append(a.get("data-run"))
+        if tag == "tr" and self._inside(lambda t, at: t == "tbody") and self._inside(
+                lambda t, at: t == "table" and at.get("id") == "findings"):
+            self.findings_rows += 1
+        if tag == "rect" and "cell" in cls and self._inside(
+                lambda t, at: at.get("id") == "timeline"):
+            self.timeline_cells += 1
+        if tag not in ("meta", "br", "hr", "input", "link", "img", "col", "wbr", "source"):
+            self.stack.append((tag, a))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if self.stack and self.stack[-1][0] == tag:
+            self.stack.pop()
+
+    def handle_endtag(self, tag):
+        for i in range(len(self.stack) - 1, -1, -1):
+            if self.stack[i][0] == tag:
+                del self.stack[i:]
+                break
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def summarize_dom(dom):
+    s = DomSummary()
+    s.feed(dom)
+    s.close()
+    s.all_text = "".join(s.text)
+    return s

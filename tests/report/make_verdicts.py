@@ -1,0 +1,210 @@
+"""Synthetic run histories for the report's tests and benchmark, made from a REAL verdict.
+
+`real_template()` runs `ncclsmoke launch -n 2 --transports socket` (judged against the
+`ci-loopback` profile when the binary accepts it) and returns its global verdict; `vary()` copies
+it with a new run_id, started_at, gate busbw, verdict/exit code, findings and hosts, keeping
+every field the schema requires, so each generated file is a verdict the history can import.
+`scenario()` lays out a history: healthy runs around the baseline, then a bandwidth regression
+(degraded, then fail), an occasional SILENT_FALLBACK and inconclusive run.
+
+Used by tests/report/test_report_*.py and bench/history_bench.py (/usr/bin/python3 only).
+"""
+
+import copy
+import datetime
+import json
+import os
+import random
+import subprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROFILES = os.path.join(ROOT, "results", "profiles.example.yaml")
+SCHEMA = os.path.join(ROOT, "results", "verdict.schema.json")
+
+BASELINE = 0.74          # GB/s at 64 MiB: the band these histories are judged against
+DEGRADED_RATIO = 0.6
+FAIL_RATIO = 0.25
+GATE_BYTES = 64 << 20
+EXIT_CODES = {"pass": 0, "fail": 1, "degraded": 3, "inconclusive": 4}
+
+
+def real_template(binary, workdir, timeout=120):
+    """The global verdict of a real 2-rank socket run on loopback."""
+    out = os.path.join(workdir, "template-run")
+    os.makedirs(out, exist_ok=True)
+    base = [binary, "launch", "-n", "2", "--transports", "socket", "--out-dir", out, "--quiet"]
+    attempts = [base + ["--profiles", PROFILES, "--profile", "ci-loopback"], base]
+    last = None
+    for argv in attempts:
+        p = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           timeout=timeout)
+        path = os.path.join(out, "verdict.json")
+        if os.path.exists(path):
+            with open(path) as f:
+                doc = json.load(f)
+            if any(r.get("transport") == "socket" for r in doc.get("transports", [])):
+                return doc
+        last = f"{' '.join(argv)} -> exit {p.returncode}: {p.stdout[-2000:]}"
+    raise RuntimeError(f"no usable verdict from a real launch: {last}")
+
+
+def rfc3339(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def run_id_at(t, i):
+    stamp = datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{i:08x}"
+
+
+def _set_band(doc):
+    """Judged against a socket band of BASELINE GB/s at 64 MiB (as if learned on this machine)."""
+    band = {"busbw_gbps": BASELINE, "gate_bytes": GATE_BYTES, "degraded_ratio": DEGRADED_RATIO,
+            "fail_ratio": FAIL_RATIO, "source": "learned: median of 20 passing runs"}
+    b = doc.get("baseline")
+    if not isinstance(b, dict) or not b.get("transports"):
+        b = {"profile": "ci-loopback", "world_size": 2, "transports": []}
+    b["profile"] = b.get("profile") or "ci-loopback"
+    found = False
+    for t in b["transports"]:
+        if t.get("transport") == "socket":
+            t["band"] = dict(band)
+            found = True
+    if not found:
+        b["transports"].append({"transport": "socket", "identity": {}, "required": True,
+                                "world_size_key": 2, "band": dict(band)})
+    doc["baseline"] = b
+
+
+def prepare(template):
+    """A copy of the template judged against the test band, with its gate row flagged."""
+    doc = copy.deepcopy(template)
+    _set_band(doc)
+    doc["findings"] = []
+    for r in doc["transports"]:
+        r.pop("gate", None)
+        if r["transport"] == "socket" and r["bytes"] == GATE_BYTES:
+            r["gate"] = True
+    return doc
+
+
+def finding(code, severity, message, ranks, hosts, hint, evidence=None):
+    f = {"code": code, "severity": severity, "layer": "transport", "ranks": ranks,
+         "hosts": hosts, "message": message, "hint": hint}
+    if evidence is not None:
+        f["evidence"] = evidence
+    return f
+
+
+def vary(prepared, i, t, busbw, verdict, findings=(), hosts=None):
+    """One run: `prepared` (from prepare()) with run i's time, gate busbw, verdict and findings.
+    busbw None: the socket transport measured nothing (rows dropped)."""
+    doc = copy.deepcopy(prepared)
+    doc["run_id"] = run_id_at(t, i)
+    doc["started_at"] = rfc3339(t)
+    doc["verdict"] = verdict
+    doc["exit_code"] = EXIT_CODES[verdict]
+    doc["findings"] = [copy.deepcopy(f) for f in findings]
+    if hosts:
+        for r, h in zip(doc["ranks"], hosts):
+            r["host"] = h
+    if busbw is None:
+        doc["transports"] = [r for r in doc["transports"] if r["transport"] != "socket"]
+        for p in doc["phases"]:
+            if p["name"] == "transport:socket":
+                p["status"] = "fail"
+                p["detail"] = "connect to rank 1 timed out after 10 s"
+        return doc
+    for r in doc["transports"]:
+        if r["transport"] != "socket" or r["bytes"] != GATE_BYTES:
+            continue
+        bw = busbw if r.get("rank", -1) < 0 else busbw * (1.0 + 0.01 * (r["rank"] + 1))
+        # two ranks: busbw == algbw; time_us from bytes / algbw
+        r["busbw_gbps"] = bw
+        r["algbw_gbps"] = bw
+        r["time_us"] = r["bytes"] / (bw * 1e3)
+    return doc
+
+
+def scenario(prepared, n, t_end, span_s, seed=7, hostile=False):
+    """n runs evenly spread over [t_end - span_s, t_end]: healthy, then from 85% on a bandwidth
+    regression (degraded, then fail below FAIL_RATIO), with a SILENT_FALLBACK every ~97 runs and
+    an inconclusive (transport failed, no number) every ~131. hostile: one finding message and
+    host carry HTML/script text (the report must escape them). Returns (docs, expected) where
+    expected counts verdicts and regression runs."""
+    rng = random.Random(seed)
+    docs, regressions = [], []
+    counts = {"pass": 0, "degraded": 0, "fail": 0, "inconclusive": 0}
+    step = span_s / max(1, n - 1)
+    hosts = ["vm-a", "vm-b"]
+    for i in range(n):
+        t = t_end - span_s + i * step
+        frac = i / max(1, n - 1)
+        findings = []
+        busbw = rng.gauss(BASELINE * 0.98, 0.025)
+        verdict = "pass"
+        if i % 131 == 65:
+            busbw, verdict = None, "inconclusive"
+            findings.append(finding("TRANSPORT_INIT_FAILED", "error",
+                                    "socket: connect to rank 1 (vm-b) timed out after 10 s",
+                                    [1], ["vm-b"], "Check the rank-to-rank ports."))
+        elif i % 97 == 50:
+            busbw, verdict = rng.uniform(0.03, 0.06), "fail"
+            findings.append(finding(
+                "SILENT_FALLBACK", "warning",
+                f"socket: suspected fallback, identity not read and {busbw:.3f} GB/s busbw at "
+                f"{GATE_BYTES} bytes vs baseline {BASELINE} GB/s ({busbw / BASELINE * 100:.1f}%)"
+                " is in a slower transport class's band", [0], ["vm-a"],
+                "Check which network the transport used.", {"busbw_gbps": busbw}))
+        elif frac >= 0.85:
+            busbw = rng.gauss(0.40 if frac < 0.93 else 0.15, 0.02)
+            ratio = busbw / BASELINE
+            hard = ratio < FAIL_RATIO
+            verdict = "fail" if hard else "degraded" if ratio < DEGRADED_RATIO else "pass"
+            if verdict != "pass":
+                findings.append(finding(
+                    "BANDWIDTH_REGRESSION", "error" if hard else "warning",
+                    f"socket: {busbw:.3f} GB/s busbw at {GATE_BYTES} bytes vs baseline "
+                    f"{BASELINE} GB/s ({ratio * 100:.1f}%), below the "
+                    f"{'fail' if hard else 'degraded'} threshold "
+                    f"{(FAIL_RATIO if hard else DEGRADED_RATIO) * 100:.0f}%", [], hosts,
+                    "Compare with the last passing run; look for a shaped link or a busy NIC.",
+                    {"busbw_gbps": busbw, "baseline_gbps": BASELINE, "ratio": ratio}))
+        if hostile and i == n - 1:
+            findings.append(finding("STRAGGLER", "warning", "<script>alert(1)</script>", [1],
+                                    ["<img src=x onerror=alert(2)>"], "hostile text"))
+        counts[verdict] += 1
+        if any(f["code"] in ("BANDWIDTH_REGRESSION", "SILENT_FALLBACK") for f in findings):
+            regressions.append(run_id_at(t, i))
+        docs.append(vary(prepared, i, t, busbw, verdict, findings, hosts))
+    return docs, {"counts": counts, "regressions": regressions}
+
+
+def write_all(docs, directory):
+    os.makedirs(directory, exist_ok=True)
+    paths = []
+    for d in docs:
+        p = os.path.join(directory, d["run_id"] + ".json")
+        with open(p, "w") as f:
+            json.dump(d, f, separators=(",", ":"))
+        paths.append(p)
+    return paths
+
+
+def validate(docs):
+    """Validates docs against results/verdict.schema.json with python3-jsonschema; returns the
+    number validated, or None when jsonschema is absent."""
+    try:
+        import jsonschema
+    except ImportError:
+        return None
+    with open(SCHEMA) as f:
+        schema = json.load(f)
+    cls = jsonschema.validators.validator_for(schema)
+    v = cls(schema)
+    for d in docs:
+        errors = sorted(v.iter_errors(d), key=lambda e: list(e.path))
+        if errors:
+            raise ValueError(f"{d['run_id']}: {errors[0].message} at {list(errors[0].path)}")
+    return len(docs)

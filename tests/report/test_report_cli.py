@@ -1,0 +1,111 @@
+#!/usr/bin/python3
+"""`ncclsmoke report` end to end, without a browser: a history imported from generated verdicts
+(made from a real launch), the HTML and Markdown it writes, Markdown on stdout, the empty window,
+and the usage errors (missing/corrupt history, bad --since, unwritable output: one line, exit 2).
+
+    /usr/bin/python3 tests/report/test_report_cli.py --binary build/ncclsmoke
+"""
+
+import argparse
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report_fixture import build_history, run  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
+
+
+def usage_error(p, must_name, what):
+    lines = [l for l in p.stderr.splitlines() if l.strip()]
+    check(p.returncode == 2, f"{what}: exit 2 (got {p.returncode})")
+    check(len(lines) == 1 and must_name in lines[0],
+          f"{what}: one stderr line naming {must_name!r} (got {p.stderr!r})")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    args = ap.parse_args()
+    b = args.binary
+    work = tempfile.mkdtemp(prefix="ncclsmoke-report-cli-")
+    try:
+        db, exp = build_history(b, work, n=80)
+        html, md = os.path.join(work, "report.html"), os.path.join(work, "report.md")
+        p = run([b, "report", "--history", db, "--since", "14d", "--html", html,
+                 "--markdown", md, "--title", "CI <loopback> report"])
+        check(p.returncode == 0, f"report exits 0 (got {p.returncode}: {p.stderr.strip()})")
+        page = open(html, encoding="utf-8").read()
+        text = open(md, encoding="utf-8").read()
+        nreg = len(exp["regressions"])
+        check(nreg > 0, f"the scenario has regressions ({nreg})")
+        listed = page.count('<li class="regression"')
+        check(listed == nreg, f"every regression listed ({listed} of {nreg})")
+        first = page.find('<li class="regression" data-run="')
+        check(first >= 0 and page[first:].startswith(
+              f'<li class="regression" data-run="{exp["regressions"][-1]}"'),
+              "the newest regression comes first")
+        check(page.find('id="regressions"') < page.find('class="busbw-chart"'),
+              "regressions come before the charts")
+        check(re.search(r'<svg class="busbw-chart"[^>]*data-transport="socket"', page) is not None,
+              "a socket busbw chart")
+        check("&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page,
+              "the hostile finding message is escaped")
+        check("CI &lt;loopback&gt; report" in page, "the title is escaped")
+        check(page.count('<tr class="finding') >= nreg, "the findings table has rows")
+        c = exp["counts"]
+        check(f"Runs: {exp['n']}" in text, "Markdown: run count")
+        check(f"pass {c['pass']} \u00b7 degraded {c['degraded']} \u00b7 fail {c['fail']}" in text,
+              f"Markdown: counts by verdict {c}")
+        check(f"Regressions ({nreg}, newest first)" in text, "Markdown: regressions")
+        check("socket on ci-loopback:" in text and "of baseline 0.74" in text,
+              "Markdown: latest per (profile, transport) with its ratio")
+
+        p = run([b, "report", "--history", db])
+        check(p.returncode == 0 and p.stdout.startswith("**ncclsmoke regression report**"),
+              "no --html/--markdown: Markdown on stdout")
+
+        empty = os.path.join(work, "empty.html")
+        p = run([b, "report", "--history", db, "--since", "2099-01-01T00:00:00Z", "--html", empty])
+        check(p.returncode == 0, f"empty window exits 0 (got {p.returncode}: {p.stderr.strip()})")
+        check(os.path.exists(empty) and "No runs since 2099-01-01 00:00 UTC" in
+              open(empty).read(), "empty window: 'No runs since ...'")
+        p = run([b, "report", "--history", db, "--profile", "no-such-profile"])
+        check(p.returncode == 0 and "No runs since" in p.stdout, "unknown profile: empty window")
+        p = run([b, "report", "--history", db, "--profile", "ci-loopback", "--since", "30d"])
+        check(p.returncode == 0 and f"Runs: {exp['n']}" in p.stdout, "--profile ci-loopback")
+
+        missing = os.path.join(work, "nope.db")
+        usage_error(run([b, "report", "--history", missing]), missing, "missing history")
+        check(not os.path.exists(missing), "a missing history is not created")
+        corrupt = os.path.join(work, "corrupt.db")
+        with open(corrupt, "wb") as f:
+            f.write(b"this is not a database" * 200)
+        usage_error(run([b, "report", "--history", corrupt]), corrupt, "corrupt history")
+        usage_error(run([b, "report", "--history", db, "--since", "yesterday-ish"]), "--since",
+                    "bad --since")
+        usage_error(run([b, "report", "--history", db, "--html",
+                         os.path.join(work, "no", "such", "dir", "r.html")]), "--html",
+                    "unwritable --html")
+        p = run([b, "report", "--since", "14d"])
+        check(p.returncode == 2 and "--history" in p.stderr, "--history is required")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
