@@ -7,6 +7,11 @@
 // is harmless). Local verdicts (one rank's view) are skipped with a note: the history holds one
 // record per run, the global verdict rank 0 writes.
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -66,63 +71,145 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
   return files;
 }
 
+// One input file, read and checked by a worker thread; the main thread stores it.
+struct Parsed {
+  enum State { pending, ok, local, bad };
+  State state = pending;
+  results::Verdict verdict;
+  std::string text;     // the file's bytes, stored verbatim
+  std::string problem;  // for `bad`
+};
+
+void parse_file(const std::string& path, Parsed& out) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    out.problem = path + ": cannot read (" + std::strerror(errno) + ")";
+    out.state = Parsed::bad;
+    return;
+  }
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  out.text.resize(size > 0 ? static_cast<size_t>(size) : 0);
+  in.read(out.text.data(), static_cast<std::streamsize>(out.text.size()));
+  auto doc = nlohmann::json::parse(out.text, nullptr, false);
+  if (doc.is_discarded()) {
+    out.problem = path + ": not JSON";
+    out.state = Parsed::bad;
+    return;
+  }
+  try {
+    out.verdict = results::verdict_from_json(doc);
+    out.state = out.verdict.scope == "global" ? Parsed::ok : Parsed::local;
+  } catch (const results::VerdictFormatError& e) {
+    std::string first = e.problems().empty() ? e.what() : e.problems().front();
+    out.problem = path + ": not a verdict: " + first +
+                  (e.problems().size() > 1
+                       ? " (+" + std::to_string(e.problems().size() - 1) + " more)"
+                       : "");
+    out.state = Parsed::bad;
+  }
+}
+
+struct ImportRejected {};
+
+// Workers parse and validate the files (the expensive part: JSON + schema) while this thread
+// stores them in file order inside one transaction; any bad file rolls the whole import back.
 int run_import(const ImportFlags& f) {
   std::vector<std::string> problems;
   std::vector<std::string> files = expand_inputs(f.inputs, problems);
-  std::vector<results::Verdict> verdicts;
-  verdicts.reserve(files.size());
+  if (!problems.empty()) {
+    for (const auto& p : problems) std::cerr << "ncclsmoke: error: history import: " << p << "\n";
+    return kExitUsage;
+  }
+  const size_t n = files.size();
+  std::vector<Parsed> parsed(n);
+  std::mutex mu;
+  std::condition_variable ready;
+  std::atomic<size_t> next_file{0};
+  std::atomic<bool> stop{false};
+  auto worker = [&] {
+    for (size_t i; !stop && (i = next_file++) < n;) {
+      Parsed p;
+      parse_file(files[i], p);
+      {
+        std::lock_guard lock(mu);
+        parsed[i] = std::move(p);
+      }
+      ready.notify_one();  // only the storing thread waits
+    }
+  };
+  unsigned threads = n < 32 ? 1 : std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+  auto join_all = [&] {
+    stop = true;
+    for (auto& t : pool)
+      if (t.joinable()) t.join();
+  };
+
+  std::error_code ec;
+  const bool existed = fs::exists(f.db, ec);
   int local_skipped = 0;
-  for (const auto& path : files) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      problems.push_back(path + ": cannot read (" + std::strerror(errno) + ")");
-      continue;
-    }
-    std::stringstream buf;
-    buf << in.rdbuf();
-    auto doc = nlohmann::json::parse(buf.str(), nullptr, false);
-    if (doc.is_discarded()) {
-      problems.push_back(path + ": not JSON");
-      continue;
-    }
-    try {
-      results::Verdict v = results::verdict_from_json(doc);
-      if (v.scope != "global") {
+  size_t i = 0;
+  results::Verdict current;
+  std::string current_text;
+  auto next = [&](const results::Verdict*& v, const std::string*& text) {
+    while (i < n) {
+      Parsed p;
+      {
+        std::unique_lock lock(mu);
+        ready.wait(lock, [&] { return parsed[i].state != Parsed::pending; });
+        p = std::move(parsed[i]);  // moved out: memory is released as the import proceeds
+      }
+      const std::string& path = files[i++];
+      if (p.state == Parsed::bad) {
+        problems.push_back(p.problem);
+        continue;
+      }
+      if (p.state == Parsed::local) {
         ++local_skipped;
         if (!f.quiet)
-          std::cerr << "ncclsmoke history: skipping " << path << ": rank " << v.reporting_rank
+          std::cerr << "ncclsmoke history: skipping " << path << ": rank "
+                    << p.verdict.reporting_rank
                     << "'s local verdict (import the global verdict.json rank 0 writes)\n";
         continue;
       }
-      verdicts.push_back(std::move(v));
-    } catch (const results::VerdictFormatError& e) {
-      std::string first = e.problems().empty() ? e.what() : e.problems().front();
-      problems.push_back(path + ": not a verdict: " + first +
-                         (e.problems().size() > 1
-                              ? " (+" + std::to_string(e.problems().size() - 1) + " more)"
-                              : ""));
+      if (!problems.empty()) continue;  // already rejected: keep reading only to name them all
+      current = std::move(p.verdict);
+      current_text = std::move(p.text);
+      v = &current;
+      text = &current_text;
+      return true;
     }
-  }
-  if (!problems.empty()) {
-    for (const auto& p : problems) std::cerr << "ncclsmoke: error: history import: " << p << "\n";
-    std::cerr << "ncclsmoke: error: history import: nothing stored (" << problems.size()
-              << " bad input" << (problems.size() == 1 ? "" : "s") << " of " << files.size()
-              << "); fix or leave them out and run again\n";
-    return kExitUsage;
-  }
+    if (!problems.empty()) throw ImportRejected{};
+    return false;
+  };
+
+  int code = 0;
   try {
     History h(f.db, true);
-    auto r = h.add_many(verdicts, "import");
+    auto r = h.add_stream(next, "import");
     if (!f.quiet)
       std::cout << "history " << f.db << ": " << r.added << " run" << (r.added == 1 ? "" : "s")
                 << " added, " << r.duplicates << " already stored"
                 << (local_skipped ? ", " + std::to_string(local_skipped) + " local skipped" : "")
                 << "; " << h.count_runs() << " in total\n";
+  } catch (const ImportRejected&) {
+    for (const auto& p : problems) std::cerr << "ncclsmoke: error: history import: " << p << "\n";
+    std::cerr << "ncclsmoke: error: history import: nothing stored (" << problems.size()
+              << " bad input" << (problems.size() == 1 ? "" : "s") << " of " << n
+              << "); fix or leave them out and run again\n";
+    code = kExitUsage;
   } catch (const HistoryError& e) {
     std::cerr << "ncclsmoke: error: history import: " << e.what() << "\n";
-    return kExitFail;
+    code = kExitFail;
   }
-  return 0;
+  join_all();
+  if (code != 0 && !existed) {  // a rejected first import leaves no empty database behind
+    for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(f.db + suffix, ec);
+  }
+  return code;
 }
 
 std::string fmt_gbps(double v) {

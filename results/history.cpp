@@ -73,6 +73,11 @@ class Stmt {
     check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
     return *this;
   }
+  // The text must outlive step(): no copy (the verdict JSON is the largest value by far).
+  Stmt& bind_static(int i, const std::string& v) {
+    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
+    return *this;
+  }
   Stmt& bind(int i, double v) {
     // NaN is stored as NULL ("not measured"), and read back as NaN.
     check(std::isnan(v) ? sqlite3_bind_null(s_, i) : sqlite3_bind_double(s_, i, v));
@@ -387,74 +392,103 @@ void History::exec(const char* sql) const {
   }
 }
 
-AddResult History::add_locked(const Verdict& v, const std::string& source) {
+namespace {
+
+// The statements one import uses, prepared once per transaction instead of once per run.
+struct Inserts {
+  Inserts(sqlite3* db, const std::string& path)
+      : exists(db, "SELECT 1 FROM runs WHERE run_id = ?", path),
+        run(db,
+            "INSERT INTO runs (run_id, started_at, started_unix, duration_s, verdict, exit_code, "
+            "world_size, profile, tool_version, hosts, source, verdict_json) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            path),
+        gate(db,
+             "INSERT INTO gates (run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, "
+             "degraded_ratio, fail_ratio, synthetic, identity) VALUES (?,?,?,?,?,?,?,?,?)",
+             path),
+        finding(db,
+                "INSERT INTO findings (run_id, code, severity, layer, message, ranks, hosts) "
+                "VALUES (?,?,?,?,?,?,?)",
+                path) {}
+  Stmt exists, run, gate, finding;
+};
+
+AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
+                  const std::string& source, const std::string* json_text) {
   AddResult r;
-  if (v.run_id.empty()) throw HistoryError("history " + path_ + ": verdict has no run_id");
-  {
-    Stmt s(db_, "SELECT 1 FROM runs WHERE run_id = ?", path_);
-    s.bind(1, v.run_id);
-    if (s.step()) {
-      r.duplicates = 1;
-      return r;
-    }
+  if (v.run_id.empty()) throw HistoryError("history " + path + ": verdict has no run_id");
+  ins.exists.bind(1, v.run_id);
+  bool stored = ins.exists.step();
+  ins.exists.reset();
+  if (stored) {
+    r.duplicates = 1;
+    return r;
   }
   double started;
   try {
     started = parse_rfc3339(v.started_at);
   } catch (const std::invalid_argument& e) {
-    throw HistoryError("history " + path_ + ": run " + v.run_id + ": started_at: " + e.what());
+    throw HistoryError("history " + path + ": run " + v.run_id + ": started_at: " + e.what());
   }
-  {
-    Stmt s(db_,
-           "INSERT INTO runs (run_id, started_at, started_unix, duration_s, verdict, exit_code, "
-           "world_size, profile, tool_version, hosts, source, verdict_json) "
-           "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-           path_);
-    s.bind(1, v.run_id).bind(2, v.started_at).bind(3, started).bind(4, v.duration_s);
-    s.bind(5, v.verdict).bind(6, v.exit_code).bind(7, v.world.size).bind(8, profile_of(v));
-    s.bind(9, v.tool.version).bind(10, string_array(hosts_of(v)).dump()).bind(11, source);
-    s.bind(12, to_json(v).dump());
-    s.step();
+  std::string text = json_text ? std::string() : to_json(v).dump();
+  Stmt& s = ins.run;
+  s.bind(1, v.run_id).bind(2, v.started_at).bind(3, started).bind(4, v.duration_s);
+  s.bind(5, v.verdict).bind(6, v.exit_code).bind(7, v.world.size).bind(8, profile_of(v));
+  s.bind(9, v.tool.version).bind(10, string_array(hosts_of(v)).dump()).bind(11, source);
+  s.bind_static(12, json_text ? *json_text : text);
+  s.step();
+  s.reset();
+  for (const auto& g : gates_of(v)) {
+    Stmt& gs = ins.gate;
+    gs.bind(1, v.run_id).bind(2, g.transport).bind(3, g.gate_bytes).bind(4, g.busbw_gbps);
+    gs.bind(5, g.baseline_gbps).bind(6, g.degraded_ratio).bind(7, g.fail_ratio);
+    gs.bind(8, g.synthetic ? 1 : 0).bind(9, g.identity);
+    gs.step();
+    gs.reset();
   }
-  {
-    Stmt s(db_,
-           "INSERT INTO gates (run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, "
-           "degraded_ratio, fail_ratio, synthetic, identity) VALUES (?,?,?,?,?,?,?,?,?)",
-           path_);
-    for (const auto& g : gates_of(v)) {
-      s.bind(1, v.run_id).bind(2, g.transport).bind(3, g.gate_bytes).bind(4, g.busbw_gbps);
-      s.bind(5, g.baseline_gbps).bind(6, g.degraded_ratio).bind(7, g.fail_ratio);
-      s.bind(8, g.synthetic ? 1 : 0).bind(9, g.identity);
-      s.step();
-      s.reset();
-    }
-  }
-  {
-    Stmt s(db_,
-           "INSERT INTO findings (run_id, code, severity, layer, message, ranks, hosts) "
-           "VALUES (?,?,?,?,?,?,?)",
-           path_);
-    for (const auto& f : v.findings) {
-      s.bind(1, v.run_id).bind(2, f.code).bind(3, f.severity).bind(4, f.layer);
-      s.bind(5, f.message).bind(6, json(f.ranks).dump()).bind(7, string_array(f.hosts).dump());
-      s.step();
-      s.reset();
-    }
+  for (const auto& f : v.findings) {
+    Stmt& fs = ins.finding;
+    fs.bind(1, v.run_id).bind(2, f.code).bind(3, f.severity).bind(4, f.layer);
+    fs.bind(5, f.message).bind(6, json(f.ranks).dump()).bind(7, string_array(f.hosts).dump());
+    fs.step();
+    fs.reset();
   }
   r.added = 1;
   return r;
 }
 
+}  // namespace
+
 AddResult History::add(const Verdict& v, const std::string& source) {
   return add_many({v}, source);
 }
 
-AddResult History::add_many(const std::vector<Verdict>& vs, const std::string& source) {
+AddResult History::add_many(const std::vector<Verdict>& vs, const std::string& source,
+                            const std::vector<std::string>* json_texts) {
+  if (json_texts && json_texts->size() != vs.size())
+    throw std::invalid_argument("History::add_many: json_texts and verdicts differ in length");
+  size_t i = 0;
+  return add_stream(
+      [&](const Verdict*& v, const std::string*& text) {
+        if (i == vs.size()) return false;
+        v = &vs[i];
+        text = json_texts ? &(*json_texts)[i] : nullptr;
+        ++i;
+        return true;
+      },
+      source);
+}
+
+AddResult History::add_stream(const NextVerdict& next, const std::string& source) {
   AddResult total;
   exec("BEGIN IMMEDIATE");
   try {
-    for (const auto& v : vs) {
-      AddResult r = add_locked(v, source);
+    Inserts ins(db_, path_);
+    const Verdict* v = nullptr;
+    const std::string* text = nullptr;
+    while (next(v, text)) {
+      AddResult r = add_one(ins, path_, *v, source, text);
       total.added += r.added;
       total.duplicates += r.duplicates;
     }

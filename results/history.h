@@ -18,6 +18,7 @@
 //         synthetic, identity)  -- one row per transport measured: the number the judge compares
 //   findings(run_id, code, severity, layer, message, ranks, hosts)
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -121,8 +122,17 @@ class History {
 
   // Stores a verdict (normally scope "global"). `source` as in HistoryRun::source.
   AddResult add(const Verdict& v, const std::string& source);
-  // All in one transaction: all are stored, or (on error) none.
-  AddResult add_many(const std::vector<Verdict>& vs, const std::string& source);
+  // All in one transaction: all are stored, or (on error) none. `json_texts` (same length as vs,
+  // or nullptr): each verdict's original JSON text, stored verbatim instead of re-serialised
+  // (an import keeps the file's own bytes, and saves the serialisation).
+  AddResult add_many(const std::vector<Verdict>& vs, const std::string& source,
+                     const std::vector<std::string>* json_texts = nullptr);
+
+  // Streaming add_many: calls `next` until it returns false, storing each verdict it yields
+  // (json_text may be null), all in one transaction. If `next` or an insert throws, nothing is
+  // stored and the exception propagates. Lets an import insert while other threads still parse.
+  using NextVerdict = std::function<bool(const Verdict*& v, const std::string*& json_text)>;
+  AddResult add_stream(const NextVerdict& next, const std::string& source);
 
   std::int64_t count_runs() const;
   std::vector<HistoryRun> runs(const HistoryQuery& q) const;     // oldest first
@@ -133,7 +143,6 @@ class History {
 
  private:
   void exec(const char* sql) const;
-  AddResult add_locked(const Verdict& v, const std::string& source);
   std::string path_;
   sqlite3* db_ = nullptr;
 };

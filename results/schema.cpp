@@ -210,7 +210,9 @@ const std::string& verdict_schema_text() {
 
 std::vector<std::string> validate_verdict_json(const json& doc) {
   const Compiled& c = compiled();
-  valijson::Validator validator(valijson::Validator::kStrongTypes);
+  // One validator per thread, kept: it caches the compiled std::regex of each "pattern", which
+  // would otherwise be rebuilt for every document (the most expensive part of validating).
+  thread_local valijson::Validator validator(valijson::Validator::kStrongTypes);
   valijson::ValidationResults results;
   valijson::adapters::NlohmannJsonAdapter adapter(doc);
   std::vector<std::string> out;
