@@ -27,14 +27,12 @@ Exit status: 0 all passed, 1 something failed, 77 nothing failed but something w
 The last line of the output is "N passed, M failed".
 """
 
-import argparse
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
-import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -303,45 +301,11 @@ class JudgingOnHosts(suite.NamespaceCase):
 
 
 def main():
-    global BINARY
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--binary", required=True, help="path of the ncclsmoke executable")
-    ap.add_argument("-k", dest="pattern", action="append", help="only tests matching this")
-    ap.add_argument("--keep", action="store_true", help="keep each test's directory")
-    args = ap.parse_args()
-    BINARY = os.path.abspath(args.binary)
-    suite.KEEP = args.keep
-    netns.exit_on_sigterm()
-    if not os.access(BINARY, os.X_OK):
-        print(f"not executable: {BINARY}\n0 passed, 1 failed")
-        return 1
+    def on_binary(path):
+        global BINARY
+        BINARY = path
 
-    loader = unittest.TestLoader()
-    if args.pattern:
-        loader.testNamePatterns = [f"*{p}*" for p in args.pattern]
-    tests = loader.loadTestsFromTestCase(JudgingOnHosts)
-    t0 = time.monotonic()
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                     resultclass=suite.CountingResult).run(tests)
-    total = time.monotonic() - t0
-
-    if FIGURES:
-        print("\nfigures:")
-        for line in FIGURES:
-            print(f"  {line}")
-    print("\ntest times:")
-    for name, secs in suite.TIMES:
-        print(f"  {name:48s} {secs:6.1f}s")
-    print(f"  {'total':48s} {total:6.1f}s")
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    skipped = len(result.skipped)
-    if skipped:
-        print(f"{skipped} skipped: " + "; ".join(sorted({why for _, why in result.skipped})))
-    print(f"{result.passed} passed, {failed} failed")
-    if failed:
-        return 1
-    return 77 if skipped else 0
-
+    return suite.main([JudgingOnHosts], __doc__, on_binary, FIGURES)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -11,7 +11,6 @@ Exit status: 0 all passed, 1 something failed, 77 nothing failed but something w
 The last line of the output is "N passed, M failed".
 """
 
-import argparse
 import glob
 import os
 import shutil
@@ -391,51 +390,19 @@ def transports_off(binary):
 
 
 def main():
-    global BINARY
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--binary", required=True, help="path of the ncclsmoke executable")
-    ap.add_argument("-k", dest="pattern", action="append", help="only tests matching this")
-    ap.add_argument("--keep", action="store_true", help="keep each scenario's directory")
-    args = ap.parse_args()
-    BINARY = os.path.abspath(args.binary)
-    netns.exit_on_sigterm()
-    global EXTRA_RUN_ARGS
-    EXTRA_RUN_ARGS = transports_off(BINARY)
-    suite.KEEP = args.keep
-    if not os.access(BINARY, os.X_OK):
-        print(f"not executable: {BINARY}\n0 passed, 1 failed")
-        return 1
+    def on_binary(path):
+        global BINARY, EXTRA_RUN_ARGS
+        BINARY = path
+        EXTRA_RUN_ARGS = transports_off(BINARY)
 
-    loader = unittest.TestLoader()
-    if args.pattern:
-        loader.testNamePatterns = [f"*{p}*" for p in args.pattern]
-    tests = unittest.TestSuite()
-    tests.addTests(loader.loadTestsFromTestCase(MultiHostFaults))
-    tests.addTests(loader.loadTestsFromTestCase(ConfigFaults))
-    t0 = time.monotonic()
-    result = unittest.TextTestRunner(stream=sys.stdout, verbosity=2,
-                                     resultclass=suite.CountingResult).run(tests)
-    total = time.monotonic() - t0
+    def report():
+        if GOALS:
+            print("goal check (issue: each fault classified within its phase deadline + 2 s):")
+            for name, what, got, bound in GOALS:
+                print(f"  {name:36s} {what:28s} {got:6.2f}s <= {bound:5.1f}s  "
+                      f"{'ok' if got <= bound else 'MISSED'}")
 
-    print("\nscenario times:")
-    for name, secs in suite.TIMES:
-        print(f"  {name:45s} {secs:6.2f}s")
-    print(f"  {'total':45s} {total:6.2f}s")
-    if GOALS:
-        print("goal check (issue: each fault classified within its phase deadline + 2 s):")
-        for name, what, got, bound in GOALS:
-            print(f"  {name:36s} {what:28s} {got:6.2f}s <= {bound:5.1f}s  "
-                  f"{'ok' if got <= bound else 'MISSED'}")
-    failed = len(result.failures) + len(result.errors) + len(result.unexpectedSuccesses)
-    skipped = len(result.skipped)
-    passed = result.passed
-    if skipped:
-        print(f"{skipped} skipped: " + "; ".join(sorted({why for _, why in result.skipped})))
-    print(f"{passed} passed, {failed} failed")
-    if failed:
-        return 1
-    return 77 if skipped else 0
-
+    return suite.main([MultiHostFaults, ConfigFaults], __doc__, on_binary, report=report)
 
 if __name__ == "__main__":
     sys.exit(main())
