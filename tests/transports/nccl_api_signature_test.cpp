@@ -57,6 +57,7 @@ CHECK_SIG(cudaFree);
 CHECK_SIG(cudaMemcpy);
 CHECK_SIG(cudaStreamCreateWithFlags);
 CHECK_SIG(cudaStreamQuery);
+CHECK_SIG(cudaDeviceSynchronize);
 CHECK_SIG(cudaStreamDestroy);
 CHECK_SIG(cudaEventRecord);
 CHECK_SIG(cudaEventQuery);

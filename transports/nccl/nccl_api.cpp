@@ -109,6 +109,7 @@ std::optional<NcclApi> NcclApi::load(const std::string& cudart_path, const std::
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaMemcpy);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaStreamCreateWithFlags);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaStreamQuery);
+  NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaDeviceSynchronize);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaStreamDestroy);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaEventCreate);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaEventRecord);

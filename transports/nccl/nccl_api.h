@@ -77,6 +77,7 @@ using cudaFree_fn = cudaError_t (*)(void*);
 using cudaMemcpy_fn = cudaError_t (*)(void*, const void*, std::size_t, cudaMemcpyKind);
 using cudaStreamCreateWithFlags_fn = cudaError_t (*)(cudaStream_t*, unsigned int);
 using cudaStreamQuery_fn = cudaError_t (*)(cudaStream_t);
+using cudaDeviceSynchronize_fn = cudaError_t (*)();
 using cudaStreamDestroy_fn = cudaError_t (*)(cudaStream_t);
 using cudaEventCreate_fn = cudaError_t (*)(cudaEvent_t*);
 using cudaEventRecord_fn = cudaError_t (*)(cudaEvent_t, cudaStream_t);
@@ -114,6 +115,7 @@ struct NcclApi {
   cudaMemcpy_fn cudaMemcpy = nullptr;
   cudaStreamCreateWithFlags_fn cudaStreamCreateWithFlags = nullptr;
   cudaStreamQuery_fn cudaStreamQuery = nullptr;
+  cudaDeviceSynchronize_fn cudaDeviceSynchronize = nullptr;
   cudaStreamDestroy_fn cudaStreamDestroy = nullptr;
   cudaEventCreate_fn cudaEventCreate = nullptr;
   cudaEventRecord_fn cudaEventRecord = nullptr;

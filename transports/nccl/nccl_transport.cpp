@@ -86,6 +86,8 @@ class NcclTransportImpl final : public NcclTransport {
     world_ = ctx.world_size;
     host_ = ctx.host_of(ctx.rank);
     where_ = "rank " + std::to_string(rank_) + " (" + host_ + ")";
+    healthy_ = true;  // a transport object may be opened again after close()
+    failure_.clear();
     read_options(ctx);
     load_and_pick_device(ctx);
     prepare_environment();
@@ -231,6 +233,12 @@ class NcclTransportImpl final : public NcclTransport {
     check_loaded();
     cudaError_t e = api_->cudaMemcpy(buffer, host, bytes, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) cuda_fail("cudaMemcpy host to device", e);
+    // From pageable memory cudaMemcpy may return before the DMA into the device buffer is done,
+    // and the collectives run on a non-blocking stream that does not wait for the legacy default
+    // stream: without this, NCCL could read a half-filled buffer and the data check would blame
+    // the network.
+    e = api_->cudaDeviceSynchronize();
+    if (e != cudaSuccess) cuda_fail("cudaDeviceSynchronize after the host-to-device copy", e);
   }
 
   void copy_out(void* host, const void* buffer, std::size_t bytes) override {
