@@ -30,6 +30,8 @@
 #   NCCLSMOKE_PUSHGATEWAY    http(s)://host:port of a Pushgateway; optional
 #   NCCLSMOKE_TEXTFILE_DIR   node-exporter textfile directory; optional
 #   NCCLSMOKE_HISTORY        SQLite run history; optional
+#   NCCLSMOKE_HISTORY_KEEP   with NCCLSMOKE_HISTORY: after publishing, remove runs older than
+#                            this (e.g. 90d, 12w); optional. A failed prune is only a warning.
 #   NCCLSMOKE_FAIL_ON        verdicts that fail the pod: a list of fail, degraded, inconclusive
 #                            (default: all three: fail closed), or none; passed to publish
 #   NCCLSMOKE_DRY_RUN        1: print the commands instead of running them
@@ -151,6 +153,13 @@ if [ "$index" -eq 0 ] && [ "$publish" = 1 ]; then
   word NCCLSMOKE_PUSHGATEWAY "a Pushgateway URL"
   word NCCLSMOKE_TEXTFILE_DIR "a directory"
   word NCCLSMOKE_HISTORY "a file path"
+  case ${NCCLSMOKE_HISTORY_KEEP-} in
+    '') ;;
+    *[!0-9dhw]* | [dhw]* | *[0-9] | *[dhw]*[dhw]*) usage "NCCLSMOKE_HISTORY_KEEP is '$NCCLSMOKE_HISTORY_KEEP', not a duration like 90d, 12w or 720h" ;;
+  esac
+  if [ -n "${NCCLSMOKE_HISTORY_KEEP-}" ] && [ -z "${NCCLSMOKE_HISTORY-}" ]; then
+    usage "NCCLSMOKE_HISTORY_KEEP is set but NCCLSMOKE_HISTORY is not: there is no history to prune"
+  fi
 fi
 dry=${NCCLSMOKE_DRY_RUN:-0}
 case $dry in 0 | 1) ;; *) usage "NCCLSMOKE_DRY_RUN is '$dry', not 0 or 1" ;; esac
@@ -249,11 +258,20 @@ set -- ncclsmoke publish "$verdict" --job "$metrics_job" --cluster "$cluster" --
 [ -n "${NCCLSMOKE_PUSHGATEWAY-}" ] && set -- "$@" --pushgateway "$NCCLSMOKE_PUSHGATEWAY"
 [ -n "${NCCLSMOKE_TEXTFILE_DIR-}" ] && set -- "$@" --textfile "$NCCLSMOKE_TEXTFILE_DIR"
 [ -n "${NCCLSMOKE_HISTORY-}" ] && set -- "$@" --history "$NCCLSMOKE_HISTORY"
+prune=""
+[ -n "${NCCLSMOKE_HISTORY_KEEP-}" ] &&
+  prune="ncclsmoke history prune --history $NCCLSMOKE_HISTORY --older-than $NCCLSMOKE_HISTORY_KEEP"
 if [ "$dry" = 1 ]; then
   echo "$*"
+  [ -n "$prune" ] && echo "$prune"
   exit 0
 fi
 "$@"
 rc=$?
 say "publish exited $rc"
+if [ -n "$prune" ]; then
+  # Bounded history; never changes the Job's outcome.
+  ncclsmoke history prune --history "$NCCLSMOKE_HISTORY" --older-than "$NCCLSMOKE_HISTORY_KEEP" ||
+    say "warning: history prune exited $? (the run is published; the history is only larger)"
+fi
 exit "$rc"

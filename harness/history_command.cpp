@@ -1,5 +1,7 @@
 // `ncclsmoke history import --history DB VERDICT.json|DIR...` stores global verdicts in the run
-// history (results/history.h); `ncclsmoke history list --history DB` shows what is stored.
+// history (results/history.h); `ncclsmoke history list --history DB` shows what is stored;
+// `ncclsmoke history prune --history DB --older-than 90d` keeps it bounded (a CronJob every 30
+// minutes adds about 17,500 runs a year per cluster).
 //
 // Import is all-or-nothing: every file is read and validated first; if any is unreadable or not a
 // verdict, each bad file is named and nothing is stored (exit 2), so a retry after fixing the input
@@ -35,6 +37,12 @@ struct ImportFlags {
   std::string db;
   std::vector<std::string> inputs;
   bool quiet = false;
+};
+
+struct PruneFlags {
+  std::string db;
+  std::string older_than;
+  bool vacuum = false;
 };
 
 struct ListFlags {
@@ -282,6 +290,27 @@ int run_list(const ListFlags& f) {
   return 0;
 }
 
+int run_prune(const PruneFlags& f) {
+  double before = 0;
+  try {
+    before = results::parse_since(f.older_than, now_unix());
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ncclsmoke: error: --older-than: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  try {
+    History h(f.db, false);
+    auto removed = h.prune(before, f.vacuum);
+    std::cout << "history " << f.db << ": " << removed << " run" << (removed == 1 ? "" : "s")
+              << " older than " << f.older_than << " removed; " << h.count_runs() << " kept"
+              << (f.vacuum && removed ? " (file compacted)" : "") << "\n";
+  } catch (const HistoryError& e) {
+    std::cerr << "ncclsmoke: error: history prune: " << e.what() << "\n";
+    return kExitFail;
+  }
+  return 0;
+}
+
 }  // namespace
 
 void register_history_command(CLI::App& app, Action& action) {
@@ -299,6 +328,18 @@ void register_history_command(CLI::App& app, Action& action) {
       ->check(CLI::ExistingPath);
   ic->add_flag("--quiet", imp->quiet, "Print nothing on success");
   ic->callback([imp, &action] { action = [imp] { return run_import(*imp); }; });
+
+  auto pr = std::make_shared<PruneFlags>();
+  auto* pc = cmd->add_subcommand(
+      "prune", "Remove runs older than a time (their gates and findings with them), in one "
+               "transaction");
+  pc->add_option("--history", pr->db, "History file")->required()->check(CLI::ExistingFile);
+  pc->add_option("--older-than", pr->older_than,
+                 "Remove runs that started before this: 90d, 12w, or an RFC 3339 time")
+      ->required();
+  pc->add_flag("--vacuum", pr->vacuum, "Compact the file afterwards (rewrites it: needs as much "
+                                       "free disk again, briefly)");
+  pc->callback([pr, &action] { action = [pr] { return run_prune(*pr); }; });
 
   auto ls = std::make_shared<ListFlags>();
   auto* lc = cmd->add_subcommand("list", "Show stored runs, newest last");

@@ -500,6 +500,23 @@ AddResult History::add_stream(const NextVerdict& next, const std::string& source
   return total;
 }
 
+std::int64_t History::prune(double before_unix, bool vacuum) {
+  std::int64_t removed = 0;
+  exec("BEGIN IMMEDIATE");
+  try {
+    Stmt s(db_, "DELETE FROM runs WHERE started_unix < ?", path_);  // cascades to gates/findings
+    s.bind(1, before_unix);
+    s.step();
+    removed = sqlite3_changes64(db_);
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  if (vacuum && removed > 0) exec("VACUUM");
+  return removed;
+}
+
 std::int64_t History::count_runs() const {
   Stmt s(db_, "SELECT count(*) FROM runs", path_);
   return s.step() ? s.integer(0) : 0;

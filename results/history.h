@@ -134,6 +134,11 @@ class History {
   using NextVerdict = std::function<bool(const Verdict*& v, const std::string*& json_text)>;
   AddResult add_stream(const NextVerdict& next, const std::string& source);
 
+  // Removes the runs that started before `before_unix` (their gates and findings with them), in
+  // one transaction; returns how many. The file shrinks only after a VACUUM (vacuum = true), which
+  // rewrites it and briefly needs as much free disk again.
+  std::int64_t prune(double before_unix, bool vacuum);
+
   std::int64_t count_runs() const;
   std::vector<HistoryRun> runs(const HistoryQuery& q) const;     // oldest first
   std::vector<HistoryGate> gates(const HistoryQuery& q) const;   // oldest first

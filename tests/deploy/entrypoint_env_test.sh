@@ -73,6 +73,10 @@ refused NCCLSMOKE_PUSHGATEWAY "not an http:// or https:// URL" NCCLSMOKE_PUSHGAT
 refused NCCLSMOKE_FAIL_ON "not a comma list" NCCLSMOKE_FAIL_ON=fatal
 refused NCCLSMOKE_FAIL_ON "not a comma list" NCCLSMOKE_FAIL_ON=fail,,degraded
 refused NCCLSMOKE_DRY_RUN "not 0 or 1" NCCLSMOKE_DRY_RUN=true
+refused NCCLSMOKE_HISTORY_KEEP "not a duration" NCCLSMOKE_HISTORY=/h.db NCCLSMOKE_HISTORY_KEEP=90
+refused NCCLSMOKE_HISTORY_KEEP "not a duration" NCCLSMOKE_HISTORY=/h.db NCCLSMOKE_HISTORY_KEEP=9d9d
+refused NCCLSMOKE_HISTORY_KEEP "not a duration" NCCLSMOKE_HISTORY=/h.db "NCCLSMOKE_HISTORY_KEEP=90 d"
+refused NCCLSMOKE_HISTORY_KEEP "no history to prune" NCCLSMOKE_HISTORY_KEEP=90d
 
 # The commands a pod runs (dry run): <job>-0.<service>, ranks from the index, publish on index 0.
 expect_line() {
@@ -86,6 +90,8 @@ expect_line() {
 env -i "${good[@]}" NCCLSMOKE_TEXTFILE_DIR=/tf NCCLSMOKE_PUSHGATEWAY=http://pg:9091 sh "$entry" --iters 2 >"$tmp/stdout" 2>"$tmp/stderr"
 expect_line "ncclsmoke run --launcher flags --rank 0 --world-size 4 --local-rank 0 --master-addr ncclsmoke-29123456-0.ncclsmoke --master-port 29500 --node-name ip-10-1-2-3.ec2.internal --transports socket --out-dir $tmp/out --iters 2"
 expect_line "ncclsmoke publish $tmp/out/verdict.json --job ncclsmoke --cluster c1 --fail-on fail,degraded,inconclusive --pushgateway http://pg:9091 --textfile /tf"
+env -i "${good[@]}" NCCLSMOKE_HISTORY=/h/runs.db NCCLSMOKE_HISTORY_KEEP=90d sh "$entry" >"$tmp/stdout" 2>"$tmp/stderr"
+expect_line "ncclsmoke history prune --history /h/runs.db --older-than 90d"
 env -i "${good[@]}" JOB_COMPLETION_INDEX=1 NCCLSMOKE_PODS=2 NCCLSMOKE_RANKS_PER_POD=8 NCCLSMOKE_TRANSPORTS=nccl \
   NCCLSMOKE_NCCL_NET=Libfabric NCCLSMOKE_NCCL_POLICY=observe NCCLSMOKE_CLUSTER= MASTER_PORT=0029400 sh "$entry" >"$tmp/stdout" 2>"$tmp/stderr"
 expect_line "ncclsmoke run --launcher flags --rank 15 --world-size 16 --local-rank 7 --master-addr ncclsmoke-29123456-0.ncclsmoke --master-port 29400 --node-name ip-10-1-2-3.ec2.internal --transports nccl --out-dir $tmp/out --nccl-net Libfabric --nccl-policy observe --quiet"

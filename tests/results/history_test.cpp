@@ -153,6 +153,19 @@ TEST_F(HistoryTest, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   EXPECT_EQ(findings[1].hosts, std::vector<std::string>{"host-b"});
 }
 
+TEST_F(HistoryTest, PruneRemovesOldRunsWithTheirRows) {
+  History h(db_);
+  std::vector<Verdict> vs;
+  for (int m = 0; m < 6; ++m) vs.push_back(run_at(m, 1.0));
+  h.add_many(vs, "import");
+  EXPECT_EQ(h.prune(parse_rfc3339("2026-11-30T00:02:00Z"), true), 2);  // minutes 0 and 1
+  EXPECT_EQ(h.count_runs(), 4);
+  EXPECT_EQ(h.gates({}).size(), 4u);      // the cascade took their gate rows
+  EXPECT_EQ(h.findings({}).size(), 8u);   // and their findings
+  EXPECT_EQ(h.runs({}).front().run_id, vs[2].run_id);
+  EXPECT_EQ(h.prune(parse_rfc3339("2026-11-30T00:00:00Z"), false), 0);
+}
+
 TEST_F(HistoryTest, BatchIsAllOrNothing) {
   History h(db_);
   h.add(run_at(0, 1.0), "run");
