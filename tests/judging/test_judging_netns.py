@@ -32,14 +32,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "multihost"))
 import netns  # noqa: E402
 import suite  # noqa: E402
-from suite import codes, load_verdict  # noqa: E402
+from suite import codes  # noqa: E402
 
 BINARY = None
 FIGURES = []  # lines printed again at the end
@@ -101,58 +100,15 @@ def ncclsmoke(*args, timeout=60):
     return p
 
 
-class Run:
-    """One `ncclsmoke run` per host (rank r on host r), waited for with a bound; then the global
-    verdict (validated) and the gate number."""
+class Run(suite.RunOnHosts):
+    """suite.RunOnHosts (quiet, this suite's deadlines) that must end in a global verdict; then
+    the gate number and the band it was judged against."""
 
     def __init__(self, case, bed, name, port, args, timeout_s=150):
-        self.case, self.bed, self.name = case, bed, name
-        self.n = len(bed.hosts)
-        self.dir = os.path.join(case.tmp, name)
-        self.rc, self.global_ = {}, None
-        procs = {}
-        t0 = time.monotonic()
-        for h in bed.hosts:
-            out = os.path.join(self.dir, f"rank{h.index}")
-            os.makedirs(out, exist_ok=True)
-            argv = [BINARY, "run", "--launcher", "flags", "--rank", str(h.index), "--world-size",
-                    str(self.n), "--master-addr", bed.hosts[0].addr, "--master-port", str(port),
-                    "--timeout", str(timeout_s), "--out-dir", out, "--quiet"] + CONTROL + list(args)
-            procs[h.index] = h.start(argv, out)
-        deadline = t0 + timeout_s + 15
-        pending = dict(procs)
-        while pending and time.monotonic() < deadline:
-            for r, p in list(pending.items()):
-                if p.poll() is not None:
-                    self.rc[r] = p.returncode
-                    del pending[r]
-            time.sleep(0.05)
-        for r, p in pending.items():
-            bed.kill9(p)
-            p.wait(timeout=5)
-            self.rc[r] = "hung"
-        self.wall_s = time.monotonic() - t0
-        self.path = os.path.join(self.dir, "rank0", "verdict.json")
-        if os.path.exists(self.path):
-            self.global_ = load_verdict(self.path)
-        print(f"[{name}] {self.wall_s:.1f}s rc={self.rc} "
-              f"{self.global_['verdict'] if self.global_ else 'no global verdict'} "
-              f"{codes(self.global_) if self.global_ else ''}", flush=True)
-        if pending:
-            case.fail(f"{name}: ranks {sorted(pending)} still running after {timeout_s + 15}s "
-                      f"(logs in {self.dir})")
+        super().__init__(case, bed, name, BINARY, port, ["--quiet"] + CONTROL + list(args),
+                         timeout_s)
         if self.global_ is None:
             case.fail(f"{name}: rank 0 wrote no global verdict\n{self.logs(0)}")
-
-    def logs(self, rank):
-        text = ""
-        for ext in (".out", ".err"):
-            try:
-                with open(os.path.join(self.dir, f"rank{rank}{ext}"), errors="replace") as f:
-                    text += f.read()[-2000:]
-            except OSError:
-                pass
-        return text
 
     def verdict(self):
         return self.global_["verdict"]

@@ -3,6 +3,7 @@ base that times each test and removes (or keeps) its directory, and a result cla
 passes so each suite can end with "N passed, M failed"."""
 
 import argparse
+import glob
 import json
 import os
 import shutil
@@ -67,6 +68,73 @@ class CountingResult(unittest.TextTestResult):
     def addSuccess(self, test):
         super().addSuccess(test)
         self.passed += 1
+
+
+class RunOnHosts:
+    """One `ncclsmoke run` per host of `bed` (rank r on host r, rank 0's host the master), waited
+    for with a bound; then every verdict, validated: `local[rank]` and `global_` (rank 0's).
+    `args` follow the world flags (deadlines, transports ...). A rank still running after
+    timeout_s + 15 s is killed and fails the test."""
+
+    def __init__(self, case, bed, name, binary, port, args, timeout_s):
+        self.case, self.bed, self.name = case, bed, name
+        self.n = len(bed.hosts)
+        self.dir = os.path.join(case.tmp, name)
+        self.rc, self.elapsed, self.local = {}, {}, {}
+        self.global_ = None
+        procs = {}
+        t0 = time.monotonic()
+        for h in bed.hosts:
+            out = os.path.join(self.dir, f"rank{h.index}")
+            os.makedirs(out, exist_ok=True)
+            argv = [binary, "run", "--launcher", "flags", "--rank", str(h.index), "--world-size",
+                    str(self.n), "--master-addr", bed.hosts[0].addr, "--master-port", str(port),
+                    "--timeout", str(timeout_s), "--out-dir", out] + list(args)
+            procs[h.index] = h.start(argv, out)
+        deadline = t0 + timeout_s + 15
+        pending = dict(procs)
+        while pending and time.monotonic() < deadline:
+            for r, p in list(pending.items()):
+                rc = p.poll()
+                if rc is not None:
+                    self.rc[r] = rc
+                    self.elapsed[r] = time.monotonic() - p.started_at
+                    del pending[r]
+            time.sleep(0.05)
+        for r, p in pending.items():
+            bed.kill9(p)
+            p.wait(timeout=5)
+            self.rc[r] = "hung"
+        self.wall_s = time.monotonic() - t0
+        for path in sorted(glob.glob(os.path.join(self.dir, "rank*", "verdict.rank*.json"))):
+            rank = int(os.path.basename(path)[len("verdict.rank"):-len(".json")])
+            self.local[rank] = load_verdict(path)
+        self.path = os.path.join(self.dir, "rank0", "verdict.json")  # the global verdict
+        if os.path.exists(self.path):
+            self.global_ = load_verdict(self.path)
+        print(f"[{name}] {self.wall_s:.1f}s\n{self.describe()}", flush=True)
+        if pending:
+            case.fail(f"{name}: ranks {sorted(pending)} still running after {timeout_s + 15}s "
+                      f"(logs in {self.dir})")
+
+    def describe(self):
+        lines = [f"  rank {r}: rc={self.rc.get(r)} {self.elapsed.get(r, 0):.2f}s "
+                 f"{self.local.get(r, {}).get('verdict')} "
+                 f"{codes(self.local[r]) if r in self.local else '-'}" for r in sorted(self.rc)]
+        if self.global_:
+            lines.append(f"  global: {self.global_['verdict']} {codes(self.global_)}")
+        return "\n".join(lines)
+
+    def logs(self, rank):
+        """The tail of rank `rank`'s stdout and stderr."""
+        text = ""
+        for ext in (".out", ".err"):
+            try:
+                with open(os.path.join(self.dir, f"rank{rank}{ext}"), errors="replace") as f:
+                    text += f.read()[-2000:]
+            except OSError:
+                pass
+        return text
 
 
 def main(cases, doc, on_binary, figures=(), report=None):

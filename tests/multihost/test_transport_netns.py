@@ -21,19 +21,17 @@ Exit status: 0 all passed, 1 something failed, 77 nothing failed but something w
 The last line of the output is "N passed, M failed".
 """
 
-import glob
 import json
 import os
 import statistics
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import netns  # noqa: E402
 import suite  # noqa: E402
-from suite import codes, load_verdict  # noqa: E402
+from suite import codes  # noqa: E402
 
 BINARY = None
 FIGURES = []  # lines printed again at the end
@@ -48,68 +46,11 @@ SHAPE = dict(rate="200mbit", burst="32kbit", latency="400ms")
 
 
 
-class Run:
-    """One `ncclsmoke run` per host (rank r on host r), waited for with a bound; then the verdicts
-    (every one validated), the world rows and identities of the global one."""
+class Run(suite.RunOnHosts):
+    """suite.RunOnHosts with this suite's deadlines, and what the global verdict says."""
 
     def __init__(self, case, bed, name, port, transport_args, timeout_s):
-        self.case, self.bed, self.name = case, bed, name
-        self.dir = os.path.join(case.tmp, name)
-        self.rc, self.elapsed, self.local = {}, {}, {}
-        self.global_ = None
-        self.wall_s = 0.0
-        procs = {}
-        t0 = time.monotonic()
-        for h in bed.hosts:
-            out = os.path.join(self.dir, f"rank{h.index}")
-            os.makedirs(out, exist_ok=True)
-            argv = [BINARY, "run", "--launcher", "flags", "--rank", str(h.index), "--world-size",
-                    str(N), "--master-addr", bed.hosts[0].addr, "--master-port", str(port),
-                    "--timeout", str(timeout_s), "--out-dir", out] + CONTROL + list(transport_args)
-            procs[h.index] = h.start(argv, out)
-        deadline = t0 + timeout_s + 15
-        pending = dict(procs)
-        while pending and time.monotonic() < deadline:
-            for r, p in list(pending.items()):
-                rc = p.poll()
-                if rc is not None:
-                    self.rc[r] = rc
-                    self.elapsed[r] = time.monotonic() - p.started_at
-                    del pending[r]
-            time.sleep(0.05)
-        for r, p in pending.items():
-            bed.kill9(p)
-            p.wait(timeout=5)
-            self.rc[r] = "hung"
-        self.wall_s = time.monotonic() - t0
-        for path in sorted(glob.glob(os.path.join(self.dir, "rank*", "verdict.rank*.json"))):
-            rank = int(os.path.basename(path)[len("verdict.rank"):-len(".json")])
-            self.local[rank] = load_verdict(path)
-        g = os.path.join(self.dir, "rank0", "verdict.json")
-        if os.path.exists(g):
-            self.global_ = load_verdict(g)
-        print(f"[{name}] {self.wall_s:.1f}s\n{self.describe()}", flush=True)
-        if pending:
-            case.fail(f"{name}: ranks {sorted(pending)} still running after {timeout_s + 15}s "
-                      f"(logs in {self.dir})")
-
-    def describe(self):
-        lines = [f"  rank {r}: rc={self.rc.get(r)} {self.elapsed.get(r, 0):.2f}s "
-                 f"{self.local.get(r, {}).get('verdict')} "
-                 f"{codes(self.local[r]) if r in self.local else '-'}" for r in sorted(self.rc)]
-        if self.global_:
-            lines.append(f"  global: {self.global_['verdict']} {codes(self.global_)}")
-        return "\n".join(lines)
-
-    def logs(self, rank):
-        text = ""
-        for ext in (".out", ".err"):
-            try:
-                with open(os.path.join(self.dir, f"rank{rank}{ext}"), errors="replace") as f:
-                    text += f.read()[-2000:]
-            except OSError:
-                pass
-        return text
+        super().__init__(case, bed, name, BINARY, port, CONTROL + list(transport_args), timeout_s)
 
     # -- what the global verdict says -----------------------------------------------------------
     def world_rows(self, transport):
