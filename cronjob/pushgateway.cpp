@@ -1,5 +1,7 @@
 #include "cronjob/pushgateway.h"
 
+#include "rendezvous/deadline.h"
+
 #include <curl/curl.h>
 
 #include <algorithm>
@@ -83,11 +85,7 @@ std::string first_line(const std::string& body) {
 
 bool retryable_status(long status) { return status == 408 || status == 429 || status >= 500; }
 
-std::string fmt_s(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
+using rendezvous::seconds_text;
 
 }  // namespace
 
@@ -110,9 +108,9 @@ std::string grouping_url(const PushOptions& o) {
 std::string PushResult::describe() const {
   if (ok)
     return "pushed metrics to " + url + " (HTTP " + std::to_string(http_status) + ", attempt " +
-           std::to_string(attempts) + ", " + fmt_s(elapsed_s) + ")";
+           std::to_string(attempts) + ", " + seconds_text(elapsed_s) + ")";
   return "could not push metrics to " + url + " after " + std::to_string(attempts) + " attempt" +
-         (attempts == 1 ? "" : "s") + " in " + fmt_s(elapsed_s) + " (" + fmt_s(waited_s) +
+         (attempts == 1 ? "" : "s") + " in " + seconds_text(elapsed_s) + " (" + seconds_text(waited_s) +
          " waiting between attempts): " + error;
 }
 

@@ -25,11 +25,7 @@ Finding make(std::string code, std::string severity, std::string layer, std::vec
   return f;
 }
 
-std::string secs(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
+using rendezvous::seconds_text;
 
 std::string master(const World& w) {
   bool v6 = w.master_addr.find(':') != std::string::npos;
@@ -63,13 +59,13 @@ Finding connect_finding(const rendezvous::StoreError& e, const World& w, double 
   std::vector<int> ranks{w.rank};
   std::vector<std::string> hosts{w.hostname};
   std::string base = who(w) + " could not reach the store at " + master(w) + " within " +
-                     secs(waited_s);
+                     seconds_text(waited_s);
   Finding f;
   switch (e.error_class()) {
     case ErrorClass::dns:
       f = make("RENDEZVOUS_DNS", "error", "rendezvous", ranks, hosts,
                who(w) + " could not resolve MASTER_ADDR '" + w.master_addr + "' within " +
-                   secs(waited_s) + " (retried)",
+                   seconds_text(waited_s) + " (retried)",
                "Check the name: for a Kubernetes Indexed Job it is <job>-0.<headless service>; "
                "the Service needs publishNotReadyAddresses: true so rank 0's record exists "
                "before its pod is ready.");
@@ -122,7 +118,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const World&
   if (!j.missing.empty()) {
     out.push_back(make("RANKS_MISSING", "error", "rendezvous", j.missing, {},
                        std::to_string(j.missing.size()) + " of " + std::to_string(w.world_size) +
-                           " ranks never joined within " + secs(join_timeout_s) + ": rank" +
+                           " ranks never joined within " + seconds_text(join_timeout_s) + ": rank" +
                            (j.missing.size() > 1 ? "s " : " ") + join_ints(j.missing),
                        "Check that those pods/processes started (pending pods, crash loops, wrong "
                        "WORLD_SIZE), and that they reach MASTER_ADDR (their own verdicts say why)."));
@@ -146,7 +142,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const World&
   if (!j.roster_received && w.rank != 0) {
     out.push_back(make("RENDEZVOUS_LOST", "error", "rendezvous", {0}, {w.master_addr},
                        who(w) + " joined, but rank 0 never published who else joined within " +
-                           secs(j.waited_s),
+                           seconds_text(j.waited_s),
                        "Rank 0 died or hung during the join: check rank 0's pod and log."));
   }
   return out;

@@ -48,11 +48,6 @@ namespace fs = std::filesystem;
 
 Millis ms(double seconds) { return Millis(static_cast<long long>(seconds * 1000)); }
 
-std::string fmt_seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", s);
-  return buf;
-}
 
 // Set by SIGTERM/SIGINT; the run's watchdog thread turns it into a verdict (async-signal-safe:
 // the handler only stores).
@@ -654,7 +649,7 @@ class RunSession {
           "RUN_TERMINATED",
           "rank " + std::to_string(world_.rank) + " (host " + world_.hostname + ") was stopped by " +
               (sig == SIGTERM ? std::string("SIGTERM") : std::string("SIGINT")) + " after " +
-              fmt_seconds(seconds_since(start_)) + " s; last phase finished: " + phase,
+              seconds_text(seconds_since(start_)) + "; last phase finished: " + phase,
           {world_.rank}, {world_.hostname}));
       verdict_.duration_s = seconds_since(start_);
       results::apply_verdict(verdict_);

@@ -19,11 +19,7 @@ using results::Finding;
 using rendezvous::Clock;
 using rendezvous::Millis;
 
-std::string secs(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
+using rendezvous::seconds_text;
 
 results::TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
   results::TransportRow row;
@@ -64,13 +60,13 @@ Finding error_finding(const TransportError& e, const std::string& name,
       vars["interface"] = "see evidence";
       f = results::make_finding("TRANSPORT_INIT_FAILED",
                                 "transport " + name + " failed to initialise on " + who + " after " +
-                                    secs(waited_s) + ": " + e.what(),
+                                    seconds_text(waited_s) + ": " + e.what(),
                                 ranks, hosts, vars);
       break;
     case ErrorKind::timeout:
       f = results::make_finding("TRANSPORT_TIMEOUT",
                                 "transport " + name + " timed out on " + who + " after " +
-                                    secs(waited_s) + ": " + e.what(),
+                                    seconds_text(waited_s) + ": " + e.what(),
                                 ranks, hosts, vars);
       break;
     case ErrorKind::peer_lost:

@@ -31,11 +31,6 @@ constexpr std::size_t kMaxDistinct = 16;  // distinct (address, error) entries i
 constexpr Millis kAttemptCap{5000};    // one SYN exchange; the kernel retransmits within it
 constexpr Millis kFinalRoundMargin{20};  // time left for the last round before the deadline
 
-std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, s < 10 ? "%.2fs" : "%.1fs", s);
-  return buf;
-}
 
 struct Address {
   sockaddr_storage storage{};
@@ -418,7 +413,7 @@ Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
 
   report.attempts = log.kept();
   report.elapsed_s = seconds_since(start);
-  const std::string waited = seconds_text(report.elapsed_s);
+  const std::string waited = seconds_text_fine(report.elapsed_s);
   const std::size_t tcp_attempts = log.total() - static_cast<std::size_t>(report.dns_failures);
   if (tcp_attempts == 0) {
     throw StoreError(ErrorClass::dns,

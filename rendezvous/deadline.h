@@ -3,6 +3,8 @@
 // one, so a caller composes phase and run budgets by taking the earlier of two deadlines.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 namespace ncclsmoke::rendezvous {
 
@@ -25,6 +27,24 @@ inline Deadline earliest(Deadline a, Deadline b) { return std::min(a, b); }
 // Seconds since `start`, for error messages ("after 2.0s").
 inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// How long something waited, as every message writes it: "2.0s".
+inline std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+// The same with hundredths below 10 s ("0.25s"), for waits where tenths hide the difference
+// (connect attempts, store operations, socket ops).
+inline std::string seconds_text_fine(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, s < 10 ? "%.2fs" : "%.1fs", s);
+  return buf;
+}
+inline std::string seconds_text_fine(Millis m) {
+  return seconds_text_fine(static_cast<double>(m.count()) / 1000.0);
 }
 
 }  // namespace ncclsmoke::rendezvous

@@ -37,14 +37,6 @@ constexpr Millis kJoinPoll{10};              // torch's waitForWorkers polls eve
 // server has died meanwhile.
 constexpr Millis kAfterDeadlineGrace{1000};
 
-std::string secs(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, s < 10 ? "%.2fs" : "%.1fs", s);
-  return buf;
-}
-
-std::string secs(Millis m) { return secs(static_cast<double>(m.count()) / 1000.0); }
-
 int poll_ms(Deadline d) {
   return static_cast<int>(std::min<long long>(remaining(d).count() + 1, INT_MAX));
 }
@@ -114,7 +106,7 @@ struct TcpStore::Impl {
                         "connected to " + peer() + " but the server closed the connection during "
                         "the VALIDATE/PING handshake (" + std::to_string(handshake_resets) +
                             (handshake_resets == 1 ? " time" : " times") + " in " +
-                            secs(seconds_since(start)) +
+                            seconds_text_fine(seconds_since(start)) +
                             "): a torch <= 2.0 server does this, it needs the legacy dialect; "
                             "last error: " + last_reset + extra);
     };
@@ -169,7 +161,7 @@ struct TcpStore::Impl {
     } catch (const IoTimeout&) {
       throw StoreError(ErrorClass::timed_out,
                        "connected to " + peer() + " but the VALIDATE/PING handshake got no answer "
-                       "within " + secs(seconds_since(start)) +
+                       "within " + seconds_text_fine(seconds_since(start)) +
                            ": the server is not a modern (torch >= 2.1) TCPStore, or is stalled; "
                            "a torch <= 2.0 server needs the legacy dialect");
     }
@@ -195,7 +187,7 @@ struct TcpStore::Impl {
     ErrorClass cls = classify_errno(err);
     if (cls == ErrorClass::other) cls = ErrorClass::reset;
     throw StoreError(cls, std::string("connection to ") + peer() + " failed during " + op +
-                              on_keys(keys) + " after " + secs(seconds_since(start)) + ": " +
+                              on_keys(keys) + " after " + seconds_text_fine(seconds_since(start)) + ": " +
                               std::strerror(err));
   }
 
@@ -245,7 +237,7 @@ struct TcpStore::Impl {
         close_fd();
         throw StoreError(ErrorClass::reset, std::string("server closed the connection during ") +
                                                 op + on_keys(keys) + " (peer " + peer() +
-                                                ", after " + secs(seconds_since(start)) + ")" +
+                                                ", after " + seconds_text_fine(seconds_since(start)) + ")" +
                                                 closed_hint(req.op));
       }
       if (errno == EINTR) continue;
@@ -286,8 +278,8 @@ struct TcpStore::Impl {
       close_fd();
       throw StoreError(ErrorClass::timed_out,
                        std::string(op) + on_keys(keys) + " to " + peer() + " timed out after " +
-                           secs(seconds_since(start)) + " without a reply (op_timeout " +
-                           secs(opt.op_timeout) + "); the connection was closed and the next "
+                           seconds_text_fine(seconds_since(start)) + " without a reply (op_timeout " +
+                           seconds_text_fine(opt.op_timeout) + "); the connection was closed and the next "
                            "operation reconnects");
     }
   }
@@ -327,7 +319,7 @@ struct TcpStore::Impl {
       close_fd();
       throw StoreError(ErrorClass::timed_out, std::string(op) + on_keys(keys) + " to " +
                                                   peer() + " timed out after " +
-                                                  secs(seconds_since(start)));
+                                                  seconds_text_fine(seconds_since(start)));
     } catch (const StoreError& e) {
       if (e.error_class() != ErrorClass::reset) throw;
       throw StoreError(ErrorClass::invalid,
@@ -364,7 +356,7 @@ struct TcpStore::Impl {
     }
     if (missing_text.empty()) missing_text = "; awaited " + describe_keys(wire_keys(keys));
     throw StoreError(ErrorClass::timed_out,
-                     std::string(op) + " timed out after " + secs(waited) + " waiting for " +
+                     std::string(op) + " timed out after " + seconds_text_fine(waited) + " waiting for " +
                          std::to_string(keys.size()) + (keys.size() == 1 ? " key" : " keys") +
                          " at " + peer() + missing_text + note);
   }
@@ -389,7 +381,7 @@ struct TcpStore::Impl {
       close_fd();
       throw StoreError(ErrorClass::timed_out, std::string(op) + on_keys(wkeys) + ": sending WAIT to " +
                                                   peer() + " timed out after " +
-                                                  secs(seconds_since(start)));
+                                                  seconds_text_fine(seconds_since(start)));
     }
     Reply r;
     try {
@@ -651,7 +643,7 @@ int64_t TcpStore::join_workers(int64_t world_size, Deadline deadline) {
       throw StoreError(ErrorClass::timed_out,
                        std::to_string(seen) + "/" + std::to_string(world_size) +
                            " workers joined the store at " + impl_->peer() + " after " +
-                           secs(seconds_since(start)) + " (counter 'init/')");
+                           seconds_text_fine(seconds_since(start)) + " (counter 'init/')");
     std::this_thread::sleep_for(std::min(kJoinPoll, remaining(deadline)));
     seen = counter(0);
   }

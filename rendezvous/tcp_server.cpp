@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "rendezvous/deadline.h"
 #include "rendezvous/store_error.h"
 #include "rendezvous/store_util.h"
 #include "rendezvous/tcp_server_keyspace.h"
@@ -685,9 +686,7 @@ class Server final : public TcpStoreServer {
   }
 
   static std::string seconds(SteadyClock::duration d) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1fs", std::chrono::duration<double>(d).count());
-    return buf;
+    return rendezvous::seconds_text(std::chrono::duration<double>(d).count());
   }
 
   // The one log line for a connection closed because of what it sent.

@@ -81,11 +81,7 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
   return true;
 }
 
-std::string fmt_seconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
+using rendezvous::seconds_text;
 
 std::size_t parse_size(const std::string& text, std::size_t fallback) {
   if (text.empty()) return fallback;
@@ -434,7 +430,7 @@ void FabricTransport::exchange_addresses(Deadline deadline) {
       throw TransportError(ErrorKind::timeout,
                            who() + ": no fabric address from rank " + std::to_string(peer) + " (" +
                                ctx_.host_of(peer) + ") after " +
-                               fmt_seconds(rendezvous::seconds_since(start)) + ": " + e.what(),
+                               seconds_text(rendezvous::seconds_since(start)) + ": " + e.what(),
                            peer);
     }
     std::vector<unsigned char> addr;
@@ -513,7 +509,7 @@ void FabricTransport::handshake(Deadline deadline) {
                              who() + ": fabric handshake " +
                                  (recv_pending ? "got no message from " : "send to ") +
                                  peer_desc(peer) + (recv_pending ? "" : " did not complete") +
-                                 " after " + fmt_seconds(rendezvous::seconds_since(start)) +
+                                 " after " + seconds_text(rendezvous::seconds_since(start)) +
                                  " (provider " + provider_ + ", domain " + domain_name_ + ")",
                              peer);
       }
@@ -872,7 +868,7 @@ void FabricTransport::allreduce(const void* send, void* recv, std::size_t count,
         }
         std::string msg =
             who() + ": all-reduce #" + std::to_string(seq) + " of " + std::to_string(count) + " " +
-            to_string(dtype) + " timed out after " + fmt_seconds(rendezvous::seconds_since(start)) +
+            to_string(dtype) + " timed out after " + seconds_text(rendezvous::seconds_since(start)) +
             (waiting_recv ? " waiting for " + peer_desc(peer) + " to send " + where
                           : " waiting for sends to " + peer_desc(peer) + " to complete") +
             "; " + std::to_string(recvs_done) + "/" + std::to_string(recv_items.size()) +

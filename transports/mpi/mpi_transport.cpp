@@ -324,11 +324,11 @@ class MpiTransport final : public Transport {
       throw TransportError(
           ErrorKind::timeout,
           who() + ": " + std::string(step->load()) + " did not return within the open deadline " +
-              "(waited " + secs(start) + "): MPI_Init and MPI_Comm_dup wait for every rank of the " +
+              "(waited " + rendezvous::seconds_text(seconds_since(start)) + "): MPI_Init and MPI_Comm_dup wait for every rank of the " +
               "mpirun job, so some rank has not opened the mpi transport (or is stuck); this " +
               "process makes no further MPI calls");
     if (!out->error.empty())
-      throw TransportError(out->kind, who() + ": " + out->error + " (after " + secs(start) + ")");
+      throw TransportError(out->kind, who() + ": " + out->error + " (after " + rendezvous::seconds_text(seconds_since(start)) + ")");
     if (out->size != world_ || out->rank != rank_) {
       std::string which = out->size != world_ ? "world size" : "rank";
       throw TransportError(
@@ -420,14 +420,14 @@ class MpiTransport final : public Transport {
       throw TransportError(
           ErrorKind::timeout,
           who() + ": " + what + " did not complete within its deadline (" +
-              std::to_string(budget.count()) + " ms, waited " + secs(start) +
+              std::to_string(budget.count()) + " ms, waited " + rendezvous::seconds_text(seconds_since(start)) +
               "): a peer is slow, stopped or lost (under mpirun a rank that dies normally ends "
               "the whole job); an MPI collective cannot be cancelled: " + after +
               ", and this process makes no further MPI calls");
     }
     if (rc != MPI_SUCCESS)
       throw TransportError(ErrorKind::other,
-                           who() + ": " + what + " failed after " + secs(start) + ": " +
+                           who() + ": " + what + " failed after " + rendezvous::seconds_text(seconds_since(start)) + ": " +
                                mpi_error_text(rc));
   }
 
@@ -598,11 +598,6 @@ class MpiTransport final : public Transport {
   }
 
   std::string who() const { return "mpi: rank " + std::to_string(rank_) + " (" + host_ + ")"; }
-  static std::string secs(Clock::time_point start) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1fs", seconds_since(start));
-    return buf;
-  }
 
   int rank_ = 0;
   int world_ = 1;

@@ -28,11 +28,7 @@ std::string env_or(const char* name, const std::string& fallback = "") {
   return v ? std::string(v) : fallback;
 }
 
-std::string fmt_seconds(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.1fs", s);
-  return b;
-}
+using rendezvous::seconds_text;
 
 // CUDA version codes: 13000 -> "13.0".
 std::string cuda_version_string(int v) {
@@ -125,7 +121,7 @@ class NcclTransportImpl final : public NcclTransport {
         bool late = e.error_class() == rendezvous::ErrorClass::timed_out || expired(deadline);
         throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
                              where_ + ": NCCL unique id from rank 0 (" + ctx.host_of(0) +
-                                 ") not received after " + fmt_seconds(seconds_since(start)) +
+                                 ") not received after " + seconds_text(seconds_since(start)) +
                                  ": " + e.what(),
                              0);
       }
@@ -153,7 +149,7 @@ class NcclTransportImpl final : public NcclTransport {
           if (comm) api_->ncclCommAbort(comm);
           throw TransportError(ErrorKind::timeout,
                                where_ + ": NCCL communicator of " + std::to_string(world_) +
-                                   " ranks not ready after " + fmt_seconds(seconds_since(start)) +
+                                   " ranks not ready after " + seconds_text(seconds_since(start)) +
                                    " on GPU " + std::to_string(gpu_) + " (a rank missing, or the "
                                    "network unreachable); communicator aborted",
                                -1, evidence(""));
@@ -164,7 +160,7 @@ class NcclTransportImpl final : public NcclTransport {
     if (state != ncclSuccess) {
       std::string last = last_error(comm);
       if (comm) api_->ncclCommAbort(comm);
-      std::string msg = where_ + ": NCCL init failed after " + fmt_seconds(seconds_since(start)) +
+      std::string msg = where_ + ": NCCL init failed after " + seconds_text(seconds_since(start)) +
                         ": " + api_->nccl_error(state) + ": " + (last.empty() ? "(no detail)" : last);
       if (policy_ == "pin") msg += "\n  hint: " + pin_hint();
       throw TransportError(ErrorKind::init_failed, msg, -1, evidence(last));
@@ -483,7 +479,7 @@ class NcclTransportImpl final : public NcclTransport {
     std::string last = last_error(comm_);
     bool lost = state == ncclRemoteError || state == ncclSystemError;
     abort_with(lost ? ErrorKind::peer_lost : ErrorKind::other,
-               where_ + ": " + what + " failed after " + fmt_seconds(seconds_since(start)) + ": " +
+               where_ + ": " + what + " failed after " + seconds_text(seconds_since(start)) + ": " +
                    api_->nccl_error(state) + ": " + (last.empty() ? "(no detail)" : last) +
                    (lost ? " (a peer or its connection went away)" : ""),
                last);
@@ -500,7 +496,7 @@ class NcclTransportImpl final : public NcclTransport {
       while (state == ncclInProgress) {
         if (expired(deadline))
           abort_with(ErrorKind::timeout,
-                     where_ + ": " + what + " not enqueued after " + fmt_seconds(seconds_since(start)) +
+                     where_ + ": " + what + " not enqueued after " + seconds_text(seconds_since(start)) +
                          " on GPU " + std::to_string(gpu_) + "; communicator aborted",
                      "");
         std::this_thread::sleep_for(std::chrono::microseconds(100));
@@ -537,7 +533,7 @@ class NcclTransportImpl final : public NcclTransport {
       if (expired(deadline))
         abort_with(ErrorKind::timeout,
                    where_ + ": " + what + " did not complete after " +
-                       fmt_seconds(seconds_since(start)) + " on GPU " + std::to_string(gpu_) +
+                       seconds_text(seconds_since(start)) + " on GPU " + std::to_string(gpu_) +
                        " (a peer stalled or the network stopped); communicator aborted",
                    last_error(comm_));
       if (Clock::now() < spin_until) {

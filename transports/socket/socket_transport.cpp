@@ -51,11 +51,7 @@ uint32_t get_u32(const unsigned char* p) {
   return v;
 }
 
-std::string secs(double s) {
-  char b[32];
-  std::snprintf(b, sizeof b, s < 10 ? "%.2fs" : "%.1fs", s);
-  return b;
-}
+using rendezvous::seconds_text_fine;
 
 // "524288", "512K", "512KiB", "4M" ... (binary multiples).
 bool parse_bytes(const std::string& text, uint64_t& out) {
@@ -435,7 +431,7 @@ class SocketTransport final : public Transport {
       bool late = e.error_class() == rendezvous::ErrorClass::timed_out;
       throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
                            who() + ": socket transport set-up " +
-                               (late ? "timed out after " + secs(rendezvous::seconds_since(start)) +
+                               (late ? "timed out after " + seconds_text_fine(rendezvous::seconds_since(start)) +
                                            " waiting for " + peer(next_) +
                                            " to publish its address (key " + key + ")"
                                      : std::string("could not exchange addresses through the store")) +
@@ -479,7 +475,7 @@ class SocketTransport final : public Transport {
       if (r != Io::ok)
         throw TransportError(r == Io::timeout ? ErrorKind::timeout : ErrorKind::init_failed,
                              who() + ": handshake with " + peer(next_) + " failed after " +
-                                 secs(rendezvous::seconds_since(start)) + ": " +
+                                 seconds_text_fine(rendezvous::seconds_since(start)) + ": " +
                                  (r == Io::timeout ? "send timed out" : std::strerror(err)),
                              next_);
     }
@@ -508,7 +504,7 @@ class SocketTransport final : public Transport {
       while (accepted < nconn_) {
         if (expired(deadline)) {
           std::string msg = who() + ": socket transport set-up timed out after " +
-                            secs(rendezvous::seconds_since(start)) + ": " +
+                            seconds_text_fine(rendezvous::seconds_since(start)) + ": " +
                             std::to_string(accepted) + " of " + std::to_string(nconn_) +
                             " connections from " + peer(prev_) + " arrived on " + listen_;
           if (!strangers.empty()) {
@@ -625,7 +621,7 @@ class SocketTransport final : public Transport {
       if (r == Io::timeout)
         throw TransportError(ErrorKind::timeout,
                              who() + ": socket transport set-up timed out after " +
-                                 secs(rendezvous::seconds_since(start)) + " waiting for " +
+                                 seconds_text_fine(rendezvous::seconds_since(start)) + " waiting for " +
                                  peer(next_) + " to answer the handshake on connection " +
                                  std::to_string(c + 1) + " of " + std::to_string(nconn_),
                              next_);
@@ -654,7 +650,7 @@ class SocketTransport final : public Transport {
   TransportError explain(const sock::RingFailure& f, std::size_t bytes, uint64_t seq,
                          Clock::time_point start) {
     int p = f.next_side ? next_ : prev_;
-    std::string took = secs(rendezvous::seconds_since(start));
+    std::string took = seconds_text_fine(rendezvous::seconds_since(start));
     std::string op = "all-reduce #" + std::to_string(seq) + " of " + std::to_string(bytes) + " bytes";
     std::string progress = "this rank received " + std::to_string(f.progress.received) + " of " +
                            std::to_string(f.progress.to_receive) + " bytes from rank " +
