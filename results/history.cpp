@@ -10,6 +10,7 @@
 #include <ctime>
 #include <limits>
 #include <set>
+#include <variant>
 
 namespace ncclsmoke::results {
 namespace {
@@ -163,56 +164,37 @@ std::vector<T> parse_array(const std::string& text) {
   return out;
 }
 
-// WHERE clause over runs r (and gates g) for a query; parameters appended in placeholder order
-// ('d' numbers, 's' text).
-std::string where_clause(const HistoryQuery& q, bool with_transport,
-                         std::vector<std::pair<char, std::string>>& params) {
-  std::string sql = " WHERE 1";
-  auto num = [](double d) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", d);
-    return std::string(buf);
+// A query over runs r (and gates g for the gates table): "SELECT <columns> FROM <from>" plus the
+// filters, ordered by start time (newest first when limited, flipped back: callers always get
+// oldest first), each row read by `read`.
+template <typename Row, typename Read>
+std::vector<Row> select_rows(sqlite3* db, const std::string& path, const std::string& select_from,
+                             const HistoryQuery& q, bool with_transport,
+                             const std::string& row_column, Read read) {
+  std::string sql = select_from + " WHERE 1";
+  std::vector<std::variant<double, std::string>> params;
+  auto filter = [&](bool on, const char* clause, std::variant<double, std::string> value) {
+    if (!on) return;
+    sql += clause;
+    params.push_back(std::move(value));
   };
-  if (q.since_unix > 0) {
-    sql += " AND r.started_unix >= ?";
-    params.push_back({'d', num(q.since_unix)});
-  }
-  if (q.until_unix > 0) {
-    sql += " AND r.started_unix < ?";
-    params.push_back({'d', num(q.until_unix)});
-  }
-  if (!q.profile.empty()) {
-    sql += " AND r.profile = ?";
-    params.push_back({'s', q.profile});
-  }
-  if (!q.verdict.empty()) {
-    sql += " AND r.verdict = ?";
-    params.push_back({'s', q.verdict});
-  }
-  if (with_transport && !q.transport.empty()) {
-    sql += " AND g.transport = ?";
-    params.push_back({'s', q.transport});
-  }
-  return sql;
-}
-
-void bind_params(Stmt& s, const std::vector<std::pair<char, std::string>>& params) {
-  int i = 1;
-  for (const auto& [kind, val] : params) {
-    if (kind == 'd')
-      s.bind(i++, std::stod(val));
-    else
-      s.bind(i++, val);
-  }
-}
-
-// Newest-first with LIMIT, then flipped: callers always get oldest first.
-std::string order_limit(const HistoryQuery& q, const std::string& row_column) {
+  filter(q.since_unix > 0, " AND r.started_unix >= ?", q.since_unix);
+  filter(q.until_unix > 0, " AND r.started_unix < ?", q.until_unix);
+  filter(!q.profile.empty(), " AND r.profile = ?", q.profile);
+  filter(!q.verdict.empty(), " AND r.verdict = ?", q.verdict);
+  filter(with_transport && !q.transport.empty(), " AND g.transport = ?", q.transport);
   const char* dir = q.limit > 0 ? " DESC" : " ASC";
-  std::string sql = std::string(" ORDER BY r.started_unix") + dir + ", r.run_id" + dir;
+  sql += std::string(" ORDER BY r.started_unix") + dir + ", r.run_id" + dir;
   if (!row_column.empty()) sql += ", " + row_column + dir;
   if (q.limit > 0) sql += " LIMIT " + std::to_string(q.limit);
-  return sql;
+
+  Stmt s(db, sql, path);
+  for (size_t i = 0; i < params.size(); ++i)
+    std::visit([&](const auto& v) { s.bind(static_cast<int>(i + 1), v); }, params[i]);
+  std::vector<Row> out;
+  while (s.step()) out.push_back(read(s));
+  if (q.limit > 0) std::reverse(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -523,88 +505,70 @@ std::int64_t History::count_runs() const {
 }
 
 std::vector<HistoryRun> History::runs(const HistoryQuery& q) const {
-  std::vector<std::pair<char, std::string>> params;
-  std::string sql =
+  return select_rows<HistoryRun>(
+      db_, path_,
       "SELECT r.run_id, r.started_at, r.started_unix, r.duration_s, r.verdict, r.exit_code, "
-      "r.world_size, r.profile, r.tool_version, r.hosts, r.source FROM runs r" +
-      where_clause(q, false, params) + order_limit(q, "");
-  Stmt s(db_, sql, path_);
-  bind_params(s, params);
-  std::vector<HistoryRun> out;
-  while (s.step()) {
-    HistoryRun r;
-    r.run_id = s.text(0);
-    r.started_at = s.text(1);
-    r.started_unix = s.real(2);
-    r.duration_s = s.real(3);
-    r.verdict = s.text(4);
-    r.exit_code = static_cast<int>(s.integer(5));
-    r.world_size = static_cast<int>(s.integer(6));
-    r.profile = s.text(7);
-    r.tool_version = s.text(8);
-    r.hosts = parse_array<std::string>(s.text(9));
-    r.source = s.text(10);
-    out.push_back(std::move(r));
-  }
-  if (q.limit > 0) std::reverse(out.begin(), out.end());
-  return out;
+      "r.world_size, r.profile, r.tool_version, r.hosts, r.source FROM runs r",
+      q, false, "", [](const Stmt& s) {
+        HistoryRun r;
+        r.run_id = s.text(0);
+        r.started_at = s.text(1);
+        r.started_unix = s.real(2);
+        r.duration_s = s.real(3);
+        r.verdict = s.text(4);
+        r.exit_code = static_cast<int>(s.integer(5));
+        r.world_size = static_cast<int>(s.integer(6));
+        r.profile = s.text(7);
+        r.tool_version = s.text(8);
+        r.hosts = parse_array<std::string>(s.text(9));
+        r.source = s.text(10);
+        return r;
+      });
 }
 
 std::vector<HistoryGate> History::gates(const HistoryQuery& q) const {
-  std::vector<std::pair<char, std::string>> params;
-  std::string sql =
+  return select_rows<HistoryGate>(
+      db_, path_,
       "SELECT g.run_id, r.started_unix, r.verdict, r.profile, r.world_size, g.transport, "
       "g.gate_bytes, g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio, "
-      "g.synthetic, g.identity FROM gates g JOIN runs r ON r.run_id = g.run_id" +
-      where_clause(q, true, params) + order_limit(q, "g.rowid");
-  Stmt s(db_, sql, path_);
-  bind_params(s, params);
-  std::vector<HistoryGate> out;
-  while (s.step()) {
-    HistoryGate g;
-    g.run_id = s.text(0);
-    g.started_unix = s.real(1);
-    g.verdict = s.text(2);
-    g.profile = s.text(3);
-    g.world_size = static_cast<int>(s.integer(4));
-    g.transport = s.text(5);
-    g.gate_bytes = s.integer(6);
-    g.busbw_gbps = s.real(7);
-    g.baseline_gbps = s.real(8);
-    g.degraded_ratio = s.real(9);
-    g.fail_ratio = s.real(10);
-    g.synthetic = s.integer(11) != 0;
-    g.identity = s.text(12);
-    out.push_back(std::move(g));
-  }
-  if (q.limit > 0) std::reverse(out.begin(), out.end());
-  return out;
+      "g.synthetic, g.identity FROM gates g JOIN runs r ON r.run_id = g.run_id",
+      q, true, "g.rowid", [](const Stmt& s) {
+        HistoryGate g;
+        g.run_id = s.text(0);
+        g.started_unix = s.real(1);
+        g.verdict = s.text(2);
+        g.profile = s.text(3);
+        g.world_size = static_cast<int>(s.integer(4));
+        g.transport = s.text(5);
+        g.gate_bytes = s.integer(6);
+        g.busbw_gbps = s.real(7);
+        g.baseline_gbps = s.real(8);
+        g.degraded_ratio = s.real(9);
+        g.fail_ratio = s.real(10);
+        g.synthetic = s.integer(11) != 0;
+        g.identity = s.text(12);
+        return g;
+      });
 }
 
 std::vector<HistoryFinding> History::findings(const HistoryQuery& q) const {
-  std::vector<std::pair<char, std::string>> params;
-  std::string sql =
+  return select_rows<HistoryFinding>(
+      db_, path_,
       "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
-      "f.ranks, f.hosts FROM findings f JOIN runs r ON r.run_id = f.run_id" +
-      where_clause(q, false, params) + order_limit(q, "f.rowid");
-  Stmt s(db_, sql, path_);
-  bind_params(s, params);
-  std::vector<HistoryFinding> out;
-  while (s.step()) {
-    HistoryFinding f;
-    f.run_id = s.text(0);
-    f.started_unix = s.real(1);
-    f.profile = s.text(2);
-    f.code = s.text(3);
-    f.severity = s.text(4);
-    f.layer = s.text(5);
-    f.message = s.text(6);
-    f.ranks = parse_array<int>(s.text(7));
-    f.hosts = parse_array<std::string>(s.text(8));
-    out.push_back(std::move(f));
-  }
-  if (q.limit > 0) std::reverse(out.begin(), out.end());
-  return out;
+      "f.ranks, f.hosts FROM findings f JOIN runs r ON r.run_id = f.run_id",
+      q, false, "f.rowid", [](const Stmt& s) {
+        HistoryFinding f;
+        f.run_id = s.text(0);
+        f.started_unix = s.real(1);
+        f.profile = s.text(2);
+        f.code = s.text(3);
+        f.severity = s.text(4);
+        f.layer = s.text(5);
+        f.message = s.text(6);
+        f.ranks = parse_array<int>(s.text(7));
+        f.hosts = parse_array<std::string>(s.text(8));
+        return f;
+      });
 }
 
 std::optional<nlohmann::json> History::verdict_json(const std::string& run_id) const {
