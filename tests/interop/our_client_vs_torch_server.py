@@ -24,6 +24,8 @@ import sys
 import threading
 import time
 
+from checklist import check, children, kill_children, start_watchdog, summary  # noqa: E402
+
 try:
     import torch.distributed as dist
 except ImportError as e:  # ctest reports 77 as skipped (SKIP_RETURN_CODE)
@@ -31,27 +33,6 @@ except ImportError as e:  # ctest reports 77 as skipped (SKIP_RETURN_CODE)
     sys.exit(77)
 
 WATCHDOG_S = 55
-children = []
-results = []
-
-
-def watchdog():
-    print("FAIL  watchdog: the test ran past %d s; killing everything" % WATCHDOG_S, flush=True)
-    for p in children:
-        try:
-            p.kill()
-        except Exception:
-            pass
-    os._exit(1)
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    line = ("ok    " if ok else "FAIL  ") + name
-    if detail and not ok:
-        line += ": " + str(detail)
-    print(line, flush=True)
-    return ok
 
 
 def timeout(s):
@@ -133,9 +114,7 @@ def main():
         print("usage: our_client_vs_torch_server.py <store_driver>")
         return 2
     binary = sys.argv[1]
-    timer = threading.Timer(WATCHDOG_S, watchdog)
-    timer.daemon = True
-    timer.start()
+    start_watchdog(WATCHDOG_S)
 
     # ---- one torch 1.13 master (world_size 1, not waiting), a torch client, and ours ----
     master = dist.TCPStore("127.0.0.1", 0, 1, True, timeout(10), wait_for_workers=False)
@@ -280,13 +259,8 @@ def main():
 
 
 def finish():
-    passed = sum(results)
-    failed = len(results) - passed
-    print("%d passed, %d failed" % (passed, failed), flush=True)
-    for p in children:
-        if p.poll() is None:
-            p.kill()
-    return 1 if failed or not results else 0
+    kill_children()
+    return summary()
 
 
 if __name__ == "__main__":

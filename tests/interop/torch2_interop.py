@@ -30,6 +30,9 @@ import sys
 import threading
 import time
 
+from checklist import (  # noqa: E402
+    check, children, kill_children, skip, start_watchdog, step, summary)
+
 try:
     import torch
     import torch.distributed as dist
@@ -47,41 +50,6 @@ if MAJOR < 2 and not DRY_RUN:
 
 WATCHDOG_S = 100
 HOST = "127.0.0.1"
-children = []
-results = []
-
-
-def watchdog():
-    print("FAIL  watchdog: the test ran past %d s; killing everything" % WATCHDOG_S, flush=True)
-    for p in children:
-        try:
-            p.kill()
-        except Exception:  # noqa: BLE001
-            pass
-    os._exit(1)
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    line = ("ok    " if ok else "FAIL  ") + name
-    if detail and not ok:
-        line += ": " + str(detail)
-    print(line, flush=True)
-    return ok
-
-
-def skip(name, why):
-    print("skip  %s: %s" % (name, why), flush=True)
-
-
-def step(name, fn):
-    try:
-        out = fn()
-        if isinstance(out, tuple):
-            return check(name, out[0], out[1])
-        return check(name, out)
-    except Exception as e:  # noqa: BLE001
-        return check(name, False, "%s: %s" % (type(e).__name__, e))
 
 
 def td(s):
@@ -299,9 +267,7 @@ def main():
     if not binary or not os.access(binary, os.X_OK):
         print("FAIL  usage: torch2_interop.py <ncclsmoke binary> (got %r)" % binary)
         return 1
-    t = threading.Timer(WATCHDOG_S, watchdog)
-    t.daemon = True
-    t.start()
+    start_watchdog(WATCHDOG_S)
     print("torch %s%s against %s" % (torch.__version__, " (DRY RUN)" if DRY_RUN else "", binary),
           flush=True)
     part1_torch_clients_vs_our_server(binary)
@@ -314,9 +280,5 @@ if __name__ == "__main__":
     try:
         rc = main()
     finally:
-        for p in children:
-            if p.poll() is None:
-                p.kill()
-    passed, failed = results.count(True), results.count(False)
-    print("%d passed, %d failed" % (passed, failed), flush=True)
-    os._exit(1 if failed or rc else 0)
+        kill_children()
+    os._exit(summary(rc))

@@ -29,6 +29,8 @@ import sys
 import threading
 import time
 
+from checklist import check, children, start_watchdog, step, summary  # noqa: E402
+
 try:
     import torch
     import torch.distributed as dist
@@ -39,7 +41,6 @@ except ImportError as e:  # ctest reports 77 as skipped (SKIP_RETURN_CODE)
 WATCHDOG_S = 55
 HOST = "127.0.0.1"
 server = None
-results = []
 
 
 def kill_server():
@@ -50,35 +51,6 @@ def kill_server():
         except subprocess.TimeoutExpired:
             server.kill()
             server.wait(timeout=5)
-
-
-def watchdog():
-    print("FAIL  watchdog: the test ran past %d s; killing everything" % WATCHDOG_S, flush=True)
-    try:
-        server.kill()
-    except Exception:
-        pass
-    os._exit(1)
-
-
-def check(name, ok, detail=""):
-    results.append(bool(ok))
-    line = ("ok    " if ok else "FAIL  ") + name
-    if detail and not ok:
-        line += ": " + str(detail)
-    print(line, flush=True)
-    return ok
-
-
-def step(name, fn):
-    """Runs fn(); a falsy result or an exception is a failure."""
-    try:
-        out = fn()
-        if isinstance(out, tuple):
-            return check(name, out[0], out[1])
-        return check(name, out)
-    except Exception as e:  # noqa: BLE001 - any failure is reported, then we go on
-        return check(name, False, "%s: %s" % (type(e).__name__, e))
 
 
 def td(s):
@@ -158,11 +130,12 @@ def main():
     if not binary or not os.access(binary, os.X_OK):
         print("FAIL  usage: torch_client_vs_our_server.py <ncclsmoke binary> (got %r)" % binary)
         return 1
-    threading.Timer(WATCHDOG_S, watchdog).start()
+    start_watchdog(WATCHDOG_S)
     print("torch %s (%s) against %s" % (torch.__version__, dist.__file__, binary), flush=True)
 
     server = subprocess.Popen([binary, "store", "serve", "--port", "0", "--host", HOST],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    children.append(server)  # the watchdog kills it
     # Server log lines (one per closed-for-errors connection) are collected for the last check.
     server_log = []
 
@@ -302,6 +275,4 @@ if __name__ == "__main__":
         rc = main()
     finally:
         kill_server()
-    passed, failed = results.count(True), results.count(False)
-    print("%d passed, %d failed" % (passed, failed), flush=True)
-    os._exit(1 if failed or rc else 0)
+    os._exit(summary(rc))
