@@ -1,5 +1,6 @@
 """Shared set-up of the report's end-to-end tests: a history file made by `ncclsmoke history
-import` from verdicts generated off a real launch (make_verdicts.py), and a bounded runner."""
+import` from verdicts generated off a real launch (make_verdicts.py), a bounded runner, and the
+one-line checks both scripts print."""
 
 import os
 import subprocess
@@ -8,6 +9,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_verdicts  # noqa: E402
+
+failures = []  # what failed, for the script's closing line and exit code
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what)
+    if not ok:
+        failures.append(what)
 
 
 def run(argv, timeout=120, **kw):

@@ -21,16 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chromium_check  # noqa: E402
-from report_fixture import build_history, run  # noqa: E402
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
+from report_fixture import build_history, check, failures, run  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()

@@ -14,16 +14,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report_fixture import build_history, run  # noqa: E402
-
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what)
-    if not ok:
-        failures.append(what)
-
+from report_fixture import build_history, check, failures, run  # noqa: E402
 
 def usage_error(p, must_name, what):
     lines = [l for l in p.stderr.splitlines() if l.strip()]
