@@ -443,7 +443,15 @@ AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
 }  // namespace
 
 AddResult History::add(const Verdict& v, const std::string& source) {
-  return add_many({v}, source);
+  bool given = false;
+  return add_stream(
+      [&](const Verdict*& out, const std::string*& text) {
+        if (given) return false;
+        out = &v;  // no copy of the verdict
+        text = nullptr;
+        return given = true;
+      },
+      source);
 }
 
 AddResult History::add_many(const std::vector<Verdict>& vs, const std::string& source,
