@@ -75,6 +75,12 @@ Resolved resolve_now(const std::string& host, uint16_t port) {
 // getaddrinfo has no timeout (the resolver's own can reach tens of seconds), so it runs on a
 // detached thread and we stop waiting at the deadline; a late answer is dropped with its state.
 Resolved resolve(const std::string& host, uint16_t port, Deadline deadline) {
+  // A numeric address never waits on a resolver: no helper thread for it (a 1024-rank mesh
+  // dials thousands of numeric addresses, and a thread per dial is measurable CPU there).
+  in6_addr scratch{};
+  if (::inet_pton(AF_INET, host.c_str(), &scratch) == 1 ||
+      ::inet_pton(AF_INET6, host.c_str(), &scratch) == 1)
+    return resolve_now(host, port);
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;

@@ -10,7 +10,10 @@
 // Every address the name resolves to (IPv4 and IPv6) is tried in each round; each attempt is a
 // non-blocking connect bounded by the remaining deadline (and by 5 s, so a dropped SYN on one
 // address does not starve the others), and rounds are separated by Backoff, never past the
-// deadline. The name lookup runs on a helper thread so a slow resolver cannot outlive the deadline.
+// deadline. The name lookup runs on a helper thread so a slow resolver cannot outlive the deadline
+// (a numeric address is converted in place: no resolver, no thread). A connect that succeeded is
+// never timed_out: a server that then never answers is ErrorClass::stalled (TcpStore's handshake,
+// the mesh hello), which is not a firewall.
 //
 // Failure class precedence (the StoreError thrown when no address connected):
 //   dns > refused > timed_out > unreachable > reset > other

@@ -9,6 +9,10 @@ namespace {
 using nlohmann::json;
 
 std::string rank_key(int r) { return "join/rank/" + std::to_string(r); }
+// Set (not compare-set) after the claim: torch <= 2.0's server wakes WAITers on SET but not on
+// COMPARE_SET (seen with Debian's 1.13: a WAIT on a key another client compare-sets times out),
+// so rank 0 waits on this key when the store is torch's agent store.
+std::string here_key(int r) { return "join/here/" + std::to_string(r); }
 
 }  // namespace
 
@@ -68,14 +72,15 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
     result.rank_taken_by = Identity::from_json(claimed);
     if (!result.rank_taken_by) result.rank_taken_by = Identity{};
   }
+  store.set(here_key(self.rank), self.token);
 
   if (self.rank == 0) {
     // Wait for each rank in turn under the one deadline; whoever is absent at the end is missing.
     for (int r = 0; r < self.world_size; ++r) {
-      bool here = store.check({rank_key(r)});
+      bool here = store.check({here_key(r)});
       if (!here && !expired(deadline)) {
         try {
-          store.wait({rank_key(r)}, deadline);
+          store.wait({here_key(r)}, deadline);
           here = true;
         } catch (const StoreError& e) {
           if (e.error_class() != ErrorClass::timed_out) throw;

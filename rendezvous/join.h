@@ -7,6 +7,8 @@
 //   join/world_size        rank 0's world size; a rank whose own differs reports WORLD_MISMATCH
 //   join/rank/<r>          identity JSON of rank r, claimed with compare_set so that two
 //                          processes claiming one rank are caught
+//   join/here/<r>          set by rank r right after its claim; rank 0 waits on these (torch
+//                          <= 2.0 does not wake a WAIT on a compare-set key)
 //   join/roster            JSON written by rank 0: {"present":[...],"missing":[...]}
 #include <optional>
 #include <string>

@@ -3,19 +3,21 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <future>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "rendezvous/connect.h"
+#include "rendezvous/listen.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -65,84 +67,101 @@ bool recv_exact(int fd, std::size_t n, std::string& out, Deadline deadline) {
   return true;
 }
 
+// Answers each dial with our hello. One thread serves every connection with poll(), so a slow or
+// stopped dialler cannot hold the others up (under load hundreds of dials arrive at once).
 class Listener {
  public:
   Listener(const MeshOptions& opt, int rank) : rank_(rank) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICHOST;
-    const char* node = opt.bind_address.empty() ? nullptr : opt.bind_address.c_str();
-    addrinfo* res = nullptr;
-    int rc = ::getaddrinfo(node, "0", &hints, &res);
-    if (rc != 0)
-      throw StoreError(ErrorClass::invalid, "mesh: cannot use bind address '" + opt.bind_address +
-                                                "': " + gai_strerror(rc));
-    std::string last_error = "no usable address";
-    for (addrinfo* ai = res; ai && fd_ < 0; ai = ai->ai_next) {
-      uint16_t lo = opt.port_min, hi = std::max(opt.port_min, opt.port_max);
-      for (uint32_t port = lo; port <= hi && fd_ < 0; ++port) {
-        int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, 0);
-        if (fd < 0) {
-          last_error = std::strerror(errno);
-          break;
-        }
-        int one = 1;
-        ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        sockaddr_storage ss{};
-        std::memcpy(&ss, ai->ai_addr, ai->ai_addrlen);
-        if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = htons(port);
-        else reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = htons(port);
-        if (::bind(fd, reinterpret_cast<sockaddr*>(&ss), ai->ai_addrlen) == 0 &&
-            ::listen(fd, 1024) == 0) {
-          fd_ = fd;
-        } else {
-          last_error = "port " + std::to_string(port) + ": " + std::strerror(errno);
-          ::close(fd);
-        }
-      }
-    }
-    ::freeaddrinfo(res);
-    if (fd_ < 0)
+    auto l = listen_in_range(opt.bind_address, opt.port_min, opt.port_max, 4096,
+                             "mesh: rank " + std::to_string(rank));
+    fd_ = l.fd;
+    port_ = l.port;
+    wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (wake_ < 0) {
+      int err = errno;
+      ::close(fd_);
       throw StoreError(ErrorClass::other, "mesh: rank " + std::to_string(rank) +
-                                              " cannot listen on '" + opt.bind_address +
-                                              "': " + last_error);
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&ss), &len);
-    port_ = ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
-                                    : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
+                                              " cannot create an eventfd: " + std::strerror(err));
+    }
     thread_ = std::thread([this] { serve(); });
   }
 
   ~Listener() {
-    stop_ = true;
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_, &one, sizeof one);
     if (thread_.joinable()) thread_.join();
+    ::close(wake_);
     if (fd_ >= 0) ::close(fd_);
   }
 
   uint16_t port() const { return port_; }
 
  private:
-  // Answers each dial with our hello. Handshakes are tiny, so one thread serves them in turn.
+  struct Conn {
+    int fd;
+    std::string in;
+    Deadline until;
+  };
+  static constexpr std::size_t kMaxConns = 4096;  // beyond it new dials wait in the backlog
+  static constexpr Millis kHelloTimeout{1000};    // a dialler's hello must arrive within this
+
   void serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 50) <= 0) continue;
-      int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      std::string in;
-      auto d = deadline_after(Millis{1000});
-      if (recv_exact(c, 8, in, d) && in.compare(0, 4, kHelloMagic, 4) == 0)
-        send_all(c, hello(rank_), d);
-      ::close(c);
+    std::vector<Conn> conns;
+    std::vector<pollfd> p;
+    for (;;) {
+      p.assign({{wake_, POLLIN, 0}, {fd_, static_cast<short>(conns.size() < kMaxConns ? POLLIN : 0), 0}});
+      Millis wait{-1};
+      for (const auto& c : conns) {
+        p.push_back({c.fd, POLLIN, 0});
+        Millis left = remaining(c.until) + Millis{1};
+        if (wait.count() < 0 || left < wait) wait = left;
+      }
+      int n = ::poll(p.data(), p.size(), static_cast<int>(wait.count()));
+      if (n < 0 && errno != EINTR) break;
+      if (n > 0 && p[0].revents) break;  // stop
+      // Connections first (their indexes in p are 2..), then new ones.
+      std::vector<Conn> keep;
+      keep.reserve(conns.size());
+      for (std::size_t i = 0; i < conns.size(); ++i) {
+        Conn& c = conns[i];
+        bool done = false;
+        if (n > 0 && p[i + 2].revents) {
+          char buf[8];
+          ssize_t got = ::recv(c.fd, buf, 8 - c.in.size(), MSG_DONTWAIT);
+          if (got > 0) {
+            c.in.append(buf, static_cast<std::size_t>(got));
+            if (c.in.size() == 8) {
+              // A fresh socket's send buffer always holds 8 bytes: this never blocks.
+              if (c.in.compare(0, 4, kHelloMagic, 4) == 0) {
+                std::string h = hello(rank_);
+                [[maybe_unused]] auto sent = ::send(c.fd, h.data(), h.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+              }
+              done = true;
+            }
+          } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
+            done = true;
+          }
+        }
+        if (!done && expired(c.until)) done = true;
+        if (done) ::close(c.fd);
+        else keep.push_back(std::move(c));
+      }
+      conns.swap(keep);
+      if (n > 0 && (p[1].revents & POLLIN)) {
+        while (conns.size() < kMaxConns) {
+          int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+          if (c < 0) break;
+          conns.push_back({c, {}, deadline_after(kHelloTimeout)});
+        }
+      }
     }
+    for (auto& c : conns) ::close(c.fd);
   }
 
   int rank_;
   int fd_ = -1;
+  int wake_ = -1;
   uint16_t port_ = 0;
-  std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
@@ -151,9 +170,18 @@ std::string join_host_port(const std::string& host, uint16_t port) {
   return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-// Dials one peer at `addr` and checks its hello; nullopt on success.
-std::optional<PairFailure> probe_pair(int self, int peer, const std::string& addr,
-                                      const MeshOptions& opt) {
+enum class PairOutcome { passed, blocked, untested };
+
+struct PairResult {
+  PairOutcome outcome = PairOutcome::passed;
+  PairFailure failure;  // when blocked (or untested: what cut it short, for the log)
+};
+
+// Dials `peer` at `addr` and checks its hello before `deadline`; nullopt when the right rank
+// answered, else the failure (class: what connect_tcp saw, stalled when the connection was made
+// but no hello came back, protocol for a wrong answer).
+std::optional<PairFailure> dial_hello(int self, int peer, const std::string& addr,
+                                      Deadline deadline) {
   auto start = Clock::now();
   PairFailure f;
   f.from = self;
@@ -166,34 +194,79 @@ std::optional<PairFailure> probe_pair(int self, int peer, const std::string& add
     f.message = "rank " + std::to_string(peer) + " published a malformed address '" + addr + "'";
     return f;
   }
-  auto pair_deadline = earliest(deadline_after(opt.pair_timeout), opt.deadline);
   try {
     Backoff quick;
     quick.initial = Millis{50};
     quick.max = Millis{300};
-    auto conn = connect_tcp(host, port, pair_deadline, quick);
+    auto conn = connect_tcp(host, port, deadline, quick);
     std::string reply;
-    bool ok = send_all(conn.fd, hello(self), pair_deadline) &&
-              recv_exact(conn.fd, 8, reply, pair_deadline);
+    bool sent = send_all(conn.fd, hello(self), deadline);
+    bool ok = sent && recv_exact(conn.fd, 8, reply, deadline);
     ::close(conn.fd);
     uint32_t their = 0;
     if (ok && reply.compare(0, 4, kHelloMagic, 4) == 0) {
       std::memcpy(&their, reply.data() + 4, 4);
       if (static_cast<int>(their) == peer) return std::nullopt;
       f.error_class = ErrorClass::protocol;
-      f.message = "connected to " + addr + " but rank " + std::to_string(their) +
-                  " answered instead of rank " + std::to_string(peer);
+      f.message = "rank " + std::to_string(self) + " connected to " + addr + " but rank " +
+                  std::to_string(their) + " answered instead of rank " + std::to_string(peer);
+    } else if (ok) {
+      f.error_class = ErrorClass::protocol;
+      f.message = "rank " + std::to_string(self) + " connected to " + addr + " (rank " +
+                  std::to_string(peer) + ") but the answer was not an ncclsmoke mesh handshake";
     } else {
-      f.error_class = ok ? ErrorClass::protocol : ErrorClass::timed_out;
-      f.message = "connected to " + addr + " but no ncclsmoke handshake came back within " +
-                  std::to_string(remaining(pair_deadline).count()) + "ms";
+      f.error_class = ErrorClass::stalled;
+      f.message = "rank " + std::to_string(self) + " connected to " + addr + " (rank " +
+                  std::to_string(peer) + ") but no mesh handshake came back within " +
+                  seconds_text_fine(seconds_since(start)) +
+                  ": the connection was accepted, the process did not answer";
     }
   } catch (const StoreError& e) {
     f.error_class = e.error_class();
-    f.message = e.what();
+    f.message = "rank " + std::to_string(self) + " -> rank " + std::to_string(peer) + ": " + e.what();
   }
   f.waited_s = seconds_since(start);
   return f;
+}
+
+// One pair under its own timeout and the phase deadline. A failure is blocked only when it is
+// an answer (pair_failure_is_blocked); one the phase deadline cut short is untested. A pair that
+// timed out on its full pair timeout is dialled once more when the phase deadline leaves another
+// full pair timeout: a DROP rule fails again, a peer that was only starved of CPU (hundreds of
+// ranks on a few cores) answers. Without that much time left the first, full timeout stands.
+PairResult probe_pair(int self, int peer, const std::string& addr, const MeshOptions& opt) {
+  PairResult r;
+  auto start = Clock::now();
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (expired(opt.deadline)) break;
+    auto own = deadline_after(opt.pair_timeout);
+    bool cut = opt.deadline < own;
+    auto f = dial_hello(self, peer, addr, earliest(own, opt.deadline));
+    if (!f) {
+      r.outcome = PairOutcome::passed;
+      return r;
+    }
+    bool timeout_class = !pair_failure_is_blocked(f->error_class, true);
+    if (attempt == 1) {
+      r.failure.message += "; dialled again: " + f->message;
+      break;
+    }
+    r.failure = std::move(*f);
+    if (!pair_failure_is_blocked(r.failure.error_class, cut)) {
+      r.outcome = PairOutcome::untested;  // the phase deadline, not the pair, ran out
+      return r;
+    }
+    r.outcome = PairOutcome::blocked;
+    if (!timeout_class) return r;  // refused / reset / wrong rank: an answer, no second try
+    // A second try the phase deadline would cut short tells nothing new: the first stands.
+    if (remaining(opt.deadline) < opt.pair_timeout) break;
+  }
+  if (r.failure.from < 0) {
+    r.outcome = PairOutcome::untested;  // never dialled: the phase deadline had passed
+    return r;
+  }
+  r.failure.waited_s = seconds_since(start);
+  return r;
 }
 
 json failure_to_json(const PairFailure& f) {
@@ -209,10 +282,167 @@ PairFailure failure_from_json(const json& j) {
   f.message = j.value("message", "");
   f.waited_s = j.value("waited_s", 0.0);
   std::string cls = j.value("class", "other");
-  for (auto c : {ErrorClass::dns, ErrorClass::refused, ErrorClass::timed_out,
+  for (auto c : {ErrorClass::dns, ErrorClass::refused, ErrorClass::timed_out, ErrorClass::stalled,
                  ErrorClass::unreachable, ErrorClass::reset, ErrorClass::protocol})
     if (cls == to_string(c)) f.error_class = c;
   return f;
+}
+
+// Waits for `keys` until `deadline` and returns the values of those that exist (empty string
+// and present[i] = false for the others). One round trip when every key comes in time (a
+// MULTI_GET waits for its keys); only when some are missing, CHECKs of halves down to the missing
+// keys and a MULTI_GET of those present. Round trips matter at scale: with a thousand ranks on a few cores, rank 0's store
+// thread gets a small share of the CPU and every request waits for it.
+std::vector<std::string> get_present(Store& store, const std::vector<std::string>& keys,
+                                     Deadline deadline, std::vector<bool>& present) {
+  present.assign(keys.size(), true);
+  std::vector<std::string> values(keys.size());
+  if (keys.empty()) return values;
+  if (!expired(deadline)) {
+    try {
+      auto got = store.multi_get(keys, deadline);
+      if (got.size() == keys.size()) return got;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;
+    }
+  }
+  // Which are missing: CHECK halves recursively (one CHECK answers for a whole range), so a few
+  // missing keys among a thousand cost tens of round trips, not a thousand.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges{{0, keys.size()}};
+  while (!ranges.empty()) {
+    auto [lo, hi] = ranges.back();
+    ranges.pop_back();
+    std::vector<std::string> part(keys.begin() + static_cast<long>(lo),
+                                  keys.begin() + static_cast<long>(hi));
+    if (store.check(part)) continue;
+    if (hi - lo == 1) {
+      present[lo] = false;
+      continue;
+    }
+    std::size_t mid = lo + (hi - lo) / 2;
+    ranges.emplace_back(lo, mid);
+    ranges.emplace_back(mid, hi);
+  }
+  std::vector<std::string> have;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!present[i]) continue;
+    have.push_back(keys[i]);
+    index.push_back(i);
+  }
+  if (have.empty()) return values;
+  auto got = store.multi_get(have, deadline_after(Millis{5000}));
+  for (std::size_t k = 0; k < index.size() && k < got.size(); ++k) values[index[k]] = got[k];
+  return values;
+}
+
+std::string key_of(const char* what, int rank) {
+  return std::string("mesh/") + what + "/" + std::to_string(rank);
+}
+
+// Rank 0: every rank's result (until deadline + done_grace), then the ranks whose result never
+// came sorted into lost (never listened, or its listener gives no handshake now) and unfinished
+// (its listener answers: it was still probing), then mesh/done for everyone.
+void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
+  std::vector<int> ranks = opt.ranks;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  std::vector<std::string> keys;
+  for (int r : ranks) keys.push_back(key_of("result", r));
+  // Results until the phase deadline; a rank still without one then gets more time only when it
+  // has begun (published its address): one that has not even begun by the deadline is waited for
+  // a quarter of the grace more, not the whole grace (a rank killed after the join must not hold
+  // every survivor's verdict back; a rank that has begun may still be probing).
+  std::vector<bool> present;
+  auto texts = get_present(store, keys, opt.deadline, present);
+
+  std::vector<PairFailure> all;
+  std::size_t tested = 0, untested = 0, lost_pairs = 0;
+  std::vector<std::pair<int, int>> untested_pairs;  // (from, to), sorted out once lost is known
+  bool hit = false;
+  auto take = [&](int from, const std::string& text) {
+    auto j = json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    tested += j.value("tested", std::size_t{0});
+    for (int to : j.value("untested_to", std::vector<int>{})) untested_pairs.emplace_back(from, to);
+    hit = hit || j.value("deadline_hit", false);
+    for (const auto& f : j.value("failures", json::array())) all.push_back(failure_from_json(f));
+    return true;
+  };
+  std::vector<int> missing;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (!present[i] || !take(ranks[i], texts[i])) missing.push_back(ranks[i]);
+
+  std::vector<int> silent, unfinished;
+  if (!missing.empty()) {
+    hit = true;  // the phase deadline came before these ranks' results
+    std::vector<std::string> addr_keys;
+    for (int r : missing) addr_keys.push_back(key_of("addr", r));
+    std::vector<bool> listening;
+    auto addrs = get_present(store, addr_keys, opt.deadline + opt.done_grace / 4, listening);
+    std::vector<int> begun;
+    std::vector<std::string> begun_addrs, late_keys;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      if (!listening[i]) {
+        silent.push_back(missing[i]);  // never began the probe: lost
+        continue;
+      }
+      begun.push_back(missing[i]);
+      begun_addrs.push_back(addrs[i]);
+      late_keys.push_back(key_of("result", missing[i]));
+    }
+    std::vector<bool> late_present;
+    auto late = get_present(store, late_keys, opt.deadline + opt.done_grace, late_present);
+    std::vector<std::pair<int, std::string>> to_dial;
+    for (std::size_t i = 0; i < begun.size(); ++i)
+      if (!late_present[i] || !take(begun[i], late[i])) to_dial.emplace_back(begun[i], begun_addrs[i]);
+    // Still no result: lost when its listener gives no handshake now, else still probing.
+    constexpr std::size_t kBatch = 64;  // liveness dials in flight at once
+    Millis dial_budget = std::min(opt.pair_timeout, Millis{1000});
+    for (std::size_t b = 0; b < to_dial.size(); b += kBatch) {
+      std::vector<std::pair<int, std::future<bool>>> dials;
+      for (std::size_t i = b; i < std::min(to_dial.size(), b + kBatch); ++i) {
+        auto [r, addr] = to_dial[i];
+        dials.emplace_back(r, std::async(std::launch::async, [&, r = r, addr = addr] {
+                             return !dial_hello(opt.rank, r, addr, deadline_after(dial_budget));
+                           }));
+      }
+      for (auto& [r, alive] : dials) (alive.get() ? unfinished : silent).push_back(r);
+    }
+    // What the ranks without a result would have dialled is not tested.
+    for (int r : silent)
+      lost_pairs += mesh_peers(r, ranks, opt.full_mesh_threshold, opt.random_peers).size();
+    for (int r : unfinished)
+      untested += mesh_peers(r, ranks, opt.full_mesh_threshold, opt.random_peers).size();
+    std::sort(silent.begin(), silent.end());
+    std::sort(unfinished.begin(), unfinished.end());
+  }
+  auto is_lost = [&](int r) { return std::binary_search(silent.begin(), silent.end(), r); };
+  for (auto [from, to] : untested_pairs) ++(is_lost(from) || is_lost(to) ? lost_pairs : untested);
+  // Pairs from or to a lost rank are explained by its loss (PEER_LOST), not by the network.
+  std::vector<PairFailure> blocked;
+  for (auto& f : all) {
+    if (!is_lost(f.from) && !is_lost(f.to)) {
+      blocked.push_back(std::move(f));
+      continue;
+    }
+    if (tested) --tested;
+    ++lost_pairs;
+  }
+
+  json done{{"tested", tested},   {"untested", untested}, {"lost_pairs", lost_pairs},
+            {"deadline_hit", hit},
+            {"silent", silent},   {"unfinished", unfinished}, {"failures", json::array()}};
+  for (const auto& f : blocked) done["failures"].push_back(failure_to_json(f));
+  store.set("mesh/done", done.dump());
+  result.failures = std::move(blocked);
+  result.silent_ranks = std::move(silent);
+  result.unfinished_ranks = std::move(unfinished);
+  result.pairs_tested = tested;
+  result.pairs_untested = untested;
+  result.pairs_lost = lost_pairs;
+  result.deadline_hit = hit;
+  result.summary_received = true;
 }
 
 }  // namespace
@@ -267,87 +497,87 @@ std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t
   return out;
 }
 
+bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline) {
+  switch (cls) {
+    case ErrorClass::timed_out:
+    case ErrorClass::stalled:
+    case ErrorClass::other:  // e.g. a socket() error: only an answer when it had its whole time
+      return !cut_by_phase_deadline;
+    default:
+      return true;
+  }
+}
+
 MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
   auto start = Clock::now();
   MeshResult result;
+  result.budget_s = std::max(0.0, std::chrono::duration<double>(opt.deadline - start).count());
   Listener listener(opt, opt.rank);
   std::string advertise = opt.advertise_address.empty() ? opt.bind_address : opt.advertise_address;
   if (advertise.empty()) advertise = "127.0.0.1";
   result.listen_address = join_host_port(advertise, listener.port());
-  store.set("mesh/addr/" + std::to_string(opt.rank), result.listen_address);
+  store.set(key_of("addr", opt.rank), result.listen_address);
 
   result.peers = mesh_peers(opt.rank, opt.ranks, opt.full_mesh_threshold, opt.random_peers);
   // Addresses first, under a deadline that leaves time to dial: a peer that died after joining
-  // never publishes, and must not eat the whole probe's budget.
-  auto addr_deadline = std::max(Clock::now(), opt.deadline - opt.pair_timeout - Millis{500});
+  // never publishes, and must not eat the whole probe's budget. With a budget shorter than one
+  // pair timeout, half of it goes to the addresses.
+  auto addr_deadline = std::max(opt.deadline - opt.pair_timeout - Millis{500},
+                                start + (opt.deadline - start) / 2);
+  addr_deadline = std::max(Clock::now(), std::min(addr_deadline, opt.deadline));
   std::vector<std::string> keys;
-  for (int peer : result.peers) keys.push_back("mesh/addr/" + std::to_string(peer));
-  try {
-    store.wait(keys, addr_deadline);
-  } catch (const StoreError& e) {
-    if (e.error_class() != ErrorClass::timed_out) throw;
-  }
-  std::vector<std::future<std::optional<PairFailure>>> probes;
+  for (int peer : result.peers) keys.push_back(key_of("addr", peer));
+  std::vector<bool> present;
+  auto addrs = get_present(store, keys, addr_deadline, present);
+
+  std::vector<std::pair<int, std::future<PairResult>>> probes;
+  std::vector<int> untested_to;
   for (std::size_t i = 0; i < result.peers.size(); ++i) {
     int peer = result.peers[i];
-    if (!store.check({keys[i]})) {
-      result.silent_ranks.push_back(peer);  // never published: a silent rank, not a failed pair
+    if (!present[i]) {
+      untested_to.push_back(peer);  // no address yet: not tested (rank 0 decides if it is lost)
+      result.deadline_hit = true;
       continue;
     }
-    auto addr = store.get(keys[i], deadline_after(Millis{2000}));
-    probes.push_back(std::async(std::launch::async,
-                                [&, peer, addr] { return probe_pair(opt.rank, peer, addr, opt); }));
+    probes.emplace_back(peer, std::async(std::launch::async, [&, peer, addr = addrs[i]] {
+                          return probe_pair(opt.rank, peer, addr, opt);
+                        }));
   }
-  json mine{{"tested", probes.size()}, {"silent", result.silent_ranks}, {"failures", json::array()}};
-  for (auto& p : probes) {
-    auto f = p.get();
-    if (f) {
-      mine["failures"].push_back(failure_to_json(*f));
-      result.failures.push_back(*f);
+  json mine{{"failures", json::array()}};
+  std::size_t tested = 0;
+  for (auto& [peer, p] : probes) {
+    auto r = p.get();
+    if (r.outcome == PairOutcome::untested) {
+      untested_to.push_back(peer);
+      result.deadline_hit = true;
+      continue;
+    }
+    ++tested;
+    if (r.outcome == PairOutcome::blocked) {
+      mine["failures"].push_back(failure_to_json(r.failure));
+      result.failures.push_back(r.failure);
     }
   }
-  result.pairs_tested = probes.size();
-  store.set("mesh/result/" + std::to_string(opt.rank), mine.dump());
+  result.pairs_tested = tested;
+  result.pairs_untested = untested_to.size();
+  mine["tested"] = tested;
+  mine["untested_to"] = untested_to;
+  mine["deadline_hit"] = result.deadline_hit;
+  store.set(key_of("result", opt.rank), mine.dump());
 
   if (opt.rank == 0) {
-    std::vector<PairFailure> all;
-    std::vector<int> silent;
-    std::size_t tested = 0;
-    for (int r : opt.ranks) {
-      std::string text;
-      if (r != opt.rank && !store.check({"mesh/addr/" + std::to_string(r)})) {
-        silent.push_back(r);  // never listened: its result cannot come either
-        continue;
-      }
-      try {
-        text = store.get("mesh/result/" + std::to_string(r), opt.deadline + opt.done_grace);
-      } catch (const StoreError& e) {
-        if (e.error_class() != ErrorClass::timed_out) throw;
-        silent.push_back(r);
-        continue;
-      }
-      auto j = json::parse(text, nullptr, false);
-      if (j.is_discarded()) continue;
-      tested += j.value("tested", std::size_t{0});
-      for (int s : j.value("silent", std::vector<int>{})) silent.push_back(s);
-      for (const auto& f : j.value("failures", json::array())) all.push_back(failure_from_json(f));
-    }
-    std::sort(silent.begin(), silent.end());
-    silent.erase(std::unique(silent.begin(), silent.end()), silent.end());
-    json done{{"tested", tested}, {"silent", silent}, {"failures", json::array()}};
-    for (const auto& f : all) done["failures"].push_back(failure_to_json(f));
-    store.set("mesh/done", done.dump());
-    result.failures = std::move(all);
-    result.silent_ranks = std::move(silent);
-    result.pairs_tested = tested;
-    result.summary_received = true;
+    collect(store, opt, result);
   } else {
     try {
       auto j = json::parse(store.get("mesh/done", opt.deadline + 2 * opt.done_grace), nullptr, false);
       if (!j.is_discarded()) {
         result.summary_received = true;
         result.pairs_tested = j.value("tested", std::size_t{0});
+        result.pairs_untested = j.value("untested", std::size_t{0});
+        result.pairs_lost = j.value("lost_pairs", std::size_t{0});
+        result.deadline_hit = j.value("deadline_hit", false);
         result.silent_ranks = j.value("silent", std::vector<int>{});
+        result.unfinished_ranks = j.value("unfinished", std::vector<int>{});
         result.failures.clear();
         for (const auto& f : j.value("failures", json::array()))
           result.failures.push_back(failure_from_json(f));

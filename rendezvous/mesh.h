@@ -7,10 +7,21 @@
 //
 // Keys (under the caller's PrefixStore):
 //   mesh/addr/<r>     "ip:port" rank r listens on (published once it listens)
-//   mesh/result/<r>   JSON of rank r's failed pairs
+//   mesh/result/<r>   JSON of rank r's outcome: pairs tested, the peers not tested, failed pairs
 //   mesh/done         JSON written by rank 0 once every result is in (or the deadline passed):
-//                     all failed pairs and the ranks whose result never came; until it appears
+//                     every failed pair, the lost ranks and the unfinished ones; until it appears
 //                     every rank keeps its listener open.
+//
+// Unfinished is not failed (issue 13): a pair is *blocked* only when it failed on its own terms —
+// refused, reset, unreachable, a wrong-rank handshake, or a timeout that ran the full pair
+// timeout. A pair not tried before the phase deadline, or cut short by it, is *not tested*; so is
+// a pair towards a rank that never published its address in time. A rank whose result is missing
+// at the end is *lost* only when rank 0's liveness dial to its listener gets no handshake (the
+// process is gone or stopped); a rank that still answers was merely still probing (unfinished).
+// A rank that has not even published its address by deadline + done_grace / 4 never began: lost
+// (a rank killed after the join must not hold the survivors back for the whole grace).
+// Pairs from or to a lost rank are not tested (pairs_lost: PEER_LOST explains them; they are
+// neither MESH_BLOCKED nor counted as left by the deadline).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -45,11 +56,18 @@ struct PairFailure {
 struct MeshResult {
   std::string listen_address;        // "ip:port" we listened on
   std::vector<int> peers;            // peers this rank dialled
-  std::vector<PairFailure> failures; // ours, or (after mesh/done) everyone's
-  std::vector<int> silent_ranks;     // ranks that never published an address or a result
-  std::size_t pairs_tested = 0;      // ours, or everyone's once the summary is in
+  std::vector<PairFailure> failures; // blocked pairs: ours, or (after mesh/done) everyone's
+  std::vector<int> silent_ranks;     // lost: no address by the end, or no result and no handshake
+  std::vector<int> unfinished_ranks; // no result by the end but the listener answers: still probing
+  std::size_t pairs_tested = 0;      // pairs with an answer (passed or blocked); ours or everyone's
+  std::size_t pairs_untested = 0;    // not tried or cut short by the deadline (none lost)
+  std::size_t pairs_lost = 0;        // not tested because one end was lost (PEER_LOST says so)
+  bool deadline_hit = false;         // the phase deadline ended some probe or wait (any rank)
   bool summary_received = false;     // rank 0's mesh/done arrived (always true on rank 0)
+  double budget_s = 0;               // the phase deadline, in seconds from the probe's start
   double duration_s = 0;
+
+  std::size_t pairs_planned() const { return pairs_tested + pairs_untested + pairs_lost; }
 };
 
 // Which peers `rank` dials: every other rank when ranks.size() <= threshold; otherwise the ring
@@ -58,8 +76,14 @@ std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t
                             std::size_t random_peers);
 
 // Runs the probe. Throws StoreError when the store itself fails (RENDEZVOUS_LOST), or when it
-// cannot listen at all.
+// cannot listen at all. Returns by opt.deadline + done_grace (rank 0) / + 2 x done_grace (others)
+// plus one store operation.
 MeshResult run_mesh_probe(Store& store, const MeshOptions& options);
+
+// Whether a failed pair counts as blocked (true) or as not tested (false, cut short): refused,
+// unreachable, reset, protocol and dns are answers whatever the clock says; a timeout is an answer
+// only when the pair had its full pair timeout (the phase deadline did not come first).
+bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline);
 
 // "1.2.3.4:5" / "[::1]:5" -> host, port. False when malformed.
 bool split_host_port(const std::string& text, std::string& host, uint16_t& port);

@@ -7,6 +7,7 @@ const char* to_string(ErrorClass c) {
     case ErrorClass::dns: return "dns";
     case ErrorClass::refused: return "refused";
     case ErrorClass::timed_out: return "timed_out";
+    case ErrorClass::stalled: return "stalled";
     case ErrorClass::unreachable: return "unreachable";
     case ErrorClass::reset: return "reset";
     case ErrorClass::protocol: return "protocol";

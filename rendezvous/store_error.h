@@ -11,6 +11,9 @@ enum class ErrorClass {
   dns,          // the name did not resolve (EAI_NONAME, EAI_AGAIN ...)
   refused,      // RST in answer to SYN: host up, nothing listening (or REJECT rule)
   timed_out,    // no answer within the deadline: SYN dropped, or the peer never replied
+  stalled,      // the connection was accepted (the kernel completed the handshake) but the process
+                // behind it never answered the first exchange: stopped (SIGSTOP, a debugger),
+                // swapping or overloaded. Not a firewall: a DROP rule never lets connect() succeed.
   unreachable,  // EHOSTUNREACH / ENETUNREACH: no route
   reset,        // the connection was reset or closed by the peer mid-operation
   protocol,     // the peer sent bytes that do not follow the wire protocol

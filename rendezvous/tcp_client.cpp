@@ -52,6 +52,11 @@ Request make(Op op) {
   return r;
 }
 
+// What the ops older servers lack need (LAUNCHERS.md "Store dialects by torch version").
+constexpr const char* kNeedsPing = "torch >= 2.5 or an ncclsmoke server";
+constexpr const char* kNeedsQueues = "a torch >= 2.8 libuv server or an ncclsmoke server";
+constexpr const char* kNeedsList = "a torch >= 2.10 libuv server or an ncclsmoke server";
+
 // Thrown internally when a reply did not come in time; converted to a StoreError by the caller,
 // which knows whether the deadline was the op timeout or the caller's wait deadline.
 struct IoTimeout {};
@@ -65,6 +70,8 @@ struct TcpStore::Impl {
   std::string rbuf;
   ConnectReport report;
   bool joined = false;
+  std::optional<DialectProbe> probe;  // set by negotiation, reused by every reconnect
+  bool queues_ok = false;             // a queue op was answered once: the server has them
 
   explicit Impl(TcpStoreOptions o) : opt(std::move(o)) {}
   ~Impl() { close_fd(); }
@@ -97,6 +104,10 @@ struct TcpStore::Impl {
 
   void open(Deadline deadline) {
     auto start = Clock::now();
+    if (opt.negotiate && !probe) {
+      probe = probe_dialect(opt.host, opt.port, deadline, opt.backoff);
+      opt.dialect = probe->dialect;
+    }
     int handshake_resets = 0;
     std::string last_reset;
     // After the server accepted and then hung up on the handshake, the message must say so, not
@@ -107,8 +118,11 @@ struct TcpStore::Impl {
                         "the VALIDATE/PING handshake (" + std::to_string(handshake_resets) +
                             (handshake_resets == 1 ? " time" : " times") + " in " +
                             seconds_text_fine(seconds_since(start)) +
-                            "): a torch <= 2.0 server does this, it needs the legacy dialect; "
-                            "last error: " + last_reset + extra);
+                            "): a torch <= 2.0 server does this, it needs the legacy dialect" +
+                            (probe ? std::string(" (negotiated: ") + probe->era_text + ")"
+                                   : std::string("; a torch 2.1-2.4 server closes on PING "
+                                                 "(negotiate finds out which)")) +
+                            "; last error: " + last_reset + extra);
     };
     for (int round = 0;; ++round) {
       Connected c;
@@ -139,7 +153,33 @@ struct TcpStore::Impl {
     }
   }
 
+  // VALIDATE-era server without PING (torch 2.1-2.4): VALIDATE + GETNUMKEYS x4 is the round trip
+  // (4, not 1, so a legacy server that took over the endpoint resets instead of stalling).
+  void handshake_no_ping(Deadline d) {
+    auto start = Clock::now();
+    Request validate = make(Op::validate);
+    validate.u32 = wire::kValidateMagic;
+    Request count = make(Op::num_keys);
+    std::string out;
+    wire::encode_request(Dialect::modern, validate, out);
+    for (int i = 0; i < 4; ++i) wire::encode_request(Dialect::modern, count, out);
+    try {
+      send_all(out, d, "VALIDATE", {});
+      for (int i = 0; i < 4; ++i) read_reply(count, d, "VALIDATE + GETNUMKEYS", {});
+    } catch (const IoTimeout&) {
+      // Accepted but silent: the kernel completed the TCP handshake (a listen backlog does that
+      // even for a stopped process), so this is a stalled server, not a dropped SYN.
+      throw StoreError(ErrorClass::stalled,
+                       "connected to " + peer() + " but VALIDATE + GETNUMKEYS got no answer "
+                       "within " + seconds_text_fine(seconds_since(start)) + " (negotiated: " +
+                           probe->era_text + "): the server accepts the connection but does not "
+                           "answer (stalled: SIGSTOP, a debugger, swap; or overloaded)");
+    }
+    report.elapsed_s += seconds_since(start);
+  }
+
   void handshake(Deadline d) {
+    if (probe && !probe->ping) return handshake_no_ping(d);
     auto start = Clock::now();
     uint32_t nonce = static_cast<uint32_t>(::getpid());
     Request validate = make(Op::validate);
@@ -159,11 +199,13 @@ struct TcpStore::Impl {
                              std::to_string(nonce) + ": not a TCPStore server of the modern "
                              "dialect");
     } catch (const IoTimeout&) {
-      throw StoreError(ErrorClass::timed_out,
+      // Accepted but silent (see handshake_no_ping): stalled, never a firewall.
+      throw StoreError(ErrorClass::stalled,
                        "connected to " + peer() + " but the VALIDATE/PING handshake got no answer "
                        "within " + seconds_text_fine(seconds_since(start)) +
-                           ": the server is not a modern (torch >= 2.1) TCPStore, or is stalled; "
-                           "a torch <= 2.0 server needs the legacy dialect");
+                           ": the server accepts the connection but does not answer (stalled: "
+                           "SIGSTOP, a debugger, swap; or overloaded); or it is a torch <= 2.0 "
+                           "TCPStore, which needs the legacy dialect");
     }
     report.elapsed_s += seconds_since(start);
   }
@@ -292,11 +334,70 @@ struct TcpStore::Impl {
     }
   }
 
-  void require_modern(const char* what) const {
+  void require_modern(const char* what, const char* needs) const {
     if (opt.dialect != Dialect::modern)
       throw StoreError(ErrorClass::invalid,
-                       std::string(what) + " needs the modern dialect (torch >= 2.1 or an "
-                       "ncclsmoke server); this client speaks legacy to " + peer());
+                       std::string(what) + " needs " + needs + " (the modern dialect); this "
+                       "client speaks legacy to " + peer() + era_note());
+  }
+
+  // " (era torch 2.1-2.4)" when negotiated, "" otherwise.
+  std::string era_note() const {
+    if (!probe) return "";
+    return " (era " + probe->era_text.substr(0, probe->era_text.find(" (")) + ")";
+  }
+
+  // The server closed the connection on `op` (a reset StoreError from the op itself). Whether the
+  // server is alive (a fresh connection answers GETNUMKEYS) tells "does not know the op" from "went
+  // away"; the former becomes StoreError(invalid) naming what the op needs.
+  [[noreturn]] void unsupported(const char* op, const char* needs, const StoreError& e) {
+    bool alive = false;
+    try {
+      close_fd();
+      open(deadline_after(std::min(opt.op_timeout, kAfterDeadlineGrace * 2)));
+      Request probe_req = make(Op::num_keys);
+      roundtrip(probe_req);
+      alive = true;
+    } catch (const StoreError&) {
+    }
+    if (!alive) throw e;
+    throw StoreError(ErrorClass::invalid,
+                     std::string(op) + " needs " + needs + "; the server at " + peer() +
+                         era_note() + " closed the connection on it (" + e.what() + ")");
+  }
+
+  // An op with a reply that older servers lack; `name` is the public op (default: req.op's).
+  Reply newer_op(const Request& req, const char* needs, const char* name = nullptr) {
+    try {
+      return roundtrip(req);
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::reset) throw;
+      unsupported(name ? name : wire::to_string(req.op), needs, e);
+    }
+  }
+
+  // A no-reply op that older servers lack: a GETNUMKEYS right behind it sees the close on it.
+  void newer_no_reply_op(const Request& req, const char* needs) {
+    const char* op = wire::to_string(req.op);
+    ensure_open(op);
+    Request probe_req = make(Op::num_keys);
+    std::string out;
+    encode(req, out);
+    encode(probe_req, out);
+    auto start = Clock::now();
+    Deadline d = op_deadline();
+    try {
+      send_all(out, d, op, req.keys);
+      read_reply(probe_req, d, op, req.keys);
+    } catch (const IoTimeout&) {
+      close_fd();
+      throw StoreError(ErrorClass::timed_out, std::string(op) + on_keys(req.keys) + " to " +
+                                                  peer() + " timed out after " +
+                                                  seconds_text_fine(seconds_since(start)));
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::reset) throw;
+      unsupported(op, needs, e);
+    }
   }
 
   // A no-reply extension op (APPEND, MULTI_SET) in the legacy dialect: a torch <= 2.0 server does
@@ -324,7 +425,7 @@ struct TcpStore::Impl {
       if (e.error_class() != ErrorClass::reset) throw;
       throw StoreError(ErrorClass::invalid,
                        std::string(op) + " needs the modern dialect (torch >= 2.1) or an "
-                       "ncclsmoke server: the legacy server at " + peer() +
+                       "ncclsmoke server: the legacy server at " + peer() + era_note() +
                            " closed the connection on it (" + e.what() + ")");
     }
   }
@@ -558,16 +659,16 @@ void TcpStore::multi_set(const std::vector<std::string>& keys,
 
 uint32_t TcpStore::ping(uint32_t nonce) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_modern("PING");
+  impl_->require_modern("PING", kNeedsPing);
   Request req = make(Op::ping);
   req.u32 = nonce;
-  return impl_->roundtrip(req).u32;
+  return impl_->newer_op(req, kNeedsPing).u32;
 }
 
 std::vector<std::string> TcpStore::list() {
   std::lock_guard lock(impl_->mu);
-  impl_->require_modern("LIST");
-  auto keys = impl_->roundtrip(make(Op::list)).values;
+  impl_->require_modern("LIST", kNeedsList);
+  auto keys = impl_->newer_op(make(Op::list), kNeedsList).values;
   const std::string& prefix = impl_->opt.key_prefix;
   std::vector<std::string> out;
   for (auto& k : keys)
@@ -577,16 +678,24 @@ std::vector<std::string> TcpStore::list() {
 
 void TcpStore::queue_push(const std::string& key, const std::string& value) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_modern("QUEUE_PUSH");
+  impl_->require_modern("QUEUE_PUSH", kNeedsQueues);
   Request req = make(Op::queue_push);
   req.keys = {impl_->wire_key(key)};
   req.values = {value};
-  impl_->roundtrip(req);
+  impl_->newer_no_reply_op(req, kNeedsQueues);
+  impl_->queues_ok = true;
 }
 
 std::string TcpStore::queue_pop(const std::string& key, Deadline deadline) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_modern("QUEUE_POP");
+  impl_->require_modern("QUEUE_POP", kNeedsQueues);
+  if (!impl_->queues_ok) {
+    // Ask QUEUE_LEN first: on a server without queues the WAIT below would just run out.
+    Request len = make(Op::queue_len);
+    len.keys = {impl_->wire_key(key)};
+    impl_->newer_op(len, kNeedsQueues, "QUEUE_POP");
+    impl_->queues_ok = true;
+  }
   // WAIT treats a non-empty queue as present; another client may pop first, so loop.
   for (;;) {
     impl_->wait_keys({key}, deadline, "QUEUE_POP");
@@ -604,10 +713,12 @@ std::string TcpStore::queue_pop(const std::string& key, Deadline deadline) {
 
 int64_t TcpStore::queue_len(const std::string& key) {
   std::lock_guard lock(impl_->mu);
-  impl_->require_modern("QUEUE_LEN");
+  impl_->require_modern("QUEUE_LEN", kNeedsQueues);
   Request req = make(Op::queue_len);
   req.keys = {impl_->wire_key(key)};
-  return impl_->roundtrip(req).number;
+  int64_t n = impl_->newer_op(req, kNeedsQueues).number;
+  impl_->queues_ok = true;
+  return n;
 }
 
 int64_t TcpStore::join_workers(int64_t world_size, Deadline deadline) {
@@ -652,5 +763,6 @@ int64_t TcpStore::join_workers(int64_t world_size, Deadline deadline) {
 
 const ConnectReport& TcpStore::connect_report() const { return impl_->report; }
 const TcpStoreOptions& TcpStore::options() const { return impl_->opt; }
+std::optional<DialectProbe> TcpStore::negotiation() const { return impl_->probe; }
 
 }  // namespace ncclsmoke::rendezvous

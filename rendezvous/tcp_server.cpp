@@ -1,7 +1,9 @@
 // The TCPStore-compatible server: one level-triggered epoll loop on its own thread, non-blocking
 // sockets, an eventfd to wake the loop for stop(). Each connection has an input buffer (at most
-// one partial request beyond what has been executed) and an output buffer written when the
-// socket is writable, so a slow reader never blocks the loop. Store semantics live in
+// one partial request beyond what has been executed) and an output queue of segments written
+// when the socket is writable, so a slow reader never blocks the loop; a WATCH_KEY notification
+// is one shared segment however many watchers get it. Every buffer is counted against the memory
+// budget (tcp_server.h) when it grows, not after the packet that grew it. Store semantics live in
 // tcp_server_keyspace.*.
 #include "rendezvous/tcp_server.h"
 
@@ -10,16 +12,21 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <malloc.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -41,16 +48,22 @@ constexpr ConnId kListenId = 0;
 constexpr ConnId kWakeId = 1;
 constexpr std::size_t kReadChunk = 256 * 1024;
 constexpr std::size_t kKeepBuffer = 64 * 1024;  // larger per-connection buffers are released
-constexpr std::size_t kReadBudgetPerEvent = 4 * 1024 * 1024;  // fairness between connections
+constexpr std::size_t kReadBudgetPerEvent = 256 * 1024;  // fairness between connections
+constexpr int kOpsPerTurn = 256;  // requests run per connection before the others get a turn
+// ... or once its requests queued this much output (WATCH_KEY notifications of big values).
+constexpr std::size_t kOutputPerTurn = 8 * 1024 * 1024;
 // Output back-pressure: stop executing a connection's requests while this much is queued for it,
-// resume below the low mark. A reader that lets more than kOutputStall pile up (a single huge
-// reply, or watch notifications) and reads nothing for stalled_request_timeout is closed.
+// resume below the low mark. Beyond that, max_output_bytes drops a reader that does not read.
 constexpr std::size_t kOutputHigh = 4 * 1024 * 1024;
 constexpr std::size_t kOutputLow = 1024 * 1024;
-constexpr std::size_t kOutputStall = 64 * 1024 * 1024;
-constexpr std::size_t kOutputHardCap = 512 * 1024 * 1024;
+// Requests/replies above this may use only 7/8 of max_total_bytes (the rest is for small ones).
+constexpr std::size_t kSmallItem = 64 * 1024;
+// Small replies are coalesced into one segment up to this size.
+constexpr std::size_t kCoalesce = 64 * 1024;
+// Freed memory is handed back to the OS (malloc_trim) at most once a second, after this much.
+constexpr std::size_t kTrimAfter = 16 * 1024 * 1024;
 // A partial request this large is re-decoded only after it grew by half, or the sender paused
-// (decode copies every complete field, so re-decoding on every read would be quadratic).
+// (checking one walks every field: a MULTI_SET of 128 Ki keys would be quadratic on every read).
 constexpr std::size_t kDeferDecodeFrom = 1024 * 1024;
 constexpr auto kDeferredDecodeIdle = std::chrono::milliseconds(10);
 
@@ -85,19 +98,96 @@ void raise_fd_limit() {
   }
 }
 
+// A connection's input buffer. Big buffers live in their own mapping: growing one is an mremap,
+// not a copy of everything received so far (a half-sent 64 MiB MULTI_SET would otherwise be
+// copied at every doubling, on the loop thread), and releasing one hands the memory straight
+// back to the OS.
+class InBuffer {
+ public:
+  InBuffer() = default;
+  InBuffer(const InBuffer&) = delete;
+  InBuffer& operator=(const InBuffer&) = delete;
+  ~InBuffer() { release(); }
+
+  const char* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t capacity() const { return cap_; }
+  char operator[](std::size_t i) const { return data_[i]; }
+  operator std::string_view() const { return {data_, size_}; }
+
+  void append(const char* p, std::size_t n) {
+    if (size_ + n > cap_) grow(size_ + n);
+    std::memcpy(data_ + size_, p, n);
+    size_ += n;
+  }
+  void clear() { size_ = 0; }
+  void erase_front(std::size_t n) {
+    std::memmove(data_, data_ + n, size_ - n);
+    size_ -= n;
+  }
+  void release() {
+    if (!data_) return;
+    if (mapped_) ::munmap(data_, cap_);
+    else std::free(data_);
+    data_ = nullptr;
+    size_ = cap_ = 0;
+    mapped_ = false;
+  }
+
+ private:
+  static constexpr std::size_t kMapFrom = 1024 * 1024;
+  void grow(std::size_t need) {
+    std::size_t cap = std::max({need, cap_ * 2, std::size_t{4096}});
+    void* p = nullptr;
+    if (cap >= kMapFrom) {
+      cap = (cap + 4095) & ~std::size_t{4095};
+      if (mapped_) {
+        p = ::mremap(data_, cap_, cap, MREMAP_MAYMOVE);
+      } else {
+        p = ::mmap(nullptr, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p != MAP_FAILED && data_) {
+          std::memcpy(p, data_, size_);
+          std::free(data_);
+        }
+      }
+      if (p == MAP_FAILED) throw std::bad_alloc();
+      mapped_ = true;
+    } else {
+      p = std::realloc(data_, cap);
+      if (!p) throw std::bad_alloc();
+    }
+    data_ = static_cast<char*>(p);
+    cap_ = cap;
+  }
+
+  char* data_ = nullptr;
+  std::size_t size_ = 0, cap_ = 0;
+  bool mapped_ = false;
+};
+
 struct Conn {
   ConnId id = 0;
   int fd = -1;
   std::string peer;
   std::optional<wire::Dialect> dialect;
   bool validated = false;
-  std::string in;
+  InBuffer in;
   std::size_t in_pos = 0;
-  std::string out;
-  std::size_t out_pos = 0;
+  // Output: owned replies, or a notification shared with other watchers.
+  struct Segment {
+    std::string own;
+    std::shared_ptr<const std::string> shared;
+    const std::string& bytes() const { return shared ? *shared : own; }
+  };
+  std::deque<Segment> out;
+  std::size_t out_pos = 0;    // into out.front()
+  std::size_t out_bytes = 0;  // queued and not yet sent
+  std::size_t counted_in = 0, counted_out = 0;  // this connection's share of the budget totals
+  std::string drop_reason;  // set when a limit was hit while queueing: close at the next chance
   uint64_t requests = 0;
   SteadyClock::time_point opened;
   SteadyClock::time_point last_rx;
+  SteadyClock::time_point request_started;  // first byte of the partial request
   SteadyClock::time_point last_tx_progress;
   std::size_t defer_until = 0;  // re-decode the partial request once in.size() - in_pos >= this
   std::size_t decoded_at = 0;   // in_pending() at the last need_more decode: nothing new, no decode
@@ -106,16 +196,22 @@ struct Conn {
   bool paused = false;   // output back-pressure: not executing, not reading
   bool eof = false;      // the peer finished sending; close once the output is flushed
   bool dirty = false;    // in the loop's to-flush list
+  bool backlogged = false;  // complete requests left over from its last turn (in backlog_)
   uint32_t interest = 0;
 
-  std::size_t out_pending() const { return out.size() - out_pos; }
+  std::size_t out_pending() const { return out_bytes; }
   std::size_t in_pending() const { return in.size() - in_pos; }
 };
 
 class Server final : public TcpStoreServer {
  public:
   explicit Server(const TcpStoreServerOptions& opt)
-      : opt_(opt), keyspace_([this](ConnId c, std::string_view b) { send_to(c, b); }) {
+      : opt_(opt),
+        keyspace_([this](ConnId c, std::string&& b) { send_to(c, std::move(b)); },
+                  keyspace_limits(),
+                  [this](ConnId c, const std::shared_ptr<const std::string>& b) {
+                    send_shared(c, b);
+                  }) {
     if (!opt_.log) opt_.log = [](const std::string& line) { std::cerr << line << std::endl; };
     request_cap_ = 64 * 1024 * 1024 + opt_.limits.max_value_bytes + opt_.limits.max_key_bytes + 64;
     auto tick = opt_.stalled_request_timeout / 4;
@@ -182,6 +278,10 @@ class Server final : public TcpStoreServer {
     s.closed_for_errors = stats_.errors.load();
     s.requests = stats_.requests.load();
     s.keys = stats_.keys.load();
+    s.closed_for_limits = stats_.limits.load();
+    s.stored_bytes = stats_.stored.load();
+    s.buffered_request_bytes = stats_.buffered.load();
+    s.queued_reply_bytes = stats_.queued.load();
     return s;
   }
 
@@ -294,6 +394,7 @@ class Server final : public TcpStoreServer {
         auto ms = any_deferred_ ? kDeferredDecodeIdle : tick_;
         timeout = static_cast<int>(ms.count());
       }
+      if (!backlog_.empty()) timeout = 0;
       int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -313,12 +414,34 @@ class Server final : public TcpStoreServer {
         }
       }
       flush_dirty();
+      if (!backlog_.empty()) {
+        run_backlog();
+        flush_dirty();
+      }
       auto now = SteadyClock::now();
       if (!timed_.empty() && (any_deferred_ || now >= next_sweep)) {
         sweep(now);
         flush_dirty();
         next_sweep = now + tick_;
       }
+      publish(now);
+    }
+  }
+
+  // Stats for other threads, and freed memory back to the OS after a big release (a closed
+  // attacker's buffers, a DELETE of big values), at most once a second.
+  void publish(SteadyClock::time_point now) {
+    std::size_t stored = keyspace_.stored_bytes();
+    if (stored < last_stored_) released_ += last_stored_ - stored;
+    last_stored_ = stored;
+    stats_.stored.store(stored);
+    stats_.buffered.store(in_total_);
+    stats_.queued.store(out_total_);
+    stats_.keys.store(keyspace_.num_keys());
+    if (released_ >= kTrimAfter && now - last_trim_ >= std::chrono::seconds(1)) {
+      malloc_trim(0);
+      released_ = 0;
+      last_trim_ = now;
     }
   }
 
@@ -390,6 +513,10 @@ class Server final : public TcpStoreServer {
   void on_event(ConnId id, uint32_t ev) {
     Conn* c = find(id);
     if (!c) return;
+    if (!c->drop_reason.empty()) {
+      close_with_reason(*c, c->drop_reason, true);
+      return;
+    }
     if (ev & EPOLLERR) {
       int err = 0;
       socklen_t len = sizeof err;
@@ -407,11 +534,19 @@ class Server final : public TcpStoreServer {
   // Returns false when the connection was closed.
   bool on_readable(Conn& c) {
     std::size_t budget = kReadBudgetPerEvent;
-    while (budget > 0 && !c.paused && !c.eof) {
+    while (budget > 0 && !c.paused && !c.eof && !c.backlogged) {
       // Through the loop's buffer, so an idle connection keeps no big buffer of its own.
       ssize_t n = ::recv(c.fd, rbuf_.data(), rbuf_.size(), 0);
       if (n > 0) {
-        c.in.append(rbuf_.data(), static_cast<std::size_t>(n));
+        auto got = static_cast<std::size_t>(n);
+        if (auto why = over_budget(got, c.in_pending() + got)) {
+          std::string what = c.in_pending() > 0 ? head_op(c) : op_name(c, rbuf_[0]);
+          close_with_reason(c, "buffering " + std::to_string(c.in_pending() + got) + " bytes of " +
+                                   what + " " + *why, true);
+          return false;
+        }
+        c.in.append(rbuf_.data(), got);
+        count(c);
         c.last_rx = SteadyClock::now();
         budget -= std::min<std::size_t>(budget, static_cast<std::size_t>(n));
         if (!process(c, false)) return false;
@@ -426,8 +561,15 @@ class Server final : public TcpStoreServer {
       close_quietly_or_log(c, "recv: " + errno_text(errno));
       return false;
     }
-    if (c.eof) {
+    return c.eof ? finish_eof(c) : true;
+  }
+
+  // The peer finished sending: run what is complete, then close once the replies are out.
+  bool finish_eof(Conn& c) {
+    if (c.backlogged) return true;  // the backlog runner comes back here
+    {
       if (!c.paused && !process(c, true)) return false;
+      if (c.backlogged) return true;
       if (c.in_pending() > 0 && !c.paused) {
         close_with_reason(c, "peer closed the connection in the middle of a request (" +
                                  std::to_string(c.in_pending()) + " bytes of " + head_op(c) +
@@ -441,6 +583,24 @@ class Server final : public TcpStoreServer {
       update_interest(c);  // flush what is queued, then close
     }
     return true;
+  }
+
+  // Connections that had more complete requests than one turn runs: one more turn each, so a
+  // pipelined flood of tiny requests takes turns with everyone else instead of holding the loop.
+  void run_backlog() {
+    auto ids = std::move(backlog_);
+    backlog_.clear();
+    for (ConnId id : ids) {
+      Conn* c = find(id);
+      if (!c || !c->backlogged) continue;
+      c->backlogged = false;
+      if (!process(*c, false)) continue;
+      if (c->eof) {
+        if (!finish_eof(*c)) continue;
+      } else {
+        update_interest(*c);
+      }
+    }
   }
 
   // Executes every complete request in the input buffer. `force` ignores the deferral of a
@@ -461,7 +621,15 @@ class Server final : public TcpStoreServer {
           break;
       }
     }
+    int turn = 0;
+    turn_output_ = 0;
     while (!c.paused && c.in_pending() > 0) {
+      if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn) {
+        c.backlogged = true;
+        backlog_.push_back(c.id);
+        update_interest(c);
+        break;
+      }
       if (!force && c.defer_until > 0 && c.in_pending() < c.defer_until) {
         set_deferred(c, true);
         break;
@@ -497,28 +665,35 @@ class Server final : public TcpStoreServer {
       c.partial = false;
       set_deferred(c, false);
       c.in_pos += d.consumed;
+      ++turn;
       c.requests++;
       stats_.requests++;
       if (auto why = execute(c, d.request)) {
-        close_with_reason(c, *why);
+        close_with_reason(c, *why, is_limit(*why));
         return false;
       }
       stats_.keys.store(keyspace_.num_keys());
+      stats_.stored.store(keyspace_.stored_bytes());
+      if (!c.drop_reason.empty()) {
+        close_with_reason(c, c.drop_reason, true);
+        return false;
+      }
       if (c.out_pending() > kOutputHigh) pause(c, true);
     }
     if (c.in_pos == c.in.size()) {
       c.in.clear();
-      if (c.in.capacity() > kKeepBuffer) c.in.shrink_to_fit();
+      if (c.in.capacity() > kKeepBuffer) c.in.release();
       c.in_pos = 0;
       mark_partial(c, false);
     } else if (c.in_pos > 64 * 1024 && c.in_pos * 2 > c.in.size()) {
-      c.in.erase(0, c.in_pos);
+      c.in.erase_front(c.in_pos);
       c.in_pos = 0;
     }
+    count(c);
     return true;
   }
 
-  std::optional<std::string> execute(Conn& c, const wire::Request& req) {
+  std::optional<std::string> execute(Conn& c, wire::Request& req) {
     if (*c.dialect == wire::Dialect::modern) {
       if (req.op == wire::Op::validate) {
         if (req.u32 != wire::kValidateMagic) {
@@ -532,19 +707,115 @@ class Server final : public TcpStoreServer {
       if (!c.validated) return "first request is " + std::string(wire::to_string(req.op)) +
                                ", not VALIDATE (torch >= 2.1 servers close such clients)";
     }
-    return keyspace_.execute(c.id, *c.dialect, req);
+    return keyspace_.execute(c.id, *c.dialect, std::move(req));
   }
 
   // ---- output --------------------------------------------------------------------------------
 
-  void send_to(ConnId id, std::string_view bytes) {
-    Conn* c = find(id);
-    if (!c) return;
-    c->out.append(bytes.data(), bytes.size());
-    if (!c->dirty) {
-      c->dirty = true;
-      dirty_.push_back(id);
+  // ---- budget --------------------------------------------------------------------------------
+
+  detail::KeyspaceLimits keyspace_limits() {
+    detail::KeyspaceLimits l;
+    l.max_value_bytes = opt_.limits.max_value_bytes;
+    l.max_stored_keys = opt_.max_stored_keys;
+    l.may_queue = [this](ConnId id, std::size_t bytes) {
+      Conn* c = find(id);
+      return c && admit_output(*c, bytes);
+    };
+    l.may_grow = [this](std::size_t grow, std::size_t item) -> std::optional<std::string> {
+      if (auto why = over_budget(grow, item)) return "storing " + std::to_string(grow) +
+                                                     " more bytes " + *why;
+      return std::nullopt;
+    };
+    return l;
+  }
+
+  std::size_t in_use() const { return keyspace_.stored_bytes() + in_total_ + out_total_; }
+
+  // Why `grow` more bytes for an item (a request, a reply, a value) of `item` bytes do not fit
+  // the total budget, or nullopt when they do. Big items may use only 7/8 of it.
+  std::optional<std::string> over_budget(std::size_t grow, std::size_t item) const {
+    std::size_t cap = opt_.max_total_bytes;
+    if (item > kSmallItem) cap -= cap / 8;
+    std::size_t used = in_use();
+    if (used + grow <= cap) return std::nullopt;
+    return "would exceed the total memory budget: " + std::to_string(used) + " bytes in use (" +
+           std::to_string(keyspace_.stored_bytes()) + " stored, " + std::to_string(in_total_) +
+           " in buffered requests, " + std::to_string(out_total_) + " in queued replies) of " +
+           "max_total_bytes " + std::to_string(opt_.max_total_bytes) + " (--max-total-bytes" +
+           (item > kSmallItem ? "; items over 64 KiB may use 7/8 of it)" : ")");
+  }
+
+  static bool is_limit(const std::string& why) {
+    return why.find("(--max-") != std::string::npos ||
+           why.find("--request-timeout") != std::string::npos;
+  }
+
+  // Brings the totals up to date with this connection's buffers.
+  void count(Conn& c) {
+    std::size_t in = c.in.size(), out = c.out_bytes;
+    in_total_ = in_total_ - c.counted_in + in;
+    out_total_ = out_total_ - c.counted_out + out;
+    c.counted_in = in;
+    c.counted_out = out;
+  }
+
+  // Whether `bytes` more may be queued for `c`; when not, the connection is marked to be closed
+  // (at the next safe point: the keyspace may be iterating its watchers) and takes no more.
+  bool admit_output(Conn& c, std::size_t bytes) {
+    if (!c.drop_reason.empty()) return false;
+    std::size_t pending = c.out_pending();
+    if (pending > 0 && pending + bytes > opt_.max_output_bytes) {
+      doom(c, "peer reads nothing: a reply or notification of " + std::to_string(bytes) +
+                  " bytes would queue " + std::to_string(pending + bytes) + " bytes (" +
+                  std::to_string((pending + bytes) >> 20) + " MiB of replies queued) for it, " +
+                  "over max_output_bytes " + std::to_string(opt_.max_output_bytes) +
+                  " (--max-output-bytes)");
+      return false;
     }
+    if (auto why = over_budget(bytes, pending + bytes)) {
+      doom(c, "queueing a reply or notification of " + std::to_string(bytes) + " bytes " + *why);
+      return false;
+    }
+    return true;
+  }
+
+  void doom(Conn& c, std::string reason) {
+    c.drop_reason = std::move(reason);
+    mark_dirty(c);
+  }
+
+  void mark_dirty(Conn& c) {
+    if (!c.dirty) {
+      c.dirty = true;
+      dirty_.push_back(c.id);
+    }
+  }
+
+  // ---- output --------------------------------------------------------------------------------
+
+  void send_to(ConnId id, std::string&& bytes) {
+    Conn* c = find(id);
+    if (!c || bytes.empty() || !admit_output(*c, bytes.size())) return;
+    c->out_bytes += bytes.size();
+    turn_output_ += bytes.size();
+    auto& q = c->out;
+    if (!q.empty() && !q.back().shared && q.back().own.size() + bytes.size() <= kCoalesce)
+      q.back().own.append(bytes);
+    else
+      q.push_back({std::move(bytes), nullptr});
+    count(*c);
+    mark_dirty(*c);
+  }
+
+  void send_shared(ConnId id, const std::shared_ptr<const std::string>& bytes) {
+    Conn* c = find(id);
+    if (!c || bytes->empty() || !admit_output(*c, bytes->size())) return;
+    c->out_bytes += bytes->size();
+    turn_output_ += bytes->size();
+    c->out.push_back({{}, bytes});
+    count(*c);
+    mark_dirty(*c);
   }
 
   void flush_dirty() {
@@ -556,6 +827,10 @@ class Server final : public TcpStoreServer {
         Conn* c = find(id);
         if (!c) continue;
         c->dirty = false;
+        if (!c->drop_reason.empty()) {
+          close_with_reason(*c, c->drop_reason, true);
+          continue;
+        }
         flush(*c);
       }
     }
@@ -563,10 +838,34 @@ class Server final : public TcpStoreServer {
 
   // Writes what the socket takes now; the rest waits for EPOLLOUT. Returns false when closed.
   bool flush(Conn& c) {
-    while (c.out_pending() > 0) {
-      ssize_t n = ::send(c.fd, c.out.data() + c.out_pos, c.out_pending(), MSG_NOSIGNAL);
+    while (c.out_bytes > 0) {
+      iovec iov[64];
+      int n_iov = 0;
+      std::size_t skip = c.out_pos;
+      for (auto it = c.out.begin(); it != c.out.end() && n_iov < 64; ++it) {
+        const std::string& b = it->bytes();
+        iov[n_iov].iov_base = const_cast<char*>(b.data()) + skip;
+        iov[n_iov].iov_len = b.size() - skip;
+        skip = 0;
+        ++n_iov;
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = static_cast<std::size_t>(n_iov);
+      ssize_t n = ::sendmsg(c.fd, &msg, MSG_NOSIGNAL);
       if (n > 0) {
-        c.out_pos += static_cast<std::size_t>(n);
+        auto sent = static_cast<std::size_t>(n);
+        c.out_bytes -= sent;
+        while (sent > 0) {
+          std::size_t left = c.out.front().bytes().size() - c.out_pos;
+          if (sent < left) {
+            c.out_pos += sent;
+            break;
+          }
+          sent -= left;
+          c.out.pop_front();
+          c.out_pos = 0;
+        }
         c.last_tx_progress = SteadyClock::now();
         continue;
       }
@@ -575,19 +874,7 @@ class Server final : public TcpStoreServer {
       close_quietly_or_log(c, "send: " + errno_text(errno));
       return false;
     }
-    if (c.out_pos == c.out.size()) {
-      c.out.clear();
-      if (c.out.capacity() > kKeepBuffer) c.out.shrink_to_fit();
-      c.out_pos = 0;
-    } else if (c.out_pos > 1024 * 1024 && c.out_pos * 2 > c.out.size()) {
-      c.out.erase(0, c.out_pos);
-      c.out_pos = 0;
-    }
-    if (c.out_pending() > kOutputHardCap) {
-      close_with_reason(c, std::to_string(c.out_pending() >> 20) +
-                               " MiB of replies queued for a peer that does not read them");
-      return false;
-    }
+    count(c);
     if (c.eof && c.out_pending() == 0) {
       close_conn(c);
       return false;
@@ -595,10 +882,7 @@ class Server final : public TcpStoreServer {
     if (c.paused && c.out_pending() < kOutputLow) {
       pause(c, false);
       if (!process(c, false)) return false;
-      if (c.out_pending() > 0 && !c.dirty) {
-        c.dirty = true;
-        dirty_.push_back(c.id);
-      }
+      if (c.out_pending() > 0) mark_dirty(c);
     }
     set_timed(c);
     update_interest(c);
@@ -612,7 +896,7 @@ class Server final : public TcpStoreServer {
 
   void update_interest(Conn& c) {
     uint32_t want = 0;
-    if (!c.paused && !c.eof) want |= EPOLLIN | EPOLLRDHUP;
+    if (!c.paused && !c.eof && !c.backlogged) want |= EPOLLIN | EPOLLRDHUP;
     if (c.out_pending() > 0) want |= EPOLLOUT;
     if (want == c.interest) return;
     epoll_event ev{};
@@ -624,7 +908,10 @@ class Server final : public TcpStoreServer {
 
   // ---- timers (stalled requests, stalled readers, deferred decodes) --------------------------
 
+  // A request's deadline runs from its first byte: set when a partial request begins, kept while
+  // more of it trickles in.
   void mark_partial(Conn& c, bool on) {
+    if (on && !c.partial) c.request_started = c.last_rx;
     c.partial = on;
     set_timed(c);
   }
@@ -636,7 +923,7 @@ class Server final : public TcpStoreServer {
   }
 
   void set_timed(Conn& c) {
-    bool timed = c.partial || c.deferred || c.out_pending() > kOutputStall;
+    bool timed = c.partial || c.deferred || c.out_pending() > opt_.max_output_bytes;
     if (timed) timed_.insert(c.id);
     else timed_.erase(c.id);
   }
@@ -657,18 +944,29 @@ class Server final : public TcpStoreServer {
           any_deferred_ = true;
         }
       }
-      if (c->partial && !c->paused && now - c->last_rx >= opt_.stalled_request_timeout) {
-        close_with_reason(*c, "stalled mid-request: " + std::to_string(c->in_pending()) +
-                                  " bytes of " + head_op(*c) +
-                                  " buffered and nothing received for " +
-                                  seconds(now - c->last_rx));
+      if (!c->drop_reason.empty()) {
+        close_with_reason(*c, c->drop_reason, true);
         continue;
       }
-      if (c->out_pending() > kOutputStall &&
+      if (c->partial && !c->paused && now - c->request_started >= opt_.stalled_request_timeout) {
+        close_with_reason(*c,
+                          "stalled mid-request: " + std::to_string(c->in_pending()) +
+                              " bytes of " + head_op(*c) + " buffered, still incomplete " +
+                              seconds(now - c->request_started) +
+                              " after its first byte (last byte " + seconds(now - c->last_rx) +
+                              " ago; request timeout " + seconds(opt_.stalled_request_timeout) +
+                              ", --request-timeout)",
+                          true);
+        continue;
+      }
+      if (c->out_pending() > opt_.max_output_bytes &&
           now - c->last_tx_progress >= opt_.stalled_request_timeout) {
-        close_with_reason(*c, "peer reads nothing: " + std::to_string(c->out_pending() >> 20) +
-                                  " MiB of replies queued and no progress for " +
-                                  seconds(now - c->last_tx_progress));
+        close_with_reason(*c,
+                          "peer reads nothing: " + std::to_string(c->out_pending() >> 20) +
+                              " MiB of replies queued and no progress for " +
+                              seconds(now - c->last_tx_progress) + " (max_output_bytes " +
+                              std::to_string(opt_.max_output_bytes) + ", --max-output-bytes)",
+                          true);
         continue;
       }
       set_timed(*c);
@@ -676,6 +974,13 @@ class Server final : public TcpStoreServer {
   }
 
   // ---- closing -------------------------------------------------------------------------------
+
+  static std::string op_name(const Conn& c, char first) {
+    if (!c.dialect) return "an undetected-dialect request";
+    auto op = wire::op_from_byte(*c.dialect, static_cast<uint8_t>(first));
+    return op ? std::string("a ") + wire::to_string(*op)
+              : "opcode " + std::to_string(static_cast<uint8_t>(first));
+  }
 
   std::string head_op(const Conn& c) const {
     if (c.in_pending() == 0) return "no request";
@@ -690,7 +995,8 @@ class Server final : public TcpStoreServer {
   }
 
   // The one log line for a connection closed because of what it sent.
-  void close_with_reason(Conn& c, const std::string& reason) {
+  void close_with_reason(Conn& c, const std::string& reason, bool limit = false) {
+    if (limit) stats_.limits++;
     opt_.log("tcp store server: closed connection from " + c.peer + " (dialect " +
              (c.dialect ? wire::to_string(*c.dialect) : "undetected") + ", requests " +
              std::to_string(c.requests) + ", open " +
@@ -711,6 +1017,9 @@ class Server final : public TcpStoreServer {
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
     keyspace_.forget(id);
+    released_ += c.counted_out;  // a big input buffer is its own mapping: unmapped, no trim needed
+    in_total_ -= c.counted_in;
+    out_total_ -= c.counted_out;
     timed_.erase(id);
     conns_.erase(id);
     stats_.open.store(conns_.size());
@@ -719,6 +1028,11 @@ class Server final : public TcpStoreServer {
   TcpStoreServerOptions opt_;
   detail::ServerKeyspace keyspace_;
   std::size_t request_cap_ = 0;
+  std::size_t in_total_ = 0, out_total_ = 0;  // over every connection
+  std::size_t turn_output_ = 0;               // output queued by the running turn
+  std::size_t released_ = 0;                  // freed since the last malloc_trim
+  std::size_t last_stored_ = 0;
+  SteadyClock::time_point last_trim_{};
   std::vector<char> rbuf_ = std::vector<char>(kReadChunk);
   std::chrono::milliseconds tick_{100};
 
@@ -736,13 +1050,14 @@ class Server final : public TcpStoreServer {
   std::unordered_map<ConnId, Conn> conns_;
   ConnId next_id_ = 2;
   std::vector<ConnId> dirty_;
+  std::vector<ConnId> backlog_;
   std::unordered_set<ConnId> timed_;
   bool any_deferred_ = false;
   SteadyClock::time_point last_fd_log_{};
 
   struct {
     std::atomic<uint64_t> accepted{0}, open{0}, legacy{0}, modern{0}, errors{0}, requests{0},
-        keys{0};
+        keys{0}, limits{0}, stored{0}, buffered{0}, queued{0};
   } stats_;
 };
 

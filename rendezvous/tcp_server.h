@@ -2,13 +2,43 @@
 // A TCPStore server that PyTorch's clients (1.13 legacy and >= 2.1 modern) and ours can join.
 // One epoll event loop on its own thread serves every connection; the dialect is detected per
 // connection from its first bytes (wire::detect_dialect). WAIT replies are deferred until the
-// keys exist (fan-out to every waiter when a key is set); CANCEL_WAIT withdraws a pending wait.
+// keys exist (fan-out to every waiter when a key is set; a QUEUE_PUSH wakes only the oldest waiter,
+// as torch's libuv server does); CANCEL_WAIT withdraws a pending wait.
 //
 // Bad input never takes the server down: a connection that sends garbage, an over-limit length,
 // an unknown opcode, a non-numeric value under ADD, or stalls mid-request is closed with one log
 // line naming the peer and the reason; everyone else keeps being served. A connection that never
 // sends anything is kept (torch 1.13 opens such a second socket for WATCH_KEY) but counts against
 // max_connections.
+//
+// Memory has a budget, whatever clients do (the limits below, each a flag of `store serve`):
+//   value      a SET, MULTI_SET, COMPARE_SET or APPEND that would make a value longer than
+//              limits.max_value_bytes (8 MiB, --max-value-bytes) closes that connection; APPEND
+//              grows the value in place (amortised), never copies it per append.
+//   keys       more than max_stored_keys keys + queues (1 Mi, --max-keys): the request that would
+//              create one closes its connection; the store is unchanged.
+//   output     every reply and WATCH_KEY notification is counted against its connection's
+//              max_output_bytes (64 MiB, --max-output-bytes) when it is queued: a connection that
+//              would go over it (a client that does not read) is dropped, not buffered. A single
+//              reply bigger than the cap is let through when nothing else is queued for that
+//              connection (a MULTI_GET of many values); a reader that then takes nothing for
+//              stalled_request_timeout is closed.
+//   total      stored keys and values (+96 bytes per key) + buffered request bytes + queued reply
+//              bytes <= max_total_bytes (8 GiB, --max-total-bytes). A request, a reply or a
+//              notification that would exceed it closes the connection it belongs to. Requests or
+//              replies over 64 KiB may fill only 7/8 of it: the last eighth is kept for small
+//              ones, so a flood of big half-sent requests cannot lock out everyone's barriers.
+//   deadline   a request must be complete stalled_request_timeout (30 s, --request-timeout) after
+//              its first byte; a trickle of bytes does not restart it (slowloris).
+// Each closes only the offending connection, with one log line naming the peer, the limit, its
+// value and its flag; everyone else keeps being served. The loop never does O(value) work for a
+// tiny op: a connection gets at most 256 requests and 256 KiB of reading per turn, a request still
+// arriving is checked without being copied, big input buffers grow by mremap; the one exception is
+// torch 1.13's WATCH_KEY protocol, whose notification carries the whole old and new value: it is
+// built once, shared by every watcher, and only when some watcher has room for it. Defaults fit a 16k-rank world: 16384
+// ranks x (~16 keys of ~1 KiB + a 200 KiB verdict) ~ 3.5 GiB stored, plus as much again when
+// every rank posts its verdict at the same instant (one partial request per connection) -> 8 GiB;
+// 16384 x 16 keys = 256 Ki keys -> 1 Mi keys leaves 4x room.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -29,7 +59,11 @@ struct TcpStoreServerOptions {
   wire::Limits limits;
   int backlog = 4096;
   std::size_t max_connections = 16384;
-  // A connection that sent part of a request and then nothing for this long is closed.
+  // The memory budget (see above).
+  std::size_t max_total_bytes = std::size_t{8} << 30;
+  std::size_t max_stored_keys = std::size_t{1} << 20;
+  std::size_t max_output_bytes = std::size_t{64} << 20;
+  // A request not complete this long after its first byte is closed (however it trickles in).
   std::chrono::milliseconds stalled_request_timeout{30000};
   // Log sink for the one-line reasons a connection was closed (default: stderr).
   std::function<void(const std::string&)> log;
@@ -43,6 +77,11 @@ struct TcpStoreServerStats {
   uint64_t closed_for_errors = 0;
   uint64_t requests = 0;
   uint64_t keys = 0;
+  uint64_t closed_for_limits = 0;  // of closed_for_errors: a budget, cap or deadline was hit
+  // The budget's three parts, as of the end of the event loop's last iteration.
+  uint64_t stored_bytes = 0;
+  uint64_t buffered_request_bytes = 0;
+  uint64_t queued_reply_bytes = 0;
 };
 
 class TcpStoreServer {

@@ -1,5 +1,7 @@
 #include "rendezvous/tcp_server_keyspace.h"
 
+#include <algorithm>
+
 #include "rendezvous/store_util.h"
 
 namespace ncclsmoke::rendezvous::detail {
@@ -25,9 +27,37 @@ void ServerKeyspace::wake(const std::string& key) {
     w->second.erase(key);
     if (w->second.empty()) {
       waits_.erase(w);
+      wait_order_.erase(c);
       reply(c, stop);
     }
   }
+}
+
+void ServerKeyspace::wake_one(const std::string& key) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<std::pair<uint64_t, ConnId>> order;
+  order.reserve(it->second.size());
+  for (ConnId c : it->second) {
+    auto o = wait_order_.find(c);
+    order.emplace_back(o == wait_order_.end() ? 0 : o->second, c);
+  }
+  std::sort(order.begin(), order.end());
+  std::string stop;
+  wire::put_u8(stop, wire::kWaitStop);
+  for (const auto& [seq, c] : order) {
+    auto w = waits_.find(c);
+    if (w == waits_.end()) continue;
+    it->second.erase(c);
+    w->second.erase(key);
+    if (w->second.empty()) {
+      waits_.erase(w);
+      wait_order_.erase(c);
+      reply(c, stop);
+      break;
+    }
+  }
+  if (it->second.empty()) waiters_.erase(it);
 }
 
 void ServerKeyspace::cancel_wait(ConnId conn) {
@@ -40,6 +70,7 @@ void ServerKeyspace::cancel_wait(ConnId conn) {
     if (it->second.empty()) waiters_.erase(it);
   }
   waits_.erase(w);
+  wait_order_.erase(conn);
 }
 
 void ServerKeyspace::forget(ConnId conn) {
@@ -59,17 +90,39 @@ void ServerKeyspace::notify_watchers(const std::string& key, Change change,
                                      std::string_view old_value, std::string_view new_value) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  // torch 1.13's TCPStoreWorkerDaemon reads: type byte, key, old value, new value.
-  std::string msg;
-  wire::put_u8(msg, static_cast<uint8_t>(change));
-  wire::put_bytes(msg, key);
-  wire::put_bytes(msg, old_value);
-  wire::put_bytes(msg, new_value);
-  for (ConnId c : it->second) reply(c, msg);
+  // torch 1.13's TCPStoreWorkerDaemon reads: type byte, key, old value, new value. Each watcher
+  // is asked first, so the message is built only when someone can take it, and built once.
+  std::size_t size = 1 + 3 * 8 + key.size() + old_value.size() + new_value.size();
+  std::vector<ConnId> takers;
+  for (ConnId c : it->second)
+    if (may_queue(c, size)) takers.push_back(c);
+  if (takers.empty()) return;
+  auto msg = std::make_shared<std::string>();
+  msg->reserve(size);
+  wire::put_u8(*msg, static_cast<uint8_t>(change));
+  wire::put_bytes(*msg, key);
+  wire::put_bytes(*msg, old_value);
+  wire::put_bytes(*msg, new_value);
+  std::shared_ptr<const std::string> shared = std::move(msg);
+  for (ConnId c : takers) {
+    if (send_shared_) send_shared_(c, shared);
+    else send_(c, std::string(*shared));
+  }
+}
+
+std::optional<std::string> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
+                                                 std::size_t item, const char* what) const {
+  std::size_t entries = data_.size() + queues_.size();
+  if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys)
+    return std::string(what) + " would create " + std::to_string(new_entries) +
+           " key(s) beyond the key-count limit: " + std::to_string(entries) + " keys stored, " +
+           "max_stored_keys " + std::to_string(limits_.max_stored_keys) + " (--max-keys)";
+  if (grow > 0 && limits_.may_grow) return limits_.may_grow(grow, item);
+  return std::nullopt;
 }
 
 std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect dialect,
-                                                   const wire::Request& req) {
+                                                   wire::Request&& req) {
   std::string out;
   switch (req.op) {
     case Op::validate:
@@ -77,16 +130,33 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
 
     case Op::set:
     case Op::multi_set: {
+      // All or nothing: the whole request is checked against the limits before anything changes.
+      std::size_t new_entries = 0, grow = 0, item = 0;
+      for (std::size_t i = 0; i < req.keys.size(); ++i) {
+        auto it = data_.find(req.keys[i]);
+        std::size_t vsize = req.values[i].size();
+        item = std::max(item, vsize);
+        if (it == data_.end()) {
+          ++new_entries;
+          grow += kEntryOverhead + req.keys[i].size() + vsize;
+        } else if (vsize > it->second.size()) {
+          grow += vsize - it->second.size();
+        }
+      }
+      if (auto why = admit(new_entries, grow, item, wire::to_string(req.op))) return why;
       for (std::size_t i = 0; i < req.keys.size(); ++i) {
         const auto& key = req.keys[i];
         auto it = data_.find(key);
         if (it == data_.end()) {
-          data_.emplace(key, req.values[i]);
-          notify_watchers(key, Change::created, {}, req.values[i]);
+          bytes_ += kEntryOverhead + key.size() + req.values[i].size();
+          auto& v = data_.emplace(key, std::move(req.values[i])).first->second;
+          notify_watchers(key, Change::created, {}, v);
         } else {
+          bytes_ += req.values[i].size();
+          bytes_ -= it->second.size();
           std::string old = std::move(it->second);
-          it->second = req.values[i];
-          notify_watchers(key, Change::updated, old, req.values[i]);
+          it->second = std::move(req.values[i]);
+          notify_watchers(key, Change::updated, old, it->second);
         }
         wake(key);
       }
@@ -96,25 +166,38 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
     case Op::compare_set: {
       const auto& key = req.keys[0];
       const auto& expected = req.values[0];
-      const auto& desired = req.values[1];
+      auto& desired = req.values[1];
       auto it = data_.find(key);
       if (it == data_.end()) {
         if (!expected.empty()) {
+          if (!may_queue(conn, 8 + expected.size())) return std::nullopt;
           wire::put_bytes(out, expected);  // torch's "lying" answer for a missing key
         } else {
-          data_.emplace(key, desired);
-          notify_watchers(key, Change::created, {}, desired);
-          wire::put_bytes(out, desired);
+          if (auto why = admit(1, kEntryOverhead + key.size() + desired.size(), desired.size(),
+                               "COMPARE_SET"))
+            return why;
+          if (!may_queue(conn, 8 + desired.size())) return std::nullopt;
+          bytes_ += kEntryOverhead + key.size() + desired.size();
+          auto& v = data_.emplace(key, std::move(desired)).first->second;
+          notify_watchers(key, Change::created, {}, v);
+          wire::put_bytes(out, v);
           wake(key);
         }
       } else {
         if (it->second == expected) {
-          it->second = desired;
-          notify_watchers(key, Change::updated, expected, desired);
+          if (desired.size() > expected.size())
+            if (auto why = admit(0, desired.size() - expected.size(), desired.size(),
+                                 "COMPARE_SET"))
+              return why;
+          bytes_ += desired.size();
+          bytes_ -= expected.size();
+          it->second = std::move(desired);
+          notify_watchers(key, Change::updated, expected, it->second);
         }
+        if (!may_queue(conn, 8 + it->second.size())) return std::nullopt;
         wire::put_bytes(out, it->second);
       }
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
@@ -126,9 +209,10 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
                  " (closing, as torch 1.13's server does)";
         wire::put_bytes(out, {});  // the libuv server answers an empty value
       } else {
+        if (!may_queue(conn, 8 + it->second.size())) return std::nullopt;
         wire::put_bytes(out, it->second);
       }
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
@@ -145,15 +229,22 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
                std::to_string(*current) + ") overflows int64";
       std::string text = std::to_string(value);
       if (it == data_.end()) {
+        if (auto why = admit(1, kEntryOverhead + key.size() + text.size(), text.size(), "ADD"))
+          return why;
+        bytes_ += kEntryOverhead + key.size() + text.size();
         data_.emplace(key, text);
         notify_watchers(key, Change::created, {}, text);
       } else {
+        if (text.size() > it->second.size())
+          if (auto why = admit(0, text.size() - it->second.size(), text.size(), "ADD")) return why;
+        bytes_ += text.size();
+        bytes_ -= it->second.size();
         std::string old = std::move(it->second);
         it->second = text;
         notify_watchers(key, Change::updated, old, text);
       }
       wire::put_i64(out, value);
-      reply(conn, out);
+      reply(conn, std::move(out));
       wake(key);
       return std::nullopt;
     }
@@ -162,7 +253,7 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
       bool all = true;
       for (const auto& k : req.keys) all = all && present(k);
       wire::put_u8(out, all ? wire::kCheckReady : wire::kCheckNotReady);
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
@@ -175,11 +266,12 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
         if (!present(k)) missing.insert(k);
       if (missing.empty()) {
         wire::put_u8(out, wire::kWaitStop);
-        reply(conn, out);
+        reply(conn, std::move(out));
         return std::nullopt;
       }
       for (const auto& k : missing) waiters_[k].insert(conn);
       waits_.emplace(conn, std::move(missing));
+      wait_order_[conn] = next_wait_++;
       return std::nullopt;
     }
 
@@ -188,12 +280,12 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
       // expects WAIT_CANCELED.
       cancel_wait(conn);
       wire::put_u8(out, wire::kWaitCanceled);
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
 
     case Op::num_keys:
       wire::put_i64(out, static_cast<int64_t>(data_.size()));
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
 
     case Op::delete_key: {
@@ -202,80 +294,127 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
       int64_t deleted = 0;
       if (it != data_.end()) {
         notify_watchers(key, Change::deleted, it->second, {});
+        bytes_ -= kEntryOverhead + key.size() + it->second.size();
         data_.erase(it);
         deleted = 1;
       }
-      queues_.erase(key);
+      auto q = queues_.find(key);
+      if (q != queues_.end()) {
+        bytes_ -= kEntryOverhead + key.size();
+        for (const auto& item : q->second) bytes_ -= kItemOverhead + item.size();
+        queues_.erase(q);
+      }
       wire::put_i64(out, deleted);
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
     case Op::append: {
       const auto& key = req.keys[0];
+      auto& value = req.values[0];
       auto it = data_.find(key);
       if (it == data_.end()) {
-        data_.emplace(key, req.values[0]);
-        notify_watchers(key, Change::created, {}, req.values[0]);
+        if (auto why = admit(1, kEntryOverhead + key.size() + value.size(), value.size(),
+                             "APPEND"))
+          return why;
+        bytes_ += kEntryOverhead + key.size() + value.size();
+        auto& v = data_.emplace(key, std::move(value)).first->second;
+        notify_watchers(key, Change::created, {}, v);
       } else {
-        std::string old = it->second;
-        it->second += req.values[0];
-        notify_watchers(key, Change::appended, old, it->second);
+        std::size_t old_size = it->second.size();
+        if (old_size + value.size() > limits_.max_value_bytes)
+          return "APPEND of " + std::to_string(value.size()) + " bytes to key " +
+                 printable(key) + " (" + std::to_string(old_size) + " bytes) would exceed " +
+                 "max_value_bytes " + std::to_string(limits_.max_value_bytes) +
+                 " (--max-value-bytes)";
+        if (auto why = admit(0, value.size(), old_size + value.size(), "APPEND")) return why;
+        bytes_ += value.size();
+        it->second.append(value);  // amortised: no copy of what is already stored
+        std::string_view now = it->second;
+        notify_watchers(key, Change::appended, now.substr(0, old_size), now);
       }
       wake(key);
       return std::nullopt;
     }
 
-    case Op::multi_get:
-      // torch's client WAITs for the keys first; a missing one gets an empty value.
+    case Op::multi_get: {
+      // torch's client WAITs for the keys first; a missing one gets an empty value. The reply's
+      // size is known before it is built, so an over-cap reader costs no copy.
+      std::size_t size = 0;
+      for (const auto& k : req.keys) {
+        auto it = data_.find(k);
+        size += 8 + (it == data_.end() ? 0 : it->second.size());
+      }
+      if (!may_queue(conn, size)) return std::nullopt;
+      out.reserve(size);
       for (const auto& k : req.keys) {
         auto it = data_.find(k);
         wire::put_bytes(out, it == data_.end() ? std::string_view{} : std::string_view{it->second});
       }
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
+    }
 
     case Op::ping:
       wire::put_u32(out, req.u32);
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
 
-    case Op::queue_push:
-      queues_[req.keys[0]].push_back(req.values[0]);
-      wake(req.keys[0]);
+    case Op::queue_push: {
+      const auto& key = req.keys[0];
+      auto q = queues_.find(key);
+      bool fresh = q == queues_.end();
+      std::size_t grow = kItemOverhead + req.values[0].size() +
+                         (fresh ? kEntryOverhead + key.size() : 0);
+      if (auto why = admit(fresh ? 1 : 0, grow, req.values[0].size(), "QUEUE_PUSH")) return why;
+      bytes_ += grow;
+      if (fresh) q = queues_.emplace(key, std::deque<std::string>{}).first;
+      q->second.push_back(std::move(req.values[0]));
+      wake_one(key);
       return std::nullopt;
+    }
 
     case Op::queue_pop: {
       auto it = queues_.find(req.keys[0]);
       int64_t len = it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size());
       wire::put_i64(out, len);
       if (len > 0) {
+        if (!may_queue(conn, 16 + it->second.front().size())) return std::nullopt;
         wire::put_bytes(out, it->second.front());
+        bytes_ -= kItemOverhead + it->second.front().size();
         it->second.pop_front();
-        if (it->second.empty()) queues_.erase(it);
+        if (it->second.empty()) {
+          bytes_ -= kEntryOverhead + it->first.size();
+          queues_.erase(it);
+        }
       }
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
     case Op::queue_len: {
       auto it = queues_.find(req.keys[0]);
       wire::put_i64(out, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
 
-    case Op::list:
+    case Op::list: {
+      std::size_t size = 8;
+      for (const auto& [k, v] : data_) size += 8 + k.size();
+      if (!may_queue(conn, size)) return std::nullopt;
+      out.reserve(size);
       wire::put_i64(out, static_cast<int64_t>(data_.size()));
       for (const auto& [k, v] : data_) wire::put_bytes(out, k);
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
+    }
 
     case Op::watch_key: {
       const auto& key = req.keys[0];
       if (watchers_[key].insert(conn).second) watched_by_[conn].push_back(key);
       wire::put_u8(out, 3);  // WatchResponseType::KEY_CALLBACK_REGISTERED
-      reply(conn, out);
+      reply(conn, std::move(out));
       return std::nullopt;
     }
   }

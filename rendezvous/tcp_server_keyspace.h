@@ -1,13 +1,25 @@
 #pragma once
 // The TCPStore server's data and its semantics, apart from sockets: the key map, the libuv-style
-// queues, pending WAITs indexed by key (so one SET releases every waiter on it), and torch 1.13's
+// queues, pending WAITs indexed by key (so one SET releases every waiter on it, while one
+// QUEUE_PUSH releases only the longest-waiting one, as torch's libuv server does: one item can
+// feed only one QUEUE_POP), and torch 1.13's
 // WATCH_KEY callbacks. Only the server's event-loop thread touches it, so it has no locks.
 //
 // Replies and deferred wake-ups go out through the `Send` callback (the server appends them to
 // that connection's output buffer). execute() returns a reason when the request must close the
 // connection instead (legacy GET of a missing key, ADD on a non-numeric value ...), as torch's
 // servers do.
+//
+// Memory budget (KeyspaceLimits, all optional): stored_bytes() counts every key and value (plus a
+// fixed overhead per entry, so a million empty keys are not free). A request that would grow a
+// value past max_value_bytes (APPEND included: torch's libuv appendHandler checks only each
+// appended payload, TCPStoreLibUvBackend.cpp, pytorch/pytorch), create more than max_stored_keys
+// keys or queues, or that `may_grow` refuses, changes nothing and returns its reason (the server
+// closes that connection). Big replies and WATCH_KEY notifications ask `may_queue` before they are
+// built, so a reader over its output cap costs no copy. No op copies a stored value except to send
+// it: APPEND grows the value in place (amortised), and a watcher's old value is a prefix of it.
 #include <cstdint>
+#include <memory>
 #include <deque>
 #include <functional>
 #include <optional>
@@ -23,17 +35,40 @@ namespace ncclsmoke::rendezvous::detail {
 
 using ConnId = uint64_t;
 
+// Bytes charged per stored key / queue (map node, string headers) and per queued item.
+inline constexpr std::size_t kEntryOverhead = 96;
+inline constexpr std::size_t kItemOverhead = 48;
+
+struct KeyspaceLimits {
+  std::size_t max_value_bytes = SIZE_MAX;
+  std::size_t max_stored_keys = SIZE_MAX;  // keys + non-empty queues
+  // May `bytes` more be queued for `conn`? false: the server drops that connection (and logs why).
+  std::function<bool(ConnId, std::size_t bytes)> may_queue;
+  // May the store grow by `grow` bytes for an item of `item` bytes? A reason when not.
+  std::function<std::optional<std::string>(std::size_t grow, std::size_t item)> may_grow;
+};
+
 class ServerKeyspace {
  public:
-  using Send = std::function<void(ConnId, std::string_view)>;
-  explicit ServerKeyspace(Send send) : send_(std::move(send)) {}
+  // Queues reply bytes for a connection (moved: a big reply is not copied again).
+  using Send = std::function<void(ConnId, std::string&&)>;
+  // Queues a notification shared by several connections without a copy per connection.
+  using SendShared = std::function<void(ConnId, const std::shared_ptr<const std::string>&)>;
+  explicit ServerKeyspace(Send send, KeyspaceLimits limits = {}, SendShared send_shared = nullptr)
+      : send_(std::move(send)), send_shared_(std::move(send_shared)), limits_(std::move(limits)) {}
 
-  // Runs one decoded request from `conn` (VALIDATE is the server's business, not ours).
-  std::optional<std::string> execute(ConnId conn, wire::Dialect dialect, const wire::Request& req);
+  // Runs one decoded request from `conn` (VALIDATE is the server's business, not ours). The
+  // rvalue form moves the request's values into the store.
+  std::optional<std::string> execute(ConnId conn, wire::Dialect dialect, wire::Request&& req);
+  std::optional<std::string> execute(ConnId conn, wire::Dialect dialect, const wire::Request& req) {
+    wire::Request copy = req;
+    return execute(conn, dialect, std::move(copy));
+  }
   // Forgets a closed connection's pending WAIT and watches.
   void forget(ConnId conn);
 
   std::size_t num_keys() const { return data_.size(); }
+  std::size_t stored_bytes() const { return bytes_; }
   bool has_pending_wait(ConnId conn) const { return waits_.count(conn) > 0; }
   std::size_t pending_waits() const { return waits_.size(); }
 
@@ -41,18 +76,34 @@ class ServerKeyspace {
   bool present(const std::string& key) const;
   // The key now exists (or its queue is non-empty): answer every WAIT that was missing only it.
   void wake(const std::string& key);
+  // A queue item arrived: in wait order, the key counts as present for each waiter until one is
+  // complete; that one is answered and the rest keep waiting on the key (libuv's
+  // wakeupOneWaitingClient).
+  void wake_one(const std::string& key);
   void cancel_wait(ConnId conn);
   enum class Change : uint8_t { updated = 0, created = 1, deleted = 2, appended = 4 };
   void notify_watchers(const std::string& key, Change change, std::string_view old_value,
                        std::string_view new_value);
-  void reply(ConnId conn, const std::string& bytes) { send_(conn, bytes); }
+  void reply(ConnId conn, std::string bytes) { send_(conn, std::move(bytes)); }
+  bool may_queue(ConnId conn, std::size_t bytes) const {
+    return !limits_.may_queue || limits_.may_queue(conn, bytes);
+  }
+  // nullopt when the store may take `new_entries` more keys/queues and `grow` more bytes.
+  std::optional<std::string> admit(std::size_t new_entries, std::size_t grow, std::size_t item,
+                                   const char* what) const;
 
   Send send_;
+  SendShared send_shared_;
+  KeyspaceLimits limits_;
+  std::size_t bytes_ = 0;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   // Pending WAITs: the keys each connection still misses, and the reverse index.
   std::unordered_map<ConnId, std::unordered_set<std::string>> waits_;
   std::unordered_map<std::string, std::unordered_set<ConnId>> waiters_;
+  // When each pending WAIT arrived (wake_one serves the oldest first).
+  std::unordered_map<ConnId, uint64_t> wait_order_;
+  uint64_t next_wait_ = 0;
   // Legacy WATCH_KEY registrations (torch 1.13's callback connection).
   std::unordered_map<std::string, std::unordered_set<ConnId>> watchers_;
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;

@@ -29,7 +29,10 @@ std::optional<uint8_t> index_of(const Op (&table)[N], Op op) {
 // reports "need more bytes" (short), or fails with a reason (bad).
 class Cursor {
  public:
-  Cursor(std::string_view buf, const Limits& limits) : buf_(buf), limits_(limits) {}
+  // copy=false only checks and skips the fields (strings come back empty): a partial request
+  // that is still arriving costs no copy of what it has so far.
+  Cursor(std::string_view buf, const Limits& limits, bool copy = true)
+      : buf_(buf), limits_(limits), copy_(copy) {}
 
   bool short_read() const { return short_; }
   bool bad() const { return !error_.empty(); }
@@ -62,6 +65,10 @@ class Cursor {
       short_ = true;
       return {};
     }
+    if (!copy_) {
+      pos_ += len;
+      return {};
+    }
     std::string out(buf_.data() + pos_, len);
     pos_ += len;
     return out;
@@ -89,6 +96,7 @@ class Cursor {
  private:
   std::string_view buf_;
   const Limits& limits_;
+  bool copy_ = true;
   std::size_t pos_ = 0;
   bool short_ = false;
   std::string error_;
@@ -163,7 +171,19 @@ Detected detect_dialect(std::string_view b) {
   return magic == kValidateMagic ? Detected::modern : Detected::legacy;
 }
 
+static Decoded decode_request_pass(Dialect d, std::string_view buf, const Limits& limits,
+                                   bool copy);
+
+// Checks first without copying, so a request still arriving (need_more) or a bad one costs no
+// copy of its payload; only a complete request is decoded for real.
 Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits) {
+  Decoded scan = decode_request_pass(d, buf, limits, false);
+  if (scan.status != Status::ok) return scan;
+  return decode_request_pass(d, buf, limits, true);
+}
+
+static Decoded decode_request_pass(Dialect d, std::string_view buf, const Limits& limits,
+                                   bool copy) {
   Decoded r;
   if (buf.empty()) return r;
   auto op = op_from_byte(d, static_cast<uint8_t>(buf[0]));
@@ -174,7 +194,7 @@ Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits) {
     return r;
   }
   r.request.op = *op;
-  Cursor c(buf.substr(1), limits);
+  Cursor c(buf.substr(1), limits, copy);
   auto& req = r.request;
   switch (*op) {
     case Op::validate:

@@ -12,7 +12,9 @@
 //   modern  torch >= 2.1: the connection starts with VALIDATE (00 CE F7 85 3C), then PING.
 //           SET=1 ... LIST=17, including the libuv queue ops.
 // A server detects the dialect from a connection's first bytes (detect_dialect); a client must be
-// told, because a 1.13 server reads VALIDATE as a SET with a gigantic key length and stalls.
+// told or negotiate (dialect_probe.h): a 1.13 server reads a bare VALIDATE as a SET whose key
+// length is still incomplete and stalls its whole store; VALIDATE followed by at least 4 more
+// bytes makes it reset that one connection.
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -3,6 +3,7 @@
 // result), so the script can interleave our client's operations with a real PyTorch peer's.
 //
 //   store_driver --host 127.0.0.1 --port 29500 --dialect legacy [--timeout 10] [--op-timeout 5]
+//                [--negotiate 1]   (probe the server's era instead of trusting --dialect)
 //
 // Values travel hex-encoded (binary-safe); keys are plain strings. Commands:
 //   ["set", key, hex]                ["get", key, timeout_s]          ["add", key, delta]
@@ -10,6 +11,8 @@
 //   ["compare_set", key, hex_expected, hex_desired]                   ["num_keys"]
 //   ["append", key, hex]             ["multi_get", [keys], timeout_s]
 //   ["multi_set", [keys], [hex...]]  ["join", world_size, timeout_s]  ["ping", nonce]
+//   ["queue_push", key, hex]         ["queue_len", key]               ["list"]
+//   ["probe"] (probe_dialect of the same endpoint again: the cached answer)
 //   ["quit"]
 // Reply: {"ok": true, "result": ..., "elapsed_s": s} or {"ok": false, "class": "timed_out",
 // "error": "...", "elapsed_s": s}. The first line is the connect outcome.
@@ -48,6 +51,15 @@ Deadline after_seconds(double s) {
   return deadline_after(Millis(static_cast<long long>(s * 1000)));
 }
 
+json probe_json(const DialectProbe& p) {
+  return {{"era", to_string(p.era)},
+          {"era_text", p.era_text},
+          {"dialect", ncclsmoke::rendezvous::wire::to_string(p.dialect)},
+          {"ping", p.ping},
+          {"cached", p.cached},
+          {"probe_s", p.probe_s}};
+}
+
 json run(TcpStore& store, const json& cmd) {
   const std::string op = cmd.at(0).get<std::string>();
   if (op == "set") {
@@ -84,6 +96,16 @@ json run(TcpStore& store, const json& cmd) {
   }
   if (op == "join") return store.join_workers(cmd.at(1).get<int64_t>(), after_seconds(cmd.at(2)));
   if (op == "ping") return store.ping(cmd.at(1).get<uint32_t>());
+  if (op == "queue_push") {
+    store.queue_push(cmd.at(1), from_hex(cmd.at(2)));
+    return nullptr;
+  }
+  if (op == "queue_len") return store.queue_len(cmd.at(1));
+  if (op == "list") return store.list();
+  if (op == "probe") {
+    const auto& o = store.options();
+    return probe_json(probe_dialect(o.host, o.port, after_seconds(5), o.backoff));
+  }
   throw std::invalid_argument("unknown command " + op);
 }
 
@@ -101,6 +123,7 @@ int main(int argc, char** argv) {
                                       : ncclsmoke::rendezvous::wire::Dialect::modern;
     else if (flag == "--timeout") timeout_s = std::stod(value);
     else if (flag == "--op-timeout") op_timeout_s = std::stod(value);
+    else if (flag == "--negotiate") opt.negotiate = value == "1";
     else {
       std::cerr << "store_driver: unknown flag " << flag << "\n";
       return 2;
@@ -117,13 +140,14 @@ int main(int argc, char** argv) {
     return 3;
   }
   const auto& rep = store->connect_report();
-  std::cout << json{{"ok", true},
-                    {"peer", rep.peer_address},
-                    {"local", rep.local_address},
-                    {"interface", rep.local_interface},
-                    {"rounds", rep.rounds},
-                    {"elapsed_s", rep.elapsed_s}}
-            << std::endl;
+  json hello{{"ok", true},
+             {"peer", rep.peer_address},
+             {"local", rep.local_address},
+             {"interface", rep.local_interface},
+             {"rounds", rep.rounds},
+             {"elapsed_s", rep.elapsed_s}};
+  if (auto n = store->negotiation()) hello["negotiation"] = probe_json(*n);
+  std::cout << hello << std::endl;
 
   std::string line;
   while (std::getline(std::cin, line)) {

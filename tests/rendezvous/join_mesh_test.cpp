@@ -2,12 +2,19 @@
 // with the mesh's connections on real loopback sockets.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <future>
 #include <thread>
 
+#include "harness/probe_findings.h"
 #include "rendezvous/join.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/mesh.h"
+#include "rendezvous/tcp_client.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -183,6 +190,304 @@ TEST(Mesh, AClosedPortIsAFailedPairNamingBothEnds) {
   EXPECT_EQ(res.failures[0].from, 0);
   EXPECT_EQ(res.failures[0].to, 1);
   EXPECT_EQ(res.failures[0].error_class, ErrorClass::refused) << res.failures[0].message;
+}
+
+// ---- unfinished is not failed (issue 13) ----
+
+harness::World world_of(int rank, int size) {
+  harness::World w;
+  w.rank = rank;
+  w.world_size = size;
+  w.hostname = "host-" + std::to_string(rank);
+  w.master_addr = "127.0.0.1";
+  w.master_port = 29500;
+  return w;
+}
+
+bool has_code(const std::vector<results::Finding>& fs, const std::string& code) {
+  return std::any_of(fs.begin(), fs.end(), [&](const auto& f) { return f.code == code; });
+}
+
+std::string codes(const std::vector<results::Finding>& fs) {
+  std::string out;
+  for (const auto& f : fs) out += f.code + ": " + f.message + "\n";
+  return out;
+}
+
+// A TCP listener on loopback that never accepts: the kernel completes every connection through
+// the backlog (as for a SIGSTOPped process) and nothing ever answers.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof in;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&in), len) != 0 ||
+        ::listen(fd_, 64) != 0 || ::getsockname(fd_, reinterpret_cast<sockaddr*>(&in), &len) != 0)
+      return;
+    port_ = ntohs(in.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int fd_ = -1;
+  uint16_t port_ = 0;
+};
+
+std::size_t planned_pairs(const std::vector<int>& ranks, const MeshOptions& o) {
+  std::size_t n = 0;
+  for (int r : ranks) n += mesh_peers(r, ranks, o.full_mesh_threshold, o.random_peers).size();
+  return n;
+}
+
+// Hundreds of ranks and a deadline that has already passed when they start probing: nothing can
+// be tested, and nothing may be called blocked or lost for it.
+TEST(MeshDeadline, ADeadlineTooShortForTheWorldIsInconclusiveNotBlockedNorLost) {
+  MemoryStore store;
+  std::vector<int> ranks;
+  for (int r = 0; r < 200; ++r) ranks.push_back(r);
+  auto deadline = Clock::now();  // every rank starts after it: cut short before the first dial
+  std::vector<std::future<MeshResult>> fs;
+  for (int r : ranks)
+    fs.push_back(std::async(std::launch::async, [&, r] {
+      auto o = mesh_options(r, ranks, deadline);
+      o.done_grace = 3000ms;  // the collection waits for results; this is not a timed assertion
+      return run_mesh_probe(store, o);
+    }));
+  std::vector<MeshResult> results;
+  for (auto& f : fs) results.push_back(f.get());
+  auto o = mesh_options(0, ranks, deadline);
+  for (const auto& res : results) {
+    EXPECT_TRUE(res.summary_received);
+    EXPECT_TRUE(res.failures.empty()) << res.failures.front().message;
+    EXPECT_TRUE(res.silent_ranks.empty()) << "rank " << res.silent_ranks.front() << " called lost";
+    EXPECT_EQ(res.pairs_tested, 0u);
+    EXPECT_EQ(res.pairs_untested, planned_pairs(ranks, o));
+    EXPECT_TRUE(res.deadline_hit);
+  }
+  std::map<int, std::string> hosts;
+  for (int r : ranks) hosts[r] = "host-" + std::to_string(r);
+  for (int r : {0, 1, 199}) {
+    auto j = harness::judge_mesh(results[static_cast<std::size_t>(r)], world_of(r, 200), hosts);
+    EXPECT_EQ(j.status, "inconclusive") << codes(j.findings);
+    EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+    EXPECT_FALSE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
+    ASSERT_TRUE(has_code(j.findings, "MESH_INCOMPLETE")) << codes(j.findings);
+    std::string count = std::to_string(planned_pairs(ranks, o));
+    EXPECT_NE(j.detail.find(count + " not tested"), std::string::npos) << j.detail;
+    EXPECT_NE(j.findings.back().message.find(count + " of " + count), std::string::npos)
+        << j.findings.back().message;
+    EXPECT_EQ(j.findings.back().severity, "warning");
+  }
+}
+
+// A pair the phase deadline cut before its own pair timeout is not tested, even when the peer
+// never answers.
+TEST(MeshDeadline, APairCutByThePhaseDeadlineIsNotTested) {
+  MemoryStore store;
+  SilentListener silent;
+  ASSERT_NE(silent.port(), 0);
+  store.set("mesh/addr/1", silent.address());
+  store.set("mesh/result/1", R"({"tested":0,"untested":0,"failures":[]})");
+  auto o = mesh_options(0, {0, 1}, deadline_after(300ms));
+  o.pair_timeout = 60s;  // the phase deadline comes first, whatever the machine's speed
+  auto res = run_mesh_probe(store, o);
+  EXPECT_TRUE(res.failures.empty()) << res.failures.front().message;
+  EXPECT_EQ(res.pairs_tested, 0u);
+  EXPECT_EQ(res.pairs_untested, 1u);
+  auto j = harness::judge_mesh(res, world_of(0, 2), {});
+  EXPECT_EQ(j.status, "inconclusive") << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED"));
+}
+
+// A peer that accepts but never answers, for the full pair timeout (twice: the retry), is a
+// failed pair: stalled, named, and the phase fails.
+TEST(MeshDeadline, APeerSilentForTheWholePairTimeoutIsBlockedAsStalled) {
+  MemoryStore store;
+  SilentListener silent;
+  ASSERT_NE(silent.port(), 0);
+  store.set("mesh/addr/1", silent.address());
+  store.set("mesh/result/1", R"({"tested":0,"untested":0,"failures":[]})");
+  auto o = mesh_options(0, {0, 1}, deadline_after(60s));
+  o.pair_timeout = 200ms;
+  auto res = run_mesh_probe(store, o);
+  ASSERT_EQ(res.failures.size(), 1u);
+  EXPECT_EQ(res.failures[0].error_class, ErrorClass::stalled) << res.failures[0].message;
+  EXPECT_NE(res.failures[0].message.find("dialled again"), std::string::npos)
+      << res.failures[0].message;
+  EXPECT_EQ(res.pairs_untested, 0u);
+  auto j = harness::judge_mesh(res, world_of(0, 2), {});
+  EXPECT_EQ(j.status, "fail");
+  EXPECT_TRUE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+}
+
+// A refusal is an answer: blocked, whatever the deadline (the listener of a real peer, closed).
+TEST(MeshDeadline, AClosedListenerIsStillBlocked) {
+  MemoryStore store;
+  std::string addr;
+  {
+    SilentListener gone;  // bound, then closed: nothing listens on that port any more
+    addr = gone.address();
+  }
+  store.set("mesh/addr/1", addr);
+  store.set("mesh/result/1", R"({"tested":0,"untested":0,"failures":[]})");
+  auto o = mesh_options(0, {0, 1}, deadline_after(60s));
+  o.pair_timeout = 300ms;
+  auto res = run_mesh_probe(store, o);
+  ASSERT_EQ(res.failures.size(), 1u);
+  EXPECT_EQ(res.failures[0].error_class, ErrorClass::refused) << res.failures[0].message;
+  auto j = harness::judge_mesh(res, world_of(0, 2), {{0, "host-0"}, {1, "host-1"}});
+  EXPECT_EQ(j.status, "fail");
+  EXPECT_TRUE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "MESH_INCOMPLETE")) << codes(j.findings);
+}
+
+// A rank whose result never comes but whose listener still answers was still probing: not lost.
+// One whose listener is gone is lost, and pairs towards it are not blamed on the network.
+TEST(MeshDeadline, ARankStillProbingIsNotLostButAGoneOneIs) {
+  MemoryStore store;
+  std::vector<int> ranks{0, 1, 2};
+  std::promise<void> release;
+  auto released = release.get_future().share();
+  // Rank 1: a real probe that keeps its listener open but never publishes a result in time
+  // (it is stuck before its result: simulated by a wrapper store that holds mesh/result/1).
+  struct HoldResult final : Store {
+    Store& inner;
+    std::shared_future<void> gate;
+    HoldResult(Store& s, std::shared_future<void> g) : inner(s), gate(std::move(g)) {}
+    void set(const std::string& k, const std::string& v) override {
+      if (k == "mesh/result/1") gate.wait();
+      inner.set(k, v);
+    }
+    std::string get(const std::string& k, Deadline d) override { return inner.get(k, d); }
+    int64_t add(const std::string& k, int64_t d) override { return inner.add(k, d); }
+    bool check(const std::vector<std::string>& k) override { return inner.check(k); }
+    void wait(const std::vector<std::string>& k, Deadline d) override { inner.wait(k, d); }
+    std::string compare_set(const std::string& k, const std::string& e,
+                            const std::string& d) override {
+      return inner.compare_set(k, e, d);
+    }
+    bool delete_key(const std::string& k) override { return inner.delete_key(k); }
+    int64_t num_keys() override { return inner.num_keys(); }
+    void append(const std::string& k, const std::string& v) override { inner.append(k, v); }
+    std::vector<std::string> multi_get(const std::vector<std::string>& k, Deadline d) override {
+      return inner.multi_get(k, d);
+    }
+    void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+      inner.multi_set(k, v);
+    }
+  };
+  HoldResult held(store, released);
+  std::string gone_addr;
+  {
+    SilentListener gone;
+    gone_addr = gone.address();
+  }
+  store.set("mesh/addr/2", gone_addr);  // rank 2 listened, then died
+  auto deadline = deadline_after(1500ms);
+  auto r1 = std::async(std::launch::async, [&] {
+    auto o = mesh_options(1, ranks, deadline);
+    o.done_grace = 2000ms;
+    return run_mesh_probe(held, o);
+  });
+  auto o0 = mesh_options(0, ranks, deadline);
+  o0.done_grace = 500ms;
+  auto r0 = run_mesh_probe(store, o0);
+  release.set_value();
+  auto res1 = r1.get();
+  EXPECT_EQ(r0.unfinished_ranks, std::vector<int>{1});
+  EXPECT_EQ(r0.silent_ranks, std::vector<int>{2});
+  for (const auto& f : r0.failures)
+    ADD_FAILURE() << "a pair towards the lost rank was blamed on the network: " << f.message;
+  auto j = harness::judge_mesh(r0, world_of(0, 3), {});
+  EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+  EXPECT_TRUE(has_code(j.findings, "MESH_INCOMPLETE")) << codes(j.findings);
+  for (const auto& f : j.findings)
+    if (f.code == "PEER_LOST") EXPECT_EQ(f.ranks, std::vector<int>{2});
+}
+
+// A rank killed after the join never begins the mesh: it alone is named (PEER_LOST), and the pairs
+// towards it are explained by that, not reported as left untested by the deadline.
+TEST(MeshDeadline, ARankThatNeverBeganIsLostAndItsPairsAreNotIncomplete) {
+  MemoryStore store;
+  std::vector<int> ranks{0, 1, 2};
+  auto deadline = deadline_after(1s);
+  std::vector<std::future<MeshResult>> fs;
+  for (int r : {0, 1})
+    fs.push_back(std::async(std::launch::async, [&, r] {
+      return run_mesh_probe(store, mesh_options(r, ranks, deadline));
+    }));
+  auto r0 = fs[0].get();
+  auto r1 = fs[1].get();
+  EXPECT_EQ(r0.silent_ranks, std::vector<int>{2});
+  EXPECT_EQ(r0.pairs_tested, 2u);  // 0 -> 1 and 1 -> 0
+  EXPECT_EQ(r0.pairs_untested, 0u);
+  EXPECT_EQ(r0.pairs_lost, 4u);  // 0 -> 2, 1 -> 2, and rank 2's own two
+  EXPECT_EQ(r1.pairs_lost, 4u);
+  auto j = harness::judge_mesh(r1, world_of(1, 3), {});
+  EXPECT_EQ(j.status, "fail");
+  EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "MESH_INCOMPLETE")) << codes(j.findings);
+  EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+}
+
+// ---- accepted but never answered vs a dropped SYN (issue 13) ----
+
+TEST(StalledStore, AStoreThatAcceptsButNeverAnswersIsStalledWithoutTheFirewallHint) {
+  SilentListener rank0;  // rank 0 SIGSTOPped: its backlog still completes connections
+  ASSERT_NE(rank0.port(), 0);
+  TcpStoreOptions opt;
+  opt.host = "127.0.0.1";
+  opt.port = rank0.port();
+  opt.op_timeout = 300ms;
+  auto w = world_of(3, 4);
+  w.master_port = rank0.port();
+  try {
+    TcpStore::connect(opt, deadline_after(5s));
+    FAIL() << "connected to a store that never answers";
+  } catch (const StoreError& e) {
+    EXPECT_EQ(e.error_class(), ErrorClass::stalled) << e.what();
+    auto f = harness::connect_finding(e, w, 0.3);
+    EXPECT_EQ(f.code, "RENDEZVOUS_STALLED");
+    EXPECT_NE(f.message.find("rank 0 (the store at 127.0.0.1:" + std::to_string(rank0.port()) +
+                             ") accepts the connection but does not answer: the process is "
+                             "stalled (SIGSTOP, a debugger, swap) or overloaded"),
+              std::string::npos)
+        << f.message;
+    EXPECT_EQ(f.message.find("SYN"), std::string::npos) << f.message;
+    EXPECT_EQ(f.hint.find("security group"), std::string::npos) << f.hint;
+    EXPECT_EQ(f.hint.find("firewall"), std::string::npos) << f.hint;
+  }
+}
+
+TEST(StalledStore, ADroppedSynKeepsTheTimeoutAndItsFirewallHint) {
+  // A SYN that goes unanswered cannot be made on loopback: the classification is checked on the
+  // error connect_tcp throws for it (class timed_out, connect() never completed).
+  auto w = world_of(3, 4);
+  StoreError dropped(ErrorClass::timed_out,
+                     "could not connect to 127.0.0.1:29500 after 5 s: 3 attempts over 1 address "
+                     "in 3 rounds; 127.0.0.1:29500: connection timed out (no answer to SYN)");
+  auto f = harness::connect_finding(dropped, w, 5.0);
+  EXPECT_EQ(f.code, "RENDEZVOUS_TIMEOUT");
+  EXPECT_NE(f.message.find("SYN went unanswered"), std::string::npos) << f.message;
+  EXPECT_NE(f.hint.find("security group"), std::string::npos) << f.hint;
+  StoreError stalled(ErrorClass::stalled, "connected to 127.0.0.1:29500 but ...");
+  auto g = harness::connect_finding(stalled, w, 5.0);
+  EXPECT_EQ(g.code, "RENDEZVOUS_STALLED");
+  auto external = w;
+  external.external_store = true;
+  auto h = harness::connect_finding(stalled, external, 5.0);
+  EXPECT_NE(h.message.find("the store at 127.0.0.1:29500 accepts"), std::string::npos)
+      << h.message;
+  EXPECT_EQ(h.message.find("rank 0 ("), std::string::npos) << h.message;
 }
 
 }  // namespace

@@ -1,0 +1,380 @@
+// The store server's memory budget (rendezvous/tcp_server.h), one test per limit, over raw
+// sockets: APPEND over the value limit, a watcher that does not read, the total budget (refuses,
+// then recovers after DELETE), the key-count limit, a slowloris request timed from its first
+// byte, and half-sent MULTI_SETs that hold buffers. Each limit closes only the connection that hit
+// it, with one log line naming the peer and the flag, while another client keeps being served.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rendezvous/tcp_server.h"
+#include "rendezvous/wire.h"
+#include "tests/rendezvous/server_test_util.h"
+
+namespace ncclsmoke::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+using wire::Dialect;
+using wire::Op;
+using wire::Request;
+using SteadyClock = std::chrono::steady_clock;
+using server_testing::kIo;
+using server_testing::LogSink;
+using server_testing::req;
+
+// A raw loopback client speaking one dialect through the codec; every wait has a deadline.
+class Raw {
+ public:
+  explicit Raw(uint16_t port, Dialect d = Dialect::modern, int rcvbuf = 0) : dialect_(d) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+    int one = 1;
+    setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    timeval tv{10, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      int err = errno;
+      ::close(fd_);
+      throw std::runtime_error(std::string("connect: ") + std::strerror(err));
+    }
+    sockaddr_in local{};
+    socklen_t len = sizeof local;
+    getsockname(fd_, reinterpret_cast<sockaddr*>(&local), &len);
+    local_ = "127.0.0.1:" + std::to_string(ntohs(local.sin_port));
+    if (d == Dialect::modern) {
+      send(req(Op::validate, {}, {}, 0, wire::kValidateMagic));
+      if (call(req(Op::ping, {}, {}, 0, 77)).u32 != 77) throw std::runtime_error("ping echo");
+    }
+  }
+  ~Raw() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Raw(const Raw&) = delete;
+  Raw& operator=(const Raw&) = delete;
+
+  // The address the server logs for this connection.
+  const std::string& local() const { return local_; }
+
+  // False when the server has closed the connection (send fails).
+  bool send_raw(std::string_view bytes) {
+    while (!bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+  }
+  bool send(const Request& r) {
+    std::string out;
+    wire::encode_request(dialect_, r, out);
+    return send_raw(out);
+  }
+  wire::Reply read_reply(const Request& r, std::chrono::milliseconds budget = kIo) {
+    auto deadline = SteadyClock::now() + budget;
+    while (true) {
+      auto d = wire::decode_reply(r, buf_, wire::Limits{});
+      if (d.status == wire::Status::ok) {
+        buf_.erase(0, d.consumed);
+        return d.reply;
+      }
+      if (d.status == wire::Status::error) throw std::runtime_error("bad reply: " + d.error);
+      if (!fill(deadline)) throw std::runtime_error("no reply to " + std::string(to_string(r.op)));
+    }
+  }
+  wire::Reply call(const Request& r) {
+    if (!send(r)) throw std::runtime_error("send failed: connection closed");
+    return read_reply(r);
+  }
+  // True when the connection still answers a PING.
+  bool alive() {
+    try {
+      return call(req(Op::ping, {}, {}, 0, 5)).u32 == 5;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }
+  // True when the server closed this connection (EOF or reset) within the budget; drains input.
+  bool closed_within(std::chrono::milliseconds budget) {
+    auto deadline = SteadyClock::now() + budget;
+    while (SteadyClock::now() < deadline) {
+      buf_.clear();
+      if (!fill(deadline)) return eof_;
+    }
+    return false;
+  }
+
+ private:
+  bool fill(SteadyClock::time_point deadline) {
+    while (true) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - SteadyClock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(left.count()));
+      if (rc < 0 && errno == EINTR) continue;
+      if (rc <= 0) return false;
+      char tmp[65536];
+      ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
+      if (n > 0) {
+        buf_.append(tmp, static_cast<std::size_t>(n));
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      eof_ = true;
+      return false;
+    }
+  }
+
+  int fd_ = -1;
+  Dialect dialect_;
+  std::string buf_;
+  std::string local_;
+  bool eof_ = false;
+};
+
+std::string u64le(uint64_t v) {
+  std::string s;
+  wire::put_u64(s, v);
+  return s;
+}
+
+class StoreBudgetTest : public ::testing::Test {
+ protected:
+  void start(std::function<void(TcpStoreServerOptions&)> tweak) {
+    TcpStoreServerOptions opt;
+    opt.host = "127.0.0.1";
+    opt.stalled_request_timeout = 5s;
+    opt.log = log_.fn();
+    tweak(opt);
+    server_ = TcpStoreServer::start(opt);
+  }
+  uint16_t port() const { return server_->port(); }
+  void expect_healthy(const std::string& tag) {
+    Raw ok(port());
+    ok.send(req(Op::set, {"/healthy"}, {tag}));
+    EXPECT_EQ(ok.call(req(Op::get, {"/healthy"})).values.at(0), tag);
+  }
+  // Polls the server's stats until `pred` holds (false when it never did within kIo).
+  bool stats_reach(std::function<bool(const TcpStoreServerStats&)> pred) {
+    auto deadline = SteadyClock::now() + kIo;
+    while (SteadyClock::now() < deadline) {
+      if (pred(server_->stats())) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return pred(server_->stats());
+  }
+
+  LogSink log_;
+  std::unique_ptr<TcpStoreServer> server_;
+};
+
+TEST_F(StoreBudgetTest, AppendOverTheValueLimitIsRefused) {
+  start([](TcpStoreServerOptions& o) { o.limits.max_value_bytes = 1 << 20; });
+  Raw a(port());
+  // A thousand 1 KiB appends fit (and arrive intact): the limit counts the whole value.
+  std::string packet;
+  for (int i = 0; i < 1000; ++i)
+    wire::encode_request(Dialect::modern,
+                         req(Op::append, {"/log"}, {std::string(1024, char('a' + i % 26))}), packet);
+  ASSERT_TRUE(a.send_raw(packet));
+  auto got = a.call(req(Op::get, {"/log"})).values.at(0);
+  ASSERT_EQ(got.size(), 1000u * 1024);
+  EXPECT_EQ(got[0], 'a');
+  EXPECT_EQ(got[999 * 1024], char('a' + 999 % 26));
+  // The next 100 KiB would make it 1.07 MiB > 1 MiB: the connection is closed, the value kept.
+  a.send(req(Op::append, {"/log"}, {std::string(100 * 1024, 'z')}));
+  EXPECT_TRUE(a.closed_within(kIo));
+  std::string line = log_.wait_for({"APPEND of 102400 bytes", "would exceed max_value_bytes 1048576",
+                                    "--max-value-bytes", a.local()});
+  EXPECT_NE(line, "") << log_.all();
+  Raw b(port());
+  EXPECT_EQ(b.call(req(Op::get, {"/log"})).values.at(0).size(), 1000u * 1024);
+  EXPECT_EQ(server_->stats().closed_for_limits, 1u);
+  expect_healthy("after-append");
+}
+
+TEST_F(StoreBudgetTest, NonReadingWatcherIsDroppedAtTheOutputCapWhileOthersAreServed) {
+  start([](TcpStoreServerOptions& o) { o.max_output_bytes = 1 << 20; });
+  Raw setter(port());
+  setter.send(req(Op::set, {"/w"}, {std::string(2 << 20, 'v')}));
+  ASSERT_TRUE(setter.alive());
+  // A legacy watcher with a tiny receive buffer that never reads its notifications.
+  Raw watcher(port(), Dialect::legacy, 4096);
+  EXPECT_EQ(watcher.call(req(Op::watch_key, {"/w"})).byte, 3);  // KEY_CALLBACK_REGISTERED
+  // Twenty 1-byte APPENDs in one packet: each notification carries ~4 MiB (old + new value).
+  std::string packet;
+  for (int i = 0; i < 20; ++i)
+    wire::encode_request(Dialect::modern, req(Op::append, {"/w"}, {"+"}), packet);
+  ASSERT_TRUE(setter.send_raw(packet));
+  EXPECT_EQ(setter.call(req(Op::get, {"/w"})).values.at(0).size(), (2u << 20) + 20);
+  std::string line =
+      log_.wait_for({watcher.local(), "peer reads nothing", "over max_output_bytes 1048576",
+                     "--max-output-bytes"});
+  EXPECT_NE(line, "") << log_.all();
+  // Dropped, not buffered: its queue is released and nothing more is queued for it.
+  EXPECT_TRUE(stats_reach([](const auto& s) { return s.queued_reply_bytes == 0; }))
+      << server_->stats().queued_reply_bytes;
+  EXPECT_TRUE(watcher.closed_within(kIo));
+  EXPECT_TRUE(setter.alive());
+  expect_healthy("after-watcher");
+}
+
+TEST_F(StoreBudgetTest, TotalBudgetRefusesThenRecoversAfterDelete) {
+  constexpr std::size_t kBudget = 4 << 20;
+  start([](TcpStoreServerOptions& o) { o.max_total_bytes = kBudget; });
+  const std::string value(256 * 1024, 'b');
+  int stored = 0;
+  std::string refused_by;
+  {
+    Raw filler(port());
+    for (int i = 0; i < 64; ++i) {
+      filler.send(req(Op::set, {"/b" + std::to_string(i)}, {value}));
+      if (!filler.alive()) {
+        refused_by = filler.local();
+        break;
+      }
+      ++stored;
+    }
+  }
+  // 7/8 of 4 MiB is for 256 KiB values: 13 fit (3.3 MiB), the 14th does not.
+  EXPECT_GE(stored, 10);
+  EXPECT_LE(stored, 14);
+  EXPECT_NE(log_.wait_for({refused_by, "would exceed the total memory budget",
+                           "max_total_bytes 4194304 (--max-total-bytes"}),
+            "")
+      << log_.all();
+  EXPECT_LE(server_->stats().stored_bytes, kBudget);
+  EXPECT_EQ(server_->stats().keys, static_cast<uint64_t>(stored));
+  // Others are still served (small requests), and DELETE makes room for a big one again.
+  Raw c(port());
+  EXPECT_EQ(c.call(req(Op::add, {"/n"}, {}, 1)).number, 1);
+  EXPECT_EQ(c.call(req(Op::delete_key, {"/b0"})).number, 1);
+  EXPECT_EQ(c.call(req(Op::delete_key, {"/b1"})).number, 1);
+  c.send(req(Op::set, {"/again"}, {value}));
+  ASSERT_TRUE(c.alive());
+  EXPECT_EQ(c.call(req(Op::get, {"/again"})).values.at(0), value);
+}
+
+TEST_F(StoreBudgetTest, KeyCountLimitRefusesTheNextKeyOnly) {
+  start([](TcpStoreServerOptions& o) { o.max_stored_keys = 100; });
+  Raw a(port());
+  std::string packet;
+  for (int i = 0; i < 100; ++i)
+    wire::encode_request(Dialect::modern, req(Op::set, {"/k" + std::to_string(i)}, {"v"}), packet);
+  ASSERT_TRUE(a.send_raw(packet));
+  EXPECT_EQ(a.call(req(Op::num_keys)).number, 100);
+  a.send(req(Op::set, {"/k5"}, {"overwrite is fine"}));
+  EXPECT_EQ(a.call(req(Op::get, {"/k5"})).values.at(0), "overwrite is fine");
+  a.send(req(Op::set, {"/one-too-many"}, {"v"}));
+  EXPECT_TRUE(a.closed_within(kIo));
+  EXPECT_NE(log_.wait_for({a.local(), "key-count limit", "max_stored_keys 100 (--max-keys)"}), "")
+      << log_.all();
+  Raw b(port());
+  EXPECT_EQ(b.call(req(Op::num_keys)).number, 100);
+  EXPECT_EQ(b.call(req(Op::delete_key, {"/k0"})).number, 1);
+  b.send(req(Op::set, {"/room-again"}, {"v"}));
+  EXPECT_EQ(b.call(req(Op::get, {"/room-again"})).values.at(0), "v");
+}
+
+TEST_F(StoreBudgetTest, SlowlorisIsClosedAtTheDeadlineFromItsFirstByte) {
+  start([](TcpStoreServerOptions& o) { o.stalled_request_timeout = 600ms; });
+  Raw slow(port());
+  // A SET whose key is 1000 bytes long, sent one byte every 100 ms: each byte comes well within
+  // the 600 ms timeout, so only a deadline from the first byte can close it.
+  std::string request = std::string(1, '\x01') + u64le(1000) + std::string(1000, 'k');
+  auto first = SteadyClock::now();
+  bool closed = false;
+  std::size_t sent = 0;
+  for (; sent < 60 && !closed; ++sent) {
+    if (!slow.send_raw(request.substr(sent, 1))) {
+      closed = true;
+      break;
+    }
+    closed = slow.closed_within(100ms);
+  }
+  auto took = SteadyClock::now() - first;
+  ASSERT_TRUE(closed) << "still open after " << sent << " bytes one every 100 ms";
+  EXPECT_GE(took, 500ms);  // not before its deadline
+  EXPECT_NE(log_.wait_for({slow.local(), "stalled mid-request", "after its first byte",
+                           "--request-timeout"}),
+            "")
+      << log_.all();
+  EXPECT_EQ(server_->stats().closed_for_limits, 1u);
+  expect_healthy("after-slowloris");
+}
+
+TEST_F(StoreBudgetTest, HalfSentMultiSetsCountWhileBufferedAndAreReleased) {
+  start([](TcpStoreServerOptions& o) {
+    o.max_total_bytes = 8 << 20;
+    o.stalled_request_timeout = 1500ms;
+  });
+  // MULTI_SET (count, then key, value per key) of 4 keys x 4 MiB; each sender stops after 3 MiB
+  // of the first value.
+  auto half_multi_set = [] {
+    return std::string(1, '\x0b') + u64le(4) + u64le(4) + "/ms0" + u64le(4 << 20) +
+           std::string(3 << 20, 'x');
+  };
+  Raw bystander(port());
+  Raw first(port()), second(port());
+  ASSERT_TRUE(first.send_raw(half_multi_set()));
+  ASSERT_TRUE(second.send_raw(half_multi_set()));
+  EXPECT_TRUE(stats_reach([](const auto& s) { return s.buffered_request_bytes >= (6u << 20); }))
+      << server_->stats().buffered_request_bytes;
+  // A third would take the buffers past 7/8 of 8 MiB: refused at once, long before its deadline.
+  Raw third(port());
+  third.send_raw(half_multi_set());
+  EXPECT_TRUE(third.closed_within(1000ms));
+  EXPECT_NE(log_.wait_for({third.local(), "MULTI_SET", "would exceed the total memory budget"}), "")
+      << log_.all();
+  EXPECT_LE(server_->stats().buffered_request_bytes, 8u << 20);
+  // Small requests still go through beside the held buffers.
+  EXPECT_EQ(bystander.call(req(Op::add, {"/during"}, {}, 1)).number, 1);
+  // The two that stay silent are closed at their request deadline, and their memory is released.
+  EXPECT_TRUE(first.closed_within(kIo));
+  EXPECT_TRUE(second.closed_within(kIo));
+  EXPECT_NE(log_.wait_for({first.local(), "stalled mid-request", "a MULTI_SET"}), "")
+      << log_.all();
+  EXPECT_TRUE(stats_reach([](const auto& s) { return s.buffered_request_bytes == 0; }))
+      << server_->stats().buffered_request_bytes;
+  EXPECT_EQ(server_->stats().keys, 1u);  // only /during: nothing of the MULTI_SETs was stored
+  EXPECT_EQ(bystander.call(req(Op::add, {"/during"}, {}, 1)).number, 2);
+}
+
+TEST_F(StoreBudgetTest, BigReplyToAClientThatReadsGoesThroughTheCap) {
+  // One reply larger than max_output_bytes is sent when nothing else is queued (a MULTI_GET of
+  // many values); a reader that takes it is served in full.
+  start([](TcpStoreServerOptions& o) { o.max_output_bytes = 1 << 20; });
+  Raw c(port());
+  std::string v(3 << 20, 'r');
+  c.send(req(Op::set, {"/r"}, {v}));
+  auto mg = c.call(req(Op::multi_get, {"/r", "/r"}));
+  ASSERT_EQ(mg.values.size(), 2u);
+  EXPECT_EQ(mg.values[0], v);
+  EXPECT_EQ(mg.values[1], v);
+  EXPECT_TRUE(c.alive());
+}
+
+}  // namespace
+}  // namespace ncclsmoke::rendezvous
