@@ -154,6 +154,22 @@ class MpiAcrossNamespaces(unittest.TestCase):
                                         f"rank {r}: vader not used between local ranks")
             print(f"  2 hosts x 2 ranks, btl tcp+vader: {secs:.1f}s")
 
+    def test_two_hosts_btl_self_init_fails(self):
+        """btl self only across hosts: Open MPI cannot connect the ranks. Every rank survives to
+        report; at least one reports init_failed with Open MPI's reason (on two hosts a rank's
+        MPI_Comm_dup fails with "unable to reach each other" while its peer waits in
+        MPI_Init_thread until the open deadline), and mpirun does not kill the ranks early."""
+        with netns.Testbed(2, self.dir, tag="mpif") as bed:
+            rc, out, secs = self.launch(bed, 1, 2, ["--mca", "btl", "self",
+                                                    "-x", "NCCLSMOKE_MPI_FINALIZE_TIMEOUT_S=3"],
+                                        ["--scenario", "init_fails", "--open-timeout", "8"])
+            ok = re.findall(r"INIT_FAILED_OK rank (\d+)", out)
+            other = re.findall(r"INIT_FAILED_OTHER rank (\d+) (\w+)", out)
+            self.assertEqual(sorted(ok + [r for r, _ in other]), ["0", "1"], out[-4000:])
+            self.assertTrue(ok, f"no rank named Open MPI's reason: {out[-4000:]}")
+            self.assertTrue(all(kind == "timeout" for _, kind in other), out[-4000:])
+            print(f"  2 hosts, btl self: init_failed with the reason on ranks {ok}, "
+                  f"others {other}, {secs:.1f}s")
 
 class CountingResult(unittest.TextTestResult):
     def __init__(self, *a, **k):

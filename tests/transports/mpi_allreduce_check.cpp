@@ -1,8 +1,9 @@
 // Started under mpirun (see mpi_test.sh): checks the mpi transport in a real Open MPI job.
 //
-//   mpirun -np N mpi_allreduce_check [--scenario check|timeout|open_timeout|kill] [--collective allreduce|
+//   mpirun -np N mpi_allreduce_check [--scenario check|timeout|open_timeout|kill|child_dies|init_fails] [--collective allreduce|
 //       iallreduce] [--master-addr ADDR] [--expect-pml X] [--expect-btl X] [--expect-mtl X]
 //       [--expect-tcp] [--expect-no-tcp] [--expect-distinct-hosts] [--identify-dir DIR]
+//       [--open-timeout S]
 //
 // check: a world-size mismatch is refused (init_failed); every count (odd ones, not divisible by
 // the world) x float32/bfloat16 x out-of-place/in-place gives exact sums and leaves the input
@@ -14,6 +15,10 @@
 // open_timeout: the last rank never opens; the others' open() ends in TransportError(timeout)
 // naming MPI_Init_thread, and they print "OPEN_TIMEOUT_OK rank R".
 // kill: the last rank SIGKILLs itself; the survivors' allreduce must not hang (mpirun ends them).
+// init_fails (run with --mca btl self): every rank's open() is init_failed with Open MPI's reason
+// ("unreachable"), and the rank survives to print "INIT_FAILED_OK rank R".
+// child_dies: rank 0's MPI child process is killed; rank 0 names the death, the others end within
+// their deadline; every rank prints "CHILD_DIES_OK rank R".
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,6 +63,7 @@ struct Args {
   std::string master_addr = "127.0.0.1";
   std::string expect_pml, expect_btl, expect_mtl;
   std::string identify_dir;  // each rank writes identify-<rank>.json there
+  int open_timeout_s = 60;    // init_fails: the open deadline
   bool expect_tcp = false;
   bool expect_no_tcp = false;
   bool expect_distinct_hosts = false;
@@ -78,6 +84,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--collective") a.collective = val();
     else if (k == "--master-addr") a.master_addr = val();
     else if (k == "--identify-dir") a.identify_dir = val();
+    else if (k == "--open-timeout") a.open_timeout_s = std::atoi(val().c_str());
     else if (k == "--expect-pml") a.expect_pml = val();
     else if (k == "--expect-btl") a.expect_btl = val();
     else if (k == "--expect-mtl") a.expect_mtl = val();
@@ -264,7 +271,7 @@ int scenario_timeout(Transport& t, const Args& a) {
   } catch (const TransportError& e) {
     timed_out = e.kind() == ErrorKind::timeout;
     std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
-    std::string want = a.collective == "iallreduce" ? "left unprogressed" : "parked";
+    std::string want = "abandoned";
     expect(std::string(e.what()).find(want) != std::string::npos, "timeout message lacks " + want);
   }
   double waited = rendezvous::seconds_since(start);
@@ -305,9 +312,67 @@ int scenario_kill(Transport& t) {
   return 0;
 }
 
+// Rank 0's MPI child process is SIGKILLed behind the transport's back: rank 0's next allreduce
+// names the death (other, "killed by signal 9", the child's stderr tail as evidence), later calls
+// are "unusable"; the other ranks' allreduce ends with an error within its deadline.
+int scenario_child_dies(Transport& t) {
+  std::vector<float> buf(1024);
+  t.allreduce(buf.data(), buf.data(), 1, DType::float32, ReduceOp::sum, in_s(60));
+  auto start = Clock::now();
+  if (g_rank == 0) {
+    json id = t.identify();
+    int pid = id.value("mpi_process_pid", 0);
+    expect(pid > 0 && pid != getpid(), "identify: no MPI child pid: " + id.dump());
+    if (pid <= 0) return 1;
+    kill(pid, SIGKILL);
+    try {
+      t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum, in_s(10));
+      expect(false, "allreduce after the MPI child was killed succeeded");
+    } catch (const TransportError& e) {
+      std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+      std::string m = e.what();
+      expect(e.kind() == ErrorKind::other, std::string("kind ") + to_string(e.kind()));
+      // Noticed by the first request after the kill (the scratch buffer's growth or the
+      // collective itself).
+      expect(m.find("the MPI child process died during") != std::string::npos &&
+                 m.find("killed by signal 9") != std::string::npos,
+             "message does not name the death: " + m);
+      expect(e.evidence().contains("child_stderr_tail") &&
+                 e.evidence().value("mpi_child_exit", "") == "signal 9",
+             "evidence: " + e.evidence().dump());
+    }
+    try {
+      t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum, in_s(5));
+      expect(false, "allreduce after the death did not throw");
+    } catch (const TransportError& e) {
+      expect(std::string(e.what()).find("unusable") != std::string::npos,
+             std::string("second allreduce: ") + e.what());
+    }
+    json id2 = t.identify();
+    expect(id2.value("state", "").rfind("unusable", 0) == 0, "identify after death: " + id2.dump());
+    // mpirun ends the job once this rank exits (its MPI process did not finalize): let the
+    // others report first.
+    std::this_thread::sleep_until(start + std::chrono::seconds(5));
+  } else {
+    try {
+      t.allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum,
+                  Clock::now() + Millis(3000));
+      expect(false, "allreduce with rank 0's MPI process dead succeeded");
+    } catch (const TransportError& e) {
+      std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+    }
+  }
+  double waited = rendezvous::seconds_since(start);
+  expect(waited < 5.0 + 10.0, "child_dies took " + std::to_string(waited) + " s");
+  if (g_failures == 0) std::printf("CHILD_DIES_OK rank %d (%.1f s)\n", g_rank, waited);
+  std::fflush(stdout);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "__mpi-child") return mpi_child_main(argc, argv);
   Args a = parse(argc, argv);
   const char* r = std::getenv("OMPI_COMM_WORLD_RANK");
   const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
@@ -347,6 +412,33 @@ int main(int argc, char** argv) {
     if (g_failures == 0) std::printf("OPEN_TIMEOUT_OK rank %d (%.1f s)\n", g_rank, waited);
     return g_failures ? 1 : 0;
   }
+  if (a.scenario == "init_fails") {
+    // Started with `--mca btl self` across processes. On one host Open MPI aborts inside
+    // MPI_Init_thread; across hosts a rank may instead see MPI_Comm_dup fail, and a peer wait in
+    // MPI_Init until the open deadline. Each rank prints INIT_FAILED_OK when its open() was
+    // init_failed with Open MPI's reason, INIT_FAILED_OTHER <kind> otherwise.
+    auto t = make_mpi_transport();
+    auto start = Clock::now();
+    try {
+      t->open(ctx, in_s(a.open_timeout_s));
+      expect(false, "open succeeded although Open MPI cannot connect the ranks");
+    } catch (const TransportError& e) {
+      std::printf("rank %d: %s: %s\n", g_rank, to_string(e.kind()), e.what());
+      std::string m = e.what();
+      bool reason = m.find("unreachable") != std::string::npos ||
+                    m.find("unable to reach") != std::string::npos;
+      bool evidence = e.evidence().contains("open_mpi_help") &&
+                      e.evidence().contains("child_stderr_tail");
+      double waited = rendezvous::seconds_since(start);
+      if (e.kind() == ErrorKind::init_failed && reason && evidence)
+        std::printf("INIT_FAILED_OK rank %d (%.1f s)\n", g_rank, waited);
+      else
+        std::printf("INIT_FAILED_OTHER rank %d %s reason=%d evidence=%d (%.1f s)\n", g_rank,
+                    to_string(e.kind()), reason, evidence, waited);
+    }
+    std::fflush(stdout);
+    return g_failures ? 1 : 0;
+  }
   // A world that disagrees with MPI_COMM_WORLD is refused (MPI is initialised once, here).
   {
     TransportContext bad = ctx;
@@ -373,6 +465,7 @@ int main(int argc, char** argv) {
   if (a.scenario == "check") scenario_check(*t, ctx, a);
   else if (a.scenario == "timeout") return scenario_timeout(*t, a), g_failures ? 1 : 0;
   else if (a.scenario == "kill") scenario_kill(*t);
+  else if (a.scenario == "child_dies") return scenario_child_dies(*t), g_failures ? 1 : 0;
   else {
     std::fprintf(stderr, "mpi_allreduce_check: unknown scenario %s\n", a.scenario.c_str());
     return 2;

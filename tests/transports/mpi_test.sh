@@ -6,6 +6,10 @@
 #          without MPI_Finalize after a collective that cannot be cancelled).
 # open_timeout: ranks 0..NP-2 print "OPEN_TIMEOUT_OK" (the last rank never opens).
 # kill:    the last rank kills itself; mpirun must end the job (non-zero) well within the limit.
+# init_fails: (with --mca btl self) every rank prints "INIT_FAILED_OK" and mpirun exits 0: Open
+#          MPI's abort ended only the ranks' MPI child processes, cleanly.
+# child_dies: rank 0's MPI child process is killed; every rank prints "CHILD_DIES_OK" (mpirun's
+#          exit status is not judged: rank 0's MPI process ended without finalizing).
 # Every run is bounded by `timeout` (TIME_LIMIT_S, default 100 s).
 set -u
 mpirun=$1 check=$2 np=$3 scenario=$4
@@ -49,6 +53,18 @@ case "$scenario" in
     ok=$(grep -c "^OPEN_TIMEOUT_OK rank" "$log")
     if [ "$ok" -ne $((np - 1)) ]; then
       echo "mpi_test: FAIL: $ok of $((np - 1)) opening ranks reported the timeout"
+      exit 1
+    fi ;;
+  init_fails)
+    ok=$(grep -c "^INIT_FAILED_OK rank" "$log")
+    if [ "$ok" -ne "$np" ] || [ "$rc" -ne 0 ]; then
+      echo "mpi_test: FAIL: $ok of $np ranks reported init_failed with Open MPI's reason, mpirun rc $rc"
+      exit 1
+    fi ;;
+  child_dies)
+    ok=$(grep -c "^CHILD_DIES_OK rank" "$log")
+    if [ "$ok" -ne "$np" ]; then
+      echo "mpi_test: FAIL: $ok of $np ranks passed the MPI child's death"
       exit 1
     fi ;;
   kill)

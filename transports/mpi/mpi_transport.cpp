@@ -1,25 +1,25 @@
 #include "transports/mpi/mpi_transport.h"
 
-// The C API only: without these, <mpi.h> pulls in the deprecated C++ bindings (libmpi_cxx).
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
-#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
-#include <condition_variable>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <exception>
-#include <functional>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <thread>
 
-#include "transports/mpi/mpi_observe.h"
-#include "transports/reduce.h"
+#include "transports/mpi/mpi_wire.h"
 
 extern char** environ;
 
@@ -29,132 +29,13 @@ namespace {
 using nlohmann::json;
 using rendezvous::remaining;
 using rendezvous::seconds_since;
-
-// Every MPI call of this process runs on one thread, the one that called MPI_Init_thread (so
-// MPI_THREAD_FUNNELED is enough), and the caller waits for it with its deadline. MPI_Allreduce
-// cannot be cancelled, so a collective that does not return leaves that thread blocked: the caller
-// gets TransportError(timeout) and the process makes no further MPI calls (not even MPI_Finalize).
-// Blocking MPI_Allreduce on this thread, rather than MPI_Iallreduce + MPI_Test polling, keeps
-// Open MPI's tuned algorithms: libnbc's Iallreduce measured 1.7x slower at 64 MiB, 2 ranks.
-class MpiThread {
- public:
-  static MpiThread& get() {
-    static MpiThread* t = new MpiThread();  // never destroyed: it may be blocked in MPI at exit
-    return *t;
-  }
-
-  // Runs `fn` on the MPI thread. True when it finished before `deadline` (its exception is
-  // rethrown here); false when it did not: the thread is then stuck in `what` for good.
-  bool run(const char* what, const std::function<void()>& fn, Deadline deadline) {
-    std::lock_guard<std::mutex> call(call_mu_);
-    std::unique_lock<std::mutex> l(mu_);
-    if (stuck_) return false;
-    auto job = std::make_shared<Job>();
-    job->fn = fn;
-    pending_ = job;
-    cv_.notify_all();
-    if (!cv_.wait_until(l, deadline, [&] { return job->done; })) {
-      stuck_ = true;
-      stuck_in_ = what;
-      return false;
-    }
-    if (job->error) std::rethrow_exception(job->error);
-    return true;
-  }
-
-  bool stuck() {
-    std::lock_guard<std::mutex> l(mu_);
-    return stuck_;
-  }
-  std::string stuck_in() {
-    std::lock_guard<std::mutex> l(mu_);
-    return stuck_in_;
-  }
-  // Marks MPI unusable without a blocked thread (an MPI_Iallreduce left pending).
-  void poison(const std::string& what) {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!stuck_) stuck_in_ = what;
-    stuck_ = true;
-  }
-
- private:
-  struct Job {
-    std::function<void()> fn;
-    bool done = false;
-    std::exception_ptr error;
-  };
-
-  MpiThread() { std::thread([this] { loop(); }).detach(); }
-
-  void loop() {
-    std::unique_lock<std::mutex> l(mu_);
-    for (;;) {
-      cv_.wait(l, [&] { return pending_ != nullptr; });
-      auto job = std::move(pending_);
-      pending_.reset();
-      l.unlock();
-      try {
-        job->fn();
-      } catch (...) {
-        job->error = std::current_exception();
-      }
-      l.lock();
-      job->done = true;
-      cv_.notify_all();
-    }
-  }
-
-  std::mutex call_mu_;  // one caller at a time
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<Job> pending_;
-  bool stuck_ = false;
-  std::string stuck_in_;
-};
-
-// Process-wide MPI state; touched only on the MPI thread (or by the caller after run() returned).
-struct MpiState {
-  bool initialised_by_us = false;
-  bool finalize_registered = false;
-  int provided = -1;
-  MPI_Op bf16_sum = MPI_OP_NULL;
-  bool freeze_hook_tried = false;
-  bool freeze_hook = false;  // opal_progress_register found and our callback registered
-  std::set<unsigned long> sockets_before_init;  // to tell MPI's TCP connections from others
-};
-MpiState& state() {
-  static MpiState* s = new MpiState();
-  return *s;
-}
-
-std::string mpi_error_text(int rc) {
-  char buf[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
-  int cls = 0;
-  MPI_Error_class(rc, &cls);
-  return std::string(buf, len) + " (MPI error class " + std::to_string(cls) + ")";
-}
-
-const char* thread_level_name(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "single";
-    case MPI_THREAD_FUNNELED: return "funneled";
-    case MPI_THREAD_SERIALIZED: return "serialized";
-    case MPI_THREAD_MULTIPLE: return "multiple";
-  }
-  return "unknown";
-}
+using rendezvous::seconds_text;
+using namespace mpi_wire;
 
 std::string launcher_variable() {
   for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"})
     if (std::getenv(v)) return v;
   return "";
-}
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
 }
 
 int finalize_timeout_s() {
@@ -163,75 +44,272 @@ int finalize_timeout_s() {
   return s > 0 ? s : 60;
 }
 
-// atexit: MPI_Finalize exactly once, only if we initialised, only if no MPI call is stuck, and
-// bounded (it waits for every rank to finalise).
-void finalize_at_exit() {
-  auto& t = MpiThread::get();
-  if (t.stuck()) {
-    std::fprintf(stderr,
-                 "ncclsmoke: mpi: not calling MPI_Finalize: %s timed out and was abandoned in this "
-                 "process; "
-                 "mpirun will report that this rank exited without finalizing\n",
-                 t.stuck_in().c_str());
-    return;
+int dup_high(int fd) {  // above the child's fixed fds, close-on-exec
+  int h = fcntl(fd, F_DUPFD_CLOEXEC, 10);
+  ::close(fd);
+  return h;
+}
+
+// The rank's one MPI child process (MPI is initialised once per process, as before): spawned by
+// the first open(), shared by later transports, finalised at exit. Every wait on it is bounded.
+class Child {
+ public:
+  static Child& get() {
+    static Child* c = new Child();  // never destroyed: at exit only the atexit hook runs
+    return *c;
   }
-  int timeout = finalize_timeout_s();
-  auto start = Clock::now();
-  bool ok = false;
-  try {
-    ok = t.run("MPI_Finalize", [] {
-      int fin = 0;
-      MPI_Finalized(&fin);
-      if (!fin) MPI_Finalize();
-    }, Clock::now() + std::chrono::seconds(timeout));
-  } catch (...) {
+
+  bool started() const { return pid_ > 0; }
+  bool dead() const { return !dead_reason_.empty(); }
+  const std::string& dead_reason() const { return dead_reason_; }
+
+  // Starts the child; throws init_failed naming the system call that failed.
+  void spawn(const std::string& who, Deadline deadline) {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+      throw TransportError(ErrorKind::init_failed, who + ": socketpair: " + std::strerror(errno));
+    int page_fd = memfd_create("ncclsmoke-mpi-control", MFD_CLOEXEC);
+    if (page_fd < 0 || ftruncate(page_fd, sizeof(ControlPage)) != 0)
+      throw TransportError(ErrorKind::init_failed, who + ": memfd_create: " + std::strerror(errno));
+    void* page = mmap(nullptr, sizeof(ControlPage), PROT_READ | PROT_WRITE, MAP_SHARED, page_fd, 0);
+    if (page == MAP_FAILED)
+      throw TransportError(ErrorKind::init_failed, who + ": mmap: " + std::strerror(errno));
+    page_ = new (page) ControlPage();
+    int err[2];
+    if (pipe2(err, O_CLOEXEC) != 0)
+      throw TransportError(ErrorKind::init_failed, who + ": pipe2: " + std::strerror(errno));
+    int child_sock = dup_high(sv[1]), child_page = dup_high(page_fd), err_w = dup_high(err[1]);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, child_sock, kChildSocketFd);
+    posix_spawn_file_actions_adddup2(&fa, child_page, kChildControlFd);
+    posix_spawn_file_actions_adddup2(&fa, err_w, 2);
+    std::string ppid = std::to_string(getpid());
+    char* argv[] = {const_cast<char*>("ncclsmoke-mpi"), const_cast<char*>(kChildArg),
+                    ppid.data(), nullptr};
+    pid_t pid = -1;
+    int rc = posix_spawn(&pid, "/proc/self/exe", &fa, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(child_sock);
+    ::close(child_page);
+    ::close(err_w);
+    if (rc != 0)
+      throw TransportError(ErrorKind::init_failed,
+                           who + ": cannot start the MPI child process (/proc/self/exe " +
+                               kChildArg + "): " + std::strerror(rc));
+    pid_ = pid;
+    sock_ = sv[0];
+    std::thread([this, fd = err[0]] { pump_stderr(fd); }).detach();
+    std::atexit(finalize_at_exit);
+    // The child says "ready" once it serves requests: an executable without the __mpi-child
+    // dispatch in its main() runs something else and never does.
+    json hello;
+    int r = recv_msg(sock_, hello, std::min(deadline, Clock::now() + std::chrono::seconds(30)));
+    if (r > 0 && hello.value("event", "") == "ready") return;
+    if (r == 0) {
+      abandon("starting the MPI child process");
+    } else if (!reap(Millis(2000))) {
+      kill(pid_, SIGKILL);
+      reap(Millis(2000));
+    }
+    dead_reason_ = "the MPI child process did not start";
+    std::this_thread::sleep_for(Millis(50));
+    auto tail = stderr_tail();
+    std::string how = !death_.reaped ? "did not answer" : death_.exited
+                          ? "exit status " + std::to_string(death_.code)
+                          : "killed by signal " + std::to_string(death_.code);
+    throw TransportError(ErrorKind::init_failed,
+                         who + ": the MPI child process (/proc/self/exe " + kChildArg + " " +
+                             ppid + ") did not start serving (" + how +
+                             "): this executable's main() must hand `" + kChildArg +
+                             "` to transports::mpi_child_main (see mpi_transport.h)",
+                         -1, json{{"child_stderr_tail", tail}});
   }
-  if (!ok)
-    std::fprintf(stderr, "ncclsmoke: mpi: MPI_Finalize did not return within %d s (waited %.1f s); "
-                 "exiting without it\n", timeout, seconds_since(start));
-}
 
-void bf16_sum_fn(void* in, void* inout, int* len, MPI_Datatype*) {
-  reduce_sum(inout, in, static_cast<std::size_t>(*len), DType::bfloat16);
-}
-
-constexpr std::size_t kMaxChunk = std::size_t{1} << 30;  // MPI counts are int
-constexpr int kTimedOut = -1;  // not an MPI error code (those are >= 0)
-
-// Stopping a timed-out MPI_Allreduce. Open MPI makes progress only inside MPI calls, by looping on
-// opal_progress(), which runs registered callbacks with no lock held. Ours parks the MPI thread
-// there for good once asked, so a collective completing late cannot write into buffers the caller
-// has already freed. opal_progress_register is an exported libopen-pal symbol, looked up with
-// dlsym; without it (another MPI) allreduce falls back to MPI_Iallreduce + MPI_Test polling, which
-// stops progressing when the polling stops.
-std::atomic<int> g_freeze{0};  // 0 running, 1 asked to stop, 2 stopped
-
-int freeze_callback() {
-  if (g_freeze.load(std::memory_order_relaxed) != 0) {
-    g_freeze.store(2);
-    for (;;) pause();
+  // Sends `req` (with `fd`) and returns the child's answer before `deadline`. When the answer
+  // does not come: with `progress` set, each collective the child completes (control page)
+  // pushes the wait `progress` further; otherwise the child is abandoned and TransportError
+  // (timeout) thrown with `timeout_text`. The child's death is classified (classify_death).
+  json request(const json& req, Deadline deadline, const std::string& what, bool during_init,
+               const std::string& who, const std::function<std::string()>& timeout_text,
+               int fd = -1, Millis progress = Millis(0)) {
+    throw_if_dead(who, what);
+    std::lock_guard<std::mutex> l(mu_);
+    if (!send_msg(sock_, req, fd)) return died(what, during_init, who);
+    uint64_t seen = page_->iterations_done.load(std::memory_order_acquire);
+    auto last_progress = Clock::now();
+    for (;;) {
+      Deadline until = deadline;
+      if (progress.count() > 0) until = std::min(deadline, last_progress + progress);
+      json resp;
+      int r = recv_msg(sock_, resp, std::min(until, Clock::now() + Millis(200)));
+      if (r > 0 && resp.value("event", "") == "abort") {
+        death_.reported_abort = true;
+        death_.abort_message = resp.value("message", "");
+        if (resp.contains("help")) death_.help = resp["help"].get<std::vector<std::string>>();
+        return died(what, during_init, who);
+      }
+      if (r > 0) return resp;
+      if (r < 0) return died(what, during_init, who);
+      uint64_t now_done = page_->iterations_done.load(std::memory_order_acquire);
+      if (progress.count() > 0 && now_done != seen) {
+        seen = now_done;
+        last_progress = Clock::now();
+        continue;  // a collective completed: the per-collective wait starts again
+      }
+      if (Clock::now() >= until) {
+        abandon(what);
+        throw TransportError(ErrorKind::timeout, timeout_text());
+      }
+    }
   }
-  return 0;
-}
 
-bool register_freeze_hook() {
-  using Register = int (*)(int (*)());
-  auto reg = reinterpret_cast<Register>(dlsym(RTLD_DEFAULT, "opal_progress_register"));
-  return reg && reg(&freeze_callback) == 0;  // OPAL_SUCCESS
-}
+  // Ends the child after a call missed its deadline: SIGUSR1 makes it leave PMIx cleanly (the
+  // job goes on), SIGKILL after 2 s. Its late writes cannot reach the caller's buffers.
+  void abandon(const std::string& what) {
+    if (pid_ <= 0 || dead()) return;
+    kill(pid_, SIGUSR1);
+    if (!reap(Millis(2000))) {
+      kill(pid_, SIGKILL);
+      reap(Millis(2000));
+    }
+    dead_reason_ = what + " timed out and its MPI child process was abandoned";
+  }
 
-// After a blocking collective timed out: parks the MPI thread; true once it is parked.
-bool freeze_mpi_thread(Millis wait) {
-  g_freeze.store(1);
-  auto until = Clock::now() + wait;
-  while (g_freeze.load() != 2 && Clock::now() < until)
-    std::this_thread::sleep_for(Millis(1));
-  return g_freeze.load() == 2;
-}
+  // The first caller after the child's death gets the classified error (unless a call that
+  // swallows errors saw it first: see keep_death_for_next_caller); later ones "unusable".
+  void throw_if_dead(const std::string& who, const std::string& what) {
+    if (!dead()) return;
+    if (death_error_ && !death_seen_) {
+      death_seen_ = true;
+      throw *death_error_;
+    }
+    throw unusable(who, what);
+  }
+  void keep_death_for_next_caller() { death_seen_ = false; }
+
+  std::vector<std::string> stderr_tail() {
+    std::lock_guard<std::mutex> l(tail_mu_);
+    return {tail_.begin(), tail_.end()};
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  [[noreturn]] json died(const std::string& what, bool during_init, const std::string& who) {
+    // The report (if any) came first; now wait for the exit (the guard finalises PMIx first).
+    death_.during_init = during_init;
+    std::string call = what;
+    if (during_init) call = page_->in_mpi_init.load() ? "MPI_Init_thread" : "MPI_Comm_dup";
+    if (!death_.reaped && !reap(Millis(5000))) {
+      kill(pid_, SIGKILL);
+      reap(Millis(2000));
+    }
+    std::this_thread::sleep_for(Millis(50));  // let the stderr pump drain the last lines
+    death_.stderr_tail = stderr_tail();
+    auto v = classify_death(death_, call);
+    dead_reason_ = call + " failed and the MPI child process ended" +
+                   (death_.reported_abort ? " (Open MPI aborted)" : "");
+    json ev = {{"mpi_child_pid", pid_},
+               {"mpi_child_exit", death_.reaped ? (death_.exited ? "exit " : "signal ") +
+                                                      std::to_string(death_.code)
+                                                : "not reaped"},
+               {"open_mpi_abort_reported", death_.reported_abort},
+               {"child_stderr_tail", death_.stderr_tail}};
+    if (!death_.help.empty()) ev["open_mpi_help"] = death_.help;
+    death_error_ = std::make_shared<TransportError>(static_cast<ErrorKind>(v.kind),
+                                                    who + ": " + v.reason, -1, ev);
+    death_seen_ = true;
+    throw *death_error_;
+  }
+
+  TransportError unusable(const std::string& who, const std::string& what) {
+    return TransportError(ErrorKind::other, who + ": " + what +
+                                                " refused: MPI is unusable in this process because " +
+                                                dead_reason_);
+  }
+
+  bool reap(Millis wait) {
+    auto until = Clock::now() + wait;
+    for (;;) {
+      int st = 0;
+      pid_t r = waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        death_.reaped = true;
+        death_.exited = WIFEXITED(st);
+        death_.code = WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st);
+        return true;
+      }
+      if (r < 0 || Clock::now() >= until) return r < 0 && errno == ECHILD;
+      std::this_thread::sleep_for(Millis(10));
+    }
+  }
+
+  // Forwards the child's stderr to ours and keeps its last 40 lines for the evidence.
+  void pump_stderr(int fd) {
+    char buf[4096];
+    std::string partial;
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      (void)!write(2, buf, static_cast<std::size_t>(n));
+      partial.append(buf, static_cast<std::size_t>(n));
+      std::size_t nl;
+      std::lock_guard<std::mutex> l(tail_mu_);
+      while ((nl = partial.find('\n')) != std::string::npos) {
+        tail_.push_back(partial.substr(0, nl));
+        partial.erase(0, nl + 1);
+        if (tail_.size() > 40) tail_.pop_front();
+      }
+    }
+    ::close(fd);
+  }
+
+  // atexit: the child calls MPI_Finalize (it waits for every rank), bounded by
+  // NCCLSMOKE_MPI_FINALIZE_TIMEOUT_S; then it is abandoned.
+  static void finalize_at_exit() {
+    auto& c = get();
+    if (c.pid_ <= 0) return;
+    if (c.dead()) {
+      std::fprintf(stderr, "ncclsmoke: mpi: not finalising MPI: %s\n", c.dead_reason_.c_str());
+      return;
+    }
+    int timeout = finalize_timeout_s();
+    auto start = Clock::now();
+    bool ok = false;
+    try {
+      json resp = c.request({{"op", "finalize"}}, Clock::now() + std::chrono::seconds(timeout),
+                            "MPI_Finalize", false, "mpi",
+                            [] { return std::string("MPI_Finalize timed out"); });
+      ok = resp.value("ok", false);
+      if (ok) c.reap(Millis(5000));
+    } catch (...) {
+    }
+    if (!ok)
+      std::fprintf(stderr, "ncclsmoke: mpi: MPI_Finalize did not return within %d s (waited %.1f "
+                   "s); exiting without it\n", timeout, seconds_since(start));
+  }
+
+  std::mutex mu_;  // one request at a time
+  pid_t pid_ = -1;
+  int sock_ = -1;
+  ControlPage* page_ = nullptr;
+  ChildDeath death_;
+  std::shared_ptr<TransportError> death_error_;
+  bool death_seen_ = false;
+  std::string dead_reason_;
+  std::mutex tail_mu_;
+  std::deque<std::string> tail_;
+};
+
+std::atomic<int64_t> next_map_id{1};  // buffer ids in the (shared) child
 
 class MpiTransport final : public Transport {
  public:
-  ~MpiTransport() override { close(); }
+  ~MpiTransport() override {
+    close();
+    for (auto& [base, m] : maps_) munmap(base, m.bytes);
+  }
 
   std::string name() const override { return "mpi"; }
 
@@ -251,350 +329,262 @@ class MpiTransport final : public Transport {
                            who() + ": mpi.collective is \"" + mode +
                                "\"; expected allreduce (blocking MPI_Allreduce, the default) or "
                                "iallreduce (MPI_Iallreduce + MPI_Test polling)");
-    auto& t = MpiThread::get();
-    if (t.stuck()) throw unusable("open");
-
-    struct Out {
-      std::string error;
-      ErrorKind kind = ErrorKind::init_failed;
-      int size = -1, rank = -1;
-      std::string proc;
-      MPI_Comm comm = MPI_COMM_NULL;
-    };
-    auto out = std::make_shared<Out>();
-    auto step = std::make_shared<std::atomic<const char*>>("MPI_Init_thread");
-    int want_rank = rank_, want_size = world_;
-    auto job = [out, step, want_rank, want_size] {
-      auto& st = state();
-      int init = 0, fin = 0;
-      MPI_Initialized(&init);
-      MPI_Finalized(&fin);
-      if (fin) {
-        out->error = "MPI was already finalised in this process";
-        return;
-      }
-      if (!init) {
-        st.sockets_before_init = mpi_observe::own_socket_inodes();
-        int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &st.provided);
-        if (rc != MPI_SUCCESS) {
-          out->error = "MPI_Init_thread failed: " + mpi_error_text(rc);
-          return;
-        }
-        st.initialised_by_us = true;
-      } else if (!st.initialised_by_us) {
-        MPI_Query_thread(&st.provided);
-        if (st.provided < MPI_THREAD_SERIALIZED) {
-          out->error = std::string("MPI was initialised elsewhere in this process with thread "
-                                   "level ") + thread_level_name(st.provided) +
-                       "; the mpi transport calls MPI from its own thread and needs serialized";
-          return;
-        }
-      }
-      MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-      MPI_Comm_size(MPI_COMM_WORLD, &out->size);
-      MPI_Comm_rank(MPI_COMM_WORLD, &out->rank);
-      char proc[MPI_MAX_PROCESSOR_NAME] = {};
-      int plen = 0;
-      MPI_Get_processor_name(proc, &plen);
-      out->proc.assign(proc, plen);
-      if (out->size != want_size || out->rank != want_rank) return;  // the caller explains
-      *step = "MPI_Comm_dup";
-      int rc = MPI_Comm_dup(MPI_COMM_WORLD, &out->comm);
-      if (rc != MPI_SUCCESS) {
-        out->error = "MPI_Comm_dup(MPI_COMM_WORLD) failed: " + mpi_error_text(rc);
-        return;
-      }
-      MPI_Comm_set_errhandler(out->comm, MPI_ERRORS_RETURN);
-      if (!st.freeze_hook_tried) {
-        st.freeze_hook_tried = true;
-        st.freeze_hook = register_freeze_hook();
-      }
-      if (st.bf16_sum == MPI_OP_NULL) {
-        rc = MPI_Op_create(&bf16_sum_fn, 1, &st.bf16_sum);
-        if (rc != MPI_SUCCESS) st.bf16_sum = MPI_OP_NULL;  // bfloat16 then reports unavailable
-      }
-    };
-    bool done = t.run("MPI_Init_thread / MPI_Comm_dup", job, deadline);
-    // state() is the MPI thread's while a job runs: read it only when the job finished.
-    if (done && state().initialised_by_us && !state().finalize_registered) {
-      state().finalize_registered = true;
-      std::atexit(finalize_at_exit);
-    }
-    if (!done)
-      throw TransportError(
-          ErrorKind::timeout,
-          who() + ": " + std::string(step->load()) + " did not return within the open deadline " +
-              "(waited " + rendezvous::seconds_text(seconds_since(start)) + "): MPI_Init and MPI_Comm_dup wait for every rank of the " +
-              "mpirun job, so some rank has not opened the mpi transport (or is stuck); this " +
-              "process makes no further MPI calls");
-    if (!out->error.empty())
-      throw TransportError(out->kind, who() + ": " + out->error + " (after " + rendezvous::seconds_text(seconds_since(start)) + ")");
-    if (out->size != world_ || out->rank != rank_) {
-      std::string which = out->size != world_ ? "world size" : "rank";
+    auto& c = Child::get();
+    if (!c.started()) c.spawn(who(), deadline);
+    static int64_t next_id = 1;
+    int64_t id = next_id++;
+    json resp = c.request(
+        {{"op", "open"}, {"id", id}, {"rank", rank_}, {"size", world_}}, deadline,
+        "MPI_Init_thread / MPI_Comm_dup", true, who(), [&] {
+          return who() + ": MPI_Init_thread did not return within the open deadline (waited " +
+                 seconds_text(seconds_since(start)) +
+                 "): MPI_Init and MPI_Comm_dup wait for every rank of the mpirun job, so some rank "
+                 "has not opened the mpi transport (or is stuck); its MPI child process was "
+                 "abandoned and this process makes no further MPI calls";
+        });
+    if (resp.contains("error"))
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + resp.value("error", "") + " (after " +
+                               seconds_text(seconds_since(start)) + ")" + open_mpi_said(resp),
+                           -1, error_evidence(resp));
+    int size = resp.value("size", -1), rank = resp.value("rank", -1);
+    if (size != world_ || rank != rank_) {
+      std::string which = size != world_ ? "world size" : "rank";
       throw TransportError(
           ErrorKind::init_failed,
           who() + ": " + which + " mismatch: the harness has rank " + std::to_string(rank_) +
               " of " + std::to_string(world_) + " but MPI_COMM_WORLD has rank " +
-              std::to_string(out->rank) + " of " + std::to_string(out->size) + " on " + out->proc +
+              std::to_string(rank) + " of " + std::to_string(size) + " on " +
+              resp.value("proc", "?") +
               " (launch every rank with the same mpirun, -np equal to the harness world size)");
     }
-    comm_ = out->comm;
-    proc_ = out->proc;
-    use_blocking_ = mode == "allreduce" && state().freeze_hook;
-    collective_ = use_blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce + MPI_Test";
-    if (mode == "allreduce" && !use_blocking_)
-      collective_ += " (opal_progress_register not found: a timed-out MPI_Allreduce could not be "
-                     "stopped)";
+    id_ = id;
+    proc_ = resp.value("proc", "");
+    bf16_ = resp.value("bf16", false);
+    blocking_ = mode == "allreduce";
+    collective_ = blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce + MPI_Test";
+  }
+
+  // Shared memory (memfd) mapped in both processes: the collective runs on these bytes directly.
+  void* allocate(std::size_t bytes) override {
+    std::size_t n = std::max<std::size_t>(bytes, 1);
+    int fd = memfd_create("ncclsmoke-mpi-buffer", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(n)) != 0) {
+      if (fd >= 0) ::close(fd);
+      throw TransportError(ErrorKind::other, who() + ": memfd for " + std::to_string(bytes) +
+                                                 " bytes: " + std::strerror(errno));
+    }
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      ::close(fd);
+      throw TransportError(ErrorKind::other, who() + ": mmap of " + std::to_string(bytes) +
+                                                 " bytes: " + std::strerror(errno));
+    }
+    int64_t map_id = next_map_id++;
+    try {
+      Child::get().request({{"op", "map"}, {"map", map_id}, {"bytes", n}},
+                           Clock::now() + std::chrono::seconds(10), "mapping a shared buffer",
+                           false, who(), [&] { return who() + ": mapping a buffer timed out"; },
+                           fd);
+    } catch (...) {
+      ::close(fd);
+      munmap(p, n);
+      throw;
+    }
+    ::close(fd);
+    maps_[static_cast<char*>(p)] = {map_id, n};
+    return p;
+  }
+
+  void release(void* buffer) override {
+    auto it = maps_.find(static_cast<char*>(buffer));
+    if (it == maps_.end()) return;
+    auto& c = Child::get();
+    if (!c.dead()) {
+      try {
+        c.request({{"op", "unmap"}, {"map", it->second.id}},
+                  Clock::now() + std::chrono::seconds(10), "unmapping a shared buffer", false,
+                  who(), [&] { return who() + ": unmapping a buffer timed out"; });
+      } catch (...) {
+        c.keep_death_for_next_caller();  // release() cannot throw: the next call reports it
+      }
+    }
+    munmap(it->first, it->second.bytes);
+    maps_.erase(it);
   }
 
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp,
                  Deadline deadline) override {
-    if (comm_ == MPI_COMM_NULL)
-      throw TransportError(ErrorKind::other, who() + ": allreduce before a successful open()");
-    auto& t = MpiThread::get();
-    if (t.stuck()) throw unusable("MPI_Allreduce");
-    std::size_t bytes = count * dtype_size(dtype);
-    std::string what = std::string(use_blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce") + " of " +
-                       std::to_string(bytes) + " bytes (" +
-                       std::to_string(count) + " " + to_string(dtype) + ")";
-    if (rendezvous::expired(deadline))
-      throw TransportError(ErrorKind::timeout, who() + ": deadline passed before " + what);
-    MPI_Datatype type = MPI_FLOAT;
-    MPI_Op op = MPI_SUM;
-    if (dtype == DType::bfloat16) {
-      if (state().bf16_sum == MPI_OP_NULL)
-        throw TransportError(ErrorKind::unavailable,
-                             who() + ": MPI_Op_create failed, so bfloat16 sums are unavailable");
-      type = MPI_UINT16_T;  // raw bfloat16 bits, summed by bf16_sum_fn
-      op = state().bf16_sum;
-    }
-    auto start = Clock::now();
-    auto budget = remaining(deadline);
-    MPI_Comm comm = comm_;
-    bool in_place = send == recv;
-    std::size_t esize = dtype_size(dtype);
-    bool blocking = use_blocking_;
-    // The job may outlive this frame (timeout): it captures only values and a shared cell.
-    auto rc_cell = std::make_shared<std::atomic<int>>(MPI_SUCCESS);
-    auto job = [rc_cell, comm, send, recv, count, type, op, in_place, esize, blocking, deadline] {
-      int r = MPI_SUCCESS;
-      for (std::size_t off = 0; off < count && r == MPI_SUCCESS; off += kMaxChunk) {
-        int n = static_cast<int>(std::min(kMaxChunk, count - off));
-        auto* dst = static_cast<char*>(recv) + off * esize;
-        const void* src = in_place ? MPI_IN_PLACE : static_cast<const char*>(send) + off * esize;
-        if (blocking) {
-          r = MPI_Allreduce(src, dst, n, type, op, comm);
-          continue;
-        }
-        MPI_Request req = MPI_REQUEST_NULL;
-        r = MPI_Iallreduce(src, dst, n, type, op, comm, &req);
-        int done = 0;
-        while (r == MPI_SUCCESS && !done) {
-          r = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-          if (!done && Clock::now() >= deadline) {
-            r = kTimedOut;  // the request stays pending: no further MPI calls
-            break;
-          }
-        }
-      }
-      rc_cell->store(r);
-    };
-    // The non-blocking job watches the deadline itself; the grace lets it say so first.
-    Deadline wait_until = blocking ? deadline : deadline + std::chrono::seconds(2);
-    const char* call = blocking ? "MPI_Allreduce" : "MPI_Iallreduce";
-    bool finished = t.run(call, job, wait_until);
-    int rc = finished ? rc_cell->load() : kTimedOut;
-    if (rc == kTimedOut) {
-      std::string after;
-      if (finished) {
-        t.poison(call);
-        after = "the pending request was left unprogressed";
-      } else if (!blocking || !state().freeze_hook) {
-        after = "the MPI thread is blocked in MPI";
-      } else if (freeze_mpi_thread(Millis(2000))) {
-        after = "the MPI thread was parked in Open MPI's progress loop, so nothing lands late in "
-                "the caller's buffers";
-      } else {
-        after = "the MPI thread could not be parked within 2 s";
-      }
-      throw TransportError(
-          ErrorKind::timeout,
-          who() + ": " + what + " did not complete within its deadline (" +
-              std::to_string(budget.count()) + " ms, waited " + rendezvous::seconds_text(seconds_since(start)) +
-              "): a peer is slow, stopped or lost (under mpirun a rank that dies normally ends "
-              "the whole job); an MPI collective cannot be cancelled: " + after +
-              ", and this process makes no further MPI calls");
-    }
-    if (rc != MPI_SUCCESS)
-      throw TransportError(ErrorKind::other,
-                           who() + ": " + what + " failed after " + rendezvous::seconds_text(seconds_since(start)) + ": " +
-                               mpi_error_text(rc));
+    run(send, recv, count, dtype, 1, deadline, Millis(0), nullptr);
+  }
+
+  // The child times the loop itself, so the figures carry no parent <-> child latency.
+  double timed_allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp,
+                         int iters, Deadline deadline,
+                         const std::function<Deadline()>& op_deadline) override {
+    Millis per_op = std::max(Millis(1), remaining(op_deadline()));
+    double us = 0;
+    run(send, recv, count, dtype, std::max(1, iters), deadline, per_op, &us);
+    return us;
   }
 
   json identify() override {
     json id = json::object();
-    auto& t = MpiThread::get();
-    if (t.stuck()) {
-      id["state"] = "unusable: " + t.stuck_in() + " timed out and was abandoned; no MPI call was made";
+    auto& c = Child::get();
+    if (c.dead()) {
+      id["state"] = "unusable: " + c.dead_reason() + "; no MPI call was made";
       return id;
     }
-    auto out = std::make_shared<json>(json::object());
-    bool opened = comm_ != MPI_COMM_NULL;
-    auto job = [out, opened] {
-      json& j = *out;
-      char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-      int len = 0;
-      MPI_Get_library_version(lib, &len);
-      std::string text(lib, static_cast<std::size_t>(std::max(len, 0)));
-      while (!text.empty() && text.back() == '\0') text.pop_back();  // len counts the NUL
-      auto nl = text.find('\n');
-      j["library"] = text.substr(0, nl);
-      int major = 0, minor = 0;
-      MPI_Get_version(&major, &minor);
-      j["mpi_version"] = std::to_string(major) + "." + std::to_string(minor);
-      if (!opened) return;
-      j["thread_level"] = thread_level_name(state().provided);
-      identify_selection(j);
-    };
-    try {
-      if (!t.run("identify", job, Clock::now() + std::chrono::seconds(10)))
-        id["state"] = "unusable: identify's MPI calls did not return within 10 s";
-    } catch (const std::exception& e) {
-      id["error"] = e.what();
+    bool opened = id_ != 0;
+    if (!c.started() || !opened) {
+      // Before open: what the library says before MPI_Init, asked in this process.
+      id = library_identity();
+      if (!opened) return id;
     }
-    for (auto& [k, v] : out->items()) id[k] = v;
+    try {
+      json resp = c.request({{"op", "identify"}, {"opened", opened}},
+                            Clock::now() + std::chrono::seconds(10), "identify", false, who(),
+                            [&] { return who() + ": identify's MPI calls did not return in 10 s"; });
+      for (auto& [k, v] : resp.items()) id[k] = v;
+    } catch (const TransportError& e) {
+      id["state"] = std::string("unusable: ") + e.what();
+      return id;
+    }
     if (opened) {
       id["host"] = proc_;
       id["rank"] = rank_;
       id["world_size"] = world_;
       id["collective"] = collective_;
-      id["local_size"] = std::atoi(env_or("OMPI_COMM_WORLD_LOCAL_SIZE", "0").c_str());
-      id["observed"] = observe();
+      id["process"] = "MPI runs in a child process of the rank (pid " + std::to_string(c.pid()) +
+                      "), on buffers shared with it";
+      const char* ls = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+      id["local_size"] = ls ? std::atoi(ls) : 0;
       id["how"] =
           "requested: the pml/btl/mtl MCA values in effect (mpirun --mca, OMPI_MCA_*, "
           "openmpi-mca-params.conf), read via MPI_T; selected: components whose MPI_T control "
           "variables survive MPI_Init (Open MPI closes the ones it did not select; for btl, the "
-          "ones that initialised); observed: established TCP connections of this process that did "
-          "not exist before MPI_Init, minus the launcher's (PMIx/ORTE ports): btl tcp or "
-          "libfabric tcp, unless the process opened other connections since; and the btl vader "
-          "shared-memory segments mapped (its own plus one per local peer it reached)";
+          "ones that initialised); observed: established TCP connections of the MPI process that "
+          "did not exist before MPI_Init, minus the launcher's (PMIx/ORTE ports): btl tcp or "
+          "libfabric tcp; and the btl vader shared-memory segments mapped (its own plus one per "
+          "local peer it reached)";
     }
     return id;
   }
 
   void close() override {
-    if (comm_ == MPI_COMM_NULL) return;
-    auto& t = MpiThread::get();
-    MPI_Comm comm = comm_;
-    comm_ = MPI_COMM_NULL;
-    if (t.stuck()) return;
+    if (id_ == 0) return;
+    int64_t id = id_;
+    id_ = 0;
+    auto& c = Child::get();
+    if (c.dead()) return;
     try {
-      t.run("MPI_Comm_free", [comm]() mutable { MPI_Comm_free(&comm); },
-            Clock::now() + std::chrono::seconds(10));
+      c.request({{"op", "close"}, {"id", id}}, Clock::now() + std::chrono::seconds(10),
+                "MPI_Comm_free", false, who(), [&] { return who() + ": MPI_Comm_free timed out"; });
     } catch (...) {
+      c.keep_death_for_next_caller();
     }
   }
 
  private:
-  // On the MPI thread: pml/btl/mtl requested and selected, from MPI_T.
-  static void identify_selection(json& j) {
-    int provided = 0;
-    std::map<std::string, std::string> requested;
-    mpi_observe::Survivors survivors;
-    bool mpit = MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS;
-    if (mpit) {
-      int n = 0;
-      MPI_T_cvar_get_num(&n);
-      for (int i = 0; i < n && i < 100000; ++i) {
-        char name[256] = {}, desc[8] = {};
-        int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
-        MPI_Datatype dt;
-        MPI_T_enum et;
-        if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &dt, &et, desc, &desc_len, &bind,
-                                &scope) != MPI_SUCCESS)
-          continue;  // deregistered: its component was closed
-        std::string nm = name;
-        mpi_observe::add_survivor(survivors, nm);
-        // Only the frameworks' own selection strings are read: their storage lives in libmpi.
-        // (Reading a closed component's variable crashes Open MPI 4.1: its storage is unmapped.)
-        if ((nm == "pml" || nm == "btl" || nm == "mtl") && dt == MPI_CHAR &&
-            bind == MPI_T_BIND_NO_OBJECT) {
-          MPI_T_cvar_handle h;
-          int cnt = 0;
-          if (MPI_T_cvar_handle_alloc(i, nullptr, &h, &cnt) == MPI_SUCCESS) {
-            std::vector<char> buf(4096, '\0');
-            if (cnt >= 0 && cnt < static_cast<int>(buf.size()) &&
-                MPI_T_cvar_read(h, buf.data()) == MPI_SUCCESS)
-              requested[nm] = buf.data();
-            MPI_T_cvar_handle_free(&h);
-          }
-        }
+  struct Map {
+    int64_t id = 0;
+    std::size_t bytes = 0;
+  };
+
+  // {map, off} of [p, p + bytes) inside a shared buffer, or null json.
+  json ref(const void* p, std::size_t bytes) const {
+    auto* cp = static_cast<const char*>(p);
+    auto it = maps_.upper_bound(const_cast<char*>(cp));
+    if (it == maps_.begin()) return nullptr;
+    --it;
+    std::size_t off = static_cast<std::size_t>(cp - it->first);
+    if (off > it->second.bytes || bytes > it->second.bytes - off) return nullptr;
+    return {{"map", it->second.id}, {"off", off}};
+  }
+
+  void run(const void* send, void* recv, std::size_t count, DType dtype, int iters,
+           Deadline deadline, Millis per_op, double* us_out) {
+    if (id_ == 0)
+      throw TransportError(ErrorKind::other, who() + ": allreduce before a successful open()");
+    auto& c = Child::get();
+    std::size_t bytes = count * dtype_size(dtype);
+    std::string what = std::string(blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce") + " of " +
+                       std::to_string(bytes) + " bytes (" + std::to_string(count) + " " +
+                       to_string(dtype) + ")";
+    c.throw_if_dead(who(), what);
+    if (rendezvous::expired(deadline))
+      throw TransportError(ErrorKind::timeout, who() + ": deadline passed before " + what);
+    if (dtype == DType::bfloat16 && !bf16_)
+      throw TransportError(ErrorKind::unavailable,
+                           who() + ": MPI_Op_create failed, so bfloat16 sums are unavailable");
+    // The sweep passes only allocate()d buffers; other callers' memory goes through a scratch
+    // shared buffer (copied in and out around the collective).
+    json sref = ref(send, bytes), rref = ref(recv, bytes);
+    bool scratch = sref.is_null() || rref.is_null();
+    std::size_t half = (bytes + 63) / 64 * 64;
+    if (scratch) {
+      if (scratch_bytes_ < 2 * half) {
+        if (scratch_) release(scratch_);
+        scratch_ = nullptr;
+        scratch_ = static_cast<char*>(allocate(2 * half));
+        scratch_bytes_ = 2 * half;
       }
-      MPI_T_finalize();
+      std::memcpy(scratch_, send, bytes);
+      sref = ref(scratch_, bytes);
+      rref = send == recv ? sref : ref(scratch_ + half, bytes);
     }
-    auto req = [&](const std::string& fw) -> json {
-      auto it = requested.find(fw);
-      if (it != requested.end()) return it->second;
-      const char* e = std::getenv(("OMPI_MCA_" + fw).c_str());
-      return e ? json(e) : json("unknown");
+    json req = {{"op", us_out ? "timed" : "allreduce"},
+                {"id", id_},
+                {"send", sref},
+                {"recv", rref},
+                {"count", count},
+                {"dtype", dtype == DType::bfloat16 ? 1 : 0},
+                {"blocking", blocking_},
+                {"iters", iters},
+                {"op_budget_ms", per_op.count()},
+                {"budget_ms", remaining(deadline).count()}};
+    auto start = Clock::now();
+    auto budget = remaining(deadline);
+    // The non-blocking child watches the deadline itself; the grace lets it say so first.
+    Deadline wait_until = blocking_ ? deadline : deadline + std::chrono::seconds(2);
+    Millis progress = per_op.count() > 0 ? per_op + (blocking_ ? Millis(0) : Millis(2000)) : Millis(0);
+    auto timeout_text = [&] {
+      return who() + ": " + what + " did not complete within its deadline (" +
+             std::to_string((per_op.count() > 0 ? per_op : budget).count()) + " ms, waited " +
+             seconds_text(seconds_since(start)) +
+             "): a peer is slow, stopped or lost (under mpirun a rank that dies normally ends the "
+             "whole job); an MPI collective cannot be cancelled, so this rank's MPI child process "
+             "was abandoned (it left PMIx and exited, so nothing lands late in the caller's "
+             "buffers), and this process makes no further MPI calls";
     };
-    auto list = [&](const std::string& fw) {
-      json a = json::array();
-      for (auto& c : survivors[fw]) a.push_back(c);
-      return a;
-    };
-    json pml = {{"requested", req("pml")}};
-    std::string pml_sel;
-    if (!mpit) {
-      pml["selected"] = "unknown";
-    } else if (survivors["pml"].size() == 1) {
-      pml_sel = *survivors["pml"].begin();
-      pml["selected"] = pml_sel;
-    } else {
-      pml["selected"] = "unknown";
-      pml["candidates"] = list("pml");
+    json resp = c.request(req, wait_until, what, false, who(), timeout_text, -1, progress);
+    if (resp.value("timeout", false)) {
+      c.abandon(what);
+      throw TransportError(ErrorKind::timeout, timeout_text());
     }
-    json mtl = {{"requested", req("mtl")}};
-    if (pml_sel == "cm") {
-      mtl["selected"] = survivors["mtl"].size() == 1 ? json(*survivors["mtl"].begin())
-                                                     : json("unknown");
-      if (survivors["mtl"].size() != 1) mtl["candidates"] = list("mtl");
-    } else if (!pml_sel.empty()) {
-      mtl["selected"] = nullptr;
-      mtl["note"] = "not used: pml " + pml_sel + " carries point-to-point traffic over btls";
-    } else {
-      mtl["selected"] = "unknown";
-    }
-    json btl = {{"requested", req("btl")}, {"selected", mpit ? list("btl") : json("unknown")}};
-    if (pml_sel == "cm") btl["note"] = "initialised but not used by pml cm (the mtl carries it)";
-    j["pml"] = pml;
-    j["btl"] = btl;
-    j["mtl"] = mtl;
-    if (!mpit) j["mpi_t"] = "MPI_T_init_thread failed: selection unknown";
+    if (resp.contains("unavailable"))
+      throw TransportError(ErrorKind::unavailable, who() + ": " + resp.value("unavailable", ""));
+    if (resp.contains("error"))
+      throw TransportError(ErrorKind::other,
+                           who() + ": " + what + " failed after " +
+                               seconds_text(seconds_since(start)) + ": " +
+                               resp.value("error", "") + open_mpi_said(resp),
+                           -1, error_evidence(resp));
+    if (scratch) std::memcpy(recv, send == recv ? scratch_ : scratch_ + half, bytes);
+    if (us_out) *us_out = resp.value("us", 0.0);
   }
 
-  // This process's TCP connections opened since MPI_Init (minus the launcher's) and vader
-  // segments: what actually carried bytes so far. Not an MPI call, so not on the MPI thread.
-  json observe() const {
-    json o = json::object();
-    auto ports = mpi_observe::launcher_ports(environ);
-    const auto& before = state().sockets_before_init;
-    json conns = json::array();
-    int n = 0;
-    for (auto& c : mpi_observe::own_tcp_connections()) {
-      if (before.count(c.inode) || ports.count(c.remote_port)) continue;
-      if (++n > 64) break;
-      conns.push_back(c.local + " -> " + c.remote);
-    }
-    o["tcp_connections"] = conns;
-    o["vader_segments_mapped"] = mpi_observe::vader_segments_mapped();
-    return o;
+  // An error the child's MPI call returned: Open MPI's help texts so far, and its stderr.
+  static std::string open_mpi_said(const json& resp) {
+    if (!resp.contains("help")) return "";
+    auto help = resp["help"].get<std::vector<std::string>>();
+    std::string summary = help_summary(help);
+    return summary.empty() ? "" : "; Open MPI said: " + summary;
   }
-
-  TransportError unusable(const std::string& op) {
-    return TransportError(ErrorKind::other,
-                          who() + ": cannot " + op + ": MPI is unusable in this process because " +
-                              MpiThread::get().stuck_in() + " timed out earlier and was abandoned");
+  static json error_evidence(const json& resp) {
+    json ev = {{"child_stderr_tail", Child::get().stderr_tail()}};
+    if (resp.contains("help")) ev["open_mpi_help"] = resp["help"];
+    return ev;
   }
 
   std::string who() const { return "mpi: rank " + std::to_string(rank_) + " (" + host_ + ")"; }
@@ -603,9 +593,13 @@ class MpiTransport final : public Transport {
   int world_ = 1;
   std::string host_;
   std::string proc_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  bool use_blocking_ = true;
+  int64_t id_ = 0;  // this transport's communicator in the child; 0 when not open
+  bool bf16_ = false;
+  bool blocking_ = true;
   std::string collective_ = "MPI_Allreduce";
+  std::map<char*, Map> maps_;
+  char* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
 };
 
 }  // namespace

@@ -5,23 +5,34 @@
 // (pml / btl / mtl) as far as it can be read.
 //
 // Contract details:
-//  - open() initialises MPI once per process (MPI_Init_thread, FUNNELED), checks that
-//    MPI_COMM_WORLD's size and rank equal the harness's (init_failed otherwise) and duplicates it
-//    with MPI_ERRORS_RETURN. MPI_Finalize runs once, at exit, only if we initialised, bounded by
-//    NCCLSMOKE_MPI_FINALIZE_TIMEOUT_S (default 60).
-//  - Every MPI call runs on one dedicated thread and the caller waits with its deadline, so even
-//    MPI_Init (which waits for every rank) and a blocking MPI_Allreduce are bounded. A call that
-//    misses its deadline cannot be cancelled: the transport throws TransportError(timeout) and the
-//    process makes no further MPI calls (later calls throw, MPI_Finalize is skipped, and mpirun
-//    then reports the rank as exiting without finalizing).
+//  - MPI runs in a child process of the rank, never in the rank itself, so that Open MPI's own
+//    abort (a failed MPI_Init_thread: "at least one MPI process is unreachable"; mpirun then
+//    kills every rank) ends only that child and the rank still writes its verdict. The first
+//    open() starts `<this binary> __mpi-child <pid>` (/proc/self/exe; the executable's main must
+//    dispatch to mpi_child_main, below) with the rank's environment, so PMIx registers the child
+//    as that rank. Later transports of the process share it (MPI is initialised once per
+//    process); it calls MPI_Finalize at exit, bounded by NCCLSMOKE_MPI_FINALIZE_TIMEOUT_S (60).
+//  - The guard (abort_guard.cpp) in the child catches Open MPI's PMIx_Abort and help texts: the
+//    rank gets TransportError(init_failed) (or peer_lost / other mid-collective) with Open MPI's
+//    own reason; evidence: the help texts, the child's exit and its last 40 stderr lines (which
+//    are also forwarded to the rank's stderr).
+//  - In the child, open() does MPI_Init_thread (FUNNELED, on the thread that serves requests),
+//    checks MPI_COMM_WORLD's size and rank against the harness's (init_failed otherwise) and
+//    duplicates it with MPI_ERRORS_RETURN.
+//  - allocate() hands out memfd shared memory mapped in both processes, so a collective moves
+//    no data between them: the rank sends {buffers, count, dtype, budget} over a socketpair and
+//    waits with its deadline. Other memory is copied through a shared scratch buffer.
+//    timed_allreduce() runs the whole loop in the child, which times it; the rank bounds each
+//    collective by watching a progress counter in a shared page.
+//  - A call that misses its deadline cannot be cancelled: the rank abandons the child (SIGUSR1:
+//    it leaves PMIx cleanly and exits; SIGKILL 2 s later) and throws TransportError(timeout);
+//    nothing can land late in the caller's buffers, and later MPI calls throw "unusable".
 //  - Option "mpi.collective": "allreduce" (default; blocking MPI_Allreduce, Open MPI's tuned
-//    algorithms) or "iallreduce" (MPI_Iallreduce + MPI_Test polling, libnbc's algorithms, 1.7x
-//    slower at 64 MiB here). A timed-out blocking call is parked inside Open MPI's progress loop so
-//    it cannot write into the caller's buffers later; without that hook, iallreduce is used.
+//    algorithms) or "iallreduce" (MPI_Iallreduce + MPI_Test polling, libnbc's algorithms).
 //  - float32 uses MPI_FLOAT + MPI_SUM; bfloat16 travels as MPI_UINT16_T with a user op
 //    (MPI_Op_create, commutative) that sums through transports::reduce_sum.
 //  - A rank that dies is normally handled by mpirun, which ends the whole job: survivors are
-//    killed rather than seeing an MPI error, so PEER_LOST is not reported by this transport.
+//    killed rather than seeing an MPI error, so PEER_LOST is rarely reported by this transport.
 #include <memory>
 
 #include "transports/transport.h"
@@ -29,5 +40,10 @@
 namespace ncclsmoke::transports {
 
 std::unique_ptr<Transport> make_mpi_transport();
+
+// The MPI child's entry point: an executable that links this transport calls it first thing,
+//   if (argc > 1 && std::string(argv[1]) == "__mpi-child") return mpi_child_main(argc, argv);
+// It returns the child's exit status.
+int mpi_child_main(int argc, char** argv);
 
 }  // namespace ncclsmoke::transports
