@@ -171,7 +171,7 @@ start_rank() {
   shift
   set -- ncclsmoke run --launcher flags --rank $((index * per_pod + l)) --world-size "$world" \
     --local-rank "$l" --master-addr "$master_addr" --master-port "$port" --node-name "$node" \
-    --transports "$transports" --out-dir "$out_dir" "$@"
+    --job-id "$NCCLSMOKE_JOB_NAME" --transports "$transports" --out-dir "$out_dir" "$@"
   if [ -n "${NCCLSMOKE_NCCL_NET-}" ]; then set -- "$@" --nccl-net "$NCCLSMOKE_NCCL_NET"; fi
   if [ -n "${NCCLSMOKE_NCCL_POLICY-}" ]; then set -- "$@" --nccl-policy "$NCCLSMOKE_NCCL_POLICY"; fi
   if [ -n "$profile" ]; then set -- "$@" --profiles "$profiles" --profile "$profile"; fi

@@ -1,7 +1,9 @@
 #include "cronjob/publish.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -40,7 +42,82 @@ double last_success_in(const results::History& h, const std::string& profile) {
   return best;
 }
 
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A run id as a file name: only [A-Za-z0-9._-], never "." or "..".
+std::string spool_name(const std::string& run_id) {
+  std::string n;
+  for (char c : run_id)
+    n += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-') ? c : '_';
+  if (n.empty() || n == "." || n == "..") n = "run-" + n;
+  return n + ".json";
+}
+
+// Keeps the verdict for the next publish; returns the spooled file's path (throws WriteError).
+std::string spool_verdict(const std::string& history_path, const std::string& verdict_path,
+                          const std::string& run_id) {
+  namespace fs = std::filesystem;
+  const std::string dir = spool_dir(history_path);
+  std::error_code ec;
+  fs::create_directory(dir, ec);  // not create_directories: the history's own directory must exist
+  if (ec && !fs::is_directory(dir))
+    throw results::WriteError("cannot create the spool directory " + dir + ": " + ec.message());
+  std::string path = (fs::path(dir) / spool_name(run_id)).string();
+  results::write_text_atomically(path, read_all(verdict_path));
+  return path;
+}
+
+// Stores the spooled verdicts in `h` and removes their files; returns how many were stored.
+int drain_spool(results::History& h, const std::string& history_path, std::ostream& progress,
+                std::ostream& err, bool quiet) {
+  namespace fs = std::filesystem;
+  const std::string dir = spool_dir(history_path);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    if (e.path().extension() == ".json" && e.is_regular_file(ec)) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  if (files.size() > static_cast<size_t>(kMaxSpoolDrain)) files.resize(kMaxSpoolDrain);
+  int stored = 0;
+  for (const auto& f : files) {
+    results::Verdict v;
+    try {
+      v = load_verdict(f);
+    } catch (const PublishUsageError& e) {
+      fs::rename(f, f + ".bad", ec);
+      err << "ncclsmoke publish: warning: spooled file is not a verdict, renamed " << f
+          << ".bad: " << e.what() << "\n";
+      continue;
+    }
+    try {
+      h.add(v, "publish:spool");
+    } catch (const std::exception& e) {
+      err << "ncclsmoke publish: warning: spooled runs left in " << dir << " (" << e.what()
+          << "); the next publish retries them\n";
+      break;
+    }
+    fs::remove(f, ec);
+    if (ec)
+      err << "ncclsmoke publish: warning: stored spooled run " << v.run_id << " but cannot remove "
+          << f << ": " << ec.message() << " (storing it again is harmless)\n";
+    ++stored;
+  }
+  if (stored && !quiet)
+    progress << "history: stored " << stored << " spooled run" << (stored == 1 ? "" : "s")
+             << " from " << dir << "\n";
+  return stored;
+}
+
 }  // namespace
+
+std::string spool_dir(const std::string& history_path) { return history_path + ".spool"; }
 
 std::vector<std::string> parse_fail_on(const std::string& text) {
   std::vector<std::string> out;
@@ -131,6 +208,7 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
       results::History h(o.history_path);
       auto added = h.add(v, "publish");
       mo.last_success_unix = last_success_in(h, profile);
+      drain_spool(h, o.history_path, progress, err, o.quiet);
       if (!o.quiet)
         progress << "history: " << (added.added ? "added" : "already had") << " run " << v.run_id
             << " in " << o.history_path << " (" << h.count_runs() << " runs)\n";
@@ -139,6 +217,16 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
       std::string why = e.what();  // HistoryError names the file; other errors may not
       if (why.find(o.history_path) == std::string::npos) why = o.history_path + ": " + why;
       err << "ncclsmoke publish: error: history not written: " << why << "\n";
+      try {
+        std::string spooled = spool_verdict(o.history_path, o.verdict_path, v.run_id);
+        err << "ncclsmoke publish: run " << v.run_id << " spooled to " << spooled
+            << "; the next publish with a usable history stores it\n";
+      } catch (const std::exception& se) {
+        err << "ncclsmoke publish: error: run " << v.run_id << " not spooled either: " << se.what()
+            << "; the verdict stays in " << o.verdict_path
+            << ": store it later with `ncclsmoke history import --history " << o.history_path
+            << " " << o.verdict_path << "`\n";
+      }
     }
   }
 

@@ -13,7 +13,16 @@
 //   2  usage: bad flag, unreadable or invalid verdict file (the message names the file and the
 //      JSON path of each problem)
 //   5  metrics not delivered (push or textfile failed) — a warning; the history was written
-//   6  the history could not be written (wins over 5)
+//   6  the history could not be written (wins over 5); the run is spooled (below)
+//
+// Spool: a run that could not be stored is not lost. When the history write fails, the verdict
+// file's bytes are written atomically (temp file, fsync, rename) to spool_dir(history)/
+// <run_id>.json, i.e. next to the history (`history.db.spool/`, on the same volume; only that one
+// directory is created, never the history's own missing directory). Every publish whose history
+// write succeeds then stores each spooled verdict (oldest name first, at most kMaxSpoolDrain per
+// publish) and deletes its file; a spooled file that is not a valid verdict is renamed
+// <name>.bad and named in a warning, never retried forever. Draining never changes the exit code
+// of the run being published.
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
@@ -25,6 +34,10 @@ namespace ncclsmoke::cronjob {
 
 inline constexpr int kExitMetricsNotDelivered = 5;
 inline constexpr int kExitHistoryFailed = 6;
+inline constexpr int kMaxSpoolDrain = 10000;
+
+// Where runs wait when `history_path` cannot be written: "<history_path>.spool".
+std::string spool_dir(const std::string& history_path);
 
 struct PublishOptions {
   std::string verdict_path;

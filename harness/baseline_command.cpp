@@ -3,8 +3,10 @@
 // the diff against the profiles file and, with --write, writes the merged file atomically.
 //
 // Exit codes: 0 proposals made (and written with --write); 2 usage or unreadable input (flags,
-// profiles file, unknown profile, missing or unreadable history); 4 nothing to propose (no passing
-// runs, or no key with --min-runs runs) - the file is then not written.
+// profiles file - an alias bomb too, refused by results/profile.h's node budget -, unknown
+// profile, missing history file); 4 nothing to propose (no passing runs, or no key with
+// --min-runs runs) - the file is then not written; 7 (results::kExitHistoryUnusable) the history
+// exists but cannot be read (corrupt, locked, I/O error ...), with the hint for that cause.
 #include <chrono>
 #include <filesystem>
 #include <iostream>
@@ -85,7 +87,8 @@ int learn(const LearnFlags& f) {
     }
     gates = h.gates(q);
   } catch (const HistoryError& e) {
-    return usage(std::string("--history: ") + e.what());
+    std::cerr << "ncclsmoke baseline learn: error: --history: " << e.what() << "\n";
+    return kExitHistoryUnusable;
   }
 
   LearnOptions o;

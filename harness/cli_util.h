@@ -3,11 +3,23 @@
 // one line naming it ("ncclsmoke: error: --port: ...") and exits 2; --help / --version exit 0.
 #include <CLI/CLI.hpp>
 #include <optional>
+#include <string>
 
 namespace ncclsmoke::harness {
 
 // Returns an exit code when the process should stop now (help, version, usage error), otherwise
 // nullopt and the caller runs the selected action.
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
+
+// The longest deadline any flag accepts: past it a value is a typo, not a plan.
+inline constexpr double kMaxSeconds = 7 * 24 * 3600.0;
+
+// A number of seconds written as a plain decimal: finite, > 0 (>= 0 when `zero_ok`: 0 means off),
+// at most kMaxSeconds. CLI::PositiveNumber / CLI::Range let "nan" through (every comparison with
+// NaN is false) and accept "inf" and "1e308". `hidden_name`: CLI11 names no hidden option in its
+// errors, so a hidden flag passes its own name.
+CLI::Validator seconds_check(bool zero_ok, const std::string& hidden_name = "");
+// A finite number in [lo, hi] (CLI::Range with NaN fixed).
+CLI::Validator finite_range(double lo, double hi);
 
 }  // namespace ncclsmoke::harness

@@ -1,7 +1,8 @@
 #pragma once
 // Each subcommand lives in its own file and registers itself on the root CLI::App: it declares
 // its options and sets `action`, which main() runs after a successful parse. Actions return the
-// process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive).
+// process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive; 5 and 6
+// publish only; 7 history unusable (results/history.h); 8 verdict not written).
 #include <CLI/CLI.hpp>
 #include <functional>
 
@@ -14,6 +15,9 @@ inline constexpr int kExitFail = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitDegraded = 3;
 inline constexpr int kExitInconclusive = 4;
+// `run`: a verdict file (this rank's, or rank 0's global one) could not be written (disk full,
+// read-only, I/O error). Wins over every verdict code: a result nobody can read is never a pass.
+inline constexpr int kExitVerdictNotWritten = 8;
 
 void register_store_command(CLI::App& app, Action& action);
 void register_run_command(CLI::App& app, Action& action);

@@ -8,6 +8,10 @@
 // cannot leave half an import behind. Runs already stored are counted as duplicates (re-importing
 // is harmless). Local verdicts (one rank's view) are skipped with a note: the history holds one
 // record per run, the global verdict rank 0 writes.
+//
+// A history that cannot be used (corrupt, locked, full disk, read-only, I/O error, not an
+// ncclsmoke history) exits results::kExitHistoryUnusable (7) for import, list and prune alike,
+// with one line naming the file, SQLite's reason and the hint for that cause (results/history.h).
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
@@ -211,7 +215,8 @@ int run_import(const ImportFlags& f) {
     code = kExitUsage;
   } catch (const HistoryError& e) {
     std::cerr << "ncclsmoke: error: history import: " << e.what() << "\n";
-    code = kExitFail;
+    code = e.problem() == results::HistoryProblem::bad_verdict ? kExitUsage
+                                                               : results::kExitHistoryUnusable;
   }
   join_all();
   if (code != 0 && !existed) {  // a rejected first import leaves no empty database behind
@@ -285,7 +290,7 @@ int run_list(const ListFlags& f) {
     }
   } catch (const HistoryError& e) {
     std::cerr << "ncclsmoke: error: history list: " << e.what() << "\n";
-    return kExitUsage;
+    return results::kExitHistoryUnusable;
   }
   return 0;
 }
@@ -306,7 +311,7 @@ int run_prune(const PruneFlags& f) {
               << (f.vacuum && removed ? " (file compacted)" : "") << "\n";
   } catch (const HistoryError& e) {
     std::cerr << "ncclsmoke: error: history prune: " << e.what() << "\n";
-    return kExitFail;
+    return results::kExitHistoryUnusable;
   }
   return 0;
 }

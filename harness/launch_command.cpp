@@ -1,6 +1,10 @@
-// `ncclsmoke launch -n N [run flags]`: starts N ranks of `ncclsmoke run` on this machine on a
-// free loopback port, waits for them under a deadline, prints rank 0's summary and returns its
-// exit code. Each rank's output goes to OUT_DIR/rank<N>.log.
+// `ncclsmoke launch [--nnodes N --node-rank R] [-n|--nproc-per-node P] [run flags]`: a per-node
+// launcher in the manner of torchrun. It starts this node's P ranks of `ncclsmoke run` (global
+// rank = node rank * P + local rank), waits for them under a deadline, prints the summary of this
+// node's lowest rank (on node 0: rank 0's global verdict) and returns that rank's exit code. Each
+// rank's output goes to OUT_DIR/rank<global rank>.log. What it reads and defaults to is
+// launch_plan.h; with no flags and no launcher variables it is the single-machine launcher it
+// always was (one node, loopback, a free port retried once on a clash).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -9,12 +13,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <thread>
 
 #include "harness/commands.h"
+#include "harness/launch_plan.h"
 #include "harness/run_options.h"
 #include "rendezvous/deadline.h"
 
@@ -26,9 +32,13 @@ namespace {
 using rendezvous::Clock;
 namespace fs = std::filesystem;
 
+volatile sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int sig) { g_stop_signal = sig; }
+
 // A port the kernel just handed out on loopback. Another process could take it before rank 0
 // binds it; rank 0 then reports the clash (CONFIG_INVALID on MASTER_PORT) and the launcher
-// retries once with a new port.
+// retries once with a new port (single-node default only: no other node could follow).
 int free_loopback_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
@@ -44,62 +54,134 @@ int free_loopback_port() {
 }
 
 struct LaunchOptions {
-  int ranks = 4;
+  LaunchFlags flags;
   RunOptions run;
+  bool gpu_given = false;       // --gpu on the launch command line
+  bool run_takes_job_id = false;  // this build's `run` has --job-id
 };
 
-pid_t spawn_rank(const std::vector<std::string>& args, const std::string& log_path) {
+// The environment a rank starts with: ours, without the PET_* variables this launcher consumed,
+// and with what torchrun gives its workers (so scripts and libraries in the rank see one world).
+std::vector<std::string> rank_environment(const std::vector<std::pair<std::string, std::string>>& set) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string kv = *e;
+    std::string key = kv.substr(0, kv.find('='));
+    if (key.rfind("PET_", 0) == 0) continue;
+    bool replaced = false;
+    for (const auto& [k, v] : set) replaced = replaced || k == key;
+    if (!replaced) env.push_back(kv);
+  }
+  for (const auto& [k, v] : set) env.push_back(k + "=" + v);
+  return env;
+}
+
+pid_t spawn_rank(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                 const std::string& log_path) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
                                    O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  std::vector<char*> argv;
+  std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  int rc = ::posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   return rc == 0 ? pid : -1;
 }
 
-// Starts the world once; returns rank 0's exit code, or -1 when rank 0 could not bind the port.
-int launch_once(const LaunchOptions& lo, int port, std::vector<int>& codes) {
-  std::vector<pid_t> pids;
+std::string log_path(const RunOptions& o, int global_rank) {
+  return (fs::path(o.out_dir) / ("rank" + std::to_string(global_rank) + ".log")).string();
+}
+
+// The run flags every rank gets, without the ones the launcher sets per rank.
+std::vector<std::string> forwarded_run_args(const RunOptions& o) {
+  std::vector<std::string> in = run_option_args(o), out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] == "--job-id") {
+      ++i;
+      continue;
+    }
+    out.push_back(in[i]);
+  }
+  return out;
+}
+
+// Starts this node's ranks once; returns the lowest local rank's exit code.
+int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
+                std::vector<int>& codes) {
   const auto& o = lo.run;
-  for (int r = 0; r < lo.ranks; ++r) {
-    std::vector<std::string> args{"ncclsmoke",      "run",
-                                  "--launcher",     "flags",
-                                  "--rank",         std::to_string(r),
-                                  "--local-rank",   std::to_string(r),
-                                  "--world-size",   std::to_string(lo.ranks),
-                                  "--master-addr",  "127.0.0.1",
-                                  "--master-port",  std::to_string(port),
-                                  "--node-name",    "local-" + std::to_string(r)};
-    for (auto& a : run_option_args(o)) args.push_back(a);
-    if (o.store_bind.empty()) {
+  const std::vector<std::string> common = forwarded_run_args(o);
+  std::vector<pid_t> pids;
+  for (int l = 0; l < plan.nproc_per_node; ++l) {
+    const int g = plan.global_rank(l);
+    std::vector<std::string> args{"ncclsmoke",     "run",
+                                  "--launcher",    "flags",
+                                  "--rank",        std::to_string(g),
+                                  "--local-rank",  std::to_string(l),
+                                  "--world-size",  std::to_string(plan.world_size()),
+                                  "--master-addr", plan.master_addr,
+                                  "--master-port", std::to_string(port),
+                                  "--node-name",
+                                  plan.local_node_names ? "local-" + std::to_string(g)
+                                                        : plan.node_name};
+    args.insert(args.end(), common.begin(), common.end());
+    if (plan.store_on_loopback && o.store_bind.empty()) {
       args.push_back("--store-bind");
       args.push_back("127.0.0.1");
     }
-    auto log = (fs::path(o.out_dir) / ("rank" + std::to_string(r) + ".log")).string();
-    pid_t pid = spawn_rank(args, log);
+    // One GPU per local rank, unless the user chose one, or several ranks share one on purpose.
+    if (!lo.gpu_given && !o.nccl_share_gpu) {
+      args.push_back("--gpu");
+      args.push_back(std::to_string(l));
+    }
+    if (lo.run_takes_job_id && !plan.job_id.empty()) {
+      args.push_back("--job-id");
+      args.push_back(plan.job_id);
+    }
+    std::vector<std::pair<std::string, std::string>> set{
+        {"RANK", std::to_string(g)},
+        {"LOCAL_RANK", std::to_string(l)},
+        {"WORLD_SIZE", std::to_string(plan.world_size())},
+        {"LOCAL_WORLD_SIZE", std::to_string(plan.nproc_per_node)},
+        {"GROUP_RANK", std::to_string(plan.node_rank)},
+        {"GROUP_WORLD_SIZE", std::to_string(plan.nnodes)},
+        {"MASTER_ADDR", plan.master_addr},
+        {"MASTER_PORT", std::to_string(port)}};
+    if (!plan.job_id.empty()) set.emplace_back("NCCLSMOKE_JOB_ID", plan.job_id);
+    pid_t pid = spawn_rank(args, rank_environment(set), log_path(o, g));
     if (pid < 0) {
-      std::cerr << "ncclsmoke launch: could not start rank " << r << "\n";
+      std::cerr << "ncclsmoke launch: could not start rank " << g << " (local " << l
+                << "): " << std::strerror(errno) << "\n";
       for (pid_t p : pids) ::kill(p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);
-      return 1;
+      codes.assign(pids.size(), 137);
+      return kExitFail;
     }
     pids.push_back(pid);
   }
-  // Every rank stops itself by --timeout (its watchdog); the launcher allows a margin, then kills.
+  // Every rank stops itself by --timeout (its watchdog); the launcher allows a margin, then
+  // kills. A SIGTERM/SIGINT to the launcher (a deleted pod) is passed on to every rank, which
+  // then writes its RUN_TERMINATED verdict.
   auto deadline = Clock::now() + std::chrono::milliseconds(
                                      static_cast<long long>((o.timeout_s + 10) * 1000));
   codes.assign(pids.size(), -1);
   std::size_t left = pids.size();
+  bool forwarded = false;
   while (left && Clock::now() < deadline) {
+    if (g_stop_signal && !forwarded) {
+      forwarded = true;
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        if (codes[i] == -1) ::kill(pids[i], SIGTERM);
+      deadline = std::min(deadline, Clock::now() + std::chrono::seconds(15));
+    }
     for (std::size_t i = 0; i < pids.size(); ++i) {
-      if (codes[i] != -1 || pids[i] <= 0) continue;
+      if (codes[i] != -1) continue;
       int status = 0;
       if (::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
         codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -113,13 +195,27 @@ int launch_once(const LaunchOptions& lo, int port, std::vector<int>& codes) {
       ::kill(pids[i], SIGKILL);
       ::waitpid(pids[i], nullptr, 0);
       codes[i] = 137;
-      std::cerr << "ncclsmoke launch: rank " << i << " did not finish within --timeout + 10s; "
-                << "killed\n";
+      std::cerr << "ncclsmoke launch: rank " << plan.global_rank(static_cast<int>(i))
+                << " (host " << local_hostname() << ") did not finish within "
+                << (forwarded ? "15 s of SIGTERM" : "--timeout + 10 s") << "; killed\n";
     }
   return codes[0];
 }
 
-int launch(const LaunchOptions& lo) {
+int launch(LaunchOptions lo) {
+  auto planned = plan_launch(lo.flags, process_environment(), local_hostname(),
+                             count_nvidia_devices());
+  if (auto* err = std::get_if<LaunchError>(&planned)) {
+    std::cerr << "ncclsmoke launch: " << err->message << "\n";
+    return kExitUsage;
+  }
+  LaunchPlan plan = std::get<LaunchPlan>(planned);
+  // One node: every rank is ours, so a fresh id per launch keeps two launches apart. Several
+  // nodes must agree on it, so without an identity there is none (the runs' fixed namespace).
+  if (plan.job_id.empty() && plan.nnodes == 1) {
+    plan.job_id = random_launch_id();
+    plan.job_id_source = "random, this launch";
+  }
   std::error_code ec;
   fs::create_directories(lo.run.out_dir, ec);
   if (ec) {
@@ -127,25 +223,48 @@ int launch(const LaunchOptions& lo) {
               << "': " << ec.message() << "\n";
     return kExitUsage;
   }
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+
+  const int first = plan.global_rank(0), last = plan.global_rank(plan.nproc_per_node - 1);
   std::vector<int> codes;
-  int code = 1;
+  int code = kExitFail;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int port = free_loopback_port();
+    int port = plan.master_port;
+    if (port == 0) port = free_loopback_port();
     if (port <= 0) {
       std::cerr << "ncclsmoke launch: no free loopback port\n";
       return kExitFail;
     }
-    code = launch_once(lo, port, codes);
-    std::ifstream log0(fs::path(lo.run.out_dir) / "rank0.log");
-    std::string text((std::istreambuf_iterator<char>(log0)), std::istreambuf_iterator<char>());
+    if (!lo.run.quiet && attempt == 0)
+      std::cout << "ncclsmoke launch: node " << plan.node_rank << "/" << plan.nnodes << " (host "
+                << local_hostname() << "): ranks " << first << ".." << last << " of "
+                << plan.world_size() << ", master " << plan.master_addr << ":" << port
+                << ", job id " << (plan.job_id.empty() ? "(none)" : plan.job_id)
+                << (plan.job_id_source.empty() ? "" : " (from " + plan.job_id_source + ")")
+                << std::endl;
+    code = launch_once(lo, plan, port, codes);
+    std::ifstream log(log_path(lo.run, first));
+    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     bool clash = text.find("cannot serve the store on port") != std::string::npos;
-    if (clash && attempt == 0) continue;  // the port was taken between our probe and rank 0
+    // The port was taken between our probe and rank 0's bind.
+    if (clash && plan.retry_new_port && attempt == 0 && !g_stop_signal) continue;
     if (!lo.run.quiet) std::cout << text;
     break;
   }
+  // Said even with --quiet: a rank whose verdict file is missing must never look like a pass.
+  for (std::size_t l = 0; l < codes.size(); ++l)
+    if (codes[l] == kExitVerdictNotWritten)
+      std::cerr << "ncclsmoke launch: rank " << plan.global_rank(static_cast<int>(l))
+                << " could not write its verdict (exit " << kExitVerdictNotWritten << "); see "
+                << log_path(lo.run, plan.global_rank(static_cast<int>(l))) << "\n";
   if (!lo.run.quiet) {
     std::cout << "ranks' exit codes:";
-    for (std::size_t r = 0; r < codes.size(); ++r) std::cout << " " << r << "=" << codes[r];
+    for (std::size_t l = 0; l < codes.size(); ++l)
+      std::cout << " " << plan.global_rank(static_cast<int>(l)) << "=" << codes[l];
     std::cout << "; logs and verdicts in " << lo.run.out_dir << "\n";
   }
   return code;
@@ -156,12 +275,43 @@ int launch(const LaunchOptions& lo) {
 void register_launch_command(CLI::App& app, Action& action) {
   auto lo = std::make_shared<LaunchOptions>();
   auto* cmd = app.add_subcommand(
-      "launch", "Start N ranks on this machine and print rank 0's verdict");
-  cmd->add_option("-n,--ranks", lo->ranks, "Number of ranks")
-      ->check(CLI::Range(1, 1024))
-      ->capture_default_str();
+      "launch",
+      "Start this node's ranks (like torchrun: --nnodes/--node-rank/--nproc-per-node, else "
+      "training-operator's PET_* variables) and print its lowest rank's verdict");
+  auto* g = "Launch (default: PET_* variables, else one node on loopback)";
+  cmd->add_option("-n,--ranks,--nproc-per-node", lo->flags.nproc_per_node,
+                  "Ranks on this node (else PET_NPROC_PER_NODE; default 4)")
+      ->group(g);
+  cmd->add_option("--nnodes", lo->flags.nnodes, "Nodes in the job (else PET_NNODES; default 1)")
+      ->group(g);
+  cmd->add_option("--node-rank", lo->flags.node_rank,
+                  "This node's index, 0..nnodes-1 (else PET_NODE_RANK; default 0 on one node)")
+      ->group(g);
+  cmd->add_option("--master-addr", lo->flags.master_addr,
+                  "Node 0's address, where its first rank hosts the store (else PET_MASTER_ADDR, "
+                  "MASTER_ADDR; default 127.0.0.1 on one node)")
+      ->group(g);
+  cmd->add_option("--master-port", lo->flags.master_port,
+                  "The store's port (else PET_MASTER_PORT, MASTER_PORT; default a free loopback "
+                  "port on one node, 29500 on several)")
+      ->group(g);
   add_run_options(*cmd, lo->run, false);
-  cmd->callback([lo, &action] { action = [lo] { return launch(*lo); }; });
+  if (!cmd->get_option_no_throw("--job-id"))
+    cmd->add_option("--job-id", lo->flags.job_id,
+                    "Job id shared by every rank (else the launcher's environment; one node: a "
+                    "random id per launch)")
+        ->group(g);
+  cmd->callback([lo, cmd, &app, &action] {
+    if (auto* opt = cmd->get_option_no_throw("--job-id"); opt && opt->count())
+      lo->flags.job_id = opt->as<std::string>();
+    lo->gpu_given = cmd->get_option("--gpu")->count() > 0;
+    try {
+      lo->run_takes_job_id = app.get_subcommand("run")->get_option_no_throw("--job-id") != nullptr;
+    } catch (const CLI::Error&) {
+      lo->run_takes_job_id = false;
+    }
+    action = [lo] { return launch(*lo); };
+  });
 }
 
 }  // namespace ncclsmoke::harness

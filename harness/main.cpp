@@ -1,11 +1,20 @@
 // ncclsmoke: a multi-rank smoke test for the communication path of GPU training clusters.
 #include <iostream>
+#include <string>
 
 #include "harness/cli_util.h"
 #include "harness/commands.h"
 #include "ncclsmoke/version.h"
+#ifdef NCCLSMOKE_HAVE_MPI_CHILD
+#include "transports/mpi/mpi_transport.h"
+#endif
 
 int main(int argc, char** argv) {
+#ifdef NCCLSMOKE_HAVE_MPI_CHILD
+  // The mpi transport's MPI child process (transports/mpi/mpi_transport.h), not a command.
+  if (argc > 1 && std::string(argv[1]) == "__mpi-child")
+    return ncclsmoke::transports::mpi_child_main(argc, argv);
+#endif
   using namespace ncclsmoke::harness;
   CLI::App app{
       "ncclsmoke: rendezvous, mesh and all-reduce smoke test for GPU training clusters.\n"

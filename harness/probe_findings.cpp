@@ -32,6 +32,11 @@ std::string master(const World& w) {
   return (v6 ? "[" + w.master_addr + "]" : w.master_addr) + ":" + std::to_string(w.master_port);
 }
 
+// "rank 0 (the store at H:P)", or "the store at H:P" when rank 0 does not host it.
+std::string store_owner(const World& w) {
+  return w.external_store ? "the store at " + master(w) : "rank 0 (the store at " + master(w) + ")";
+}
+
 std::string who(const World& w) {
   return "rank " + std::to_string(w.rank) + " (host " + w.hostname + ")";
 }
@@ -84,6 +89,19 @@ Finding connect_finding(const rendezvous::StoreError& e, const World& w, double 
                "security group allows all traffic from itself (inbound and outbound), and "
                "any NetworkPolicy selecting these pods; or rank 0's host is down.");
       break;
+    case ErrorClass::stalled:
+      // connect() succeeded (the kernel accepted, even for a stopped process, through the listen
+      // backlog) but nothing answered: a firewall never lets the handshake complete, so no
+      // security-group hint here.
+      f = make("RENDEZVOUS_STALLED", "error", "rendezvous", ranks, hosts,
+               who(w) + ": " + store_owner(w) + " accepts the connection but does not answer: "
+                   "the process is stalled (SIGSTOP, a debugger, swap) or overloaded (waited " +
+                   seconds_text(waited_s) + ")",
+               "Look at the process behind " + master(w) + (w.external_store ? "" : " (rank 0)") +
+                   ": its state (T = stopped, D = blocked in I/O), CPU and memory pressure "
+                   "(swapping), an attached debugger or a frozen container. The network is fine: "
+                   "the connection was accepted.");
+      break;
     case ErrorClass::unreachable:
       f = make("RENDEZVOUS_UNREACHABLE", "error", "rendezvous", ranks, hosts,
                base + ": no route to host",
@@ -103,6 +121,19 @@ Finding connect_finding(const rendezvous::StoreError& e, const World& w, double 
 }
 
 Finding lost_finding(const rendezvous::StoreError& e, const World& w, const std::string& during) {
+  if (e.error_class() == ErrorClass::stalled) {
+    auto f = make("RENDEZVOUS_STALLED", "error", "rendezvous", {w.rank},
+                  {w.hostname, w.master_addr},
+                  who(w) + " reconnected to the store during " + during + ": " + store_owner(w) +
+                      " accepts the connection but does not answer: the process is stalled "
+                      "(SIGSTOP, a debugger, swap) or overloaded",
+                  "Look at the process behind " + master(w) +
+                      (w.external_store ? "" : " (rank 0)") +
+                      ": its state (T = stopped), CPU and memory pressure, an attached debugger. "
+                      "The network is fine: the connection was accepted.");
+    f.evidence = {{"error_class", rendezvous::to_string(e.error_class())}, {"detail", e.what()}};
+    return f;
+  }
   auto f = make("RENDEZVOUS_LOST", "error", "rendezvous", {w.rank}, {w.hostname, w.master_addr},
                 who(w) + " lost the store at " + master(w) + " during " + during + ": " +
                     rendezvous::to_string(e.error_class()),
@@ -238,6 +269,56 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const World&
                        "Rank 0 died or hung during the mesh probe: check rank 0's pod and log."));
   }
   return out;
+}
+
+MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const World& w,
+                         const std::map<int, std::string>& hosts) {
+  MeshJudgement j;
+  j.findings = mesh_findings(m, w, hosts);
+  bool failed = std::any_of(j.findings.begin(), j.findings.end(),
+                            [](const Finding& f) { return f.severity == "error"; });
+  bool incomplete = m.pairs_untested > 0 || !m.unfinished_ranks.empty();
+  std::string budget = seconds_text(m.budget_s);
+  if (incomplete) {
+    std::string still;
+    if (!m.unfinished_ranks.empty()) {
+      std::vector<int> shown(m.unfinished_ranks.begin(),
+                             m.unfinished_ranks.begin() +
+                                 static_cast<long>(std::min<std::size_t>(m.unfinished_ranks.size(), 16)));
+      still = "; rank" + std::string(m.unfinished_ranks.size() > 1 ? "s " : " ") + join_ints(shown) +
+              (m.unfinished_ranks.size() > shown.size()
+                   ? " (and " + std::to_string(m.unfinished_ranks.size() - shown.size()) + " more)"
+                   : std::string()) +
+              (m.unfinished_ranks.size() > 1 ? " were" : " was") + " still probing";
+    }
+    auto f = make("MESH_INCOMPLETE", "warning", "mesh", m.unfinished_ranks, {},
+                  std::to_string(m.pairs_untested) + " of " + std::to_string(m.pairs_planned()) +
+                      " rank-to-rank connections were not tested: the mesh deadline (" + budget +
+                      ") ended the probe before they were tried or answered" + still +
+                      "; they are neither passed nor blocked",
+                  "Raise --mesh-timeout (it was " + budget + " for " +
+                      std::to_string(w.world_size) + " ranks, with --pair-timeout per pair), or "
+                      "look for an overloaded host (CPU, many ranks per node) that makes the probe "
+                      "slow. A blocked path would show as MESH_BLOCKED, not as this.");
+    f.evidence = {{"pairs_tested", m.pairs_tested},
+                  {"pairs_untested", m.pairs_untested},
+                  {"unfinished_ranks", m.unfinished_ranks},
+                  {"mesh_timeout_s", m.budget_s}};
+    j.findings.push_back(std::move(f));
+  }
+  j.status = failed ? "fail" : incomplete ? "inconclusive" : "pass";
+  j.detail = std::to_string(m.pairs_tested) + " pairs tested, " +
+             std::to_string(m.failures.size()) + " failed";
+  if (incomplete) {
+    j.detail += ", " + std::to_string(m.pairs_untested) + " not tested (the " + budget +
+                " deadline ended the probe first";
+    if (!m.unfinished_ranks.empty())
+      j.detail += "; " + std::to_string(m.unfinished_ranks.size()) + " ranks still probing";
+    j.detail += ")";
+  }
+  if (!m.silent_ranks.empty())
+    j.detail += ", " + std::to_string(m.silent_ranks.size()) + " ranks lost";
+  return j;
 }
 
 }  // namespace ncclsmoke::harness

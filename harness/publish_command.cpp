@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cronjob/publish.h"
+#include "harness/cli_util.h"
 #include "harness/commands.h"
 
 namespace ncclsmoke::harness {
@@ -33,7 +34,8 @@ void register_publish_command(CLI::App& app, Action& action) {
       "Exit codes: 0 delivered and the verdict is not in --fail-on; 1 fail, 3 degraded, "
       "4 inconclusive (the verdict's code when it is in --fail-on; wins over 5 and 6); 2 usage "
       "error or unreadable/invalid verdict file; 5 metrics not delivered (Pushgateway or textfile "
-      "failed; the history was still written); 6 the history could not be written.");
+      "failed; the history was still written); 6 the history could not be written (the verdict is "
+      "then spooled to HISTORY.spool/ and stored by the next publish that can write the history).");
   auto& o = flags->options;
   cmd->add_option("verdict", o.verdict_path, "The verdict JSON (rank 0's OUT_DIR/verdict.json)")
       ->required();
@@ -59,7 +61,7 @@ void register_publish_command(CLI::App& app, Action& action) {
         }
       });
   cmd->add_option("--timeout", o.timeout_s, "Seconds per push attempt (connect and total)")
-      ->check(CLI::Range(0.1, 600.0))
+      ->check(finite_range(0.1, 600.0))
       ->capture_default_str();
   cmd->add_option("--retries", o.retries,
                   "Push retries after the first attempt (jittered exponential backoff)")

@@ -2,8 +2,9 @@
 // [--title T]`: the regression report over the run history - one self-contained HTML page
 // and/or a Markdown summary (printed to stdout when neither file is asked for). It only reads:
 // the history must exist (it is opened without creating it). Exit 0 when written, also for an
-// empty window ("no runs since ..."); 2 for a bad flag, a missing or unreadable history, or an
-// output file that cannot be written.
+// empty window ("no runs since ..."); 2 for a bad flag, a missing history file, or an output file
+// that cannot be written; 7 (results::kExitHistoryUnusable) for a history that exists but cannot
+// be read (corrupt, locked, I/O error ...), with the hint for that cause, as `history import`.
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -85,8 +86,11 @@ int run_report(const ReportFlags& f) {
     q.since_unix = since;
     q.profile = f.profile;
     input = load_report_input(history, q);
+  } catch (const results::HistoryError& e) {
+    // HistoryError names the file, SQLite's reason and the hint already.
+    std::cerr << "ncclsmoke: error: --history: " << e.what() << "\n";
+    return results::kExitHistoryUnusable;
   } catch (const std::exception& e) {
-    // HistoryError names the file and SQLite's reason already.
     return usage_error(std::string("--history: ") + e.what());
   }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/cli_util.h"
 #include "harness/commands.h"
 #include "harness/probe_findings.h"
 #include "harness/run_options.h"
@@ -26,7 +28,9 @@
 #include "rendezvous/connect.h"
 #include "rendezvous/join.h"
 #include "rendezvous/mesh.h"
+#include "rendezvous/peer_watch.h"
 #include "rendezvous/prefix_store.h"
+#include "rendezvous/store_owner.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
 #include "results/classify.h"
@@ -46,7 +50,12 @@ namespace {
 using namespace ncclsmoke::rendezvous;
 namespace fs = std::filesystem;
 
-Millis ms(double seconds) { return Millis(static_cast<long long>(seconds * 1000)); }
+// Flags are checked at the door (run_options.cpp); this stays defined for any other caller: a
+// non-finite or non-positive value is no time at all, a huge one is capped.
+Millis ms(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0) return Millis(0);
+  return Millis(static_cast<long long>(std::min(seconds, kMaxSeconds) * 1000));
+}
 
 
 // Set by SIGTERM/SIGINT; the run's watchdog thread turns it into a verdict (async-signal-safe:
@@ -156,6 +165,10 @@ class RunSession {
       verdict_.world.master_addr = world_.master_addr;
       verdict_.world.master_port = world_.master_port;
       verdict_.world.source = world_.source;
+      verdict_.world.job_id = world_.job_id;
+      verdict_.world.job_id_source = world_.job_id_source;
+      verdict_.world.restart_count = world_.restart_count;
+      verdict_.world.sources = world_.sources_by_field;
     }
     if (!load_profile()) {
       end_phase("world", "fail", t0, "invalid profile");
@@ -208,16 +221,28 @@ class RunSession {
     return true;
   }
 
+  // The run's namespace in the store: ncclsmoke/<job>/<restart>/..., so nothing collides with
+  // torch's agent keys, a training job sharing the store, another job on the same port, or an
+  // earlier attempt of this one under torchrun.
+  std::string job_namespace() const {
+    return (world_.job_id.empty() ? std::string("local") : world_.job_id) + "/" +
+           std::to_string(world_.restart_count);
+  }
+
+  bool hosts_store() const { return world_.rank == 0 && !world_.external_store; }
+
   bool rendezvous() {
     auto t0 = Clock::now();
-    if (world_.rank == 0 && !start_server(t0)) return false;
+    if (hosts_store() && !start_server(t0)) return false;
 
     // Rank 0 reaches its own store over loopback: a firewall rule against the master port must
-    // only show on the other ranks, as it does in a cluster.
+    // only show on the other ranks, as it does in a cluster. A store someone else hosts (torch's
+    // elastic agent, --store) is reached like any rank would, in whatever dialect it speaks.
     TcpStoreOptions opt;
-    opt.host = world_.rank == 0 ? loopback_host() : world_.master_addr;
-    opt.port = world_.master_port;
+    opt.host = hosts_store() ? loopback_host() : world_.store_host;
+    opt.port = world_.store_port;
     opt.dialect = wire::Dialect::modern;
+    opt.negotiate = world_.external_store;
     opt.op_timeout = ms(std::max(5.0, o_.mesh_timeout_s));
     auto connect_deadline = earliest(start_ + ms(o_.connect_timeout_s), run_deadline_);
     try {
@@ -227,7 +252,9 @@ class RunSession {
       end_phase("rendezvous", "fail", t0, e.what());
       return false;
     }
-    store_ = std::make_shared<PrefixStore>("ncclsmoke", *client_);
+    raw_store_ = std::make_shared<PrefixStore>("ncclsmoke", *client_);
+    store_ = std::make_shared<PrefixStore>(job_namespace(), raw_store_);
+    record_store_info();
 
     const auto& rep = client_->connect_report();
     Identity self;
@@ -252,6 +279,7 @@ class RunSession {
 
     auto join_deadline = earliest(start_ + ms(o_.join_timeout_s), run_deadline_);
     try {
+      if (!meet_own_job(join_deadline, t0)) return false;
       adopt_run_id(join_deadline);
       join_ = join_world(*store_, self, join_deadline);
     } catch (const StoreError& e) {
@@ -297,13 +325,13 @@ class RunSession {
     }
     std::map<int, std::string> hosts;
     for (const auto& id : join_.present) hosts[id.rank] = id.host;
-    auto found = mesh_findings(mesh_, world_, hosts);
+    // A probe the deadline cut short is inconclusive (pairs not tested), not failed; the
+    // transports still run then, under their own deadlines.
+    MeshJudgement judged = judge_mesh(mesh_, world_, hosts);
     for (int r : mesh_.silent_ranks) mark_rank(r, "lost", "stopped answering after joining");
-    for (auto& f : found) add(std::move(f));
-    end_phase("mesh", found.empty() ? "pass" : "fail", t0,
-              std::to_string(mesh_.pairs_tested) + " pairs tested, " +
-                  std::to_string(mesh_.failures.size()) + " failed");
-    return found.empty();
+    for (auto& f : judged.findings) add(std::move(f));
+    end_phase("mesh", judged.status, t0, judged.detail);
+    return judged.status != "fail";
   }
 
   std::vector<std::string> requested_transports() const {
@@ -367,6 +395,7 @@ class RunSession {
     if (!o_.fabric_hw_counters_root.empty())
       to.backend_options["fabric.hw_counters_root"] = o_.fabric_hw_counters_root;
 
+    start_peer_watch();
     TransportPhaseInput in;
     in.rank = world_.rank;
     in.world_size = world_.world_size;
@@ -380,6 +409,144 @@ class RunSession {
     for (auto& r : out.rows) verdict_.transports.push_back(std::move(r));
     for (auto& i : out.identities) verdict_.identities.push_back(std::move(i));
     for (auto& f : out.findings) verdict_.findings.push_back(std::move(f));
+    demote_consequences_of_stall();
+  }
+
+  // Blame the root, not the neighbour: once a rank is known frozen (PEER_STALLED), the timeouts
+  // and lost connections the transports then saw among the others follow from it. They stay in
+  // the verdict as information, pointing at the stalled rank, and blame no one. Call with mu_ held.
+  void demote_consequences_of_stall() {
+    std::vector<int> stalled;
+    for (const auto& f : verdict_.findings)
+      if (f.code == "PEER_STALLED" && f.severity == "error") stalled.insert(stalled.end(), f.ranks.begin(), f.ranks.end());
+    if (stalled.empty()) return;
+    std::string who;
+    for (int r : stalled) who += (who.empty() ? "rank " : ", ") + std::to_string(r);
+    for (auto& f : verdict_.findings) {
+      bool about_stalled = std::any_of(f.ranks.begin(), f.ranks.end(), [&](int r) {
+        return std::find(stalled.begin(), stalled.end(), r) != stalled.end();
+      });
+      bool consequence = f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT";
+      if (f.code == "PEER_STALLED" || !consequence || f.severity != "error") continue;
+      if (f.code == "PEER_LOST" && about_stalled) continue;  // it also died: that stays
+      f.severity = "info";
+      f.message = "a consequence of " + who + " stopping to answer: " + f.message;
+      if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
+      f.evidence["consequence_of"] = stalled;
+    }
+  }
+
+  // A rank that dies mid-run (kill -9, OOM) closes its sockets; the watch sees the EOF at once
+  // and the finding lands in this rank's verdict before anything else happens, so even a verdict
+  // written on the launcher's SIGTERM a second later (mpirun, a deleted pod) names the dead rank.
+  void start_peer_watch() {
+    PeerWatchOptions po;
+    po.rank = world_.rank;
+    for (const auto& id : join_.present) {
+      po.ranks.push_back(id.rank);
+      po.hosts[id.rank] = id.host;
+    }
+    po.bind_address = o_.mesh_bind.empty() ? self_.local_address : o_.mesh_bind;
+    po.advertise_address = po.bind_address;
+    po.full_threshold = o_.mesh_threshold;
+    po.random_peers = o_.mesh_random_peers;
+    po.deadline = earliest(Clock::now() + ms(std::max(2.0, o_.pair_timeout_s)), run_deadline_);
+    // A frozen rank (SIGSTOP, swap) keeps its sockets open: only the missing heartbeats show it.
+    po.on_silent = [this](const SilentPeer& s) { on_peer_silent(s); };
+    po.on_resumed = [this](const SilentPeer& s) { on_peer_resumed(s); };
+    try {
+      auto w = PeerWatch::start(*store_, po, [this](const LostPeer& lost) { on_peer_lost(lost); });
+      std::lock_guard lock(watch_mu_);
+      watch_ = std::move(w);
+    } catch (const std::exception& e) {
+      // Without the watch a dead peer is still found by the collectives, only later.
+      if (!o_.quiet)
+        std::cerr << "ncclsmoke: rank " << world_.rank << ": warning: no liveness watch: "
+                  << e.what() << "\n";
+    }
+  }
+
+  void on_peer_lost(const LostPeer& lost) {
+    std::lock_guard lock(mu_);
+    bool named = std::any_of(verdict_.findings.begin(), verdict_.findings.end(), [&](const auto& f) {
+      return f.code == "PEER_LOST" &&
+             std::find(f.ranks.begin(), f.ranks.end(), lost.rank) != f.ranks.end();
+    });
+    if (!named) {
+      auto f = results::make_finding(
+          "PEER_LOST",
+          "rank " + std::to_string(lost.rank) + " (host " + lost.host + ") " + lost.how +
+              " mid-run, seen by rank " + std::to_string(world_.rank) + " (host " +
+              world_.hostname + ") after " + seconds_text_fine(lost.after_s) +
+              " of the transports phase: the process died (killed, crashed, OOM) or its host "
+              "went away",
+          {lost.rank}, {lost.host});
+      f.layer = "run";
+      verdict_.findings.push_back(std::move(f));
+    }
+    for (auto& ri : verdict_.ranks)
+      if (ri.rank == lost.rank) {
+        ri.status = "lost";
+        ri.detail = "died mid-run (" + lost.how + ")";
+      }
+  }
+
+  // The callbacks run on the watch thread: they only record, under mu_, and return.
+  void on_peer_silent(const SilentPeer& s) {
+    std::lock_guard lock(mu_);
+    bool named = std::any_of(verdict_.findings.begin(), verdict_.findings.end(), [&](const auto& f) {
+      return f.code == "PEER_STALLED" && f.ranks == std::vector<int>{s.rank};
+    });
+    if (named) return;
+    auto f = results::make_finding(
+        "PEER_STALLED",
+        "rank " + std::to_string(s.rank) + " (host " + s.host + ") stopped answering for " +
+            seconds_text_fine(s.silent_for_s) +
+            " (not even the liveness heartbeat) while its connections stayed open, seen by rank " +
+            std::to_string(s.seen_by < 0 ? world_.rank : s.seen_by) + ": frozen (SIGSTOP, a "
+            "debugger), swapping or starved",
+        {s.rank}, {s.host});
+    f.evidence = nlohmann::json{{"silent_for_s", s.silent_for_s}, {"seen_by", s.seen_by},
+                                {"how", s.how}};
+    verdict_.findings.push_back(std::move(f));
+    for (auto& ri : verdict_.ranks)
+      if (ri.rank == s.rank && ri.status == "joined") {
+        ri.status = "failed";
+        ri.detail = "stopped answering (frozen or starved)";
+      }
+  }
+
+  // It came back: the stall is still worth reading, but it did not end the run.
+  void on_peer_resumed(const SilentPeer& s) {
+    std::lock_guard lock(mu_);
+    for (auto& f : verdict_.findings)
+      if (f.code == "PEER_STALLED" && f.ranks == std::vector<int>{s.rank} && f.severity == "error") {
+        f.severity = "warning";
+        f.message = "rank " + std::to_string(s.rank) + " (host " + s.host +
+                    ") was unresponsive for " + seconds_text_fine(s.silent_for_s) +
+                    " (no liveness heartbeat), then answered again: frozen for a while, swapping "
+                    "or starved";
+      }
+    for (auto& ri : verdict_.ranks)
+      if (ri.rank == s.rank && ri.status == "failed" && ri.detail.rfind("stopped answering", 0) == 0) {
+        ri.status = "joined";
+        ri.detail.clear();
+      }
+  }
+
+  // A clean goodbye, so peers do not read this rank's exit as a death. Never called holding mu_:
+  // the watch's callback takes it.
+  void stop_peer_watch() {
+    std::lock_guard lock(watch_mu_);
+    if (watch_) watch_->stop();
+  }
+
+  std::vector<int> watch_lost() {
+    std::vector<int> out;
+    std::lock_guard lock(watch_mu_);
+    if (watch_)
+      for (const auto& l : watch_->lost()) out.push_back(l.rank);
+    return out;
   }
 
   // ---- verdict ---------------------------------------------------------------------------------
@@ -409,9 +576,11 @@ class RunSession {
     results::Verdict shown = local;
     if (have_world_ && world_.rank == 0 && store_) shown = gather_global(local);
     else if (store_) post_local(local);
+    // A clean goodbye: peers must not read this rank's exit as a death.
+    stop_peer_watch();
     if (server_) server_->stop();
     if (!o_.quiet) std::cout << results::human_summary(shown) << transport_table(shown) << std::flush;
-    return shown.exit_code;
+    return exit_code(shown);
   }
 
   void post_local(const results::Verdict& local) {
@@ -434,14 +603,22 @@ class RunSession {
       if (id.rank == 0) continue;
       // A rank the mesh probe already found silent is dead: its verdict will not come, and
       // waiting `deadline` for it only delays the global verdict (the kill -9 scenario).
+      auto lost = watch_lost();
       bool known_dead = std::find(mesh_.silent_ranks.begin(), mesh_.silent_ranks.end(),
-                                  id.rank) != mesh_.silent_ranks.end();
-      if (!known_dead) try {
-        auto text = store_->get("verdict/" + std::to_string(id.rank), deadline);
-        views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
-        // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
-        views.back().transports.clear();
-        continue;
+                                  id.rank) != mesh_.silent_ranks.end() ||
+                        std::find(lost.begin(), lost.end(), id.rank) != lost.end();
+      // Even a rank that looks dead may have stopped on its own error (a WORLD_SIZE of its own, a
+      // port range too small) and posted its verdict before leaving: look without waiting.
+      const std::string key = "verdict/" + std::to_string(id.rank);
+      try {
+        if (!known_dead || store_->check({key})) {
+          auto text = store_->get(key, known_dead ? deadline_after(Millis{1000}) : deadline);
+          views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
+          // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+          views.back().transports.clear();
+          if (known_dead) explained_by_itself(views.front(), views.back(), id.rank);
+          continue;
+        }
       } catch (const std::exception&) {
       }
       // Named in rank 0's own view, so the merge knows why this rank's view is absent.
@@ -477,6 +654,24 @@ class RunSession {
     return global;
   }
 
+  // A rank rank 0 took for dead posted a verdict whose own error names itself: that error is the
+  // cause, and the rank reads "failed" with its own code.
+  static void explained_by_itself(results::Verdict& mine, const results::Verdict& theirs,
+                                  int rank) {
+    const results::Finding* cause = nullptr;
+    for (const auto& f : theirs.findings)
+      if (f.severity == "error" && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end()) {
+        cause = &f;
+        break;
+      }
+    if (!cause) return;  // the merge drops the PEER_LOST guesses about it (results/merge.cpp)
+    for (auto& ri : mine.ranks)
+      if (ri.rank == rank) {
+        ri.status = "failed";
+        ri.detail = "stopped on its own error: " + cause->code;
+      }
+  }
+
   // --history: the global verdict goes into the run history too. A history that cannot be written
   // costs nothing else: the verdict file is already on disk, and the error names the file.
   void record_history(const results::Verdict& global) {
@@ -492,6 +687,89 @@ class RunSession {
   }
 
   // ---- helpers ---------------------------------------------------------------------------------
+
+  void record_store_info() {
+    results::StoreInfo info;
+    info.host = world_.store_host;
+    info.port = world_.store_port;
+    info.hosted_by = !world_.external_store ? "rank 0"
+                     : world_.store_source == "--store" ? "external (--store)"
+                                                        : "torchelastic agent";
+    info.dialect = wire::to_string(client_->options().dialect);
+    if (auto n = client_->negotiation())
+      info.era = to_string(n->era);
+    else
+      info.era = "ncclsmoke";
+    info.key_prefix = "ncclsmoke/" + job_namespace() + "/";
+    std::lock_guard lock(mu_);
+    verdict_.world.store = info;
+  }
+
+  // A store rank 0 hosts belongs to its job: rank 0 claims it, the others make sure the store
+  // they reached is their own job's before joining. One that reached another job's store (two
+  // jobs on one MASTER_PORT) says so and stops; it never touched that job's keys.
+  bool meet_own_job(Deadline deadline, Clock::time_point t0) {
+    if (world_.external_store) return true;
+    rendezvous::StoreOwner me;
+    me.job_id = world_.job_id;
+    me.world_size = world_.world_size;
+    me.host = world_.hostname;
+    me.pid = static_cast<int>(::getpid());
+    me.key_prefix = "ncclsmoke/" + job_namespace() + "/";
+    if (world_.rank == 0) {
+      rendezvous::claim_store(*raw_store_, me);
+      return true;
+    }
+    auto met = rendezvous::wait_for_own_job(*raw_store_, *store_, "join/world_size", me.job_id,
+                                            deadline);
+    if (!met.other_owner) return true;  // ours, or nobody yet: the join reports who is missing
+    const auto& other = *met.other_owner;
+    auto job_text = [](const std::string& id) { return id.empty() ? std::string("(none)") : id; };
+    auto f = results::make_finding(
+        "STORE_FOREIGN_JOB",
+        "rank " + std::to_string(world_.rank) + " (host " + world_.hostname + ") of job " +
+            job_text(me.job_id) +
+            (world_.job_id_source.empty() ? "" : " (from " + world_.job_id_source + ")") +
+            " reached the store at " + world_.store_host + ":" + std::to_string(world_.store_port) +
+            " after " + seconds_text(seconds_since(t0)) + ", but it belongs to job " +
+            job_text(other.job_id) + " (world size " + std::to_string(other.world_size) +
+            ", rank 0 on host " + other.host + ", pid " + std::to_string(other.pid) +
+            "); this rank did not join it",
+        {world_.rank}, {world_.hostname},
+        {{"port", std::to_string(world_.store_port)},
+         {"this_job", job_text(me.job_id)},
+         {"other_job", job_text(other.job_id)}});
+    f.evidence = nlohmann::json{{"store", world_.store_host + ":" + std::to_string(world_.store_port)},
+                                {"this_job", me.job_id},
+                                {"other_job", other.job_id},
+                                {"other_world_size", other.world_size},
+                                {"other_host", other.host}};
+    add(std::move(f));
+    end_phase("rendezvous", "fail", t0, "the store belongs to job " + job_text(other.job_id));
+    return false;
+  }
+
+  // Who holds MASTER_PORT when rank 0 cannot bind it: an ncclsmoke store names its job; anything
+  // else stays "another process". Bounded (1 s), never throws.
+  std::string port_holder() const {
+    try {
+      TcpStoreOptions opt;
+      opt.host = loopback_host();
+      opt.port = world_.master_port;
+      opt.dialect = wire::Dialect::modern;
+      opt.op_timeout = Millis{1000};
+      auto probe = TcpStore::connect(opt, deadline_after(Millis{1000}));
+      PrefixStore raw("ncclsmoke", *probe);
+      if (!raw.check({"owner"})) return "";
+      auto owner = rendezvous::StoreOwner::from_json(raw.get("owner", deadline_after(Millis{1000})));
+      if (!owner) return "";
+      return "ncclsmoke job " + (owner->job_id.empty() ? std::string("(no job id)") : owner->job_id) +
+             " (world size " + std::to_string(owner->world_size) + ", pid " +
+             std::to_string(owner->pid) + ")";
+    } catch (const std::exception&) {
+      return "";
+    }
+  }
 
   // Every rank's verdict carries rank 0's run id, so the local views of one run can be found
   // together (the history and the CronJob key on it).
@@ -526,12 +804,19 @@ class RunSession {
       server_ = TcpStoreServer::start(so);
       return true;
     } catch (const StoreError& e) {
+      std::string holder = port_holder();
       auto f = results::Finding{
           "CONFIG_INVALID", "error", "config", {0}, {world_.hostname},
-          "rank 0 (host " + world_.hostname + ") cannot serve the store on port " +
-              std::to_string(world_.master_port) + ": " + e.what(),
-          "Another process holds MASTER_PORT on rank 0's host (a previous run, another job's "
-          "store?): pick a free MASTER_PORT or stop that process.",
+          "rank 0 (host " + world_.hostname + ") of job " +
+              (world_.job_id.empty() ? std::string("(none)") : world_.job_id) +
+              " cannot serve the store on port " + std::to_string(world_.master_port) + ": " +
+              e.what() + (holder.empty() ? "" : "; the port is held by " + holder),
+          holder.empty()
+              ? "Another process holds MASTER_PORT on rank 0's host (a previous run, another "
+                "job's store, torchrun's agent store without TORCHELASTIC_USE_AGENT_STORE?): pick "
+                "a free MASTER_PORT or stop that process."
+              : "Two jobs use one MASTER_PORT on this host: give each job its own (under Slurm, "
+                "leave MASTER_PORT unset and ncclsmoke derives one from SLURM_JOB_ID).",
           nlohmann::json{{"variable", "MASTER_PORT"}, {"value", std::to_string(world_.master_port)}}};
       add(std::move(f));
       end_phase("rendezvous", "fail", t0, e.what());
@@ -626,13 +911,23 @@ class RunSession {
     return o_.json_path.empty() ? (fs::path(o_.out_dir) / "verdict.json").string() : o_.json_path;
   }
 
+  // A verdict that cannot be written is loud: stderr names the path and the error, and the exit
+  // code is kExitVerdictNotWritten whatever the verdict said (never a silent pass).
   void write(const std::string& path, const results::Verdict& v) {
     try {
       results::write_json_atomically(path, results::to_json(v));
     } catch (const std::exception& e) {
-      std::cerr << "ncclsmoke: rank " << world_.rank << ": cannot write the verdict: " << e.what()
-                << "\n";
+      std::cerr << "ncclsmoke: rank " << world_.rank << " (host " << world_.hostname
+                << "): error: the " << v.scope << " verdict (" << v.verdict
+                << ") was NOT written to " << path << ": " << e.what()
+                << " (exit " << kExitVerdictNotWritten
+                << "; free space or fix --out-dir/--json and run again)\n";
+      write_failed_ = true;
     }
+  }
+
+  int exit_code(const results::Verdict& shown) const {
+    return write_failed_ ? kExitVerdictNotWritten : shown.exit_code;
   }
 
   // Past the run deadline (+ a grace for the verdict itself), write what we know and leave.
@@ -641,6 +936,9 @@ class RunSession {
     while (!finished && Clock::now() < hard && g_stop_signal == 0)
       std::this_thread::sleep_for(Millis{50});
     if (finished) return;
+    // mpirun SIGTERMs every survivor at once: say goodbye before anything else, so the others do
+    // not name this rank lost while they write their own verdicts.
+    stop_peer_watch();
     results::Verdict v;
     if (int sig = g_stop_signal) {
       std::lock_guard lock(mu_);
@@ -668,8 +966,20 @@ class RunSession {
       v = verdict_;
     }
     write(local_path(), v);
+    // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
+    // far) is the world's verdict for whoever reads verdict.json.
+    if (have_world_ && world_.rank == 0) {
+      results::MergeOptions mo;
+      mo.reporting_rank = 0;
+      mo.world_size = world_.world_size;
+      auto global = results::merge_rank_verdicts({v}, mo);
+      global.duration_s = seconds_since(start_);
+      results::apply_verdict(global);
+      write(global_path(), global);
+      v = global;
+    }
     if (!o_.quiet) std::cout << results::human_summary(v) << std::flush;
-    std::_Exit(results::exit_code_for(v.verdict));
+    std::_Exit(write_failed_ ? kExitVerdictNotWritten : results::exit_code_for(v.verdict));
   }
 
   RunOptions o_;
@@ -684,7 +994,11 @@ class RunSession {
   Identity self_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStore> client_;
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> raw_store_;  // "ncclsmoke/": the owner key
+  std::shared_ptr<Store> store_;      // "ncclsmoke/<job>/<restart>/": every key of this run
+  std::atomic<bool> write_failed_{false};
+  std::mutex watch_mu_;  // watch_ is set by the run thread and stopped by the watchdog too
+  std::unique_ptr<PeerWatch> watch_;
   JoinResult join_;
   MeshResult mesh_;
 };

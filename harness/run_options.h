@@ -2,9 +2,12 @@
 // Options of `ncclsmoke run`, shared by the run command and the local launcher (which forwards
 // them to every rank it starts).
 #include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "harness/cli_util.h"  // kMaxSeconds, seconds_check
 #include "harness/world.h"
 
 namespace ncclsmoke::harness {
@@ -63,6 +66,19 @@ struct RunOptions {
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };
+
+// Input is checked at the door (each a usage error, exit 2, one line naming flag, value and the
+// accepted values): --transports items must be backends of transports/registry.h (or "none"
+// alone); --master-port and --mesh-port-range ports are 1-65535 with A <= B; every deadline is a
+// finite number of seconds > 0 (>= 0 for --hold-after-join) and at most kMaxSeconds, so no
+// NaN/inf/1e308 reaches the deadline arithmetic; sizes go through parse_size (transport_phase.h)
+// and an explicit --min-bytes must not exceed an explicit --max-bytes; --factor is finite.
+// "" when `text` is an accepted --transports value, else the one-line reason.
+std::string check_transports(const std::string& text);
+// "" when `text` is an accepted --mesh-port-range ("A-B", 1 <= A <= B <= 65535), else the reason.
+std::string check_port_range(const std::string& text);
+// A port written as a plain decimal 1-65535; nullopt otherwise.
+std::optional<std::uint16_t> parse_port_text(const std::string& text);
 
 // Declares the run flags on `app` (the run subcommand, or the launcher that forwards them).
 void add_run_options(CLI::App& app, RunOptions& options, bool include_world_flags);

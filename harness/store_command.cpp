@@ -2,10 +2,13 @@
 // `ncclsmoke store check` connects to one (ours or torch's) and runs a short self-check;
 // `ncclsmoke store selftest` does both in one process on loopback.
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <csignal>
 #include <iostream>
 #include <thread>
 
+#include "harness/cli_util.h"
 #include "harness/commands.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
@@ -23,6 +26,12 @@ struct ServeFlags {
   int port = 29500;
   std::size_t max_key_bytes = wire::Limits{}.max_key_bytes;
   std::size_t max_value_bytes = wire::Limits{}.max_value_bytes;
+  // The memory budget (rendezvous/tcp_server.h documents each limit and its default).
+  std::size_t max_total_bytes = TcpStoreServerOptions{}.max_total_bytes;
+  std::size_t max_keys = TcpStoreServerOptions{}.max_stored_keys;
+  std::size_t max_output_bytes = TcpStoreServerOptions{}.max_output_bytes;
+  double request_timeout_s =
+      std::chrono::duration<double>(TcpStoreServerOptions{}.stalled_request_timeout).count();
   double duration_s = 0;  // 0 = until SIGINT/SIGTERM
 };
 
@@ -102,9 +111,44 @@ void register_store_command(CLI::App& app, Action& action) {
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 20));
   serve->add_option("--max-value-bytes", serve_flags->max_value_bytes, "Largest value accepted")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 30));
+  serve->add_option("--max-total-bytes", serve_flags->max_total_bytes,
+                    "Memory budget for stored keys and values + buffered requests + queued "
+                    "replies; a request that would exceed it closes its connection (size, e.g. "
+                    "8GiB, 512MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::size_t{1} << 20, std::size_t{1} << 50))
+      ->capture_default_str();
+  serve->add_option("--max-keys", serve_flags->max_keys,
+                    "Most keys (and queues) stored; a request creating one more closes its "
+                    "connection")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
+      ->capture_default_str();
+  serve->add_option("--max-output-bytes", serve_flags->max_output_bytes,
+                    "Per connection: replies and notifications queued for a client that does not "
+                    "read; over it the client is dropped (size, e.g. 64MiB)")
+      ->transform(CLI::AsSizeValue(false))
+      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 40))
+      ->capture_default_str();
+  serve->add_option("--request-timeout", serve_flags->request_timeout_s,
+                    "Seconds a request may take from its first byte to its last; a slower one "
+                    "closes its connection")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            double v = 0;
+            try {
+              v = std::stod(text);
+            } catch (const std::exception&) {
+              return "not a number: " + text;
+            }
+            if (!std::isfinite(v) || v < 0.001 || v > 86400)
+              return "must be a finite number of seconds in [0.001, 86400], got " + text;
+            return "";
+          },
+          "SECONDS in [0.001, 86400]"))
+      ->capture_default_str();
   serve->add_option("--duration", serve_flags->duration_s,
                     "Seconds to serve before exiting (default: until SIGINT/SIGTERM)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(seconds_check(true));
   serve->callback([serve_flags, &action] {
     action = [serve_flags] {
       TcpStoreServerOptions opt;
@@ -112,6 +156,13 @@ void register_store_command(CLI::App& app, Action& action) {
       opt.port = static_cast<uint16_t>(serve_flags->port);
       opt.limits.max_key_bytes = serve_flags->max_key_bytes;
       opt.limits.max_value_bytes = serve_flags->max_value_bytes;
+      opt.max_total_bytes = serve_flags->max_total_bytes;
+      opt.max_stored_keys = serve_flags->max_keys;
+      opt.max_output_bytes = serve_flags->max_output_bytes;
+      opt.stalled_request_timeout = std::chrono::milliseconds(
+          static_cast<long long>(std::llround(serve_flags->request_timeout_s * 1000)));
+      opt.stalled_request_timeout =
+          std::max(opt.stalled_request_timeout, std::chrono::milliseconds(1));
       auto server = TcpStoreServer::start(opt);
       std::cout << "ncclsmoke store listening on port " << server->port();
       for (const auto& a : server->listen_addresses()) std::cout << " " << a;
@@ -139,7 +190,7 @@ void register_store_command(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"legacy", "modern"}))
       ->capture_default_str();
   check->add_option("--timeout", check_flags->timeout_s, "Seconds for the whole check")
-      ->check(CLI::PositiveNumber)
+      ->check(seconds_check(false))
       ->capture_default_str();
   check->callback([check_flags, &action] {
     action = [check_flags] {

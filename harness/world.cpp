@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "harness/hostlist.h"
+#include "harness/job_identity.h"
 #include "rendezvous/store_util.h"
 
 namespace ncclsmoke::harness {
@@ -19,6 +21,10 @@ namespace {
 using rendezvous::printable;
 
 constexpr std::size_t kMaxShown = 96;
+
+const std::string kSlurmPortText =
+    "20000 + (SLURM_JOB_ID*4 + SLURM_STEP_ID%4) % 10000, below Linux's ephemeral range "
+    "(32768..60999), so no client socket holds it";
 
 // A launcher's variables. Rank presence is what detects it.
 struct Launcher {
@@ -200,6 +206,12 @@ class Discovery {
   std::optional<uint16_t> parse_port(const Raw& r);
   std::optional<std::string> parse_addr(const Raw& r);
   std::string missing_master_hint(const Launcher* l) const;
+  std::optional<std::pair<std::string, uint16_t>> parse_store(const Raw& r);
+  std::optional<std::string> slurm_master(const Raw& nodelist);
+  std::optional<uint16_t> slurm_port(const Raw& job_id);
+  void check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw);
+  std::optional<bool> parse_agent_store(const Raw& r);
+  std::optional<JobIdentity> job_identity(const std::string& host);
 
   const WorldFlags& flags_;
   const Environment& env_;
@@ -413,14 +425,201 @@ std::string Discovery::missing_master_hint(const Launcher* l) const {
            tail;
   if (l == &kOpenMpi) return "export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>" + tail;
   if (l == &kSlurm)
-    return "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
+    return "run under srun, which sets SLURM_STEP_NODELIST (its first host becomes the master), or "
+           "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
            "batch script before srun" +
-           tail;
+           tail + "; without MASTER_PORT the port is derived from SLURM_JOB_ID: " + kSlurmPortText;
   if (l == &kK8s)
     return "set MASTER_ADDR to rank 0's stable DNS name through the headless Service "
            "(<job>-0.<service>)" +
            tail;
   return "pass --master-addr <rank 0 host> (or set MASTER_ADDR)";
+}
+
+std::optional<std::pair<std::string, uint16_t>> Discovery::parse_store(const Raw& r) {
+  const std::string v = trim(r.value);
+  const std::string expected =
+      "HOST:PORT, the address of a store someone else hosts (IPv6 as [addr]:port)";
+  const std::string example = "pass --store as HOST:PORT, e.g. --store 10.0.0.7:29500 or "
+                              "--store [fd00::7]:29500, or omit it to let rank 0 host the store";
+  if (v.empty()) {
+    invalid(r, "empty; expected " + expected, example);
+    return std::nullopt;
+  }
+  if (auto scheme = v.find("://"); scheme != std::string::npos) {
+    std::string rest = v.substr(scheme + 3);
+    while (!rest.empty() && rest.back() == '/') rest.pop_back();
+    invalid(r, "a URL; expected " + expected,
+            "pass only the host and port, without the scheme: --store " +
+                (rest.empty() ? std::string("<host>:<port>") : rest));
+    return std::nullopt;
+  }
+  std::string host, port;
+  if (v.front() == '[') {
+    auto close = v.find(']');
+    if (close == std::string::npos) {
+      invalid(r, "an IPv6 literal without its closing ']'; expected " + expected, example);
+      return std::nullopt;
+    }
+    host = v.substr(1, close - 1);
+    std::string after = v.substr(close + 1);
+    if (after.empty() || after.front() != ':') {
+      invalid(r, after.empty() ? "missing the port; expected " + expected
+                               : "has text after the IPv6 literal; expected " + expected,
+              example);
+      return std::nullopt;
+    }
+    port = after.substr(1);
+    if (!valid_ipv6(host)) {
+      invalid(r, "not a valid IPv6 address inside the brackets; expected " + expected, example);
+      return std::nullopt;
+    }
+  } else {
+    auto colons = std::count(v.begin(), v.end(), ':');
+    if (colons == 0) {
+      invalid(r, "missing the port; expected " + expected,
+              "pass --store " + v + ":<port> (torch's default store port is 29500)");
+      return std::nullopt;
+    }
+    if (colons >= 2) {
+      invalid(r, "has several ':' (an IPv6 address goes in brackets); expected " + expected,
+              "write the address as [addr]:port, e.g. --store [fd00::7]:29500");
+      return std::nullopt;
+    }
+    auto c = v.find(':');
+    host = v.substr(0, c);
+    port = v.substr(c + 1);
+    // Same rules as --master-addr; its finding is replaced by one naming the whole value.
+    const std::size_t before = findings_.size();
+    auto ok = parse_addr(Raw{"--store", host, true});
+    findings_.resize(before);
+    if (!ok) {
+      invalid(r,
+              "its host " + printable(host, kMaxShown) +
+                  " is not a host name or IP address; expected " + expected,
+              example);
+      return std::nullopt;
+    }
+  }
+  ParsedInt p = parse_int(port);
+  if (!all_digits(port) || p.status != IntStatus::kOk || p.value < 1 || p.value > 65535) {
+    invalid(r,
+            "its port " + printable(port, kMaxShown) + " is not a TCP port in 1..65535; expected " +
+                expected,
+            example);
+    return std::nullopt;
+  }
+  return std::make_pair(host, static_cast<uint16_t>(p.value));
+}
+
+// Rank 0's host from a Slurm node list: the first host, where srun places task 0.
+std::optional<std::string> Discovery::slurm_master(const Raw& nodelist) {
+  const std::string hint =
+      "pass --master-addr <rank 0 host>, or export MASTER_ADDR=$(scontrol show hostnames "
+      "$SLURM_JOB_NODELIST | head -1) in the batch script before srun";
+  std::string error;
+  auto host = first_host(trim(nodelist.value), &error);
+  if (!host) {
+    invalid(nodelist, "not a Slurm host list (" + error + "), so rank 0's host is unknown", hint);
+    return std::nullopt;
+  }
+  if (!valid_host_name(*host)) {
+    invalid(nodelist,
+            "and its first host " + printable(*host, kMaxShown) +
+                " is not a valid host name, so rank 0 cannot be reached by it",
+            hint);
+    return std::nullopt;
+  }
+  return host;
+}
+
+std::optional<uint16_t> Discovery::slurm_port(const Raw& job) {
+  const std::string v = trim(job.value);
+  if (!all_digits(v) || v.size() > 18) {
+    invalid(job,
+            "not a Slurm job id (decimal digits), so no store port can be derived from it (" +
+                kSlurmPortText + ")",
+            "set MASTER_PORT in the batch script, or pass --master-port");
+    return std::nullopt;
+  }
+  uint64_t id = std::strtoull(v.c_str(), nullptr, 10);
+  std::optional<uint64_t> step;
+  if (auto s = getenv("SLURM_STEP_ID")) {
+    std::string t = trim(*s);
+    if (all_digits(t) && t.size() <= 18) step = std::strtoull(t.c_str(), nullptr, 10);
+  }
+  return slurm_derived_port(id, step);
+}
+
+// A Kubeflow PyTorchJob pod with nprocPerNode > 1: RANK is the pod's index and WORLD_SIZE counts
+// processes (training-operator envvar.go, setPodEnv), so a process started once per pod without
+// torchrun would take a node rank for its own and wait for ranks that never come.
+void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw) {
+  auto n = from_env("PET_NPROC_PER_NODE");
+  if (!n) return;
+  std::string v = trim(n->value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "1") return;
+  const std::string fix =
+      "in the pod command run `ncclsmoke launch` (it reads PET_NNODES, PET_NODE_RANK and "
+      "PET_NPROC_PER_NODE and starts one rank per process) or `torchrun --no-python ncclsmoke "
+      "run`; if mpirun or srun started this process inside the pod, pass --launcher mpi or "
+      "--launcher slurm";
+  std::string what;
+  if (v == "auto" || v == "gpu" || v == "cpu") {
+    what = "torchrun's value for one process per " + std::string(v == "cpu" ? "CPU" : "GPU");
+  } else {
+    ParsedInt p = parse_int(v);
+    if (p.status != IntStatus::kOk || p.value < 1) {
+      invalid(*n,
+              "not a process count; expected a positive integer or auto, gpu, cpu (torchrun's "
+              "--nproc-per-node, set from the PyTorchJob's nprocPerNode)",
+              "set nprocPerNode in the PyTorchJob spec to the processes per pod, e.g. 1 or 8");
+      return;
+    }
+    what = std::to_string(p.value) + " processes per pod";
+  }
+  invalid(*n,
+          what + ": this is a Kubeflow PyTorchJob pod, where RANK (" +
+              printable(rank_raw.value, kMaxShown) + ") is the pod's index, not a process rank" +
+              (size_raw ? ", and " + size_raw->variable + " (" +
+                              printable(size_raw->value, kMaxShown) + ") counts processes"
+                        : std::string()) +
+              "; but ncclsmoke run was started directly (no TORCHELASTIC_RUN_ID), once per pod",
+          fix);
+}
+
+// TORCHELASTIC_USE_AGENT_STORE: torch writes str(bool) ("True"/"False").
+std::optional<bool> Discovery::parse_agent_store(const Raw& r) {
+  std::string v = trim(r.value);
+  for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  invalid(r,
+          "neither True nor False; torchrun's agent sets it to say whether it hosts the store at "
+          "MASTER_ADDR:MASTER_PORT itself",
+          "leave TORCHELASTIC_USE_AGENT_STORE as torchrun sets it (True or False), or unset it; "
+          "pass --store HOST:PORT to name an external store explicitly");
+  return std::nullopt;
+}
+
+std::optional<JobIdentity> Discovery::job_identity(const std::string& host) {
+  if (flags_.job_id) {
+    std::string problem = job_id_problem(*flags_.job_id);
+    if (!problem.empty())
+      invalid(Raw{"--job-id", *flags_.job_id, true},
+              problem + "; expected up to " + std::to_string(kMaxJobIdLength) +
+                  " printable ASCII characters without '/'",
+              "pass --job-id as e.g. the CI run id (letters, digits, '-', '.', '_'), or omit it to "
+              "use the launcher's job id");
+  }
+  if (env_launchers_) return discover_job_identity(flags_.job_id, env_, host);
+  // --launcher flags reads no launcher variables: only our own.
+  Environment own = [this](const std::string& name) -> std::optional<std::string> {
+    if (name != "NCCLSMOKE_JOB_ID") return std::nullopt;
+    return getenv("NCCLSMOKE_JOB_ID");
+  };
+  return discover_job_identity(flags_.job_id, own, host);
 }
 
 WorldResult Discovery::run() {
@@ -515,6 +714,11 @@ WorldResult Discovery::run() {
   if (!(rank_raw && rank_raw->from_flag && size_raw && size_raw->from_flag))
     check_conflicts(launcher);
 
+  // A PyTorchJob pod's RANK counts pods; only torchrun (or our launcher) turns it into processes.
+  if (env_launchers_ && rank_raw && !rank_raw->from_flag && rank_raw->variable == "RANK" &&
+      !getenv("TORCHELASTIC_RUN_ID"))
+    check_pytorchjob(*rank_raw, size_raw);
+
   // Local rank.
   std::optional<Raw> local_raw = from_flag(flags_.local_rank, "--local-rank");
   if (!local_raw && env_launchers_) {
@@ -537,28 +741,50 @@ WorldResult Discovery::run() {
     }
   }
 
+  // --store: a store someone else hosts. It replaces MASTER_ADDR/MASTER_PORT, which are then
+  // not read from the environment (the flags are still honoured, for the record).
+  std::optional<std::pair<std::string, uint16_t>> store;
+  const bool store_flag = flags_.store.has_value();
+  if (store_flag) store = parse_store(Raw{"--store", *flags_.store, true});
+  const bool slurm = launcher == &kSlurm && env_launchers_;
+
   // Master address.
   std::optional<Raw> addr_raw = from_flag(flags_.master_addr, "--master-addr");
-  if (!addr_raw && env_launchers_) addr_raw = from_env("MASTER_ADDR");
+  if (!addr_raw && env_launchers_ && !store_flag) addr_raw = from_env("MASTER_ADDR");
+  std::optional<Raw> nodelist_raw;
+  if (!addr_raw && !store_flag && slurm && !(world_size && *world_size == 1))
+    nodelist_raw = from_env_any({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
   std::string master_addr;
   if (addr_raw) {
     if (auto a = parse_addr(*addr_raw)) {
       master_addr = *a;
       sources["master_addr"] = addr_raw->variable;
     }
+  } else if (store_flag) {
+    if (store) {
+      master_addr = store->first;
+      sources["master_addr"] = "--store";
+    }
   } else if (world_size && *world_size == 1) {
     master_addr = "127.0.0.1";
     sources["master_addr"] = "default";
+  } else if (nodelist_raw) {
+    if (auto a = slurm_master(*nodelist_raw)) {
+      master_addr = *a;
+      sources["master_addr"] = nodelist_raw->variable;
+    }
   } else if (world_size) {
     missing("MASTER_ADDR",
             "no master address: world size is " + std::to_string(*world_size) +
-                " but neither --master-addr nor MASTER_ADDR is set, so ranks cannot find rank 0",
+                " but neither --master-addr nor MASTER_ADDR" +
+                (slurm ? " nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST" : "") +
+                " is set, so ranks cannot find rank 0",
             missing_master_hint(launcher));
   }
 
   // Master port.
   std::optional<Raw> port_raw = from_flag(flags_.master_port, "--master-port");
-  if (!port_raw && env_launchers_) port_raw = from_env("MASTER_PORT");
+  if (!port_raw && env_launchers_ && !store_flag) port_raw = from_env("MASTER_PORT");
   uint16_t master_port = kDefaultMasterPort;
   sources["master_port"] = "default";
   if (port_raw) {
@@ -566,7 +792,55 @@ WorldResult Discovery::run() {
       master_port = *p;
       sources["master_port"] = port_raw->variable;
     }
+  } else if (store_flag) {
+    if (store) {
+      master_port = store->second;
+      sources["master_port"] = "--store";
+    }
+  } else if (slurm) {
+    if (auto job = from_env("SLURM_JOB_ID")) {
+      if (auto p = slurm_port(*job)) {
+        master_port = *p;
+        sources["master_port"] = "SLURM_JOB_ID";
+      }
+    }
   }
+
+  // torchrun's agent: the restart attempt, and whether it hosts the store itself.
+  int restart_count = 0;
+  bool external_store = false;
+  std::string store_source = "rank 0";
+  if (launcher == &kTorchrun && env_launchers_) {
+    sources["restart_count"] = "default";
+    if (auto rc = from_env("TORCHELASTIC_RESTART_COUNT")) {
+      const std::string expected = "torchrun's restart attempt, 0, 1, ...";
+      ParsedInt p = parse_int(rc->value);
+      if (p.status != IntStatus::kOk || p.value < 0 || p.value > INT_MAX) {
+        invalid(*rc, "not a restart count; expected " + expected,
+                "leave TORCHELASTIC_RESTART_COUNT as torchrun's agent sets it, or unset it");
+      } else {
+        restart_count = static_cast<int>(p.value);
+        sources["restart_count"] = rc->variable;
+      }
+    }
+    if (auto agent = from_env("TORCHELASTIC_USE_AGENT_STORE")) {
+      if (auto use = parse_agent_store(*agent); use && *use) {
+        external_store = true;
+        store_source = "TORCHELASTIC_USE_AGENT_STORE";
+      }
+    }
+  }
+  std::string store_host = master_addr;
+  uint16_t store_port = master_port;
+  if (store_flag) {
+    external_store = true;
+    store_source = "--store";
+    if (store) {
+      store_host = store->first;
+      store_port = store->second;
+    }
+  }
+  sources["store"] = store_source;
 
   // Node name: informational, so an empty NODE_NAME falls back to the host name.
   std::string node_name;
@@ -592,6 +866,8 @@ WorldResult Discovery::run() {
     sources["node_name"] = "hostname";
   }
 
+  std::optional<JobIdentity> job = job_identity(host);
+
   WorldResult result;
   bool has_error = false;
   for (const auto& f : findings_)
@@ -607,6 +883,15 @@ WorldResult Discovery::run() {
     w.hostname = host;
     w.source = source;
     w.sources_by_field = std::move(sources);
+    if (job) {
+      w.job_id = job->id;
+      w.job_id_source = job->source;
+    }
+    w.restart_count = restart_count;
+    w.external_store = external_store;
+    w.store_host = store_host;
+    w.store_port = store_port;
+    w.store_source = store_source;
     result.world = std::move(w);
   }
   result.findings = std::move(findings_);
@@ -655,12 +940,25 @@ WorldResult discover_world(const WorldFlags& flags, const Environment& env,
   }
 }
 
+uint16_t slurm_derived_port(uint64_t job_id, std::optional<uint64_t> step_id) {
+  // (job*4 + step%4) % 10000 without overflow: 4 * 2500 = 10000.
+  const uint64_t offset = ((job_id % 2500) * 4 + step_id.value_or(0) % 4) % kSlurmPortSpan;
+  return static_cast<uint16_t>(kSlurmPortBase + offset);
+}
+
 std::string describe(const World& w) {
-  std::string addr =
-      w.master_addr.find(':') != std::string::npos ? "[" + w.master_addr + "]" : w.master_addr;
-  return "rank " + std::to_string(w.rank) + "/" + std::to_string(w.world_size) + " (local " +
-         std::to_string(w.local_rank) + ") on " + w.node_name + " (host " + w.hostname +
-         "), master " + addr + ":" + std::to_string(w.master_port) + ", from " + w.source;
+  auto bracket = [](const std::string& a) {
+    return a.find(':') != std::string::npos ? "[" + a + "]" : a;
+  };
+  std::string line = "rank " + std::to_string(w.rank) + "/" + std::to_string(w.world_size) +
+                     " (local " + std::to_string(w.local_rank) + ") on " + w.node_name +
+                     " (host " + w.hostname + "), master " + bracket(w.master_addr) + ":" +
+                     std::to_string(w.master_port) + ", from " + w.source;
+  if (w.external_store)
+    line += ", store " + bracket(w.store_host) + ":" + std::to_string(w.store_port) +
+            " (external, " + w.store_source + ")";
+  if (!w.job_id.empty()) line += ", job " + w.job_id;
+  return line;
 }
 
 }  // namespace ncclsmoke::harness

@@ -31,6 +31,12 @@ const std::vector<FindingCode> kCodes = {
      "This is the signature of a security group or NetworkPolicy that blocks the port.",
      "Allow TCP {master} from every node to rank 0's host (e.g. restore the security group's "
      "self-referencing rule, or the NetworkPolicy ingress for the job's pods)."},
+    {"RENDEZVOUS_STALLED", "error", "rendezvous", "degraded",
+     "The master's store accepted the TCP connection but never answered the handshake or the "
+     "first request: the process is stopped (SIGSTOP, a debugger), swapping or overloaded. Not a "
+     "firewall: a dropped SYN never lets the connection complete (that is RENDEZVOUS_TIMEOUT).",
+     "Look at rank 0's process behind {master}: its state (T = stopped, D = blocked in I/O), CPU "
+     "and memory pressure (swap), an attached debugger or a frozen container."},
     {"RENDEZVOUS_UNREACHABLE", "error", "rendezvous", "degraded",
      "The network reported no route to the master (host or network unreachable).",
      "Check routes and subnets between this node and {master}; the address may belong to a "
@@ -44,6 +50,12 @@ const std::vector<FindingCode> kCodes = {
      "the world joined the same store.",
      "Make WORLD_SIZE and the rank assignment identical on every rank; check for a leftover job "
      "using the same master address and port."},
+    {"STORE_FOREIGN_JOB", "error", "rendezvous", "degraded",
+     "The rank reached a store that belongs to another job (two jobs on one MASTER_ADDR:PORT); "
+     "it did not touch that job's keys, and that job is not affected.",
+     "Give every job its own MASTER_PORT (port {port} is shared by job {this_job} and job "
+     "{other_job}); under Slurm leave MASTER_PORT unset and ncclsmoke derives one from "
+     "SLURM_JOB_ID."},
     {"RENDEZVOUS_LOST", "error", "rendezvous", "degraded",
      "The connection to the rendezvous store broke after the rank had joined.",
      "Check whether rank 0 ({master}) was killed, OOM-killed or evicted, or whether a connection "
@@ -54,10 +66,21 @@ const std::vector<FindingCode> kCodes = {
      "on these pairs.",
      "Open the rank-to-rank ports (NCCL/Gloo use ephemeral ports) between the named hosts; "
      "suspect host: {suspect}."},
+    {"MESH_INCOMPLETE", "warning", "mesh", "inconclusive",
+     "The mesh probe's deadline ended before every probed pair was tried or answered; the pairs "
+     "left are not tested (neither passed nor blocked), and ranks still probing are not lost.",
+     "Raise --mesh-timeout (it was {timeout} for {ranks} ranks), or look for an overloaded host "
+     "(CPU, many ranks per node); a blocked path shows as MESH_BLOCKED, not as this."},
     // --- run --------------------------------------------------------------------------------
     {"PEER_LOST", "error", "run", "degraded",
      "A rank that had joined disappeared mid-run (killed, crashed, or its connection reset).",
      "Look at the named rank's pod/process (exit code, OOM, eviction) and at its node's kernel log."},
+    {"PEER_STALLED", "error", "run", "degraded",
+     "A rank that had joined stopped answering, not even the liveness heartbeat, while its "
+     "connections stayed open: the process is frozen (SIGSTOP, a debugger), swapping or starved. "
+     "Every collective waits on it; the ranks that time out next to it are not the cause.",
+     "Check the named rank's process state on its host (state T = stopped, an attached debugger), "
+     "its memory pressure and swap, and its CPU; its neighbours' timeouts follow from it."},
     {"RUN_TIMEOUT", "error", "run", "degraded",
      "The whole run exceeded its global deadline; the phase that was running is named.",
      "Raise the deadline only if the phase is known to be slow here; otherwise treat it as a hang "

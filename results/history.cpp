@@ -3,8 +3,18 @@
 #include "results/history.h"
 
 #include <sqlite3.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -59,12 +69,33 @@ CREATE TABLE IF NOT EXISTS findings (
 CREATE INDEX IF NOT EXISTS findings_by_run ON findings(run_id);
 )sql";
 
+// How long each open connection retries a lock, for the "locked" hint.
+std::mutex busy_mu;
+std::map<const sqlite3*, int> busy_ms_of;
+
+int busy_ms(const sqlite3* db) {
+  std::lock_guard lock(busy_mu);
+  auto it = busy_ms_of.find(db);
+  return it == busy_ms_of.end() ? 0 : it->second;
+}
+
+// The error for a failed SQLite call: `what` (names the file), SQLite's message, and the hint of
+// its cause.
+HistoryError sqlite_error(sqlite3* db, int rc, const std::string& path, const std::string& what) {
+  int sys = db ? sqlite3_system_errno(db) : 0;
+  HistoryProblem p = classify_history_error(rc, sys);
+  std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  if (sys && p != HistoryProblem::locked) msg += std::string(" (") + std::strerror(sys) + ")";
+  std::string hint = history_hint(p, path, sys, busy_ms(db));
+  return HistoryError(msg + (hint.empty() ? "" : "; " + hint), p);
+}
+
 // One prepared statement, finalized on scope exit.
 class Stmt {
  public:
   Stmt(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr) != SQLITE_OK)
-      throw HistoryError("history " + path + ": " + sqlite3_errmsg(db));
+    if (int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr); rc != SQLITE_OK)
+      throw sqlite_error(db, rc, path, "history " + path);
   }
   ~Stmt() { sqlite3_finalize(s_); }
   Stmt(const Stmt&) = delete;
@@ -95,8 +126,7 @@ class Stmt {
     int rc = sqlite3_step(s_);
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
-    throw HistoryError("history " + path_ + ": " + sqlite3_errmsg(db_) +
-                       (rc == SQLITE_BUSY ? " (another writer held the lock past the timeout)" : ""));
+    throw sqlite_error(db_, sqlite3_extended_errcode(db_), path_, "history " + path_);
   }
   void reset() {
     sqlite3_reset(s_);
@@ -113,7 +143,7 @@ class Stmt {
 
  private:
   void check(int rc) {
-    if (rc != SQLITE_OK) throw HistoryError("history " + path_ + ": " + sqlite3_errmsg(db_));
+    if (rc != SQLITE_OK) throw sqlite_error(db_, rc, path_, "history " + path_);
   }
   sqlite3* db_;
   sqlite3_stmt* s_ = nullptr;
@@ -312,16 +342,132 @@ std::vector<HistoryGate> gates_of(const Verdict& v) {
   return out;
 }
 
-History::History(const std::string& path, bool create, int busy_timeout_ms) : path_(path) {
+std::string to_string(HistoryProblem p) {
+  switch (p) {
+    case HistoryProblem::corrupt: return "corrupt";
+    case HistoryProblem::locked: return "locked";
+    case HistoryProblem::full: return "full";
+    case HistoryProblem::read_only: return "read-only";
+    case HistoryProblem::io: return "I/O error";
+    case HistoryProblem::cannot_open: return "cannot open";
+    case HistoryProblem::not_history: return "not an ncclsmoke history";
+    case HistoryProblem::bad_verdict: return "bad verdict";
+    case HistoryProblem::other: break;
+  }
+  return "other";
+}
+
+HistoryProblem classify_history_error(int sqlite_rc, int sys_errno) {
+  if (sys_errno == ENOSPC || sys_errno == EDQUOT) return HistoryProblem::full;
+  switch (sqlite_rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB: return HistoryProblem::corrupt;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED: return HistoryProblem::locked;
+    case SQLITE_FULL: return HistoryProblem::full;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH: return HistoryProblem::read_only;
+    case SQLITE_IOERR: return sys_errno == EROFS ? HistoryProblem::read_only : HistoryProblem::io;
+    case SQLITE_CANTOPEN:
+      return sys_errno == EROFS || sys_errno == EACCES ? HistoryProblem::read_only
+                                                       : HistoryProblem::cannot_open;
+    default: return HistoryProblem::other;
+  }
+}
+
+std::string history_lock_holders(const std::string& path) {
+  // /proc/locks: "1: POSIX  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; device as hex major:minor.
+  std::set<std::string> files;
+  for (const char* suffix : {"", "-wal", "-shm"}) {
+    struct stat st{};
+    if (::stat((path + suffix).c_str(), &st) != 0) continue;
+    char id[64];
+    std::snprintf(id, sizeof id, "%02x:%02x:%llu", ::major(st.st_dev), ::minor(st.st_dev),
+                  static_cast<unsigned long long>(st.st_ino));
+    files.insert(id);
+  }
+  if (files.empty()) return "";
+  std::ifstream locks("/proc/locks");
+  std::set<long> pids;
+  std::string line;
+  for (int n = 0; n < 100000 && std::getline(locks, line); ++n) {
+    std::istringstream ls(line);
+    std::string num, type, mode, rw, file;
+    long pid = 0;
+    if (!(ls >> num >> type) || type == "->") continue;  // a blocked waiter, not a holder
+    if (!(ls >> mode >> rw >> pid >> file)) continue;
+    if (files.count(file) && pid > 0 && pid != ::getpid()) pids.insert(pid);
+  }
+  std::string out;
+  for (long pid : pids) {
+    std::ifstream cl("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(cl)), std::istreambuf_iterator<char>());
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    while (!cmd.empty() && cmd.back() == ' ') cmd.pop_back();
+    if (cmd.size() > 100) cmd = cmd.substr(0, 97) + "...";
+    out += (out.empty() ? "" : ", ") + ("pid " + std::to_string(pid)) +
+           (cmd.empty() ? "" : " (" + cmd + ")");
+    if (out.size() > 400) break;
+  }
+  return out;
+}
+
+std::string history_hint(HistoryProblem p, const std::string& path, int sys_errno,
+                         int busy_timeout_ms) {
+  namespace fs = std::filesystem;
+  std::string dir = fs::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.3g", busy_timeout_ms / 1000.0);
+  switch (p) {
+    case HistoryProblem::corrupt:
+      return "the history file is corrupt: move it aside (mv " + path + " " + path +
+             ".corrupt) and re-import the verdict files with `ncclsmoke history import --history " +
+             path + " DIR...`";
+    case HistoryProblem::locked: {
+      std::string who = history_lock_holders(path);
+      return "the history is locked: " +
+             (who.empty() ? std::string("another ncclsmoke publish/report/import is writing it")
+                          : "held by " + who) +
+             "; retried for " + secs + " s; run again when it is done";
+    }
+    case HistoryProblem::full:
+      return "no space left on the history's filesystem (" + dir +
+             "): free space there or move the history (with its -wal file) to a larger volume";
+    case HistoryProblem::read_only:
+      return "the history or its directory " + dir +
+             " is read-only here (permissions, or a read-only mount): SQLite must write the file "
+             "and its -wal/-shm files next to it";
+    case HistoryProblem::io:
+      return std::string("the disk returned an I/O error") +
+             (sys_errno ? " (" + std::string(std::strerror(sys_errno)) + ")" : "") +
+             ": check the filesystem of " + dir + " (dmesg); if the file is damaged, move it "
+             "aside (mv " + path + " " + path + ".corrupt) and re-import the verdict files";
+    case HistoryProblem::cannot_open:
+      return "check that " + dir + " exists and is a writable directory and that " + path +
+             " is a file";
+    default:
+      return "";
+  }
+}
+
+History::History(const std::string& path, bool create, int busy_timeout_ms)
+    : path_(path), busy_timeout_ms_(busy_timeout_ms) {
   int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_FULLMUTEX;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags, nullptr) != SQLITE_OK) {
-    std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+  if (int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr); rc != SQLITE_OK) {
+    HistoryError e = sqlite_error(db_, rc, path, "cannot open history " + path);
     sqlite3_close(db_);
     db_ = nullptr;
-    throw HistoryError("cannot open history " + path + ": " + msg +
-                       (create ? "" : " (does the file exist? it is created by `ncclsmoke history import` or `run --history`)"));
+    std::string what = e.what();
+    if (!create) what += " (does the file exist? it is created by `ncclsmoke history import` or `run --history`)";
+    throw HistoryError(what, e.problem());
   }
   sqlite3_busy_timeout(db_, busy_timeout_ms);
+  {
+    std::lock_guard lock(busy_mu);
+    busy_ms_of[db_] = busy_timeout_ms;
+  }
   try {
     int version = 0;
     {
@@ -331,7 +477,8 @@ History::History(const std::string& path, bool create, int busy_timeout_ms) : pa
     if (version > kHistorySchemaVersion)
       throw HistoryError("history " + path + " has schema version " + std::to_string(version) +
                          ", newer than this ncclsmoke's " + std::to_string(kHistorySchemaVersion) +
-                         ": use a newer ncclsmoke, or another file");
+                         ": use a newer ncclsmoke, or another file",
+                         HistoryProblem::not_history);
     exec("PRAGMA journal_mode=WAL");
     exec("PRAGMA synchronous=FULL");
     exec("PRAGMA foreign_keys=ON");
@@ -339,7 +486,8 @@ History::History(const std::string& path, bool create, int busy_timeout_ms) : pa
       if (!create) {
         Stmt s(db_, "SELECT count(*) FROM sqlite_master", path_);
         if (s.step() && s.integer(0) > 0)
-          throw HistoryError("history " + path + " is an SQLite file but not an ncclsmoke history");
+          throw HistoryError("history " + path + " is an SQLite file but not an ncclsmoke history",
+                             HistoryProblem::not_history);
       }
       exec("BEGIN IMMEDIATE");
       try {
@@ -352,26 +500,28 @@ History::History(const std::string& path, bool create, int busy_timeout_ms) : pa
       }
     }
   } catch (const HistoryError& e) {
+    {
+      std::lock_guard lock(busy_mu);
+      busy_ms_of.erase(db_);
+    }
     sqlite3_close(db_);
     db_ = nullptr;
-    std::string what = e.what();
-    if (what.find("file is not a database") != std::string::npos)
-      what += " (is " + path + " an ncclsmoke history?)";
-    throw HistoryError(what);
+    throw;
   }
 }
 
 History::~History() {
-  if (db_) sqlite3_close(db_);
+  if (!db_) return;
+  {
+    std::lock_guard lock(busy_mu);
+    busy_ms_of.erase(db_);
+  }
+  sqlite3_close(db_);
 }
 
 void History::exec(const char* sql) const {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : sqlite3_errmsg(db_);
-    sqlite3_free(err);
-    throw HistoryError("history " + path_ + ": " + msg);
-  }
+  if (int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); rc != SQLITE_OK)
+    throw sqlite_error(db_, sqlite3_extended_errcode(db_), path_, "history " + path_);
 }
 
 namespace {
@@ -399,7 +549,7 @@ struct Inserts {
 AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
                   const std::string& source, const std::string* json_text) {
   AddResult r;
-  if (v.run_id.empty()) throw HistoryError("history " + path + ": verdict has no run_id");
+  if (v.run_id.empty()) throw HistoryError("history " + path + ": verdict has no run_id", HistoryProblem::bad_verdict);
   ins.exists.bind(1, v.run_id);
   bool stored = ins.exists.step();
   ins.exists.reset();
@@ -411,7 +561,8 @@ AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
   try {
     started = parse_rfc3339(v.started_at);
   } catch (const std::invalid_argument& e) {
-    throw HistoryError("history " + path + ": run " + v.run_id + ": started_at: " + e.what());
+    throw HistoryError("history " + path + ": run " + v.run_id + ": started_at: " + e.what(),
+                       HistoryProblem::bad_verdict);
   }
   std::string text = json_text ? std::string() : to_json(v).dump();
   Stmt& s = ins.run;

@@ -9,7 +9,7 @@
 // to the columns the queries use, so nothing a verdict said is lost to the summary tables. Adding a
 // run_id that is already stored is a no-op counted as a duplicate (imports can be repeated).
 // Several writers may share a file: busy_timeout waits up to `busy_timeout_ms` for the lock, then
-// the add throws HistoryError naming the file.
+// the add throws HistoryError naming the file, with problem() == locked and the lock holders.
 //
 // Tables (PRAGMA user_version = kHistorySchemaVersion):
 //   runs(run_id PK, started_at, started_unix, duration_s, verdict, exit_code, world_size,
@@ -33,9 +33,41 @@ namespace ncclsmoke::results {
 
 inline constexpr int kHistorySchemaVersion = 1;
 
+// Why a history could not be used. Each cause carries its own hint (what() ends with it), and the
+// commands that only read or maintain the history (history import/list/prune, report, baseline
+// learn) exit kExitHistoryUnusable for all of them, so a script tells "the history is broken"
+// from "the run failed" (1) and "bad flag" (2). `publish` keeps its documented 6 and spools.
+enum class HistoryProblem {
+  other,
+  corrupt,       // SQLITE_CORRUPT / SQLITE_NOTADB: move it aside and re-import
+  locked,        // SQLITE_BUSY / SQLITE_LOCKED past the busy timeout: who holds it
+  full,          // SQLITE_FULL, or an I/O error with ENOSPC / EDQUOT: no space
+  read_only,     // SQLITE_READONLY / SQLITE_PERM, or cannot open with EROFS / EACCES
+  io,            // SQLITE_IOERR (other errno): the disk or filesystem
+  cannot_open,   // SQLITE_CANTOPEN: directory missing, a directory at the path ...
+  not_history,   // an SQLite file of something else, or a newer schema than this build's
+  bad_verdict,   // the verdict given to add() cannot be stored (no run_id, bad started_at)
+};
+inline constexpr int kExitHistoryUnusable = 7;
+
+std::string to_string(HistoryProblem p);
+// SQLite's primary result code (rc & 0xff) and the errno it saw (sqlite3_system_errno) -> cause.
+HistoryProblem classify_history_error(int sqlite_rc, int sys_errno);
+// The processes other than this one holding a POSIX lock on `path` or its -wal/-shm, read from
+// /proc/locks and /proc/PID/cmdline: "pid 123 (ncclsmoke publish v.json)", "" when none is found.
+std::string history_lock_holders(const std::string& path);
+// The one-line hint for a cause (path: the history file; busy_timeout_ms: how long we retried).
+std::string history_hint(HistoryProblem p, const std::string& path, int sys_errno,
+                         int busy_timeout_ms);
+
 class HistoryError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit HistoryError(const std::string& what, HistoryProblem problem = HistoryProblem::other)
+      : std::runtime_error(what), problem_(problem) {}
+  HistoryProblem problem() const { return problem_; }
+
+ private:
+  HistoryProblem problem_;
 };
 
 struct HistoryRun {
@@ -149,6 +181,7 @@ class History {
  private:
   void exec(const char* sql) const;
   std::string path_;
+  int busy_timeout_ms_ = 0;
   sqlite3* db_ = nullptr;
 };
 

@@ -120,19 +120,41 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     }
   }
 
-  // findings
+  // findings. One dead (or frozen) rank is seen by every survivor (and by its transport and the
+  // liveness watch): PEER_LOST / PEER_STALLED about the same ranks is one finding, with the ranks
+  // that saw it in evidence.reported_by, whatever each message said.
+  auto same_ranks = [](std::vector<int> a, std::vector<int> b) {
+    sorted_union(a, {});
+    sorted_union(b, {});
+    return a == b;
+  };
+  auto per_rank_code = [](const std::string& code) {
+    return code == "PEER_LOST" || code == "PEER_STALLED";
+  };
+  auto note_reporter = [&](Finding& g, int reporter) {
+    if (!per_rank_code(g.code) || reporter < 0) return;
+    if (!g.evidence.is_object()) g.evidence = nlohmann::json::object();
+    auto& by = g.evidence["reported_by"];
+    if (!by.is_array()) by = nlohmann::json::array();
+    if (std::find(by.begin(), by.end(), reporter) == by.end()) by.push_back(reporter);
+    std::sort(by.begin(), by.end());
+  };
   for (const auto& v : local_views) {
     for (const auto& f : v.findings) {
       auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
-        return g.code == f.code && g.message == f.message;
+        if (g.code != f.code) return false;
+        if (per_rank_code(f.code)) return same_ranks(g.ranks, f.ranks);
+        return g.message == f.message;
       });
       if (it == out.findings.end()) {
         out.findings.push_back(f);
         Finding& n = out.findings.back();
         sorted_union(n.ranks, {});
         ordered_union(n.hosts, {});
+        note_reporter(n, v.reporting_rank);
         continue;
       }
+      note_reporter(*it, v.reporting_rank);
       sorted_union(it->ranks, f.ranks);
       ordered_union(it->hosts, f.hosts);
       if (severity_rank(f.severity) > severity_rank(it->severity)) it->severity = f.severity;
@@ -150,6 +172,21 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
       out.identities.push_back(std::move(t));
     }
   }
+
+  // A rank that stopped on its own error (its view has an error finding naming itself) and still
+  // sent its view was not lost: the others' PEER_LOST about it alone was a guess, and its own
+  // finding is the cause the operator must read.
+  std::set<int> self_explained;
+  for (const auto& v : local_views)
+    for (const auto& f : v.findings)
+      if (v.reporting_rank >= 0 && f.severity == "error" && f.code != "PEER_LOST" &&
+          std::find(f.ranks.begin(), f.ranks.end(), v.reporting_rank) != f.ranks.end())
+        self_explained.insert(v.reporting_rank);
+  std::erase_if(out.findings, [&](const Finding& f) {
+    return f.code == "PEER_LOST" && !f.ranks.empty() &&
+           std::all_of(f.ranks.begin(), f.ranks.end(),
+                       [&](int r) { return self_explained.count(r) > 0; });
+  });
 
   // ranks that sent nothing and that nothing explains
   std::set<int> explained;

@@ -31,7 +31,21 @@ json scalar_to_json(const YAML::Node& n) {
   return s;
 }
 
-json yaml_to_json(const YAML::Node& n) {
+// Converting walks every alias again (yaml-cpp shares the aliased node, the walk does not), so a
+// budget of visited nodes and a depth limit bound the work whatever the aliases multiply to.
+struct Budget {
+  std::size_t nodes_left = kMaxYamlNodes;
+};
+
+json yaml_to_json(const YAML::Node& n, Budget& budget, int depth) {
+  if (budget.nodes_left == 0)
+    throw ProfileError("profiles: more than " + std::to_string(kMaxYamlNodes) +
+                       " YAML nodes once aliases are expanded (an alias bomb?); a profiles file "
+                       "needs far fewer: write the repeated parts out, or use fewer aliases");
+  --budget.nodes_left;
+  if (depth > kMaxYamlDepth)
+    throw ProfileError("profiles: nested deeper than " + std::to_string(kMaxYamlDepth) +
+                       " levels at line " + std::to_string(n.Mark().line + 1));
   switch (n.Type()) {
     case YAML::NodeType::Null:
     case YAML::NodeType::Undefined:
@@ -40,18 +54,21 @@ json yaml_to_json(const YAML::Node& n) {
       return scalar_to_json(n);
     case YAML::NodeType::Sequence: {
       json a = json::array();
-      for (const auto& e : n) a.push_back(yaml_to_json(e));
+      for (const auto& e : n) a.push_back(yaml_to_json(e, budget, depth + 1));
       return a;
     }
     case YAML::NodeType::Map: {
       json o = json::object();
       for (const auto& kv : n) {
-        std::string key = kv.first.as<std::string>();
+        if (!kv.first.IsScalar())
+          throw ProfileError("profiles: a mapping key at line " +
+                             std::to_string(kv.first.Mark().line + 1) + " is not a plain scalar");
+        std::string key = kv.first.Scalar();
         if (o.contains(key)) {
           throw ProfileError("profiles: duplicate key '" + key + "' at line " +
                              std::to_string(kv.first.Mark().line + 1));
         }
-        o[key] = yaml_to_json(kv.second);
+        o[key] = yaml_to_json(kv.second, budget, depth + 1);
       }
       return o;
     }
@@ -203,12 +220,20 @@ std::vector<Profile> load_profiles(const std::string& text) {
     throw ProfileError("profiles: syntax error at line " + std::to_string(e.mark.line + 1) +
                        ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
   }
-  return profiles_from_json(yaml_to_json(root));
+  Budget budget;
+  return profiles_from_json(yaml_to_json(root, budget, 0));
 }
 
 std::vector<Profile> load_profiles_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ProfileError("profiles: cannot read '" + path + "'");
+  in.seekg(0, std::ios::end);
+  auto size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > static_cast<std::streamoff>(kMaxProfilesFileBytes))
+    throw ProfileError(path + ": profiles: " + std::to_string(static_cast<long long>(size)) +
+                       " bytes, more than the " + std::to_string(kMaxProfilesFileBytes) +
+                       " a profiles file may have");
   std::ostringstream ss;
   ss << in.rdbuf();
   try {

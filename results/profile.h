@@ -17,6 +17,14 @@
 // Loading is strict: an unknown key, a wrong type or a bad value throws ProfileError naming the
 // path (e.g. "profiles[0].transports[1].baselines[0].busbw_gbps"), because a typo in a threshold
 // must not quietly become "no threshold".
+//
+// Bounded work on hostile input: yaml-cpp parses an alias into a node shared with its anchor
+// (linear), but converting to JSON walks each alias again, so nine levels of ten aliases
+// ("billion laughs") would be 10^9 nodes. Conversion therefore counts the nodes it visits and
+// refuses the file past kMaxYamlNodes (a real profiles file has a few thousand), or nested deeper
+// than kMaxYamlDepth, or a file over kMaxProfilesFileBytes (a ConfigMap holds at most 1 MiB):
+// ProfileError naming the file, after at most ~100k node visits (milliseconds), in every caller
+// (`run --profiles`, `launch`, `baseline learn`). Aliases of small nodes stay allowed.
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -25,6 +33,10 @@
 #include <vector>
 
 namespace ncclsmoke::results {
+
+inline constexpr std::size_t kMaxYamlNodes = 100000;
+inline constexpr int kMaxYamlDepth = 64;
+inline constexpr std::size_t kMaxProfilesFileBytes = 16u << 20;
 
 struct BaselineBand {
   double busbw_gbps = 0;        // expected bus bandwidth at gate_bytes, GB/s (1e9 B/s), > 0

@@ -42,6 +42,13 @@ std::string human_summary(const Verdict& v) {
   out += ", " + std::to_string(v.world.size) + " rank" + (v.world.size == 1 ? "" : "s") + ", " +
          std::to_string(v.findings.size()) + " finding" + (v.findings.size() == 1 ? "" : "s") +
          ", " + fixed(v.duration_s, 1) + " s\n";
+  if (!v.world.store.host.empty()) {
+    const auto& st = v.world.store;
+    out += "store " + st.host + ":" + std::to_string(st.port) + " hosted by " + st.hosted_by +
+           ", " + st.dialect + " dialect (" + st.era + "), launcher " + v.world.source +
+           (v.world.job_id.empty() ? "" : ", job " + v.world.job_id + " from " + v.world.job_id_source) +
+           "\n";
+  }
 
   std::map<int, std::string> host_of_rank;
   std::vector<std::string> hosts;  // display order

@@ -164,6 +164,18 @@ json to_json(const Verdict& v) {
                 {"master_addr", v.world.master_addr},
                 {"master_port", v.world.master_port},
                 {"source", v.world.source}};
+  if (!v.world.job_id.empty()) {
+    j["world"]["job_id"] = v.world.job_id;
+    j["world"]["job_id_source"] = v.world.job_id_source;
+  }
+  if (v.world.restart_count > 0) j["world"]["restart_count"] = v.world.restart_count;
+  if (!v.world.sources.empty()) j["world"]["sources"] = v.world.sources;
+  if (!v.world.store.host.empty()) {
+    const auto& s = v.world.store;
+    j["world"]["store"] = {{"host", s.host},           {"port", s.port},
+                           {"hosted_by", s.hosted_by}, {"dialect", s.dialect},
+                           {"era", s.era},             {"key_prefix", s.key_prefix}};
+  }
   j["ranks"] = json::array();
   for (const auto& r : v.ranks) j["ranks"].push_back(to_json(r));
   j["phases"] = json::array();
@@ -210,6 +222,19 @@ Verdict verdict_from_json(const json& j) {
   v.world.master_addr = w.at("master_addr").get<std::string>();
   v.world.master_port = w.at("master_port").get<int>();
   v.world.source = w.at("source").get<std::string>();
+  v.world.job_id = w.value("job_id", "");
+  v.world.job_id_source = w.value("job_id_source", "");
+  v.world.restart_count = w.value("restart_count", 0);
+  if (w.contains("sources")) v.world.sources = string_map(w.at("sources"));
+  if (w.contains("store")) {
+    const json& s = w.at("store");
+    v.world.store.host = s.at("host").get<std::string>();
+    v.world.store.port = s.at("port").get<int>();
+    v.world.store.hosted_by = s.at("hosted_by").get<std::string>();
+    v.world.store.dialect = s.at("dialect").get<std::string>();
+    v.world.store.era = s.at("era").get<std::string>();
+    v.world.store.key_prefix = s.at("key_prefix").get<std::string>();
+  }
   for (const auto& r : j.at("ranks")) v.ranks.push_back(rank_from(r));
   for (const auto& p : j.at("phases")) v.phases.push_back(phase_from(p));
   for (const auto& t : j.at("transports")) v.transports.push_back(row_from(t));

@@ -80,11 +80,28 @@ struct Tool {
   std::string version;
 };
 
+// The store the ranks met at, and how the client spoke to it. Written once the rank reached it.
+struct StoreInfo {
+  std::string host;               // empty: the rank never got as far as the store
+  int port = 0;
+  std::string hosted_by;          // "rank 0" | "torchelastic agent" | "external (--store)"
+  std::string dialect;            // "legacy" | "modern"
+  std::string era;                // "torch<=2.0" | "torch2.1-2.4" | "torch>=2.5" | "ncclsmoke"
+  std::string key_prefix;         // the run's namespace in the store, e.g. "ncclsmoke/<job>/0/"
+};
+
 struct World {
   int size = 0;                   // 0: unknown
   std::string master_addr;        // empty: unknown
   int master_port = 0;            // 0: unknown
   std::string source;             // "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job"
+  std::string job_id;             // the job identity (harness/job_identity.h); empty: none
+  std::string job_id_source;      // where it came from: "SLURM_JOB_ID", "--job-id", ...
+  int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT (0 elsewhere)
+  // Field ("rank", "world_size", "master_addr", "master_port", ...) -> the flag or variable it
+  // was read from ("--rank", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "default"...); empty: unknown.
+  std::map<std::string, std::string> sources;
+  StoreInfo store;
 };
 
 struct Verdict {

@@ -12,6 +12,7 @@ packages=(
   iproute2 iptables
   sqlite3 chromium fonts-dejavu-core prometheus prometheus-pushgateway yamllint shellcheck
   util-linux
+  slurm-wlm munge
 )
 missing=()
 for p in "${packages[@]}"; do

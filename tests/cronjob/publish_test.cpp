@@ -240,12 +240,82 @@ TEST(Publish, HistoryFailureExitsSixUnlessTheVerdictCodeIsNonZero) {
   std::ostringstream out, err;
   EXPECT_EQ(publish(o, out, err), kExitHistoryFailed);
   EXPECT_NE(err.str().find(o.history_path), std::string::npos) << err.str();
+  // The spool lives next to the history: its missing directory is not created for it.
+  EXPECT_NE(err.str().find("not spooled either"), std::string::npos) << err.str();
+  EXPECT_FALSE(fs::exists(d / "no-such-dir"));
   // The metrics were still written.
   EXPECT_NE(read_textfile(d.str()).find("verdict=\"pass\"} 1"), std::string::npos);
   o.verdict_path = write_verdict(d, testing::failing(), "verdict2.json");
   std::ostringstream out2, err2;
   EXPECT_EQ(publish(o, out2, err2), 1);
   EXPECT_NE(err2.str().find(o.history_path), std::string::npos) << err2.str();
+}
+
+// A run whose history write fails is spooled next to the history and stored by the next publish
+// that can write it (issue 13).
+TEST(PublishSpool, CorruptHistorySpoolsTheRunAndTheNextPublishStoresIt) {
+  TempDir d;
+  const std::string db = d / "h.db";
+  std::ofstream(db) << std::string(4096, 'x');  // not a database
+  PublishOptions o;
+  o.verdict_path = write_verdict(d, testing::passing(), "verdict.json");
+  o.history_path = db;
+  o.textfile_dir = d.str();
+  std::ostringstream out, err;
+  EXPECT_EQ(publish(o, out, err), kExitHistoryFailed);
+  const results::Verdict first = testing::passing();
+  const std::string spooled = (fs::path(spool_dir(db)) / (first.run_id + ".json")).string();
+  ASSERT_TRUE(fs::exists(spooled)) << err.str();
+  EXPECT_NE(err.str().find("spooled to " + spooled), std::string::npos) << err.str();
+  EXPECT_NE(err.str().find("mv " + db + " " + db + ".corrupt"), std::string::npos) << err.str();
+  {  // the spooled bytes are the verdict file's
+    std::ifstream a(o.verdict_path), b(spooled);
+    std::stringstream sa, sb;
+    sa << a.rdbuf();
+    sb << b.rdbuf();
+    EXPECT_EQ(sa.str(), sb.str());
+  }
+
+  // The operator follows the hint; the next run publishes into a fresh history.
+  fs::rename(db, db + ".corrupt");
+  results::Verdict second = testing::failing();
+  second.run_id = first.run_id + "-next";
+  o.verdict_path = write_verdict(d, second, "verdict2.json");
+  o.fail_on = {};
+  std::ostringstream out2, err2;
+  EXPECT_EQ(publish(o, out2, err2), 0) << err2.str();
+  EXPECT_NE(out2.str().find("stored 1 spooled run"), std::string::npos) << out2.str();
+  EXPECT_FALSE(fs::exists(spooled));
+  EXPECT_TRUE(fs::is_empty(spool_dir(db)));
+  results::History h(db, false);
+  EXPECT_EQ(h.count_runs(), 2);
+  EXPECT_TRUE(h.verdict_json(first.run_id).has_value());
+  EXPECT_TRUE(h.verdict_json(second.run_id).has_value());
+}
+
+TEST(PublishSpool, UnopenableHistorySpoolsAndABadSpoolFileIsSetAside) {
+  TempDir d;
+  const std::string db = d / "h.db";
+  fs::create_directories(db);  // a directory where the file should be: cannot open
+  PublishOptions o;
+  o.verdict_path = write_verdict(d, testing::passing(), "verdict.json");
+  o.history_path = db;
+  o.textfile_dir = d.str();
+  std::ostringstream out, err;
+  EXPECT_EQ(publish(o, out, err), kExitHistoryFailed);
+  EXPECT_EQ(std::distance(fs::directory_iterator(spool_dir(db)), fs::directory_iterator()), 1)
+      << err.str();
+  std::ofstream(fs::path(spool_dir(db)) / "zz-garbage.json") << "{not json";
+
+  fs::remove(db);
+  std::ostringstream out2, err2;
+  EXPECT_EQ(publish(o, out2, err2), 0) << err2.str();
+  EXPECT_NE(err2.str().find("zz-garbage.json.bad"), std::string::npos) << err2.str();
+  EXPECT_TRUE(fs::exists(fs::path(spool_dir(db)) / "zz-garbage.json.bad"));
+  results::History h(db, false);
+  EXPECT_EQ(h.count_runs(), 1);  // the spooled run and this publish are the same run
+  // Only the .bad file is left.
+  EXPECT_EQ(std::distance(fs::directory_iterator(spool_dir(db)), fs::directory_iterator()), 1);
 }
 
 TEST(Publish, UsageErrorsComeBeforeAnyWrite) {

@@ -4,14 +4,17 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ncclsmoke::harness {
 namespace {
 
 using Env = std::map<std::string, std::string>;
 
-WorldResult discover(const Env& env, WorldFlags flags = {}) {
-  return discover_world(flags, map_environment(env), "pod-2");
+WorldResult discover(const Env& env, WorldFlags flags = {},
+                     const std::string& hostname = "pod-2") {
+  return discover_world(flags, map_environment(env), hostname);
 }
 
 const ConfigFinding* find(const WorldResult& r, const std::string& code,
@@ -628,6 +631,547 @@ TEST(WorldDiscovery, DescribeIsOneLine) {
   w.source = "torchrun";
   EXPECT_EQ(describe(w),
             "rank 2/4 (local 0) on node-b (host pod-2), master 10.0.0.7:29500, from torchrun");
+}
+
+// ---- torchrun's agent store and restart count ----
+
+Env torchrun_agent(const std::string& use_agent_store) {
+  Env env = kTorchrun;
+  env["TORCHELASTIC_RUN_ID"] = "run-7";
+  env["TORCHELASTIC_RESTART_COUNT"] = "0";
+  env["TORCHELASTIC_USE_AGENT_STORE"] = use_agent_store;
+  return env;
+}
+
+TEST(WorldStore, RankZeroHostsByDefault) {
+  auto r = discover(kTorchrun);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_FALSE(r.world->external_store);
+  EXPECT_EQ(r.world->store_host, "10.0.0.7");
+  EXPECT_EQ(r.world->store_port, 29501);
+  EXPECT_EQ(r.world->store_source, "rank 0");
+  EXPECT_EQ(r.world->restart_count, 0);
+  EXPECT_EQ(r.world->sources_by_field.at("restart_count"), "default");
+}
+
+TEST(WorldStore, TorchrunAgentStoreTrueMakesEveryRankAClient) {
+  for (const char* v : {"True", "true", "1", " TRUE "}) {
+    Env env = torchrun_agent(v);
+    env["TORCHELASTIC_RESTART_COUNT"] = "3";
+    auto r = discover(env);
+    ASSERT_TRUE(r.world) << v << "\n" << dump(r);
+    EXPECT_TRUE(r.findings.empty()) << dump(r);
+    EXPECT_TRUE(r.world->external_store) << v;
+    EXPECT_EQ(r.world->store_host, "10.0.0.7");
+    EXPECT_EQ(r.world->store_port, 29501);
+    EXPECT_EQ(r.world->store_source, "TORCHELASTIC_USE_AGENT_STORE");
+    EXPECT_EQ(r.world->restart_count, 3);
+    EXPECT_EQ(r.world->sources_by_field.at("restart_count"), "TORCHELASTIC_RESTART_COUNT");
+    EXPECT_EQ(r.world->job_id, "run-7");
+    EXPECT_EQ(r.world->job_id_source, "TORCHELASTIC_RUN_ID");
+  }
+}
+
+TEST(WorldStore, TorchrunAgentStoreFalseLeavesItToRankZero) {
+  for (const char* v : {"False", "false", "0"}) {
+    auto r = discover(torchrun_agent(v));
+    ASSERT_TRUE(r.world) << v << "\n" << dump(r);
+    EXPECT_FALSE(r.world->external_store) << v;
+    EXPECT_EQ(r.world->store_source, "rank 0");
+    EXPECT_EQ(r.world->store_host, r.world->master_addr);
+  }
+}
+
+TEST(WorldStore, TorchrunAgentStoreGarbageIsInvalid) {
+  for (const char* v : {"yes", "", "2", "Tru"}) {
+    auto r = discover(torchrun_agent(v));
+    auto f = expect_one_error(r, "CONFIG_INVALID", "TORCHELASTIC_USE_AGENT_STORE");
+    EXPECT_EQ(f.value, v);
+    EXPECT_TRUE(contains(f.message, "True nor False")) << f.message;
+    EXPECT_TRUE(contains(f.hint, "--store")) << f.hint;
+  }
+}
+
+TEST(WorldStore, AgentStoreVariableIsReadOnlyUnderTorchrun) {
+  auto r = discover({{"OMPI_COMM_WORLD_RANK", "0"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "h"},
+                     {"TORCHELASTIC_USE_AGENT_STORE", "garbage"},
+                     {"TORCHELASTIC_RESTART_COUNT", "x"}});
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_FALSE(r.world->external_store);
+  EXPECT_EQ(r.world->restart_count, 0);
+}
+
+TEST(WorldStore, BadRestartCountIsInvalid) {
+  for (const char* v : {"x", "-1", "", "1.5", "99999999999"}) {
+    Env env = torchrun_agent("True");
+    env["TORCHELASTIC_RESTART_COUNT"] = v;
+    auto r = discover(env);
+    auto f = expect_one_error(r, "CONFIG_INVALID", "TORCHELASTIC_RESTART_COUNT");
+    EXPECT_EQ(f.value, v);
+  }
+}
+
+TEST(WorldStore, LauncherTorchrunReadsTheAgentStore) {
+  WorldFlags flags{.rank = "0", .world_size = "2", .launcher = "torchrun"};
+  auto r = discover({{"MASTER_ADDR", "a"}, {"MASTER_PORT", "1234"},
+                     {"TORCHELASTIC_USE_AGENT_STORE", "True"}},
+                    flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_TRUE(r.world->external_store);
+  EXPECT_EQ(r.world->store_port, 1234);
+}
+
+// ---- --store ----
+
+TEST(WorldStore, StoreFlagJoinsAnExternalStoreWithoutMaster) {
+  WorldFlags flags{.rank = "0", .world_size = "2", .store = "store.svc:2345"};
+  auto r = discover({}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_TRUE(r.findings.empty()) << dump(r);
+  EXPECT_TRUE(r.world->external_store);
+  EXPECT_EQ(r.world->store_host, "store.svc");
+  EXPECT_EQ(r.world->store_port, 2345);
+  EXPECT_EQ(r.world->store_source, "--store");
+  EXPECT_EQ(r.world->master_addr, "store.svc");
+  EXPECT_EQ(r.world->master_port, 2345);
+  EXPECT_EQ(r.world->sources_by_field.at("master_addr"), "--store");
+  EXPECT_EQ(r.world->sources_by_field.at("master_port"), "--store");
+}
+
+TEST(WorldStore, StoreFlagTakesBracketedIpv6AndIpv4) {
+  WorldFlags flags{.rank = "1", .world_size = "2", .store = " [fd00::7]:29500 "};
+  auto r = discover({}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->store_host, "fd00::7");
+  EXPECT_EQ(r.world->store_port, 29500);
+  flags.store = "10.1.2.3:1";
+  r = discover({}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->store_host, "10.1.2.3");
+  EXPECT_EQ(r.world->store_port, 1);
+}
+
+TEST(WorldStore, StoreFlagWinsOverAgentStoreAndIgnoresMasterVariables) {
+  Env env = torchrun_agent("True");
+  env["MASTER_PORT"] = "tcp://10.0.0.1:23456";  // a service link: irrelevant with --store
+  WorldFlags flags{.store = "10.9.9.9:4000"};
+  auto r = discover(env, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_TRUE(r.findings.empty()) << dump(r);
+  EXPECT_EQ(r.world->store_source, "--store");
+  EXPECT_EQ(r.world->store_host, "10.9.9.9");
+  EXPECT_EQ(r.world->store_port, 4000);
+  EXPECT_EQ(r.world->rank, 2);
+}
+
+TEST(WorldStore, MasterFlagsStayAlongsideStoreFlag) {
+  WorldFlags flags{.rank = "0", .world_size = "2", .master_addr = "m", .master_port = "77",
+                   .store = "s:88"};
+  auto r = discover({}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "m");
+  EXPECT_EQ(r.world->master_port, 77);
+  EXPECT_EQ(r.world->store_host, "s");
+  EXPECT_EQ(r.world->store_port, 88);
+}
+
+struct BadStore {
+  const char* value;
+  const char* message_part;
+  const char* hint_part;
+};
+
+class BadStoreFlag : public testing::TestWithParam<BadStore> {};
+
+TEST_P(BadStoreFlag, IsInvalidNamingFlagValueAndFix) {
+  const BadStore& p = GetParam();
+  WorldFlags flags{.rank = "0", .world_size = "2", .store = p.value};
+  auto r = discover({}, flags);
+  auto f = expect_one_error(r, "CONFIG_INVALID", "--store");
+  EXPECT_TRUE(contains(f.message, p.message_part)) << f.message;
+  EXPECT_TRUE(contains(f.hint, p.hint_part)) << f.hint;
+  EXPECT_TRUE(contains(f.message, "HOST:PORT")) << f.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    WorldStore, BadStoreFlag,
+    testing::Values(BadStore{"", "empty", "HOST:PORT"},
+                    BadStore{"store.svc", "missing the port", "--store store.svc:<port>"},
+                    BadStore{"tcp://store.svc:29500/", "a URL", "--store store.svc:29500"},
+                    BadStore{"store:0", "not a TCP port", "HOST:PORT"},
+                    BadStore{"store:65536", "not a TCP port", "HOST:PORT"},
+                    BadStore{"store:abc", "not a TCP port", "HOST:PORT"},
+                    BadStore{"store:", "not a TCP port", "HOST:PORT"},
+                    BadStore{"store:-1", "not a TCP port", "HOST:PORT"},
+                    BadStore{"fd00::7:29500", "brackets", "[addr]:port"},
+                    BadStore{"[fd00::7", "closing ']'", "HOST:PORT"},
+                    BadStore{"[fd00::7]", "missing the port", "HOST:PORT"},
+                    BadStore{"[fd00::7]x", "text after", "HOST:PORT"},
+                    BadStore{"[zz]:1", "not a valid IPv6", "HOST:PORT"},
+                    BadStore{"bad host:1", "not a host name", "HOST:PORT"},
+                    BadStore{":29500", "not a host name", "HOST:PORT"}));
+
+// ---- Slurm without MASTER_ADDR / MASTER_PORT ----
+
+Env slurm_step() {
+  return {{"SLURM_PROCID", "1"},
+          {"SLURM_NTASKS", "4"},
+          {"SLURM_LOCALID", "1"},
+          {"SLURM_JOB_ID", "1234"},
+          {"SLURM_STEP_ID", "1"},
+          {"SLURM_STEP_NODELIST", "gpu-[03-04,07],login1"},
+          {"SLURM_JOB_NODELIST", "gpu-[01-08],login1"}};
+}
+
+TEST(WorldSlurm, MasterIsTheStepsFirstHostAndPortComesFromTheJobId) {
+  auto r = discover(slurm_step());
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_TRUE(r.findings.empty()) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "gpu-03");
+  EXPECT_EQ(r.world->sources_by_field.at("master_addr"), "SLURM_STEP_NODELIST");
+  EXPECT_EQ(r.world->master_port, 20000 + (1234 * 4 + 1) % 10000);  // 24937
+  EXPECT_EQ(r.world->master_port, 24937);
+  EXPECT_EQ(r.world->sources_by_field.at("master_port"), "SLURM_JOB_ID");
+  EXPECT_EQ(r.world->store_host, "gpu-03");
+  EXPECT_EQ(r.world->store_port, 24937);
+  EXPECT_FALSE(r.world->external_store);
+  EXPECT_EQ(r.world->job_id, "1234.1");
+  EXPECT_EQ(r.world->job_id_source, "SLURM_JOB_ID");
+}
+
+TEST(WorldSlurm, JobNodelistWhenNoStepNodelist) {
+  for (auto [list, first] : std::vector<std::pair<std::string, std::string>>{
+           {"rack[1-2]-node[01-02]", "rack1-node01"},
+           {"login1,gpu-[01-02]", "login1"},
+           {"n[08-10]", "n08"},
+           {"c[5]", "c5"},
+           {"node17", "node17"}}) {
+    Env env = slurm_step();
+    env.erase("SLURM_STEP_NODELIST");
+    env["SLURM_JOB_NODELIST"] = list;
+    auto r = discover(env);
+    ASSERT_TRUE(r.world) << list << "\n" << dump(r);
+    EXPECT_EQ(r.world->master_addr, first) << list;
+    EXPECT_EQ(r.world->sources_by_field.at("master_addr"), "SLURM_JOB_NODELIST");
+  }
+}
+
+TEST(WorldSlurm, DerivedPortFormula) {
+  EXPECT_EQ(slurm_derived_port(1234, 1), 24937);
+  EXPECT_EQ(slurm_derived_port(1234, std::nullopt), 24936);
+  EXPECT_EQ(slurm_derived_port(5000, 0), 20000);
+  EXPECT_EQ(slurm_derived_port(2499, 7), 29999);  // 9996 + 3
+  EXPECT_EQ(slurm_derived_port(2500, 0), 20000);  // ids 2500 apart share a port
+  const uint64_t big = 4294967295u;
+  EXPECT_EQ(slurm_derived_port(big, 2), 20000 + (big * 4 + 2) % 10000);
+  for (uint64_t id = 0; id < 20000; id += 7)
+    for (uint64_t step = 0; step < 9; ++step) {
+      uint16_t p = slurm_derived_port(id, step);
+      EXPECT_GE(p, 20000);
+      EXPECT_LE(p, 29999);
+      EXPECT_LT(p, 32768);  // below Linux's ephemeral range
+    }
+}
+
+TEST(WorldSlurm, MissingOrNonNumericStepCountsAsZero) {
+  for (const char* step : {"batch", "extern", ""}) {
+    Env env = slurm_step();
+    env["SLURM_STEP_ID"] = step;
+    auto r = discover(env);
+    ASSERT_TRUE(r.world) << dump(r);
+    EXPECT_EQ(r.world->master_port, 24936) << step;
+  }
+  Env env = slurm_step();
+  env.erase("SLURM_STEP_ID");
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_port, 24936);
+}
+
+TEST(WorldSlurm, ExplicitMasterAddrAndPortWin) {
+  Env env = slurm_step();
+  env["MASTER_ADDR"] = "head";
+  env["MASTER_PORT"] = "29400";
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "head");
+  EXPECT_EQ(r.world->master_port, 29400);
+  EXPECT_EQ(r.world->sources_by_field.at("master_port"), "MASTER_PORT");
+
+  WorldFlags flags{.master_addr = "flag-head", .master_port = "29401"};
+  r = discover(slurm_step(), flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "flag-head");
+  EXPECT_EQ(r.world->master_port, 29401);
+
+  // MASTER_PORT alone: address from the node list, port as given.
+  env = slurm_step();
+  env["MASTER_PORT"] = "29402";
+  r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "gpu-03");
+  EXPECT_EQ(r.world->master_port, 29402);
+}
+
+TEST(WorldSlurm, MalformedNodelistIsInvalidNamingTheVariable) {
+  for (const char* list : {"gpu-[01-", "n[3-1]", "", "a,,b", "n[]"}) {
+    Env env = slurm_step();
+    env["SLURM_STEP_NODELIST"] = list;
+    auto r = discover(env);
+    auto f = expect_one_error(r, "CONFIG_INVALID", "SLURM_STEP_NODELIST");
+    EXPECT_EQ(f.value, list);
+    EXPECT_TRUE(contains(f.message, "not a Slurm host list")) << f.message;
+    EXPECT_TRUE(contains(f.hint, "--master-addr")) << f.hint;
+  }
+  Env env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "bad$host";
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "SLURM_STEP_NODELIST");
+  EXPECT_TRUE(contains(f.message, "not a valid host name")) << f.message;
+}
+
+TEST(WorldSlurm, BadJobIdWithoutMasterPortIsInvalid) {
+  Env env = slurm_step();
+  env["SLURM_JOB_ID"] = "12a";
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "SLURM_JOB_ID");
+  EXPECT_EQ(f.value, "12a");
+  EXPECT_TRUE(contains(f.hint, "MASTER_PORT")) << f.hint;
+  env["MASTER_PORT"] = "29500";
+  auto r = discover(env);
+  EXPECT_TRUE(r.world) << dump(r);
+}
+
+TEST(WorldSlurm, NoJobIdKeepsTheDefaultPort) {
+  Env env = slurm_step();
+  env.erase("SLURM_JOB_ID");
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_port, kDefaultMasterPort);
+  EXPECT_EQ(r.world->sources_by_field.at("master_port"), "default");
+}
+
+TEST(WorldSlurm, NoNodelistAtAllIsMissingWithScontrolAndPortHint) {
+  Env env = slurm_step();
+  env.erase("SLURM_STEP_NODELIST");
+  env.erase("SLURM_JOB_NODELIST");
+  auto f = expect_one_error(discover(env), "CONFIG_MISSING", "MASTER_ADDR");
+  EXPECT_TRUE(contains(f.message, "SLURM_STEP_NODELIST")) << f.message;
+  EXPECT_TRUE(contains(f.hint, "scontrol show hostnames")) << f.hint;
+  EXPECT_TRUE(contains(f.hint, "ephemeral")) << f.hint;
+}
+
+TEST(WorldSlurm, SingleTaskNeedsNoNodelist) {
+  auto r = discover({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "1"}, {"SLURM_JOB_NODELIST", "[["}});
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "127.0.0.1");
+}
+
+TEST(WorldSlurm, StoreFlagSkipsTheNodelist) {
+  Env env = slurm_step();
+  env["SLURM_STEP_NODELIST"] = "gpu-[01-";
+  WorldFlags flags{.store = "s:1"};
+  auto r = discover(env, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->store_host, "s");
+  EXPECT_EQ(r.world->master_addr, "s");
+}
+
+TEST(WorldSlurm, LauncherFlagsReadsNoNodelist) {
+  WorldFlags flags{.rank = "0", .world_size = "2", .launcher = "flags"};
+  auto r = discover(slurm_step(), flags);
+  auto f = expect_one_error(r, "CONFIG_MISSING", "MASTER_ADDR");
+  (void)f;
+}
+
+// ---- Kubeflow PyTorchJob ----
+
+Env pytorchjob_pod(const std::string& nproc) {
+  return {{"RANK", "1"},
+          {"WORLD_SIZE", "16"},
+          {"MASTER_ADDR", "bert-master-0"},
+          {"MASTER_PORT", "23456"},
+          {"PET_NNODES", "2"},
+          {"PET_NODE_RANK", "1"},
+          {"PET_NPROC_PER_NODE", nproc},
+          {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+}
+
+TEST(WorldPyTorchJob, SeveralProcessesPerPodWithoutTorchrunIsAnError) {
+  auto r = discover(pytorchjob_pod("8"));
+  auto f = expect_one_error(r, "CONFIG_INVALID", "PET_NPROC_PER_NODE");
+  EXPECT_EQ(f.value, "8");
+  EXPECT_TRUE(contains(f.message, "pod's index, not a process rank")) << f.message;
+  EXPECT_TRUE(contains(f.message, "8 processes per pod")) << f.message;
+  EXPECT_TRUE(contains(f.hint, "ncclsmoke launch")) << f.hint;
+  EXPECT_TRUE(contains(f.hint, "torchrun --no-python ncclsmoke run")) << f.hint;
+  for (const auto& x : r.findings) EXPECT_NE(x.code, "RANKS_MISSING");
+}
+
+TEST(WorldPyTorchJob, AutoGpuCpuNeedALauncherToo) {
+  for (const char* v : {"auto", "gpu", "cpu", "GPU"}) {
+    auto f = expect_one_error(discover(pytorchjob_pod(v)), "CONFIG_INVALID", "PET_NPROC_PER_NODE");
+    EXPECT_TRUE(contains(f.message, "torchrun's value")) << f.message;
+    EXPECT_TRUE(contains(f.hint, "ncclsmoke launch")) << f.hint;
+  }
+}
+
+TEST(WorldPyTorchJob, MalformedNprocIsInvalid) {
+  for (const char* v : {"x", "0", "-2", "", "8x"}) {
+    auto f = expect_one_error(discover(pytorchjob_pod(v)), "CONFIG_INVALID", "PET_NPROC_PER_NODE");
+    EXPECT_EQ(f.value, v);
+    EXPECT_TRUE(contains(f.message, "not a process count")) << f.message;
+  }
+}
+
+TEST(WorldPyTorchJob, OneProcessPerPodIsFine) {
+  Env env = pytorchjob_pod("1");
+  env["WORLD_SIZE"] = "2";
+  auto r = discover(env, {}, "bert-worker-0");
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 1);
+  EXPECT_EQ(r.world->world_size, 2);
+  EXPECT_EQ(r.world->job_id, "bert");
+  EXPECT_EQ(r.world->job_id_source, "hostname (PyTorchJob)");
+}
+
+TEST(WorldPyTorchJob, UnderTorchrunOrWithFlagsTheRankIsAProcessRank) {
+  Env env = pytorchjob_pod("8");
+  env["TORCHELASTIC_RUN_ID"] = "bert";
+  env["RANK"] = "9";
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 9);
+
+  WorldFlags flags{.rank = "9"};
+  r = discover(pytorchjob_pod("8"), flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 9);
+
+  WorldFlags only_flags{.rank = "0", .world_size = "1", .launcher = "flags"};
+  r = discover(pytorchjob_pod("x"), only_flags);
+  ASSERT_TRUE(r.world) << dump(r);
+}
+
+TEST(WorldPyTorchJob, MpirunInsideThePodWithLauncherMpi) {
+  Env env = pytorchjob_pod("8");
+  env["OMPI_COMM_WORLD_RANK"] = "5";
+  env["OMPI_COMM_WORLD_SIZE"] = "16";
+  WorldFlags flags{.launcher = "mpi"};
+  auto r = discover(env, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 5);
+}
+
+// ---- job identity in the world ----
+
+TEST(WorldJobId, FlagAndBadFlag) {
+  WorldFlags flags{.rank = "0", .world_size = "1", .job_id = "ci-99"};
+  auto r = discover({{"SLURM_JOB_ID", "5"}}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "ci-99");
+  EXPECT_EQ(r.world->job_id_source, "--job-id");
+  for (const std::string& bad : {std::string(""), std::string("a/b"), std::string(129, 'x'),
+                                std::string("tab\there")}) {
+    flags.job_id = bad;
+    auto f = expect_one_error(discover({}, flags), "CONFIG_INVALID", "--job-id");
+    EXPECT_TRUE(contains(f.hint, "--job-id")) << f.hint;
+  }
+}
+
+TEST(WorldJobId, NoneGivesEmpty) {
+  WorldFlags flags{.rank = "0", .world_size = "1"};
+  auto r = discover({}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "");
+  EXPECT_EQ(r.world->job_id_source, "");
+}
+
+TEST(WorldJobId, LauncherFlagsReadsOnlyOwnVariable) {
+  WorldFlags flags{.rank = "0", .world_size = "1", .launcher = "flags"};
+  auto r = discover({{"SLURM_JOB_ID", "5"}, {"TORCHELASTIC_RUN_ID", "t"}}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "");
+  r = discover({{"SLURM_JOB_ID", "5"}, {"NCCLSMOKE_JOB_ID", "mine"}}, flags);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "mine");
+  EXPECT_EQ(r.world->job_id_source, "NCCLSMOKE_JOB_ID");
+}
+
+TEST(WorldJobId, IndexedJobFromHostName) {
+  auto r = discover_world({}, map_environment({{"JOB_COMPLETION_INDEX", "1"},
+                                               {"WORLD_SIZE", "2"},
+                                               {"MASTER_ADDR", "smoke-0.smoke"}}),
+                          "smoke-1");
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "smoke");
+  EXPECT_EQ(r.world->job_id_source, "hostname (Indexed Job)");
+}
+
+TEST(WorldJobId, OpenMpiJobId) {
+  auto r = discover({{"OMPI_COMM_WORLD_RANK", "0"},
+                     {"OMPI_COMM_WORLD_SIZE", "2"},
+                     {"MASTER_ADDR", "h"},
+                     {"OMPI_MCA_ess_base_jobid", "4242"}});
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->job_id, "4242");
+  EXPECT_EQ(r.world->job_id_source, "OMPI_MCA_ess_base_jobid");
+}
+
+// ---- describe() and weird input for the new variables ----
+
+TEST(WorldStore, DescribeMentionsExternalStoreAndJob) {
+  World w;
+  w.rank = 1;
+  w.world_size = 2;
+  w.node_name = "n";
+  w.hostname = "h";
+  w.master_addr = "fd00::7";
+  w.master_port = 29500;
+  w.source = "torchrun";
+  w.external_store = true;
+  w.store_host = "fd00::7";
+  w.store_port = 29500;
+  w.store_source = "TORCHELASTIC_USE_AGENT_STORE";
+  w.job_id = "run-7";
+  EXPECT_EQ(describe(w),
+            "rank 1/2 (local 0) on n (host h), master [fd00::7]:29500, from torchrun, store "
+            "[fd00::7]:29500 (external, TORCHELASTIC_USE_AGENT_STORE), job run-7");
+}
+
+TEST(WorldStore, WeirdNewInputNeverCrashes) {
+  const std::string weird[] = {"",        " ",     "\xff\xfe", "日本",  "[",
+                               "]",       "[]",    "[1-",      "::",    "tcp://[",
+                               "a[0-99999999999]", std::string(5000, '9'),
+                               std::string(5000, '[')};
+  const char* vars[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_JOB_ID",
+                        "SLURM_STEP_ID",       "PET_NPROC_PER_NODE", "TORCHELASTIC_USE_AGENT_STORE",
+                        "TORCHELASTIC_RESTART_COUNT", "NCCLSMOKE_JOB_ID", "TORCHELASTIC_RUN_ID"};
+  for (const auto& value : weird) {
+    for (const Env& base : {slurm_step(), torchrun_agent("True"), pytorchjob_pod("1")}) {
+      for (const char* var : vars) {
+        Env env = base;
+        env[var] = value;
+        auto r = discover(env);
+        bool has_error = false;
+        for (const auto& f : r.findings) {
+          has_error |= f.severity == "error";
+          EXPECT_LE(f.value.size(), 4 * 96u + 8);
+          for (char c : f.value + f.message + f.hint) {
+            unsigned char u = static_cast<unsigned char>(c);
+            EXPECT_TRUE(u >= 0x20 && u < 0x7f) << var << " message has byte " << int(u);
+          }
+        }
+        EXPECT_EQ(r.world.has_value(), !has_error) << var << "=" << value << "\n" << dump(r);
+        if (r.world) {
+          EXPECT_LE(r.world->job_id.size(), 128u);
+        }
+      }
+    }
+    WorldFlags flags{.store = value, .job_id = value};
+    auto r = discover(kTorchrun, flags);
+    EXPECT_FALSE(r.findings.empty());
+  }
 }
 
 }  // namespace

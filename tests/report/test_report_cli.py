@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """`ncclsmoke report` end to end, without a browser: a history imported from generated verdicts
 (made from a real launch), the HTML and Markdown it writes, Markdown on stdout, the empty window,
-and the usage errors (missing/corrupt history, bad --since, unwritable output: one line, exit 2).
+and the errors (missing history, bad --since, unwritable output: one line, exit 2; a corrupt
+history: one line with the move-aside hint, exit 7).
 
     /usr/bin/python3 tests/report/test_report_cli.py --binary build/ncclsmoke
 """
@@ -81,7 +82,11 @@ def main():
         corrupt = os.path.join(work, "corrupt.db")
         with open(corrupt, "wb") as f:
             f.write(b"this is not a database" * 200)
-        usage_error(run([b, "report", "--history", corrupt]), corrupt, "corrupt history")
+        p = run([b, "report", "--history", corrupt])
+        check(p.returncode == 7, f"corrupt history: exit 7, history unusable (got {p.returncode})")
+        check(len([l for l in p.stderr.splitlines() if l.strip()]) == 1
+              and corrupt + ".corrupt" in p.stderr,
+              f"corrupt history: one line with the move-aside hint (got {p.stderr!r})")
         usage_error(run([b, "report", "--history", db, "--since", "yesterday-ish"]), "--since",
                     "bad --since")
         usage_error(run([b, "report", "--history", db, "--html",

@@ -282,6 +282,110 @@ TEST_F(HistoryTest, BadFilesAreNamed) {
   }
 }
 
+// Each cause of an unusable history is classified and carries its own hint (issue 13).
+TEST_F(HistoryTest, GarbageFileIsCorruptWithTheMoveAsideHint) {
+  std::ofstream(db_) << "this is not a database, just some text that is long enough to matter\n"
+                     << std::string(200, 'x');
+  try {
+    History h(db_);
+    FAIL();
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.problem(), HistoryProblem::corrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mv " + db_ + " " + db_ + ".corrupt"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("ncclsmoke history import"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HistoryTest, DamagedPagesAreCorrupt) {
+  {
+    History h(db_);
+    for (int m = 0; m < 50; ++m) h.add(run_at(m, 1.0), "run");
+  }
+  {  // overwrite everything after the header page with garbage
+    std::fstream f(db_, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    std::string junk(64 * 1024, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
+  try {
+    History h(db_, false);
+    h.runs({});
+    h.count_runs();
+    FAIL() << "a damaged file read without error";
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.problem(), HistoryProblem::corrupt) << e.what();
+    EXPECT_NE(std::string(e.what()).find(".corrupt"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(HistoryTest, LockedNamesTheProcessHoldingIt) {
+  { History h(db_); }
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds the write lock for at most 20 s
+    sqlite3* db = nullptr;
+    if (sqlite3_open(db_.c_str(), &db) != SQLITE_OK) ::_exit(1);
+    if (sqlite3_exec(db, "BEGIN EXCLUSIVE", nullptr, nullptr, nullptr) != SQLITE_OK) ::_exit(2);
+    char c = 'x';
+    if (::write(ready[1], &c, 1) != 1) ::_exit(3);
+    ::sleep(20);
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the child could not take the lock";
+  ::close(ready[0]);
+  std::string what;
+  HistoryProblem problem = HistoryProblem::other;
+  try {
+    History h(db_, true, 300);
+    h.add(run_at(1, 1.0), "run");
+  } catch (const HistoryError& e) {
+    what = e.what();
+    problem = e.problem();
+  }
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  EXPECT_EQ(problem, HistoryProblem::locked) << what;
+  EXPECT_NE(what.find("held by pid " + std::to_string(child)), std::string::npos) << what;
+  EXPECT_NE(what.find("retried for 0.3 s"), std::string::npos) << what;
+}
+
+TEST_F(HistoryTest, ADirectoryAtThePathCannotBeOpened) {
+  fs::create_directories(db_);
+  try {
+    History h(db_);
+    FAIL();
+  } catch (const HistoryError& e) {
+    EXPECT_EQ(e.problem(), HistoryProblem::cannot_open) << e.what();
+    EXPECT_NE(std::string(e.what()).find(db_), std::string::npos) << e.what();
+  }
+}
+
+TEST(HistoryProblems, ClassifiesEachCause) {
+  EXPECT_EQ(classify_history_error(SQLITE_CORRUPT, 0), HistoryProblem::corrupt);
+  EXPECT_EQ(classify_history_error(SQLITE_NOTADB, 0), HistoryProblem::corrupt);
+  EXPECT_EQ(classify_history_error(SQLITE_BUSY, 0), HistoryProblem::locked);
+  EXPECT_EQ(classify_history_error(SQLITE_LOCKED, 0), HistoryProblem::locked);
+  EXPECT_EQ(classify_history_error(SQLITE_FULL, 0), HistoryProblem::full);
+  EXPECT_EQ(classify_history_error(SQLITE_IOERR_WRITE, ENOSPC), HistoryProblem::full);
+  EXPECT_EQ(classify_history_error(SQLITE_IOERR_FSYNC, EDQUOT), HistoryProblem::full);
+  EXPECT_EQ(classify_history_error(SQLITE_IOERR_READ, EIO), HistoryProblem::io);
+  EXPECT_EQ(classify_history_error(SQLITE_READONLY, 0), HistoryProblem::read_only);
+  EXPECT_EQ(classify_history_error(SQLITE_CANTOPEN, EROFS), HistoryProblem::read_only);
+  EXPECT_EQ(classify_history_error(SQLITE_CANTOPEN, ENOENT), HistoryProblem::cannot_open);
+  EXPECT_EQ(classify_history_error(SQLITE_MISUSE, 0), HistoryProblem::other);
+  std::string full = history_hint(HistoryProblem::full, "/var/lib/ncclsmoke/history.db", ENOSPC, 0);
+  EXPECT_NE(full.find("no space left on the history's filesystem (/var/lib/ncclsmoke)"),
+            std::string::npos) << full;
+  std::string ro = history_hint(HistoryProblem::read_only, "/h/history.db", EROFS, 0);
+  EXPECT_NE(ro.find("read-only"), std::string::npos) << ro;
+  EXPECT_EQ(kExitHistoryUnusable, 7);
+}
+
 TEST(HistoryTime, ParsesDurationsAndTimes) {
   double now = parse_rfc3339("2026-11-30T12:00:00Z");
   EXPECT_DOUBLE_EQ(parse_since("14d", now), now - 14 * 86400);

@@ -79,6 +79,47 @@ TEST(Merge, IdenticalFindingsDedupeAndUniteRanksAndHosts) {
   EXPECT_EQ(g.exit_code, 1);
 }
 
+// A dead rank seen by every survivor, each in its own words (the liveness watch, a transport):
+// one PEER_LOST, with the ranks that saw it; a loss of another rank stays apart.
+TEST(Merge, PeerLostAboutOneRankIsOneFindingWithItsReporters) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 closed the connection, seen by rank 0", {2}, {"c"}));
+  v0.findings.push_back(make_finding("PEER_LOST", "socket: rank 2 reset the ring", {2}, {"c"}));
+  v1.findings.push_back(make_finding("PEER_LOST", "rank 2 closed the connection, seen by rank 1", {2}, {"c"}));
+  v1.findings.push_back(make_finding("PEER_LOST", "rank 0 closed the connection", {0}, {"a"}));
+  Verdict g = merge_rank_verdicts({v0, v1});
+  std::vector<const Finding*> lost;
+  for (const auto& f : g.findings)
+    if (f.code == "PEER_LOST") lost.push_back(&f);
+  ASSERT_EQ(lost.size(), 2u);
+  EXPECT_EQ(lost[0]->ranks, (std::vector<int>{2}));
+  EXPECT_EQ(lost[0]->message, "rank 2 closed the connection, seen by rank 0");
+  EXPECT_EQ(lost[0]->evidence.at("reported_by"), (nlohmann::json{0, 1}));
+  EXPECT_EQ(lost[1]->ranks, (std::vector<int>{0}));
+  EXPECT_EQ(lost[1]->evidence.at("reported_by"), (nlohmann::json{1}));
+  auto errors = validate_verdict_json(to_json(g));
+  EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+// Rank 2 stopped on its own error (WORLD_MISMATCH naming itself) and still sent its view: the
+// others' PEER_LOST about it was a guess and goes; a PEER_LOST about a rank that sent nothing stays.
+TEST(Merge, RankThatExplainsItselfIsNotLost) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  auto v2 = view(2, "c", ok());
+  v2.findings.push_back(make_finding("WORLD_MISMATCH", "rank 2 has world size 5 but rank 0 has 4", {2}, {"c"}));
+  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
+  v1.findings.push_back(make_finding("PEER_LOST", "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
+  v1.findings.push_back(make_finding("PEER_LOST", "rank 3 closed the connection", {3}, {"d"}));
+  Verdict g = merge_rank_verdicts({v0, v1, v2});
+  std::vector<std::string> codes;
+  for (const auto& f : g.findings) codes.push_back(f.code + (f.ranks.empty() ? "" : std::to_string(f.ranks[0])));
+  EXPECT_NE(std::find(codes.begin(), codes.end(), "WORLD_MISMATCH2"), codes.end());
+  EXPECT_EQ(std::find(codes.begin(), codes.end(), "PEER_LOST2"), codes.end());
+  EXPECT_NE(std::find(codes.begin(), codes.end(), "PEER_LOST3"), codes.end());
+}
+
 TEST(Merge, DuplicateFindingTakesWorstSeverity) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());

@@ -1,6 +1,10 @@
 // Profiles: the shipped example parses, YAML and JSON both load, and bad input names the field.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
 #include "results/profile.h"
 
 using namespace ncclsmoke::results;
@@ -183,4 +187,70 @@ profiles:
   } catch (const ProfileError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/profiles.yaml"), std::string::npos);
   }
+}
+
+namespace {
+
+// Nine levels of ten aliases ("billion laughs"): 10^9 scalars once expanded.
+std::string alias_bomb(int levels = 9, int width = 10) {
+  std::string t = "l0: &l0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < levels; ++i) {
+    t += "l" + std::to_string(i) + ": &l" + std::to_string(i) + " [";
+    for (int k = 0; k < width; ++k) t += (k ? ", *l" : "*l") + std::to_string(i - 1);
+    t += "]\n";
+  }
+  return t + "profiles: [{name: x, transports: [{transport: socket, identity: {bomb: *l" +
+         std::to_string(levels - 1) + "}}]}]\n";
+}
+
+}  // namespace
+
+TEST(Profile, AliasBombIsRefusedNamingTheLimit) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string err = error_of(alias_bomb());
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("alias bomb (9 levels x 10) refused in %.1f ms\n", ms);
+  EXPECT_NE(err.find("YAML nodes once aliases are expanded"), std::string::npos) << err;
+  EXPECT_NE(err.find(std::to_string(kMaxYamlNodes)), std::string::npos) << err;
+}
+
+TEST(Profile, AliasBombFileIsRefusedNamingTheFile) {
+  std::string path = ::testing::TempDir() + "/bomb_profiles.yaml";
+  {
+    std::ofstream out(path);
+    out << alias_bomb();
+  }
+  try {
+    load_profiles_file(path);
+    FAIL() << "the bomb loaded";
+  } catch (const ProfileError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("alias bomb"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Profile, SmallAliasesStillLoad) {
+  // An anchor reused a few times is ordinary YAML and stays accepted.
+  auto ps = load_profiles(R"(
+profiles:
+  - name: a
+    transports:
+      - transport: socket
+        baselines: [&band {busbw_gbps: 2, gate_bytes: 1024, source: measured}]
+      - transport: fabric
+        baselines: [*band]
+)");
+  ASSERT_EQ(ps.size(), 1u);
+  ASSERT_EQ(ps[0].transports.size(), 2u);
+  EXPECT_EQ(ps[0].transports[1].by_world_size.at(0).busbw_gbps, 2);
+}
+
+TEST(Profile, DeepNestingAndNonScalarKeysAreProfileErrors) {
+  std::string deep = "profiles: ";
+  for (int i = 0; i < 80; ++i) deep += "[";
+  for (int i = 0; i < 80; ++i) deep += "]";
+  EXPECT_NE(error_of(deep).find("nested deeper than"), std::string::npos) << error_of(deep);
+  EXPECT_NE(error_of("? [a, b]\n: 1\n").find("is not a plain scalar"), std::string::npos)
+      << error_of("? [a, b]\n: 1\n");
 }

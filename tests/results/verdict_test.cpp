@@ -53,6 +53,33 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.env.at("NCCL_DEBUG"), "INFO");
 }
 
+// The job identity and the store the rank met at (issue: launchers) survive the round trip, are
+// absent when unknown, and a wrong dialect spelling is refused by the schema.
+TEST(VerdictJson, JobAndStoreRoundTrip) {
+  Verdict v = testing::full_sample();
+  EXPECT_FALSE(to_json(v).at("world").contains("store"));
+  EXPECT_FALSE(to_json(v).at("world").contains("job_id"));
+  v.world.job_id = "4242.0";
+  v.world.job_id_source = "SLURM_JOB_ID";
+  v.world.restart_count = 2;
+  v.world.sources = {{"master_addr", "SLURM_STEP_NODELIST"}, {"master_port", "SLURM_JOB_ID"}};
+  v.world.store = {"10.0.0.7", 29500, "torchelastic agent", "legacy", "torch<=2.0",
+                   "ncclsmoke/4242.0/2/"};
+  auto j = to_json(v);
+  Verdict back = verdict_from_json(j);
+  EXPECT_EQ(back.world.job_id, "4242.0");
+  EXPECT_EQ(back.world.job_id_source, "SLURM_JOB_ID");
+  EXPECT_EQ(back.world.restart_count, 2);
+  EXPECT_EQ(back.world.store.hosted_by, "torchelastic agent");
+  EXPECT_EQ(back.world.store.dialect, "legacy");
+  EXPECT_EQ(back.world.store.era, "torch<=2.0");
+  EXPECT_EQ(back.world.store.key_prefix, "ncclsmoke/4242.0/2/");
+  EXPECT_EQ(back.world.sources.at("master_port"), "SLURM_JOB_ID");
+  EXPECT_EQ(to_json(back), j);
+  j["world"]["store"]["dialect"] = "modrn";
+  EXPECT_THROW(verdict_from_json(j), VerdictFormatError);
+}
+
 TEST(VerdictJson, NotMeasuredIsNullNeverZero) {
   json j = to_json(testing::full_sample());
   const json& row = j["transports"][1];

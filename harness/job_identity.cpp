@@ -1,0 +1,108 @@
+#include "harness/job_identity.h"
+
+#include <cstddef>
+
+namespace ncclsmoke::harness {
+namespace {
+
+std::string trimmed(std::string_view s) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  while (!s.empty() && space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && space(s.back())) s.remove_suffix(1);
+  return std::string(s);
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return true;
+}
+
+class Lookup {
+ public:
+  explicit Lookup(const Environment& env) : env_(env) {}
+  std::optional<std::string> operator()(const char* name) const {
+    if (!env_) return std::nullopt;
+    try {
+      return env_(name);
+    } catch (...) {
+      return std::nullopt;
+    }
+  }
+
+ private:
+  const Environment& env_;
+};
+
+std::optional<JobIdentity> usable(const std::optional<std::string>& raw, const char* source) {
+  if (!raw) return std::nullopt;
+  std::string v = trimmed(*raw);
+  if (!job_id_problem(v).empty()) return std::nullopt;
+  return JobIdentity{v, source};
+}
+
+// <name>-master-<i> / <name>-worker-<i> -> <name> (training-operator names PyTorchJob pods so).
+std::optional<std::string> pytorchjob_name(const std::string& host) {
+  for (const char* role : {"-master-", "-worker-"}) {
+    auto at = host.rfind(role);
+    if (at == std::string::npos || at == 0) continue;
+    std::string_view index = std::string_view(host).substr(at + std::string_view(role).size());
+    if (all_digits(index)) return host.substr(0, at);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string job_id_problem(std::string_view raw) {
+  std::string v = trimmed(raw);
+  if (v.empty()) return "empty";
+  if (v.size() > kMaxJobIdLength)
+    return std::to_string(v.size()) + " characters long, more than " +
+           std::to_string(kMaxJobIdLength);
+  for (char c : v) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '/') return "contains '/', which separates store key levels";
+    if (u < 0x20 || u >= 0x7f) return "contains a control or non-ASCII byte";
+  }
+  return "";
+}
+
+std::optional<JobIdentity> discover_job_identity(const std::optional<std::string>& flag,
+                                                 const Environment& env,
+                                                 const std::string& hostname) {
+  try {
+    Lookup get(env);
+    if (auto j = usable(flag, "--job-id")) return j;
+    if (auto j = usable(get("NCCLSMOKE_JOB_ID"), "NCCLSMOKE_JOB_ID")) return j;
+    if (auto j = usable(get("TORCHELASTIC_RUN_ID"), "TORCHELASTIC_RUN_ID"); j && j->id != "none")
+      return j;
+    if (auto job = usable(get("SLURM_JOB_ID"), "SLURM_JOB_ID")) {
+      if (auto step = usable(get("SLURM_STEP_ID"), "SLURM_STEP_ID")) {
+        std::string both = job->id + "." + step->id;
+        if (both.size() <= kMaxJobIdLength) job->id = both;
+      }
+      return job;
+    }
+    if (auto j = usable(get("OMPI_MCA_ess_base_jobid"), "OMPI_MCA_ess_base_jobid")) return j;
+    if (auto j = usable(get("PMIX_NAMESPACE"), "PMIX_NAMESPACE")) return j;
+    const std::string host = trimmed(hostname);
+    if (get("KUBERNETES_SERVICE_HOST")) {
+      if (auto name = pytorchjob_name(host))
+        if (auto j = usable(*name, "hostname (PyTorchJob)")) return j;
+    }
+    if (auto index = get("JOB_COMPLETION_INDEX")) {
+      std::string suffix = "-" + trimmed(*index);
+      if (all_digits(trimmed(*index)) && host.size() > suffix.size() &&
+          host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0)
+        if (auto j = usable(host.substr(0, host.size() - suffix.size()), "hostname (Indexed Job)"))
+          return j;
+    }
+  } catch (...) {
+    // Allocation failure only: no identity rather than a crash.
+  }
+  return std::nullopt;
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,41 @@
+#pragma once
+// The job a rank belongs to, so that two jobs sharing a store (two Slurm jobs on one node on the
+// default port, a training job and the smoke test on torchrun's agent store) never read each
+// other's keys. Every key of a run lives under ncclsmoke/<job id>/<restart>/ (run_command.cpp).
+//
+// Sources, first usable one wins: --job-id, NCCLSMOKE_JOB_ID, TORCHELASTIC_RUN_ID (except
+// torchrun's default "none", which names no job), SLURM_JOB_ID (with a usable SLURM_STEP_ID:
+// "<job>.<step>"), Open MPI's OMPI_MCA_ess_base_jobid, then PMIX_NAMESPACE, a PyTorchJob pod's
+// host name (<name>-master-<i> / <name>-worker-<i> -> <name>, only inside Kubernetes, i.e. with
+// KUBERNETES_SERVICE_HOST set, which the kubelet gives every container), an Indexed Job pod's host
+// name (<job>-<JOB_COMPLETION_INDEX> -> <job>). None of them: "" (the run then uses the fixed
+// namespace "local", as before job identities existed). Every source is one value shared by all
+// ranks of a job, so the ranks agree on the namespace without talking.
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "harness/world.h"
+
+namespace ncclsmoke::harness {
+
+struct JobIdentity {
+  std::string id;      // printable ASCII, at most 128 characters; never contains '/'
+  std::string source;  // the flag or variable it came from ("--job-id", "SLURM_JOB_ID", ...,
+                       // "hostname (PyTorchJob)", "hostname (Indexed Job)")
+};
+
+inline constexpr std::size_t kMaxJobIdLength = 128;
+
+// Never throws. `flag` is --job-id when given. Values are trimmed of surrounding whitespace. An
+// unusable value (empty, '/', control or non-ASCII bytes, over 128 characters) in a variable is
+// skipped in favour of the next source; in --job-id it is skipped here too and reported by
+// discover_world as CONFIG_INVALID (job_id_problem says why).
+std::optional<JobIdentity> discover_job_identity(const std::optional<std::string>& flag,
+                                                 const Environment& env,
+                                                 const std::string& hostname);
+
+// Why `value` (after trimming) cannot be a job id ("empty", "contains '/'", ...), or "" if it can.
+std::string job_id_problem(std::string_view value);
+
+}  // namespace ncclsmoke::harness
