@@ -412,13 +412,18 @@ class RunSession {
     demote_consequences_of_stall();
   }
 
-  // Blame the root, not the neighbour: once a rank is known frozen (PEER_STALLED), the timeouts
-  // and lost connections the transports then saw among the others follow from it. They stay in
-  // the verdict as information, pointing at the stalled rank, and blame no one. Call with mu_ held.
+  // Blame the root, not the neighbour: once the liveness watch knows a rank is frozen
+  // (PEER_STALLED) or dead (its PEER_LOST), the timeouts and lost connections the transports then
+  // saw among the others follow from it. They stay in the verdict as information, pointing at
+  // that rank, and blame no one. Call with mu_ held.
   void demote_consequences_of_stall() {
     std::vector<int> stalled;
-    for (const auto& f : verdict_.findings)
-      if (f.code == "PEER_STALLED" && f.severity == "error") stalled.insert(stalled.end(), f.ranks.begin(), f.ranks.end());
+    for (const auto& f : verdict_.findings) {
+      bool from_watch = f.code == "PEER_LOST" && f.evidence.is_object() &&
+                        f.evidence.value("source", "") == "liveness watch";
+      if ((f.code == "PEER_STALLED" || from_watch) && f.severity == "error")
+        stalled.insert(stalled.end(), f.ranks.begin(), f.ranks.end());
+    }
     if (stalled.empty()) return;
     std::string who;
     for (int r : stalled) who += (who.empty() ? "rank " : ", ") + std::to_string(r);
@@ -430,7 +435,7 @@ class RunSession {
       if (f.code == "PEER_STALLED" || !consequence || f.severity != "error") continue;
       if (f.code == "PEER_LOST" && about_stalled) continue;  // it also died: that stays
       f.severity = "info";
-      f.message = "a consequence of " + who + " stopping to answer: " + f.message;
+      f.message = "a consequence of " + who + " stopping (frozen or dead): " + f.message;
       if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
       f.evidence["consequence_of"] = stalled;
     }
@@ -482,6 +487,8 @@ class RunSession {
               "went away",
           {lost.rank}, {lost.host});
       f.layer = "run";
+      f.evidence = nlohmann::json{{"source", "liveness watch"}, {"how", lost.how},
+                                  {"after_s", lost.after_s}};
       verdict_.findings.push_back(std::move(f));
     }
     for (auto& ri : verdict_.ranks)
