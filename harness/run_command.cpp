@@ -104,6 +104,13 @@ std::string host_part(const std::string& host_port) {
   return split_host_port(host_port, h, p) ? h : host_port;
 }
 
+// Whether a finding with `code` already names `rank` (one finding per dead or frozen rank).
+bool names_rank(const std::vector<results::Finding>& findings, const std::string& code, int rank) {
+  return std::any_of(findings.begin(), findings.end(), [&](const results::Finding& f) {
+    return f.code == code && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
+  });
+}
+
 class RunSession {
  public:
   explicit RunSession(RunOptions o) : o_(std::move(o)), start_(Clock::now()) {
@@ -409,14 +416,14 @@ class RunSession {
     for (auto& r : out.rows) verdict_.transports.push_back(std::move(r));
     for (auto& i : out.identities) verdict_.identities.push_back(std::move(i));
     for (auto& f : out.findings) verdict_.findings.push_back(std::move(f));
-    demote_consequences_of_stall();
+    demote_consequences();
   }
 
   // Blame the root, not the neighbour: once the liveness watch knows a rank is frozen
   // (PEER_STALLED) or dead (its PEER_LOST), the timeouts and lost connections the transports then
   // saw among the others follow from it. They stay in the verdict as information, pointing at
   // that rank, and blame no one. Call with mu_ held.
-  void demote_consequences_of_stall() {
+  void demote_consequences() {
     std::vector<int> stalled;
     for (const auto& f : verdict_.findings) {
       bool from_watch = f.code == "PEER_LOST" && f.evidence.is_object() &&
@@ -453,6 +460,8 @@ class RunSession {
     }
     po.bind_address = o_.mesh_bind.empty() ? self_.local_address : o_.mesh_bind;
     po.advertise_address = po.bind_address;
+    // The mesh's listener is closed by now: the watch listens in the same allowed range.
+    parse_port_range(o_.mesh_port_range, po.port_min, po.port_max);
     po.full_threshold = o_.mesh_threshold;
     po.random_peers = o_.mesh_random_peers;
     po.deadline = earliest(Clock::now() + ms(std::max(2.0, o_.pair_timeout_s)), run_deadline_);
@@ -473,11 +482,7 @@ class RunSession {
 
   void on_peer_lost(const LostPeer& lost) {
     std::lock_guard lock(mu_);
-    bool named = std::any_of(verdict_.findings.begin(), verdict_.findings.end(), [&](const auto& f) {
-      return f.code == "PEER_LOST" &&
-             std::find(f.ranks.begin(), f.ranks.end(), lost.rank) != f.ranks.end();
-    });
-    if (!named) {
+    if (!names_rank(verdict_.findings, "PEER_LOST", lost.rank)) {
       auto f = results::make_finding(
           "PEER_LOST",
           "rank " + std::to_string(lost.rank) + " (host " + lost.host + ") " + lost.how +
@@ -501,10 +506,7 @@ class RunSession {
   // The callbacks run on the watch thread: they only record, under mu_, and return.
   void on_peer_silent(const SilentPeer& s) {
     std::lock_guard lock(mu_);
-    bool named = std::any_of(verdict_.findings.begin(), verdict_.findings.end(), [&](const auto& f) {
-      return f.code == "PEER_STALLED" && f.ranks == std::vector<int>{s.rank};
-    });
-    if (named) return;
+    if (names_rank(verdict_.findings, "PEER_STALLED", s.rank)) return;
     auto f = results::make_finding(
         "PEER_STALLED",
         "rank " + std::to_string(s.rank) + " (host " + s.host + ") stopped answering for " +
@@ -609,7 +611,8 @@ class RunSession {
     for (const auto& id : join_.present) {
       if (id.rank == 0) continue;
       // A rank the mesh probe already found silent is dead: its verdict will not come, and
-      // waiting `deadline` for it only delays the global verdict (the kill -9 scenario).
+      // waiting `deadline` for it only delays the global verdict (the kill -9 scenario). The
+      // watch is asked each time: a rank may die while the others are being gathered.
       auto lost = watch_lost();
       bool known_dead = std::find(mesh_.silent_ranks.begin(), mesh_.silent_ranks.end(),
                                   id.rank) != mesh_.silent_ranks.end() ||
@@ -630,11 +633,7 @@ class RunSession {
       }
       // Named in rank 0's own view, so the merge knows why this rank's view is absent.
       auto& mine = views.front();
-      bool named = std::any_of(mine.findings.begin(), mine.findings.end(), [&](const auto& f) {
-        return f.code == "PEER_LOST" &&
-               std::find(f.ranks.begin(), f.ranks.end(), id.rank) != f.ranks.end();
-      });
-      if (!named)
+      if (!names_rank(mine.findings, "PEER_LOST", id.rank))
         mine.findings.push_back(results::Finding{
             "PEER_LOST", "error", "run", {id.rank}, {id.host},
             "rank " + std::to_string(id.rank) + " (host " + id.host +
@@ -662,16 +661,14 @@ class RunSession {
   }
 
   // A rank rank 0 took for dead posted a verdict whose own error names itself: that error is the
-  // cause, and the rank reads "failed" with its own code.
+  // cause, and the rank reads "failed" with its own code (the merge drops the PEER_LOST guesses
+  // about it, results/merge.cpp).
   static void explained_by_itself(results::Verdict& mine, const results::Verdict& theirs,
                                   int rank) {
-    const results::Finding* cause = nullptr;
-    for (const auto& f : theirs.findings)
-      if (f.severity == "error" && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end()) {
-        cause = &f;
-        break;
-      }
-    if (!cause) return;  // the merge drops the PEER_LOST guesses about it (results/merge.cpp)
+    auto cause = std::find_if(theirs.findings.begin(), theirs.findings.end(), [&](const auto& f) {
+      return f.severity == "error" && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
+    });
+    if (cause == theirs.findings.end()) return;
     for (auto& ri : mine.ranks)
       if (ri.rank == rank) {
         ri.status = "failed";

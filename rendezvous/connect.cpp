@@ -22,6 +22,8 @@
 #include <random>
 #include <thread>
 
+#include "rendezvous/socket_io.h"
+
 namespace ncclsmoke::rendezvous {
 namespace {
 
@@ -245,11 +247,6 @@ class AttemptLog {
   std::size_t distinct_dropped_ = 0;
 };
 
-std::string host_port(const std::string& host, uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 }  // namespace
 
 ErrorClass classify_errno(int err) {
@@ -345,7 +342,7 @@ std::string interface_of(const sockaddr* addr) {
 Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
                       const Backoff& backoff) {
   const auto start = Clock::now();
-  const std::string target = host_port(host, port);
+  const std::string target = join_host_port(host, port);
   if (expired(deadline))
     throw StoreError(ErrorClass::timed_out, "could not connect to " + target +
                                                 ": the deadline had already passed before the "

@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "rendezvous/connect.h"
-#include "rendezvous/listen.h"
+#include "rendezvous/socket_io.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -33,38 +33,6 @@ std::string hello(int rank) {
   uint32_t r = static_cast<uint32_t>(rank);
   h.append(reinterpret_cast<const char*>(&r), 4);
   return h;
-}
-
-// Sends and receives exactly n bytes before the deadline; false on timeout, EOF or error.
-bool send_all(int fd, const std::string& data, Deadline deadline) {
-  std::size_t off = 0;
-  while (off < data.size()) {
-    pollfd p{fd, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(remaining(deadline).count())) <= 0) return false;
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-bool recv_exact(int fd, std::size_t n, std::string& out, Deadline deadline) {
-  out.resize(n);
-  std::size_t off = 0;
-  while (off < n) {
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(remaining(deadline).count())) <= 0) return false;
-    ssize_t got = ::recv(fd, out.data() + off, n - off, 0);
-    if (got <= 0) {
-      if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
-    }
-    off += static_cast<std::size_t>(got);
-  }
-  return true;
 }
 
 // Answers each dial with our hello. One thread serves every connection with poll(), so a slow or
@@ -165,11 +133,6 @@ class Listener {
   std::thread thread_;
 };
 
-std::string join_host_port(const std::string& host, uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 enum class PairOutcome { passed, blocked, untested };
 
 struct PairResult {
@@ -201,7 +164,7 @@ std::optional<PairFailure> dial_hello(int self, int peer, const std::string& add
     auto conn = connect_tcp(host, port, deadline, quick);
     std::string reply;
     bool sent = send_all(conn.fd, hello(self), deadline);
-    bool ok = sent && recv_exact(conn.fd, 8, reply, deadline);
+    bool ok = sent && recv_exact(conn.fd, 8, reply, deadline).empty();
     ::close(conn.fd);
     uint32_t their = 0;
     if (ok && reply.compare(0, 4, kHelloMagic, 4) == 0) {

@@ -21,7 +21,7 @@
 #include <thread>
 
 #include "rendezvous/connect.h"
-#include "rendezvous/listen.h"
+#include "rendezvous/socket_io.h"
 #include "rendezvous/mesh.h"
 
 namespace ncclsmoke::rendezvous {
@@ -62,64 +62,6 @@ std::string hello(int rank) {
   return h;
 }
 
-
-std::string join_host_port(const std::string& host, uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
-int poll_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
-
-bool send_all(int fd, const std::string& data, Deadline deadline) {
-  std::size_t off = 0;
-  while (off < data.size()) {
-    pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, poll_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) {
-      if (expired(deadline)) return false;
-      continue;
-    }
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// "" on success, else why.
-std::string recv_exact(int fd, std::size_t n, std::string& out, Deadline deadline) {
-  out.resize(n);
-  std::size_t off = 0;
-  while (off < n) {
-    pollfd p{fd, POLLIN, 0};
-    int rc = ::poll(&p, 1, poll_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) {
-      if (expired(deadline)) return "no handshake reply before the deadline";
-      continue;
-    }
-    ssize_t got = ::recv(fd, out.data() + off, n - off, 0);
-    if (got == 0) return "the peer closed the connection during the handshake";
-    if (got < 0) {
-      if (errno == EINTR || errno == EAGAIN) continue;
-      return std::string("handshake failed: ") + std::strerror(errno);
-    }
-    off += static_cast<std::size_t>(got);
-  }
-  return "";
-}
-
-int listen_on(const PeerWatchOptions& opt, uint16_t& port_out) {
-  auto l = listen_in_range(opt.bind_address, opt.port_min, opt.port_max, 1024,
-                           "peer watch: rank " + std::to_string(opt.rank));
-  port_out = l.port;
-  return l.fd;
-}
-
 std::string errno_how(int err) {
   switch (err) {
     case ECONNRESET: return "reset (ECONNRESET)";
@@ -146,7 +88,10 @@ class PeerWatchImpl final : public PeerWatch {
 
   void setup(Store& store) {
     check_options();
-    listen_fd_ = listen_on(opt_, port_);
+    auto listening = listen_in_range(opt_.bind_address, opt_.port_min, opt_.port_max, 1024,
+                                     "peer watch: rank " + std::to_string(opt_.rank));
+    listen_fd_ = listening.fd;
+    port_ = listening.port;
     event_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (event_fd_ < 0)
       throw StoreError(ErrorClass::other, "peer watch: rank " + std::to_string(opt_.rank) +
@@ -372,7 +317,8 @@ class PeerWatchImpl final : public PeerWatch {
     std::string reply;
     std::string why;
     if (!send_all(fd, hello(opt_.rank), opt_.deadline)) why = "could not send the handshake";
-    else why = recv_exact(fd, kHelloSize, reply, opt_.deadline);
+    else if (auto e = recv_exact(fd, kHelloSize, reply, opt_.deadline); !e.empty())
+      why = "handshake: " + e;
     if (why.empty() && reply.compare(0, 4, kMagic, 4) != 0)
       why = "something other than an ncclsmoke peer watch answered";
     if (why.empty() && static_cast<int>(read_u32(reply.data() + 4)) != peer)

@@ -376,8 +376,10 @@ struct TcpStore::Impl {
     }
   }
 
-  // A no-reply op that older servers lack: a GETNUMKEYS right behind it sees the close on it.
-  void newer_no_reply_op(const Request& req, const char* needs) {
+  // Sends a no-reply op with a GETNUMKEYS right behind it: a server that does not know the op
+  // closes the connection on it silently, and the probe's reply turns that into
+  // StoreError(reset) here instead of a lost write.
+  void send_probed(const Request& req) {
     const char* op = wire::to_string(req.op);
     ensure_open(op);
     Request probe_req = make(Op::num_keys);
@@ -394,38 +396,30 @@ struct TcpStore::Impl {
       throw StoreError(ErrorClass::timed_out, std::string(op) + on_keys(req.keys) + " to " +
                                                   peer() + " timed out after " +
                                                   seconds_text_fine(seconds_since(start)));
+    }
+  }
+
+  // A no-reply op that older servers lack (QUEUE_PUSH).
+  void newer_no_reply_op(const Request& req, const char* needs) {
+    try {
+      send_probed(req);
     } catch (const StoreError& e) {
       if (e.error_class() != ErrorClass::reset) throw;
-      unsupported(op, needs, e);
+      unsupported(wire::to_string(req.op), needs, e);
     }
   }
 
   // A no-reply extension op (APPEND, MULTI_SET) in the legacy dialect: a torch <= 2.0 server does
-  // not know it and closes the connection, silently. A GETNUMKEYS sent right behind it turns that
-  // into an error here instead of a lost write.
+  // not know it.
   void legacy_extension(const Request& req) {
-    const char* op = wire::to_string(req.op);
-    const auto& keys = req.keys;
-    ensure_open(op);
-    Request probe = make(Op::num_keys);
-    std::string out;
-    encode(req, out);
-    encode(probe, out);
-    auto start = Clock::now();
-    Deadline d = op_deadline();
     try {
-      send_all(out, d, op, keys);
-      read_reply(probe, d, op, keys);
-    } catch (const IoTimeout&) {
-      close_fd();
-      throw StoreError(ErrorClass::timed_out, std::string(op) + on_keys(keys) + " to " +
-                                                  peer() + " timed out after " +
-                                                  seconds_text_fine(seconds_since(start)));
+      send_probed(req);
     } catch (const StoreError& e) {
       if (e.error_class() != ErrorClass::reset) throw;
       throw StoreError(ErrorClass::invalid,
-                       std::string(op) + " needs the modern dialect (torch >= 2.1) or an "
-                       "ncclsmoke server: the legacy server at " + peer() + era_note() +
+                       std::string(wire::to_string(req.op)) +
+                           " needs the modern dialect (torch >= 2.1) or an ncclsmoke server: the "
+                           "legacy server at " + peer() + era_note() +
                            " closed the connection on it (" + e.what() + ")");
     }
   }

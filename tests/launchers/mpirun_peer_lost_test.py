@@ -57,14 +57,13 @@ def children_of(pid):
 
 
 def descendants(pid):
-    seen, todo = [], [pid]
-    while todo and len(seen) < 10000:
-        p = todo.pop()
-        for c in children_of(p):
+    seen, todo = set(), [pid]
+    while todo and len(seen) < 10000:  # bounded: a process tree, not a cycle, but still
+        for c in children_of(todo.pop()):
             if c not in seen:
-                seen.append(c)
+                seen.add(c)
                 todo.append(c)
-    return seen
+    return sorted(seen)
 
 
 def environ_of(pid):

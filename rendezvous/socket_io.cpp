@@ -1,7 +1,8 @@
-#include "rendezvous/listen.h"
+#include "rendezvous/socket_io.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -63,6 +64,58 @@ Listening listen_in_range(const std::string& bind_address, uint16_t port_min, ui
   out.port = ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port)
                                      : ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
   return out;
+}
+
+namespace {
+// Wakes at least once a second, so a deadline is never overslept by a long poll.
+int poll_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
+}  // namespace
+
+std::string join_host_port(const std::string& host, uint16_t port) {
+  bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+bool send_all(int fd, const std::string& data, Deadline deadline) {
+  std::size_t off = 0;
+  while (off < data.size()) {
+    pollfd p{fd, POLLOUT, 0};
+    int rc = ::poll(&p, 1, poll_ms(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) {
+      if (expired(deadline)) return false;
+      continue;
+    }
+    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+    if (n <= 0) {
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      return false;
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+std::string recv_exact(int fd, std::size_t n, std::string& out, Deadline deadline) {
+  out.resize(n);
+  std::size_t off = 0;
+  while (off < n) {
+    pollfd p{fd, POLLIN, 0};
+    int rc = ::poll(&p, 1, poll_ms(deadline));
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc <= 0) {
+      if (expired(deadline)) return "timed out";
+      continue;
+    }
+    ssize_t got = ::recv(fd, out.data() + off, n - off, 0);
+    if (got == 0) return "the peer closed the connection";
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return std::strerror(errno);
+    }
+    off += static_cast<std::size_t>(got);
+  }
+  return "";
 }
 
 }  // namespace ncclsmoke::rendezvous
