@@ -29,7 +29,8 @@
 #   NCCLSMOKE_METRICS_JOB    job label of the metrics, default ncclsmoke
 #   NCCLSMOKE_PUSHGATEWAY    http(s)://host:port of a Pushgateway; optional
 #   NCCLSMOKE_TEXTFILE_DIR   node-exporter textfile directory; optional
-#   NCCLSMOKE_HISTORY        SQLite run history; optional
+#   NCCLSMOKE_HISTORY        run history: an SQLite path or a postgresql:// URL (credentials
+#                            from PGUSER/PGPASSWORD, never in the URL); optional
 #   NCCLSMOKE_HISTORY_KEEP   with NCCLSMOKE_HISTORY: after publishing, remove runs older than
 #                            this (e.g. 90d, 12w); optional. A failed prune is only a warning.
 #   NCCLSMOKE_FAIL_ON        verdicts that fail the pod: a list of fail, degraded, inconclusive
@@ -152,7 +153,7 @@ if [ "$index" -eq 0 ] && [ "$publish" = 1 ]; then
   esac
   word NCCLSMOKE_PUSHGATEWAY "a Pushgateway URL"
   word NCCLSMOKE_TEXTFILE_DIR "a directory"
-  word NCCLSMOKE_HISTORY "a file path"
+  word NCCLSMOKE_HISTORY "an SQLite path or a postgresql:// URL without credentials"
   case ${NCCLSMOKE_HISTORY_KEEP-} in
     '') ;;
     *[!0-9dhw]* | [dhw]* | *[0-9] | *[dhw]*[dhw]*) usage "NCCLSMOKE_HISTORY_KEEP is '$NCCLSMOKE_HISTORY_KEEP', not a duration like 90d, 12w or 720h" ;;

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "results/finding_codes.h"
 #include "results/history.h"
@@ -212,6 +213,58 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
     findings.samples.push_back(
         {labels({{"code", key.first}, {"severity", key.second}}), static_cast<double>(n)});
   fs.push_back(std::move(findings));
+
+  // Suspect hosts: one series per (code, severity, host) a finding names; bounded (see the header).
+  struct Suspect {
+    int severity_rank;
+    std::string code, severity, host, node;
+    bool operator<(const Suspect& o) const {
+      return std::tie(severity_rank, code, host, node, severity) <
+             std::tie(o.severity_rank, o.code, o.host, o.node, o.severity);
+    }
+  };
+  auto severity_rank = [](const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; };
+  std::map<int, const results::RankInfo*> rank_info;
+  std::map<std::string, std::string> node_of;  // host -> the first non-empty node of its ranks
+  for (const auto& r : v.ranks) {
+    rank_info.emplace(r.rank, &r);
+    if (!r.host.empty() && !r.node.empty()) node_of.emplace(r.host, r.node);
+  }
+  std::set<Suspect> suspects;
+  for (const auto& f : v.findings)
+    for (const auto& h : f.hosts) {
+      if (h.empty()) continue;
+      // The node of the finding's own ranks on that host (several ranks of one host may run on
+      // "nodes" of their own under `launch`); else any rank's of that host; else the host.
+      std::set<std::string> nodes;
+      for (int r : f.ranks) {
+        auto it = rank_info.find(r);
+        if (it != rank_info.end() && it->second->host == h && !it->second->node.empty())
+          nodes.insert(it->second->node);
+      }
+      if (nodes.empty()) {
+        auto it = node_of.find(h);
+        nodes.insert(it == node_of.end() ? h : it->second);
+      }
+      for (const auto& n : nodes) suspects.insert({severity_rank(f.severity), f.code, f.severity, h, n});
+    }
+  Family suspect{"ncclsmoke_suspect_host",
+                 "1 per (finding code, severity, host) a finding of the last smoke run names; node "
+                 "is the host's Kubernetes node. One series without code/host (value 0) when none.",
+                 {}};
+  std::size_t listed = 0;
+  for (const auto& s : suspects) {
+    if (listed == kMaxSuspectSeries) break;
+    suspect.samples.push_back(
+        {labels({{"code", s.code}, {"severity", s.severity}, {"host", s.host}, {"node", s.node}}), 1.0});
+    ++listed;
+  }
+  if (suspect.samples.empty()) suspect.samples.push_back({labels(), 0.0});
+  fs.push_back(std::move(suspect));
+  fs.push_back({"ncclsmoke_suspect_hosts_omitted",
+                "(code, severity, host) pairs named by findings but left out of "
+                "ncclsmoke_suspect_host (over its series limit).",
+                {{labels(), static_cast<double>(suspects.size() - listed)}}});
 
   fs.push_back({"ncclsmoke_build_info", "Version of the ncclsmoke that ran (always 1).",
                 {{labels({{"version", v.tool.version.empty() ? "unknown" : v.tool.version}}), 1.0}}});

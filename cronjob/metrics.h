@@ -30,11 +30,28 @@
 //                                                    warning, so alerts resolve instead of going
 //                                                    stale
 //   ncclsmoke_build_info{version}                    1; the version of the tool that ran
+//   ncclsmoke_suspect_host{code,severity,host,node}  1 per (finding code, severity, host) that a
+//                                                    finding names: the suspect node on the
+//                                                    dashboard and in the alerts. `host` is the
+//                                                    rank's hostname (in a pod: the pod's), `node`
+//                                                    the Kubernetes node (RankInfo::node: NODE_NAME,
+//                                                    else hostname) of the finding's ranks on that
+//                                                    host, else of any rank of that host, else the
+//                                                    host itself.
+//                                                    Bounded: only hosts findings name, at most
+//                                                    kMaxSuspectSeries, errors first, then
+//                                                    warnings, then info. When no finding names a
+//                                                    host: one series without code/severity/host/
+//                                                    node, value 0 — a POST must carry the family,
+//                                                    or the Pushgateway keeps the last run's hosts.
+//   ncclsmoke_suspect_hosts_omitted                  the (code, severity, host) pairs over that
+//                                                    limit (0 normally)
 // HELP texts are part of the contract too: the Pushgateway rejects a push (HTTP 400) whose HELP
 // differs from the same family's in another group, e.g. one pushed by an older version.
 // A number that was not measured (NaN) is omitted, never written as 0 or NaN: a missing bandwidth
 // must not read as "zero bandwidth" on a dashboard.
 #include <cmath>
+#include <cstddef>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +61,10 @@
 namespace ncclsmoke::cronjob {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
+
+// The most ncclsmoke_suspect_host series one verdict yields (a cluster-wide outage that names
+// every host must not become thousands of series per run).
+inline constexpr std::size_t kMaxSuspectSeries = 64;
 
 struct MetricsOptions {
   std::string cluster = "default";

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -117,7 +118,12 @@ int drain_spool(results::History& h, const std::string& history_path, std::ostre
 
 }  // namespace
 
-std::string spool_dir(const std::string& history_path) { return history_path + ".spool"; }
+std::string spool_dir(const std::string& history_path) {
+  const char* env = std::getenv("NCCLSMOKE_SPOOL_DIR");
+  if (env && *env) return env;
+  if (results::is_history_url(history_path)) return kDefaultUrlSpoolDir;
+  return history_path + ".spool";
+}
 
 std::vector<std::string> parse_fail_on(const std::string& text) {
   std::vector<std::string> out;
@@ -203,19 +209,21 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
 
   // 1. History first: the run is kept whatever happens to the metrics.
   bool history_ok = true;
+  const std::string shown = results::redact_history_url(o.history_path);  // never the password
   if (!o.history_path.empty()) {
     try {
       results::History h(o.history_path);
+      h.set_cluster(o.cluster);
       auto added = h.add(v, "publish");
       mo.last_success_unix = last_success_in(h, profile);
       drain_spool(h, o.history_path, progress, err, o.quiet);
       if (!o.quiet)
         progress << "history: " << (added.added ? "added" : "already had") << " run " << v.run_id
-            << " in " << o.history_path << " (" << h.count_runs() << " runs)\n";
+            << " in " << h.path() << " (" << h.count_runs() << " runs)\n";
     } catch (const std::exception& e) {
       history_ok = false;
-      std::string why = e.what();  // HistoryError names the file; other errors may not
-      if (why.find(o.history_path) == std::string::npos) why = o.history_path + ": " + why;
+      std::string why = e.what();  // HistoryError names the history; other errors may not
+      if (why.find(shown) == std::string::npos) why = shown + ": " + why;
       err << "ncclsmoke publish: error: history not written: " << why << "\n";
       try {
         std::string spooled = spool_verdict(o.history_path, o.verdict_path, v.run_id);
@@ -224,7 +232,7 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
       } catch (const std::exception& se) {
         err << "ncclsmoke publish: error: run " << v.run_id << " not spooled either: " << se.what()
             << "; the verdict stays in " << o.verdict_path
-            << ": store it later with `ncclsmoke history import --history " << o.history_path
+            << ": store it later with `ncclsmoke history import --history " << shown
             << " " << o.verdict_path << "`\n";
       }
     }

@@ -17,8 +17,11 @@
 //
 // Spool: a run that could not be stored is not lost. When the history write fails, the verdict
 // file's bytes are written atomically (temp file, fsync, rename) to spool_dir(history)/
-// <run_id>.json, i.e. next to the history (`history.db.spool/`, on the same volume; only that one
-// directory is created, never the history's own missing directory). Every publish whose history
+// <run_id>.json: $NCCLSMOKE_SPOOL_DIR when set; else, for a file, next to the history
+// (`history.db.spool/`, on the same volume); for a postgresql:// URL (the server is what failed)
+// a local directory, ./ncclsmoke-history.spool relative to the working directory (in a pod,
+// set NCCLSMOKE_SPOOL_DIR to a persistent volume, or spooled runs die with the pod). Only that
+// one directory is created, never its missing parent. The history's password is never printed. Every publish whose history
 // write succeeds then stores each spooled verdict (oldest name first, at most kMaxSpoolDrain per
 // publish) and deletes its file; a spooled file that is not a valid verdict is renamed
 // <name>.bad and named in a warning, never retried forever. Draining never changes the exit code
@@ -36,16 +39,18 @@ inline constexpr int kExitMetricsNotDelivered = 5;
 inline constexpr int kExitHistoryFailed = 6;
 inline constexpr int kMaxSpoolDrain = 10000;
 
-// Where runs wait when `history_path` cannot be written: "<history_path>.spool".
+// Where runs wait when `history_path` cannot be written: $NCCLSMOKE_SPOOL_DIR, else
+// "<history_path>.spool" for a file and kDefaultUrlSpoolDir for a postgresql:// URL.
+inline constexpr const char* kDefaultUrlSpoolDir = "ncclsmoke-history.spool";
 std::string spool_dir(const std::string& history_path);
 
 struct PublishOptions {
   std::string verdict_path;
   std::string pushgateway_url;   // "" no push
   std::string textfile_dir;      // "" no textfile
-  std::string history_path;      // "" no history
+  std::string history_path;      // "" no history; an SQLite file or a postgresql:// URL
   std::string job = "ncclsmoke";
-  std::string cluster = "default";
+  std::string cluster = "default";  // metrics label, and recorded with the run in the history
   std::vector<std::string> fail_on = {"fail", "degraded", "inconclusive"};
   double timeout_s = 10;         // per push attempt
   int retries = 3;

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 
+#include "harness/log.h"
 #include "harness/commands.h"
 #include "results/baseline_learn.h"
 #include "results/history.h"
@@ -37,7 +38,7 @@ struct LearnFlags {
 };
 
 int usage(const std::string& msg) {
-  std::cerr << "ncclsmoke baseline learn: error: " << msg << "\n";
+  log_error("ncclsmoke baseline learn: error: " + msg);
   return kExitUsage;
 }
 
@@ -66,7 +67,7 @@ int learn(const LearnFlags& f) {
     return usage(std::string("--since: ") + e.what());
   }
   std::error_code ec;
-  if (!fs::is_regular_file(f.history, ec))
+  if (!is_history_url(f.history) && !fs::is_regular_file(f.history, ec))
     return usage("--history: '" + f.history + "' does not exist or is not a file");
 
   std::vector<HistoryGate> gates;
@@ -87,7 +88,7 @@ int learn(const LearnFlags& f) {
     }
     gates = h.gates(q);
   } catch (const HistoryError& e) {
-    std::cerr << "ncclsmoke baseline learn: error: --history: " << e.what() << "\n";
+    log_error(std::string("ncclsmoke baseline learn: error: --history: ") + e.what());
     return kExitHistoryUnusable;
   }
 
@@ -109,31 +110,31 @@ int learn(const LearnFlags& f) {
     for (const auto& run : all_runs) ++verdicts[run.verdict];
     std::string seen;
     for (const auto& [v, n] : verdicts) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " " + v;
-    std::cerr << "ncclsmoke baseline learn: no passing runs of profile '" << f.profile << "' in "
-              << f.history << " since " << utc_time(since_unix) << " with a usable gate number"
-              << " (runs of that profile there: " << (seen.empty() ? "none" : seen) << ")"
-              << (f.include_degraded ? "" : "; degraded runs count only with --include-degraded")
-              << "; nothing proposed\n";
+    log_error("ncclsmoke baseline learn: no passing runs of profile '" + f.profile + "' in " +
+              redact_history_url(f.history) + " since " + utc_time(since_unix) + " with a usable gate number" +
+              " (runs of that profile there: " + (seen.empty() ? "none" : seen) + ")" +
+              (f.include_degraded ? "" : "; degraded runs count only with --include-degraded") +
+              "; nothing proposed");
     return kExitInconclusive;
   }
   std::cout << diff_text(r, f.profiles_file);
   if (r.written() == 0) {
-    std::cerr << "ncclsmoke baseline learn: no key has " << f.min_runs
-              << " passing runs (--min-runs); nothing proposed"
-              << (f.write.empty() ? "" : ", " + f.write + " not written") << "\n";
+    log_error("ncclsmoke baseline learn: no key has " + std::to_string(f.min_runs) +
+              " passing runs (--min-runs); nothing proposed" +
+              (f.write.empty() ? "" : ", " + f.write + " not written"));
     return kExitInconclusive;
   }
   if (!f.write.empty()) {
     std::string header =
         "ncclsmoke profiles: " + f.profiles_file + " with the baselines of profile '" + f.profile +
-        "' learned from " + f.history + " at " + utc_time(now_unix()) +
+        "' learned from " + redact_history_url(f.history) + " at " + utc_time(now_unix()) +
         " by `ncclsmoke baseline learn`.\nComments of the input file are not carried over; the "
         "field reference is results/profiles.example.yaml.";
     try {
       std::string text = merged_yaml(r, header);
       write_text_atomically(f.write, text);
     } catch (const LearnError& e) {
-      std::cerr << "ncclsmoke baseline learn: error: " << e.what() << "\n";
+      log_error(std::string("ncclsmoke baseline learn: error: ") + e.what());
       return kExitFail;
     } catch (const WriteError& e) {
       return usage(std::string("--write: ") + e.what());
@@ -154,7 +155,7 @@ void register_baseline_command(CLI::App& app, Action& action) {
       "learn",
       "Propose busbw baselines for a profile: the median of the newest passing runs per "
       "(transport, world size, gate size); prints the diff against the profiles file");
-  learn_cmd->add_option("--history", f->history, "Run history (SQLite, see `ncclsmoke history`)")
+  learn_cmd->add_option("--history", f->history, "Run history: an SQLite file or a postgresql:// URL (see `ncclsmoke history`)")
       ->required();
   learn_cmd->add_option("--profiles", f->profiles_file, "Profiles file (YAML or JSON)")->required();
   learn_cmd->add_option("--profile", f->profile, "Profile to learn baselines for")->required();

@@ -1,3 +1,4 @@
+#include "harness/log.h"
 #include "harness/cli_util.h"
 
 #include <cerrno>
@@ -23,7 +24,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     std::string what = e.what();
     // CLI11 puts no name before a hidden option's message (": ..."); such validators name the flag.
     if (what.rfind(": ", 0) == 0) what.erase(0, 2);
-    std::cerr << "ncclsmoke: error: " << what << " (see 'ncclsmoke --help')\n";
+    log_error("ncclsmoke: error: " + what + " (see 'ncclsmoke --help')");
     return kExitUsage;
   }
   return std::nullopt;

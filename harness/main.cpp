@@ -2,6 +2,7 @@
 #include <iostream>
 #include <string>
 
+#include "harness/log.h"
 #include "harness/cli_util.h"
 #include "harness/commands.h"
 #include "ncclsmoke/version.h"
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   try {
     return action ? action() : kExitUsage;
   } catch (const std::exception& e) {
-    std::cerr << "ncclsmoke: error: " << e.what() << "\n";
+    log_error(std::string("ncclsmoke: error: ") + e.what());
     return kExitFail;
   }
 }

@@ -6,6 +6,7 @@
 #include "cronjob/publish.h"
 #include "harness/cli_util.h"
 #include "harness/commands.h"
+#include "harness/log.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -35,7 +36,8 @@ void register_publish_command(CLI::App& app, Action& action) {
       "4 inconclusive (the verdict's code when it is in --fail-on; wins over 5 and 6); 2 usage "
       "error or unreadable/invalid verdict file; 5 metrics not delivered (Pushgateway or textfile "
       "failed; the history was still written); 6 the history could not be written (the verdict is "
-      "then spooled to HISTORY.spool/ and stored by the next publish that can write the history).");
+      "then spooled to HISTORY.spool/ - for a postgresql:// history $NCCLSMOKE_SPOOL_DIR, else "
+      "./ncclsmoke-history.spool - and stored by the next publish that can write the history).");
   auto& o = flags->options;
   cmd->add_option("verdict", o.verdict_path, "The verdict JSON (rank 0's OUT_DIR/verdict.json)")
       ->required();
@@ -44,10 +46,13 @@ void register_publish_command(CLI::App& app, Action& action) {
   cmd->add_option("--textfile", o.textfile_dir,
                   "Directory of node-exporter's textfile collector: writes DIR/ncclsmoke.prom "
                   "atomically");
-  cmd->add_option("--history", o.history_path, "SQLite run history to append the run to");
+  cmd->add_option("--history", o.history_path,
+                  "Run history to append the run to: an SQLite file or a "
+                  "postgresql://user:pass@host:port/db URL (the password is never printed)");
   cmd->add_option("--job", o.job, "Pushgateway job name")->capture_default_str();
   cmd->add_option("--cluster", o.cluster,
-                  "Cluster label and grouping key (default $NCCLSMOKE_CLUSTER, else \"default\")");
+                  "Cluster label and grouping key, also recorded in the history (default "
+                  "$NCCLSMOKE_CLUSTER, else \"default\")");
   cmd->add_option("--fail-on", flags->fail_on,
                   "Verdicts that make the exit code non-zero: comma list of fail, degraded, "
                   "inconclusive, or none")
@@ -75,7 +80,7 @@ void register_publish_command(CLI::App& app, Action& action) {
         o.fail_on = cronjob::parse_fail_on(flags->fail_on);
         return cronjob::publish(o, std::cout, std::cerr);
       } catch (const cronjob::PublishUsageError& e) {
-        std::cerr << "ncclsmoke: error: " << e.what() << "\n";
+        log_error(std::string("ncclsmoke: error: ") + e.what());
         return kExitUsage;
       }
     };

@@ -1,6 +1,7 @@
-// `ncclsmoke report --history DB [--since 14d] [--profile P] [--html FILE] [--markdown FILE]
-// [--title T]`: the regression report over the run history - one self-contained HTML page
-// and/or a Markdown summary (printed to stdout when neither file is asked for). It only reads:
+// `ncclsmoke report --history DB [--since 14d] [--profile P] [--cluster C] [--html FILE]
+// [--markdown FILE] [--title T]`: the regression report over the run history, one section per
+// cluster (or only cluster C; "default" is the runs stored without one) - one self-contained HTML
+// page and/or a Markdown summary (printed to stdout when neither file is asked for). It only reads:
 // the history must exist (it is opened without creating it). Exit 0 when written, also for an
 // empty window ("no runs since ..."); 2 for a bad flag, a missing history file, or an output file
 // that cannot be written; 7 (results::kExitHistoryUnusable) for a history that exists but cannot
@@ -14,6 +15,7 @@
 #include <memory>
 
 #include "harness/commands.h"
+#include "harness/log.h"
 #include "results/history.h"
 #include "results/report/html_report.h"
 #include "results/report/markdown_report.h"
@@ -27,13 +29,14 @@ struct ReportFlags {
   std::string history;
   std::string since = "14d";
   std::string profile;
+  std::string cluster;
   std::string html;
   std::string markdown;
   std::string title = "ncclsmoke regression report";
 };
 
 int usage_error(const std::string& what) {
-  std::cerr << "ncclsmoke: error: " << what << "\n";
+  log_error("ncclsmoke: error: " + what);
   return kExitUsage;
 }
 
@@ -68,7 +71,7 @@ int run_report(const ReportFlags& f) {
   namespace fs = std::filesystem;
   using namespace ncclsmoke::report;
   std::error_code ec;
-  if (!fs::is_regular_file(f.history, ec))
+  if (!results::is_history_url(f.history) && !fs::is_regular_file(f.history, ec))
     return usage_error("--history: " + f.history + ": no such history file");
   double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -85,10 +88,12 @@ int run_report(const ReportFlags& f) {
     results::HistoryQuery q;
     q.since_unix = since;
     q.profile = f.profile;
+    // "default" (runs stored without a cluster) is matched by the model, not the query.
+    if (f.cluster != kDefaultCluster) q.cluster = f.cluster;
     input = load_report_input(history, q);
   } catch (const results::HistoryError& e) {
     // HistoryError names the file, SQLite's reason and the hint already.
-    std::cerr << "ncclsmoke: error: --history: " << e.what() << "\n";
+    log_error(std::string("ncclsmoke: error: --history: ") + e.what());
     return results::kExitHistoryUnusable;
   } catch (const std::exception& e) {
     return usage_error(std::string("--history: ") + e.what());
@@ -100,7 +105,8 @@ int run_report(const ReportFlags& f) {
   opt.since_text = f.since;
   opt.now_unix = now;
   opt.profile = f.profile;
-  opt.history_path = f.history;
+  opt.cluster = f.cluster;
+  opt.history_path = results::redact_history_url(f.history);
   ReportModel model = build_model(input, opt);
 
   if (f.html.empty() && f.markdown.empty()) {
@@ -115,8 +121,12 @@ int run_report(const ReportFlags& f) {
     if (auto err = write_file(f.markdown, render_markdown(model)); !err.empty())
       return usage_error("--markdown: " + err);
   }
-  std::cout << "report: " << model.run_count << " runs since " << format_utc(since) << ", "
-            << model.regressions.size() << " regressions";
+  std::size_t incidents = 0;
+  for (const auto& c : model.clusters) incidents += c.incidents.size();
+  std::cout << "report: " << model.run_count << " runs in " << model.clusters.size()
+            << (model.clusters.size() == 1 ? " cluster" : " clusters") << " since "
+            << format_utc(since) << ", " << incidents << " regression incident"
+            << (incidents == 1 ? "" : "s");
   if (!f.html.empty()) std::cout << " -> " << f.html;
   if (!f.markdown.empty()) std::cout << (f.html.empty() ? " -> " : ", ") << f.markdown;
   std::cout << "\n";
@@ -129,15 +139,19 @@ void register_report_command(CLI::App& app, Action& action) {
   auto flags = std::make_shared<ReportFlags>();
   auto* cmd = app.add_subcommand(
       "report",
-      "Regression report over the run history: a self-contained HTML page (busbw charts with "
-      "the baseline band, verdict timeline, findings) and/or a Markdown summary");
-  cmd->add_option("--history", flags->history, "History file (SQLite) to read; must exist")
+      "Regression report over the run history, one section per cluster: a self-contained HTML "
+      "page (regression incidents, busbw charts with the baseline band, busbw by message size, "
+      "verdict timeline, findings) and/or a Markdown summary");
+  cmd->add_option("--history", flags->history, "History to read: an SQLite file (must exist) or a postgresql:// URL")
       ->required();
   cmd->add_option("--since", flags->since,
                   "Window start: 14d, 36h, 90m, 3600s, or an RFC 3339 time")
       ->capture_default_str();
   cmd->add_option("--profile", flags->profile,
                   "Only runs judged against this profile (default: all)");
+  cmd->add_option("--cluster", flags->cluster,
+                  "Only this cluster's runs (\"default\": runs stored without a cluster; "
+                  "default: every cluster, one section each)");
   cmd->add_option("--html", flags->html, "Write the HTML page here");
   cmd->add_option("--markdown", flags->markdown,
                   "Write the Markdown summary here (without --html/--markdown it goes to stdout)");

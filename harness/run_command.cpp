@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -19,6 +20,8 @@
 #include <thread>
 
 #include "harness/cli_util.h"
+#include "harness/log.h"
+#include "harness/progress.h"
 #include "harness/commands.h"
 #include "harness/probe_findings.h"
 #include "harness/run_options.h"
@@ -113,7 +116,8 @@ bool names_rank(const std::vector<results::Finding>& findings, const std::string
 
 class RunSession {
  public:
-  explicit RunSession(RunOptions o) : o_(std::move(o)), start_(Clock::now()) {
+  explicit RunSession(RunOptions o, std::string log_env)
+      : o_(std::move(o)), log_env_(std::move(log_env)), start_(Clock::now()) {
     run_deadline_ = start_ + ms(o_.timeout_s);
     verdict_ = results::new_verdict(-1);
     verdict_.env = results::allowlisted_env();
@@ -146,6 +150,9 @@ class RunSession {
     if (!discover()) return finish();
     if (!rendezvous()) return finish();
     if (o_.hold_after_join_s > 0) std::this_thread::sleep_for(ms(o_.hold_after_join_s));
+    // The liveness watch runs from here on, so a rank frozen or killed during the mesh probe is
+    // named (PEER_STALLED / PEER_LOST) and the pairs it failed are its consequences.
+    if (watch_fits_before_mesh()) start_peer_watch();
     bool mesh_ok = mesh();
     transports_phase(mesh_ok);
     return finish();
@@ -165,6 +172,9 @@ class RunSession {
     }
     world_ = *wr.world;
     have_world_ = true;
+    log_level_ = run_log_level(world_.rank, o_.quiet, o_.verbose, log_env_);
+    log_for_rank(world_.rank, log_level_);
+    log_info(phase_start_line("world"));
     {
       std::lock_guard lock(mu_);
       verdict_.reporting_rank = world_.rank;
@@ -240,6 +250,10 @@ class RunSession {
 
   bool rendezvous() {
     auto t0 = Clock::now();
+    log_info(phase_start_line("rendezvous", hosts_store() ? "serving the store on port " +
+                                                              std::to_string(world_.master_port)
+                                                        : "store at " + world_.store_host + ":" +
+                                                              std::to_string(world_.store_port)));
     if (hosts_store() && !start_server(t0)) return false;
 
     // Rank 0 reaches its own store over loopback: a firewall rule against the master port must
@@ -262,6 +276,7 @@ class RunSession {
     raw_store_ = std::make_shared<PrefixStore>("ncclsmoke", *client_);
     store_ = std::make_shared<PrefixStore>(job_namespace(), raw_store_);
     record_store_info();
+    test_pause_point("rendezvous", world_.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
 
     const auto& rep = client_->connect_report();
     Identity self;
@@ -288,9 +303,15 @@ class RunSession {
     try {
       if (!meet_own_job(join_deadline, t0)) return false;
       adopt_run_id(join_deadline);
-      join_ = join_world(*store_, self, join_deadline);
+      JoinWatch jw;  // rank 0: a line every 5 s while ranks are missing
+      jw.on_progress = [this](const JoinProgress& p) {
+        // The join deadline is --join-timeout from the start, cut by --timeout.
+        log_info(join_wait_line(p, seconds_since(start_),
+                                std::min(o_.join_timeout_s, o_.timeout_s)));
+      };
+      join_ = join_world(*store_, self, join_deadline, Millis{2000}, jw);
     } catch (const StoreError& e) {
-      add(lost_finding(e, world_, "the join barrier"));
+      add(lost_finding(stalled_if_silent(e), world_, "the join barrier"));
       end_phase("rendezvous", "fail", t0, e.what());
       return false;
     }
@@ -306,6 +327,7 @@ class RunSession {
 
   bool mesh() {
     auto t0 = Clock::now();
+    log_info(phase_start_line("mesh", std::to_string(join_.present.size()) + " ranks"));
     MeshOptions m;
     m.rank = world_.rank;
     for (const auto& id : join_.present) m.ranks.push_back(id.rank);
@@ -316,6 +338,7 @@ class RunSession {
     m.random_peers = o_.mesh_random_peers;
     m.pair_timeout = ms(o_.pair_timeout_s);
     m.deadline = earliest(Clock::now() + ms(o_.mesh_timeout_s), run_deadline_);
+    m.after_publish = [this] { test_pause_point("mesh", world_.rank); };
     try {
       mesh_ = run_mesh_probe(*store_, m);
     } catch (const StoreError& e) {
@@ -334,9 +357,23 @@ class RunSession {
     for (const auto& id : join_.present) hosts[id.rank] = id.host;
     // A probe the deadline cut short is inconclusive (pairs not tested), not failed; the
     // transports still run then, under their own deadlines.
-    MeshJudgement judged = judge_mesh(mesh_, world_, hosts);
-    for (int r : mesh_.silent_ranks) mark_rank(r, "lost", "stopped answering after joining");
+    // Pairs that failed because one end froze or died are that rank's consequence, not a network
+    // verdict: the watch's own PEER_STALLED / PEER_LOST names it (rendezvous/mesh.h).
+    MeshResult seen = mesh_;
+    auto stopped = stopped_ranks_for_mesh(seen);
+    auto aside = set_aside_stopped_ranks(seen, stopped);
+    MeshJudgement judged = judge_mesh(seen, world_, hosts);
+    for (int r : seen.silent_ranks) mark_rank(r, "lost", "stopped answering after joining");
     for (auto& f : judged.findings) add(std::move(f));
+    if (!stopped.empty()) {
+      std::string who;
+      for (int r : stopped) who += (who.empty() ? "rank " : ", ") + std::to_string(r);
+      judged.status = "fail";
+      judged.detail += "; " + who + " stopped answering (liveness watch)" +
+                       (aside.empty() ? "" : ": its pairs are not tested");
+      std::lock_guard lock(mu_);
+      demote_consequences();
+    }
     end_phase("mesh", judged.status, t0, judged.detail);
     return judged.status != "fail";
   }
@@ -402,7 +439,7 @@ class RunSession {
     if (!o_.fabric_hw_counters_root.empty())
       to.backend_options["fabric.hw_counters_root"] = o_.fabric_hw_counters_root;
 
-    start_peer_watch();
+    if (!watch_started_) start_peer_watch();
     TransportPhaseInput in;
     in.rank = world_.rank;
     in.world_size = world_.world_size;
@@ -410,7 +447,38 @@ class RunSession {
     for (const auto& id : join_.present) in.hosts[id.rank] = id.host;
     in.local_address = self_.local_address;
     in.store = store_.get();
+    // Each size as it is measured, nccl-tests' table (harness/progress.h).
+    to.sweep.on_start = [shown = to.sweep](const transports::SweepProgress& p) {
+      if (!log_enabled(LogLevel::info)) return;
+      std::string lines = phase_start_line("transport:" + p.transport,
+                                           "open; sweep of " + std::to_string(p.sizes) + " sizes");
+      for (const auto& h : sweep_header_lines(p, shown)) lines += "\n" + h;
+      log_info(lines);
+    };
+    to.sweep.on_size = [](const transports::SweepProgress& p) { log_info(sweep_row_line(p)); };
+    log_info(phase_start_line("transports", o_.transports));
+    in.set_wait_state = [this](const WaitState& w) {
+      std::lock_guard lock(watch_mu_);
+      if (watch_) watch_->set_wait_state(w);
+    };
+    in.store_unusable = [this]() -> std::string {
+      if (world_.external_store) return "";
+      std::lock_guard lock(watch_mu_);
+      if (!watch_) return "";
+      for (const auto& l : watch_->lost())
+        if (l.rank == 0) return "rank 0, which serves the store, died (liveness watch)";
+      for (const auto& q : watch_->silent())
+        if (q.rank == 0) return "rank 0, which serves the store, is frozen (liveness watch)";
+      return "";
+    };
     auto out = run_transports(in, to);
+    settle_watch(out.findings);
+    attach_wait_chains(out.findings);
+    for (const auto& p : out.phases)
+      log_line(p.status == "fail" ? LogLevel::error
+               : p.status == "pass" || p.status == "skipped" ? LogLevel::info
+                                                              : LogLevel::warn,
+               phase_end_line(p.name, p.status, p.duration_s, p.detail));
     std::lock_guard lock(mu_);
     for (auto& p : out.phases) verdict_.phases.push_back(std::move(p));
     for (auto& r : out.rows) verdict_.transports.push_back(std::move(r));
@@ -438,9 +506,25 @@ class RunSession {
       bool about_stalled = std::any_of(f.ranks.begin(), f.ranks.end(), [&](int r) {
         return std::find(stalled.begin(), stalled.end(), r) != stalled.end();
       });
-      bool consequence = f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT";
+      // A store finding (lost, stalled) is about rank 0 when rank 0 hosts the store.
+      if ((f.code == "RENDEZVOUS_LOST" || f.code == "RENDEZVOUS_STALLED") && !world_.external_store &&
+          std::find(stalled.begin(), stalled.end(), 0) != stalled.end())
+        about_stalled = true;
+      bool consequence = f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT" ||
+                         ((f.code == "RENDEZVOUS_LOST" || f.code == "RENDEZVOUS_STALLED") &&
+                          about_stalled) ||
+                         (f.code == "TRANSPORT_INIT_FAILED" && about_stalled);
       if (f.code == "PEER_STALLED" || !consequence || f.severity != "error") continue;
-      if (f.code == "PEER_LOST" && about_stalled) continue;  // it also died: that stays
+      bool watch_saw_it_die = f.code == "PEER_LOST" && f.evidence.is_object() &&
+                              f.evidence.value("source", "") == "liveness watch";
+      // It also died: that stays. A mesh guess "stopped answering" about a rank the watch saw
+      // frozen (alive, silent) is a consequence of PEER_STALLED.
+      bool frozen_not_dead = f.code == "PEER_LOST" && !watch_saw_it_die &&
+                             std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) {
+                               return names_rank(verdict_.findings, "PEER_STALLED", r) &&
+                                      !watch_lost_locked(r);
+                             });
+      if (f.code == "PEER_LOST" && about_stalled && !frozen_not_dead) continue;
       f.severity = "info";
       f.message = "a consequence of " + who + " stopping (frozen or dead): " + f.message;
       if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
@@ -452,6 +536,7 @@ class RunSession {
   // and the finding lands in this rank's verdict before anything else happens, so even a verdict
   // written on the launcher's SIGTERM a second later (mpirun, a deleted pod) names the dead rank.
   void start_peer_watch() {
+    watch_started_ = true;
     PeerWatchOptions po;
     po.rank = world_.rank;
     for (const auto& id : join_.present) {
@@ -474,9 +559,126 @@ class RunSession {
       watch_ = std::move(w);
     } catch (const std::exception& e) {
       // Without the watch a dead peer is still found by the collectives, only later.
-      if (!o_.quiet)
-        std::cerr << "ncclsmoke: rank " << world_.rank << ": warning: no liveness watch: "
-                  << e.what() << "\n";
+      log_warn("ncclsmoke: rank " + std::to_string(world_.rank) + ": warning: no liveness watch: " +
+               e.what());
+    }
+  }
+
+  // The watch starts before the mesh only when transports will need it anyway (with
+  // --transports none there is none, as before: a rendezvous + mesh run at scale, launch -n 1024,
+  // does not pay for one). It needs its own port next to the mesh's: with a --mesh-port-range too
+  // small for two per rank on this host it starts after the mesh instead (the mesh's port first).
+  bool watch_fits_before_mesh() const {
+    if (requested_transports().empty()) return false;
+    if (o_.mesh_port_range.empty()) return true;
+    uint16_t lo = 0, hi = 0;
+    parse_port_range(o_.mesh_port_range, lo, hi);
+    std::size_t here = 0;
+    for (const auto& id : join_.present) here += id.host == world_.hostname;
+    return static_cast<std::size_t>(hi - lo + 1) >= 2 * std::max<std::size_t>(here, 1);
+  }
+
+  // Ranks the watch judges frozen or dead when the mesh ends. A pair that failed "accepted, no
+  // handshake" (stalled) or a rank the mesh lost may be a frozen peer the watch has not judged
+  // yet (it needs silence_timeout): then wait for it, at most that long.
+  std::vector<int> stopped_ranks_for_mesh(const MeshResult& m) {
+    std::set<int> suspects(m.silent_ranks.begin(), m.silent_ranks.end());
+    for (const auto& f : m.failures)
+      if (f.error_class == ErrorClass::stalled || f.error_class == ErrorClass::reset ||
+          f.error_class == ErrorClass::refused) {
+        suspects.insert(f.from);
+        suspects.insert(f.to);
+      }
+    if (!m.summary_received && world_.rank != 0) suspects.insert(0);
+    suspects.erase(world_.rank);
+    auto known = [&] {
+      std::vector<int> out;
+      std::lock_guard lock(watch_mu_);
+      if (!watch_) return out;
+      for (const auto& l : watch_->lost()) out.push_back(l.rank);
+      for (const auto& s : watch_->silent()) out.push_back(s.rank);
+      std::sort(out.begin(), out.end());
+      out.erase(std::unique(out.begin(), out.end()), out.end());
+      return out;
+    };
+    auto wait_until = earliest(deadline_after(Millis{3500}), run_deadline_);
+    for (;;) {
+      auto got = known();
+      bool all = std::all_of(suspects.begin(), suspects.end(), [&](int r) {
+        return std::binary_search(got.begin(), got.end(), r);
+      });
+      bool watching = [&] {
+        std::lock_guard lock(watch_mu_);
+        return watch_ != nullptr;
+      }();
+      if (all || !watching || expired(wait_until)) return got;
+      std::this_thread::sleep_for(Millis{50});
+    }
+  }
+
+  // Whether the watch saw `rank` die. Call with mu_ held (takes watch_mu_, never the reverse).
+  bool watch_lost_locked(int rank) {
+    std::lock_guard lock(watch_mu_);
+    if (!watch_) return false;
+    for (const auto& l : watch_->lost())
+      if (l.rank == rank) return true;
+    return false;
+  }
+
+  // A ring fails within microseconds of a neighbour's own failure, sooner than the watch thread
+  // reads the EOF of the rank that died first: after a transport error, give the watch up to 1 s
+  // to name a lost (or frozen) rank before the errors are judged, so a neighbour that closed
+  // only because of it is not blamed. Nothing is waited when the watch already knows one.
+  void settle_watch(const std::vector<results::Finding>& findings) {
+    bool failed = std::any_of(findings.begin(), findings.end(), [](const results::Finding& f) {
+      return f.severity == "error" && (f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT" ||
+                                       f.code == "TRANSPORT_INIT_FAILED");
+    });
+    if (!failed) return;
+    auto until = earliest(deadline_after(Millis{1000}), run_deadline_);
+    while (!expired(until)) {
+      {
+        std::lock_guard lock(watch_mu_);
+        if (!watch_ || !watch_->lost().empty() || !watch_->silent().empty()) return;
+      }
+      std::this_thread::sleep_for(Millis{20});
+    }
+  }
+
+  // Blame the root: each transport finding that is about waiting (a timeout, a lost peer) gets
+  // this rank's wait state, every peer's the watch heard, and the chain they form ("3 waits on
+  // 2, 2 on 1, 1 on 0") with its root; the summary finding of the root gets who waited on it.
+  void attach_wait_chains(std::vector<results::Finding>& findings) {
+    std::map<int, WaitState> states;
+    std::set<int> stopped;
+    {
+      std::lock_guard lock(watch_mu_);
+      if (!watch_) return;
+      states = watch_->peer_wait_states();
+      for (const auto& l : watch_->lost()) stopped.insert(l.rank);
+      for (const auto& s : watch_->silent()) stopped.insert(s.rank);
+    }
+    if (states.empty()) return;
+    auto now = Clock::now();
+    nlohmann::json all = nlohmann::json::object();
+    for (const auto& [r, w] : states)
+      all[std::to_string(r)] = {{"phase", w.phase}, {"what", w.what}, {"waiting_on", w.waiting_on},
+                                {"waited_s", w.waiting_on < 0 ? 0.0 : std::chrono::duration<double>(now - w.since).count()}};
+    auto chain = follow_wait_chain(world_.rank, states, stopped);
+    std::map<int, std::string> hosts;
+    for (const auto& id : join_.present) hosts[id.rank] = id.host;
+    bool reaches_stopped = chain.root && stopped.count(*chain.root);
+    for (auto& f : findings) {
+      // A timeout is what a chain explains; a lost connection names its peer itself, so only a
+      // chain that runs on to a frozen or dead rank adds to it.
+      if (f.code != "TRANSPORT_TIMEOUT" && !(f.code == "PEER_LOST" && reaches_stopped)) continue;
+      if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
+      f.evidence["wait_states"] = all;
+      f.evidence["wait_chain"] = {{"path", chain.path},
+                                  {"root", chain.root ? *chain.root : -1},
+                                  {"root_reason", chain.root_reason},
+                                  {"cycle", chain.cycle}};
+      if (chain.path.size() > 1) f.message += "; wait chain: " + wait_chain_text(chain, states, hosts, now);
     }
   }
 
@@ -487,8 +689,8 @@ class RunSession {
           "PEER_LOST",
           "rank " + std::to_string(lost.rank) + " (host " + lost.host + ") " + lost.how +
               " mid-run, seen by rank " + std::to_string(world_.rank) + " (host " +
-              world_.hostname + ") after " + seconds_text_fine(lost.after_s) +
-              " of the transports phase: the process died (killed, crashed, OOM) or its host "
+              world_.hostname + ") " + seconds_text_fine(lost.after_s) +
+              " after the liveness watch started: the process died (killed, crashed, OOM) or its host "
               "went away",
           {lost.rank}, {lost.host});
       f.layer = "run";
@@ -550,11 +752,15 @@ class RunSession {
     if (watch_) watch_->stop();
   }
 
+  // Ranks the watch saw die or freeze: their verdicts will not come.
   std::vector<int> watch_lost() {
     std::vector<int> out;
     std::lock_guard lock(watch_mu_);
-    if (watch_)
+    if (watch_) {
       for (const auto& l : watch_->lost()) out.push_back(l.rank);
+      // A frozen rank's verdict will not come either (it cannot post while stopped).
+      for (const auto& q : watch_->silent()) out.push_back(q.rank);
+    }
     return out;
   }
 
@@ -576,6 +782,7 @@ class RunSession {
           verdict_.phases.push_back(p);
         }
       }
+      demote_consequences();  // whatever phase stopped: a frozen/dead rank's effects are info
       verdict_.duration_s = seconds_since(start_);
       results::apply_verdict(verdict_);
       local = verdict_;
@@ -593,6 +800,16 @@ class RunSession {
   }
 
   void post_local(const results::Verdict& local) {
+    if (store_frozen_) return;  // a post would only wait out its timeout
+    {
+      std::lock_guard lock(watch_mu_);
+      if (watch_) {
+        for (const auto& l : watch_->lost())
+          if (l.rank == 0) return;  // rank 0 (the store) is gone: our file already says so
+        for (const auto& s : watch_->silent())
+          if (s.rank == 0) return;  // frozen: a post would only wait out its timeout
+      }
+    }
     try {
       store_->set("verdict/" + std::to_string(world_.rank),
                   results::to_json(local).dump(-1, ' ', false,
@@ -606,34 +823,74 @@ class RunSession {
   // writes it. A rank whose verdict never comes is named as lost.
   results::Verdict gather_global(const results::Verdict& local) {
     std::vector<results::Verdict> views{local};
-    auto deadline = earliest(Clock::now() + ms(std::max(5.0, o_.pair_timeout_s * 2)),
-                             run_deadline_ + Millis{2000});
-    for (const auto& id : join_.present) {
-      if (id.rank == 0) continue;
-      // A rank the mesh probe already found silent is dead: its verdict will not come, and
-      // waiting `deadline` for it only delays the global verdict (the kill -9 scenario). The
-      // watch is asked each time: a rank may die while the others are being gathered.
-      auto lost = watch_lost();
-      bool known_dead = std::find(mesh_.silent_ranks.begin(), mesh_.silent_ranks.end(),
-                                  id.rank) != mesh_.silent_ranks.end() ||
-                        std::find(lost.begin(), lost.end(), id.rank) != lost.end();
-      // Even a rank that looks dead may have stopped on its own error (a WORLD_SIZE of its own, a
-      // port range too small) and posted its verdict before leaving: look without waiting.
-      const std::string key = "verdict/" + std::to_string(id.rank);
-      try {
-        if (!known_dead || store_->check({key})) {
-          auto text = store_->get(key, known_dead ? deadline_after(Millis{1000}) : deadline);
-          views.push_back(results::verdict_from_json(nlohmann::json::parse(text)));
-          // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
-          views.back().transports.clear();
-          if (known_dead) explained_by_itself(views.front(), views.back(), id.rank);
-          continue;
+    // A rank is late only when no verdict at all has arrived for `window`: rank 0 looks at every
+    // pending rank in turn, without blocking on one. Waiting on each rank in join order with one
+    // shared window named healthy ranks lost at 1024 ranks on 2 CPUs: rank 0 sat on rank 2's
+    // key while a thousand others posted, and its own parsing ate the window. Never past the
+    // run's own deadline.
+    const auto window = ms(std::max(5.0, o_.pair_timeout_s * 2));
+    const Deadline hard_stop = run_deadline_ + Millis{2000};
+    std::map<int, results::Verdict> got;
+    std::vector<const rendezvous::Identity*> pending, late;
+    for (const auto& id : join_.present)
+      if (id.rank != 0) pending.push_back(&id);
+    auto last_arrival = Clock::now();
+    while (!pending.empty()) {
+      bool progressed = false;
+      // A rank the mesh probe found silent, or the watch saw die, is dead: its verdict will not
+      // come, and waiting for it only delays the global verdict (the kill -9 scenario). Even so
+      // it may have stopped on its own error (a WORLD_SIZE of its own, a port range too small)
+      // and posted its verdict before leaving: it is looked at once. The watch is asked each
+      // round: a rank may die while the others are being gathered.
+      const auto lost = watch_lost();
+      for (auto it = pending.begin(); it != pending.end();) {
+        const auto& id = **it;
+        const bool known_dead =
+            std::find(mesh_.silent_ranks.begin(), mesh_.silent_ranks.end(), id.rank) !=
+                mesh_.silent_ranks.end() ||
+            std::find(lost.begin(), lost.end(), id.rank) != lost.end();
+        const std::string key = "verdict/" + std::to_string(id.rank);
+        bool fetched = false;
+        try {
+          if (store_->check({key})) {
+            auto text = store_->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
+            // The one-pass reader first (what the schema surely accepts); anything unusual takes
+            // the full, validating path, which names the problem.
+            auto fast = results::verdict_from_text_fast(text);
+            auto v = fast ? std::move(*fast)
+                          : results::verdict_from_json(nlohmann::json::parse(text));
+            // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+            v.transports.clear();
+            if (known_dead) explained_by_itself(views.front(), v, id.rank);
+            got.emplace(id.rank, std::move(v));
+            fetched = true;
+          }
+        } catch (const std::exception&) {
         }
-      } catch (const std::exception&) {
+        if (fetched || known_dead) {
+          if (!fetched) late.push_back(&id);
+          progressed = progressed || fetched;
+          it = pending.erase(it);
+        } else {
+          ++it;
+        }
       }
+      const auto now = Clock::now();
+      if (progressed) last_arrival = now;
+      if (pending.empty() || now >= hard_stop || now - last_arrival >= window) break;
+      if (!progressed) std::this_thread::sleep_for(Millis{20});
+    }
+    late.insert(late.end(), pending.begin(), pending.end());
+    for (const auto& id : join_.present) {
+      auto it = got.find(id.rank);
+      if (it != got.end()) views.push_back(std::move(it->second));
+    }
+    for (const auto* idp : late) {
+      const auto& id = *idp;
       // Named in rank 0's own view, so the merge knows why this rank's view is absent.
       auto& mine = views.front();
-      if (!names_rank(mine.findings, "PEER_LOST", id.rank))
+      if (!names_rank(mine.findings, "PEER_LOST", id.rank) &&
+          !names_rank(mine.findings, "PEER_STALLED", id.rank))
         mine.findings.push_back(results::Finding{
             "PEER_LOST", "error", "run", {id.rank}, {id.host},
             "rank " + std::to_string(id.rank) + " (host " + id.host +
@@ -651,11 +908,21 @@ class RunSession {
     global.duration_s = seconds_since(start_);
     // Measurement done; now judge it against the profile's identities and baselines.
     if (profile_) {
+      auto tj = Clock::now();
+      auto before = global.findings.size();
+      log_info(phase_start_line("judge", "profile " + o_.profile));
       results::add_judged_findings(global.findings, results::judge(global, profile_));
+      log_info(phase_end_line("judge", "done", seconds_since(tj),
+                              std::to_string(global.findings.size() - before) + " findings added"));
       global.baseline = results::baseline_record(profile_, global);
     }
     results::apply_verdict(global);
+    auto tw = Clock::now();
+    log_info(phase_start_line("write", global_path()));
     write(global_path(), global);
+    log_info(phase_end_line("write", write_failed_ ? "fail" : "done", seconds_since(tw),
+                            "verdict " + global.verdict + " (exit " +
+                                std::to_string(exit_code(global)) + ")"));
     record_history(global);
     return global;
   }
@@ -684,9 +951,10 @@ class RunSession {
       results::History h(o_.history_path, true);
       h.add(global, "run");
     } catch (const std::exception& e) {
-      std::cerr << "ncclsmoke: rank 0: warning: run " << global.run_id << " not recorded in history "
-                << o_.history_path << ": " << e.what() << " (the verdict is in " << global_path()
-                << "; import it later with `ncclsmoke history import`)\n";
+      // An error line: --history asked for it, and --quiet must still say it did not happen.
+      log_error("ncclsmoke: rank 0: run " + global.run_id + " not recorded in history " +
+                results::redact_history_url(o_.history_path) + ": " + e.what() + " (the verdict is in " + global_path() +
+                "; import it later with `ncclsmoke history import`)");
     }
   }
 
@@ -753,6 +1021,33 @@ class RunSession {
     return false;
   }
 
+  // A store operation that timed out on a connection that was made: a store that still answers a
+  // fresh 1 s probe was only slow to get the key (timed_out stays); one that accepts but does
+  // not answer is frozen (SIGSTOP, swap) and the error becomes stalled (RENDEZVOUS_STALLED, not
+  // "lost"). Bounded (about 1 s).
+  StoreError stalled_if_silent(const StoreError& e) {
+    if (e.error_class() != ErrorClass::timed_out) return e;
+    try {
+      TcpStoreOptions opt;
+      opt.host = hosts_store() ? loopback_host() : world_.store_host;
+      opt.port = world_.store_port;
+      opt.dialect = client_ ? client_->options().dialect : wire::Dialect::modern;
+      opt.op_timeout = Millis{1000};
+      auto probe = TcpStore::connect(opt, deadline_after(Millis{1000}));
+      probe->check({"owner"});
+      return e;
+    } catch (const StoreError& probe_error) {
+      // Refused / reset: nothing listens any more, the store is gone (lost), not frozen.
+      if (probe_error.error_class() != ErrorClass::timed_out &&
+          probe_error.error_class() != ErrorClass::stalled)
+        return e;
+      store_frozen_ = true;
+      return StoreError(ErrorClass::stalled,
+                        std::string(e.what()) + "; a fresh connection's probe got no answer within "
+                        "1 s either (" + probe_error.what() + ")");
+    }
+  }
+
   // Who holds MASTER_PORT when rank 0 cannot bind it: an ncclsmoke store names its job; anything
   // else stays "another process". Bounded (1 s), never throws.
   std::string port_holder() const {
@@ -802,7 +1097,7 @@ class RunSession {
     so.host = o_.store_bind;
     so.port = world_.master_port;
     so.log = [this](const std::string& line) {
-      if (!o_.quiet) std::cerr << "ncclsmoke rank 0 store: " << line << "\n";
+      log_warn("store: " + line);
     };
     try {
       server_ = TcpStoreServer::start(so);
@@ -902,6 +1197,8 @@ class RunSession {
     p.status = status;
     p.duration_s = seconds_since(t0);
     p.detail = detail;
+    log_line(status == "fail" ? LogLevel::error : status == "pass" ? LogLevel::info : LogLevel::warn,
+             phase_end_line(name, status, p.duration_s, detail));
     std::lock_guard lock(mu_);
     verdict_.phases.push_back(p);
   }
@@ -921,11 +1218,10 @@ class RunSession {
     try {
       results::write_json_atomically(path, results::to_json(v));
     } catch (const std::exception& e) {
-      std::cerr << "ncclsmoke: rank " << world_.rank << " (host " << world_.hostname
-                << "): error: the " << v.scope << " verdict (" << v.verdict
-                << ") was NOT written to " << path << ": " << e.what()
-                << " (exit " << kExitVerdictNotWritten
-                << "; free space or fix --out-dir/--json and run again)\n";
+      log_error("ncclsmoke: rank " + std::to_string(world_.rank) + " (host " + world_.hostname +
+                "): error: the " + v.scope + " verdict (" + v.verdict + ") was NOT written to " +
+                path + ": " + e.what() + " (exit " + std::to_string(kExitVerdictNotWritten) +
+                "; free space or fix --out-dir/--json and run again)");
       write_failed_ = true;
     }
   }
@@ -969,6 +1265,11 @@ class RunSession {
       results::apply_verdict(verdict_);
       v = verdict_;
     }
+    // The stuck phase, said on stderr too (the verdict's last finding is this one).
+    if (!v.findings.empty())
+      log_error("run: " + v.findings.back().code + ": " + v.findings.back().message +
+                " (last phase finished: " + (v.phases.empty() ? "none" : v.phases.back().name) +
+                ")");
     write(local_path(), v);
     // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
     // far) is the world's verdict for whoever reads verdict.json.
@@ -987,6 +1288,9 @@ class RunSession {
   }
 
   RunOptions o_;
+  // Set before the rank is known (env checked by run_smoke); used once it is.
+  LogLevel log_level_ = LogLevel::warn;
+  std::string log_env_;  // NCCLSMOKE_LOG_LEVEL as given ("" unset)
   Clock::time_point start_;
   Deadline run_deadline_;
   std::mutex mu_;
@@ -1003,13 +1307,27 @@ class RunSession {
   std::atomic<bool> write_failed_{false};
   std::mutex watch_mu_;  // watch_ is set by the run thread and stopped by the watchdog too
   std::unique_ptr<PeerWatch> watch_;
+  bool watch_started_ = false;  // run thread only
+  std::atomic<bool> store_frozen_{false};  // a probe found the store accepting but silent
   JoinResult join_;
   MeshResult mesh_;
 };
 
 }  // namespace
 
-int run_smoke(const RunOptions& options) { return RunSession(options).run(); }
+int run_smoke(const RunOptions& options) {
+  // NCCLSMOKE_LOG_LEVEL is checked at the door like a flag: a typo is a usage error naming it.
+  const char* env = std::getenv(kLogLevelEnv);
+  std::string log_env = env ? env : "";
+  if (!log_env.empty() && !parse_log_level(log_env)) {
+    log_error(std::string("ncclsmoke: error: ") + kLogLevelEnv + "='" + log_env +
+              "' is not a log level (accepted: " + kLogLevelNames + ")");
+    return kExitUsage;
+  }
+  // Until the rank is known: run lines marked "rank ?", warnings and errors only.
+  log_for_rank(-1, run_log_level(-1, options.quiet, false, log_env));
+  return RunSession(options, log_env).run();
+}
 
 void register_run_command(CLI::App& app, Action& action) {
   auto options = std::make_shared<RunOptions>();

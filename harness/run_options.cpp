@@ -255,7 +255,12 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
       ->group(out)->capture_default_str();
   app.add_option("--json", o.json_path, "Path of rank 0's global verdict (default OUT_DIR/verdict.json)")
       ->group(out);
-  app.add_flag("--quiet", o.quiet, "Print nothing but errors")->group(out);
+  auto* quiet = app.add_flag("--quiet", o.quiet, "Print nothing but errors")->group(out);
+  app.add_flag("--verbose", o.verbose,
+               "Every rank logs its progress on stderr, not only rank 0 (also "
+               "NCCLSMOKE_LOG_LEVEL=debug|info|warn|error|off)")
+      ->group(out)
+      ->excludes(quiet);
   app.add_option("--hold-after-join", o.hold_after_join_s,
                  "Testing aid: pause this long after the join barrier")
       ->check(seconds_check(true, "--hold-after-join"))->group("");
@@ -305,6 +310,7 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
     opt(flag, v);
   if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
   if (o.no_check) a.push_back("--no-check");
+  if (o.verbose) a.push_back("--verbose");
   if (o.gate) a.push_back("--gate");
   if (o.nccl_share_gpu) a.push_back("--nccl-share-gpu");
   if (o.gpu >= 0) opt("--gpu", std::to_string(o.gpu));

@@ -31,6 +31,7 @@ struct RunOptions {
   std::string out_dir = ".";      // verdict.rank<N>.json (every rank), verdict.json (rank 0)
   std::string json_path;          // overrides the global verdict's path
   bool quiet = false;
+  bool verbose = false;           // every rank logs its progress (default: rank 0 only)
   // Transports (issue: host transports). "none" runs no transport.
   std::string transports = "socket";
   std::string min_bytes = "1M";

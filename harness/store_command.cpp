@@ -10,6 +10,7 @@
 
 #include "harness/cli_util.h"
 #include "harness/commands.h"
+#include "harness/log.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
 
@@ -163,6 +164,7 @@ void register_store_command(CLI::App& app, Action& action) {
           static_cast<long long>(std::llround(serve_flags->request_timeout_s * 1000)));
       opt.stalled_request_timeout =
           std::max(opt.stalled_request_timeout, std::chrono::milliseconds(1));
+      opt.log = [](const std::string& line) { log_warn(line); };  // through the one logger
       auto server = TcpStoreServer::start(opt);
       std::cout << "ncclsmoke store listening on port " << server->port();
       for (const auto& a : server->listen_addresses()) std::cout << " " << a;

@@ -1,6 +1,10 @@
 #include "harness/transport_phase.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -9,6 +13,7 @@
 #include "rendezvous/prefix_store.h"
 #include "results/finding_codes.h"
 #include "results/nccl_judge.h"
+#include "results/summary.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
@@ -71,8 +76,11 @@ Finding error_finding(const TransportError& e, const std::string& name,
       break;
     case ErrorKind::peer_lost:
       f = results::make_finding("PEER_LOST",
-                                "transport " + name + " on " + who + " lost rank " +
-                                    std::to_string(e.peer()) + ": " + e.what(),
+                                "transport " + name + " on " + who + " lost " +
+                                    (e.peer() >= 0
+                                         ? "rank " + std::to_string(e.peer())
+                                         : std::string("a peer (the transport does not say which)")) +
+                                    ": " + e.what(),
                                 e.peer() >= 0 ? std::vector<int>{e.peer()} : ranks, hosts, vars);
       f.layer = "transport";
       break;
@@ -86,7 +94,58 @@ Finding error_finding(const TransportError& e, const std::string& name,
   return f;
 }
 
+// The transport's view of the store: each operation first asks whether the store is known to be
+// frozen or dead (TransportPhaseInput::store_unusable) and fails at once if so.
+class GuardedStore final : public rendezvous::Store {
+ public:
+  GuardedStore(rendezvous::Store& inner, std::function<std::string()> unusable)
+      : inner_(inner), unusable_(std::move(unusable)) {}
+  void set(const std::string& k, const std::string& v) override { guard(), inner_.set(k, v); }
+  std::string get(const std::string& k, rendezvous::Deadline d) override {
+    return guard(), inner_.get(k, d);
+  }
+  int64_t add(const std::string& k, int64_t d) override { return guard(), inner_.add(k, d); }
+  bool check(const std::vector<std::string>& k) override { return guard(), inner_.check(k); }
+  void wait(const std::vector<std::string>& k, rendezvous::Deadline d) override {
+    guard(), inner_.wait(k, d);
+  }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& v) override {
+    return guard(), inner_.compare_set(k, e, v);
+  }
+  bool delete_key(const std::string& k) override { return guard(), inner_.delete_key(k); }
+  int64_t num_keys() override { return guard(), inner_.num_keys(); }
+  void append(const std::string& k, const std::string& v) override { guard(), inner_.append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k,
+                                     rendezvous::Deadline d) override {
+    return guard(), inner_.multi_get(k, d);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    guard(), inner_.multi_set(k, v);
+  }
+
+ private:
+  int guard() const {
+    if (unusable_) {
+      std::string why = unusable_();
+      if (!why.empty()) throw rendezvous::StoreError(rendezvous::ErrorClass::stalled, why);
+    }
+    return 0;
+  }
+  rendezvous::Store& inner_;
+  std::function<std::string()> unusable_;
+};
+
 }  // namespace
+
+void test_pause_point(const std::string& point, int rank) {
+  static std::atomic<bool> paused{false};
+  const char* at = std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
+  if (!at || point != at || paused.exchange(true)) return;
+  std::fprintf(stderr, "ncclsmoke: test hook: rank %d stops itself at %s\n", rank, point.c_str());
+  std::fflush(stderr);
+  std::raise(SIGSTOP);
+}
 
 bool parse_size(const std::string& text, std::size_t& bytes) {
   if (text.empty()) return false;
@@ -130,7 +189,8 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
       continue;
     }
     auto deadline = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
-    rendezvous::PrefixStore store("transport/" + name, *in.store);
+    GuardedStore guarded(*in.store, in.store_unusable);
+    rendezvous::PrefixStore store("transport/" + name, guarded);
     TransportContext ctx;
     ctx.rank = in.rank;
     ctx.world_size = in.world_size;
@@ -138,11 +198,25 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
     ctx.local_address = in.local_address;
     ctx.store = &store;
     ctx.options = o.backend_options;
-    auto t = backend->make();
     std::string stage = "open";
+    Clock::time_point sweep_start{};
+    bool pause_in_sweep = out.phases.empty() && std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
+    if (in.set_wait_state || pause_in_sweep)
+      ctx.set_wait_state = [&, phase = phase.name](int peer, const std::string& what) {
+        if (pause_in_sweep && stage == "sweep" && Clock::now() - sweep_start > Millis{300})
+          test_pause_point("sweep", in.rank);
+        if (!in.set_wait_state) return;
+        rendezvous::WaitState w;
+        w.phase = phase;
+        w.waiting_on = peer;
+        if (peer >= 0) w.what = stage + ": " + what;
+        in.set_wait_state(w);
+      };
+    auto t = backend->make();
     try {
       t->open(ctx, deadline);
       stage = "sweep";
+      sweep_start = Clock::now();
       auto sweep = run_sweep(*t, ctx, store, o.sweep, deadline);
       stage = "identify";
       results::TransportIdentity id;
@@ -207,6 +281,7 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
       }
       phase.status = bad ? "fail" : "pass";
       phase.detail = std::to_string(sweep.rows.size()) + " sizes/modes measured";
+      if (in.set_wait_state) in.set_wait_state(rendezvous::WaitState{});  // done: waits on nobody
     } catch (const TransportError& e) {
       auto f = error_finding(e, name, in, rendezvous::seconds_since(t0));
       phase.status = e.kind() == ErrorKind::unavailable ? "skipped" : "fail";
@@ -232,6 +307,12 @@ std::string transport_table(const results::Verdict& v) {
   std::ostringstream os;
   std::string current;
   char line[256];
+  // The arrow marks the row the headline gate number comes from (the lower of out-of-place and
+  // in-place), the number the judge, the metrics and the report use.
+  const auto heads = results::gate_headlines(v);
+  auto is_gate = [&](const results::TransportRow& r) {
+    return std::any_of(heads.begin(), heads.end(), [&](const auto& h) { return h.row == &r; });
+  };
   for (const auto& r : v.transports) {
     if (r.rank != -1) continue;
     if (r.transport != current) {
@@ -247,7 +328,7 @@ std::string transport_table(const results::Verdict& v) {
     std::snprintf(line, sizeof line, "%14lld %12lld %9s  %-8s %10.1f %8.3f %8.3f %7s%s\n",
                   static_cast<long long>(r.bytes), static_cast<long long>(r.count),
                   r.dtype.c_str(), r.in_place ? "in" : "out", r.time_us, r.algbw_gbps,
-                  r.busbw_gbps, wrong, r.gate ? "  <- gate" : "");
+                  r.busbw_gbps, wrong, is_gate(r) ? "  <- gate" : "");
     os << line;
   }
   return os.str();

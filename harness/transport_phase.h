@@ -3,10 +3,12 @@
 // its deadline, run the shared sweep, ask it what carried the bytes, and turn what happened into
 // verdict rows, identities, phases and findings. A backend that cannot run here is "skipped"
 // with the reason (TRANSPORT_UNAVAILABLE) — never "pass".
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "rendezvous/peer_watch.h"
 #include "rendezvous/store.h"
 #include "results/verdict.h"
 #include "transports/sweep.h"
@@ -27,6 +29,17 @@ struct TransportPhaseInput {
   std::map<int, std::string> hosts;  // rank -> host
   std::string local_address;
   rendezvous::Store* store = nullptr;  // the run's store; each transport gets its own prefix
+  // Optional "blame the root" hook: every wait a backend reports (TransportContext::
+  // set_wait_state) as a WaitState with phase "transport:<name>" and what "<stage>: recv from"
+  // (the run forwards it to the liveness watch, which tells the peers). A wait that ends in an
+  // error stays set: it is where this rank stopped, so the others' chains run through it to the
+  // root; a transport that completes clears it.
+  std::function<void(const rendezvous::WaitState&)> set_wait_state;
+  // Optional: non-empty (the reason) once the store is known frozen or dead (rank 0 hosts it and
+  // the liveness watch judged rank 0 silent or lost). Every store operation of a transport then
+  // fails at once with StoreError(stalled, reason) instead of waiting out its timeout, so a
+  // transport's best-effort exchanges after an error ("abort/<rank>") cost nothing.
+  std::function<std::string()> store_unusable;
 };
 
 struct TransportPhaseOutput {
@@ -37,6 +50,14 @@ struct TransportPhaseOutput {
 };
 
 TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o);
+
+// Test-only hook (tests/harness/fault_matrix_test.py). With NCCLSMOKE_TEST_PAUSE_AT=<point> in
+// its environment, a rank that reaches <point> writes "ncclsmoke: test hook: rank R stops itself
+// at <point>" to stderr and stops itself with SIGSTOP (once per process), so a test can leave it
+// frozen or SIGKILL it exactly there instead of guessing from timing. Points: "rendezvous" (store
+// connected, before the join), "mesh" (mesh address published, before any dial), "sweep" (the
+// first transport's sweep, 0.3 s into it, inside a collective). Unset or another point: nothing.
+void test_pause_point(const std::string& point, int rank);
 
 // "64M", "1G", "4096", "512K" -> bytes (binary suffixes, as nccl-tests reads them).
 bool parse_size(const std::string& text, std::size_t& bytes);

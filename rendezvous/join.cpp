@@ -13,6 +13,8 @@ std::string rank_key(int r) { return "join/rank/" + std::to_string(r); }
 // COMPARE_SET (seen with Debian's 1.13: a WAIT on a key another client compare-sets times out),
 // so rank 0 waits on this key when the store is torch's agent store.
 std::string here_key(int r) { return "join/here/" + std::to_string(r); }
+std::string arrived_key(int r) { return "join/arrived/" + std::to_string(r); }
+const char* const kCountKey = "join/count";
 
 }  // namespace
 
@@ -28,9 +30,11 @@ std::string Identity::to_json() const {
       .dump();
 }
 
-std::optional<Identity> Identity::from_json(const std::string& text) {
-  auto j = json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+namespace {
+// One roster entry, already parsed: every rank reads the whole roster, so at 1024 ranks a
+// dump-and-reparse per entry is a million entries of wasted work across the world.
+std::optional<Identity> identity_of(const json& j) {
+  if (!j.is_object()) return std::nullopt;
   Identity id;
   try {
     id.rank = j.at("rank").get<int>();
@@ -46,12 +50,20 @@ std::optional<Identity> Identity::from_json(const std::string& text) {
   }
   return id;
 }
+}  // namespace
+
+std::optional<Identity> Identity::from_json(const std::string& text) {
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return identity_of(j);
+}
 
 JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
-                      Millis roster_grace) {
+                      Millis roster_grace, const JoinWatch& watch) {
   auto start = Clock::now();
   JoinResult result;
   const std::string mine = self.to_json();
+  store.set(arrived_key(self.rank), self.token);
 
   if (self.rank == 0) {
     store.set("join/world_size", std::to_string(self.world_size));
@@ -73,17 +85,38 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
     if (!result.rank_taken_by) result.rank_taken_by = Identity{};
   }
   store.set(here_key(self.rank), self.token);
+  if (!result.rank_taken_by) store.add(kCountKey, 1);
 
   if (self.rank == 0) {
+    // Progress wake-ups: every `every`, at most half the time there is, at least 250 ms.
+    Millis every = watch.every;
+    auto total = std::chrono::duration_cast<Millis>(deadline - Clock::now());
+    every = std::max(Millis{250}, std::min(every, total / 2));
+    auto next_report = Clock::now() + every;
+    auto report = [&](int r) {
+      JoinProgress p;
+      p.world_size = self.world_size;
+      p.joined = static_cast<int>(store.add(kCountKey, 0));
+      p.waiting_for = r;
+      p.waiting_for_connected = store.check({arrived_key(r)});
+      p.others_missing = std::max(0, self.world_size - p.joined - 1);
+      p.waited_s = seconds_since(start);
+      watch.on_progress(p);
+    };
     // Wait for each rank in turn under the one deadline; whoever is absent at the end is missing.
     for (int r = 0; r < self.world_size; ++r) {
       bool here = store.check({here_key(r)});
-      if (!here && !expired(deadline)) {
+      while (!here && !expired(deadline)) {
+        Deadline slice = watch.on_progress ? earliest(next_report, deadline) : deadline;
         try {
-          store.wait({here_key(r)}, deadline);
+          store.wait({here_key(r)}, slice);
           here = true;
         } catch (const StoreError& e) {
           if (e.error_class() != ErrorClass::timed_out) throw;
+        }
+        if (!here && watch.on_progress && Clock::now() >= next_report && !expired(deadline)) {
+          report(r);
+          while (next_report <= Clock::now()) next_report += every;
         }
       }
       if (!here) {
@@ -104,10 +137,10 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
       if (!roster.is_discarded()) {
         result.roster_received = true;
         result.missing = roster.value("missing", std::vector<int>{});
-        for (const auto& p : roster.value("present", json::array())) {
-          auto id = Identity::from_json(p.dump());
-          if (id) result.present.push_back(*id);
-        }
+        auto present = roster.find("present");  // by reference: value() would copy it
+        if (present != roster.end() && present->is_array())
+          for (const auto& p : *present)
+            if (auto id = identity_of(p)) result.present.push_back(std::move(*id));
       }
     } catch (const StoreError& e) {
       if (e.error_class() != ErrorClass::timed_out) throw;

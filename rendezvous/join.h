@@ -10,6 +10,10 @@
 //   join/here/<r>          set by rank r right after its claim; rank 0 waits on these (torch
 //                          <= 2.0 does not wake a WAIT on a compare-set key)
 //   join/roster            JSON written by rank 0: {"present":[...],"missing":[...]}
+//   join/arrived/<r>       set by rank r first thing, before its claim: rank 0 can tell a rank
+//                          that never connected from one that connected but has not claimed
+//   join/count             ADDed by each rank whose claim succeeded: how many joined, in one read
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,10 +49,29 @@ struct JoinResult {
   bool complete() const { return missing.empty() && !master_world_size && !rank_taken_by; }
 };
 
+// What rank 0's wait looks like, for a progress line while it waits ("2/3 joined, waiting for
+// rank 2 (never connected)"). The join only reports; the caller decides what to print.
+struct JoinProgress {
+  int world_size = 0;
+  int joined = 0;                      // ranks whose claim is in the store (join/count)
+  int waiting_for = -1;                // the lowest rank not here yet
+  bool waiting_for_connected = false;  // it set join/arrived/<r>: connected, rank not claimed yet
+  int others_missing = 0;              // ranks other than waiting_for not here yet
+  double waited_s = 0;                 // since join_world began
+};
+struct JoinWatch {
+  std::function<void(const JoinProgress&)> on_progress;  // rank 0 only; none: no wake-ups
+  // How often; shortened to half the time left at the start, so a short join deadline still gets
+  // a line before it passes (never under 250 ms).
+  Millis every{5000};
+};
+
 // Publishes `self` and waits for the roster. Rank 0 waits for every rank until `deadline`, then
 // publishes the roster; other ranks wait for the roster until `deadline` + `roster_grace`.
 // Store failures (connection lost) propagate as StoreError.
+// With `watch.on_progress`, rank 0 wakes every `watch.every` while it waits and reports (one
+// extra ADD per wake-up; a wait cut short is cancelled, or reconnected on torch <= 2.0).
 JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
-                      Millis roster_grace = Millis{2000});
+                      Millis roster_grace = Millis{2000}, const JoinWatch& watch = {});
 
 }  // namespace ncclsmoke::rendezvous

@@ -460,6 +460,33 @@ std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t
   return out;
 }
 
+std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& stopped) {
+  auto is_stopped = [&](int r) { return std::find(stopped.begin(), stopped.end(), r) != stopped.end(); };
+  std::vector<int> involved;
+  auto note = [&](int r) {
+    if (is_stopped(r) && std::find(involved.begin(), involved.end(), r) == involved.end())
+      involved.push_back(r);
+  };
+  std::vector<PairFailure> keep;
+  for (auto& f : m.failures) {
+    if (!is_stopped(f.from) && !is_stopped(f.to)) {
+      keep.push_back(std::move(f));
+      continue;
+    }
+    note(f.from);
+    note(f.to);
+    if (m.pairs_tested) --m.pairs_tested;
+    ++m.pairs_lost;
+  }
+  m.failures = std::move(keep);
+  for (auto* list : {&m.silent_ranks, &m.unfinished_ranks}) {
+    for (int r : *list) note(r);
+    list->erase(std::remove_if(list->begin(), list->end(), is_stopped), list->end());
+  }
+  std::sort(involved.begin(), involved.end());
+  return involved;
+}
+
 bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline) {
   switch (cls) {
     case ErrorClass::timed_out:
@@ -480,6 +507,7 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
   if (advertise.empty()) advertise = "127.0.0.1";
   result.listen_address = join_host_port(advertise, listener.port());
   store.set(key_of("addr", opt.rank), result.listen_address);
+  if (opt.after_publish) opt.after_publish();
 
   result.peers = mesh_peers(opt.rank, opt.ranks, opt.full_mesh_threshold, opt.random_peers);
   // Addresses first, under a deadline that leaves time to dial: a peer that died after joining

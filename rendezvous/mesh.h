@@ -23,6 +23,7 @@
 // Pairs from or to a lost rank are not tested (pairs_lost: PEER_LOST explains them; they are
 // neither MESH_BLOCKED nor counted as left by the deadline).
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct MeshOptions {
   Millis pair_timeout{3000};     // per connection attempt (a DROP is only seen as a timeout)
   Deadline deadline;             // for the whole probe, result exchange included
   Millis done_grace{2000};       // how long past the deadline others wait for rank 0's summary
+  // Optional: called once our address is published, before any dial (the run's test hook,
+  // NCCLSMOKE_TEST_PAUSE_AT=mesh, stops the process here).
+  std::function<void()> after_publish;
 };
 
 struct PairFailure {
@@ -84,6 +88,13 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& options);
 // unreachable, reset, protocol and dns are answers whatever the clock says; a timeout is an answer
 // only when the pair had its full pair timeout (the phase deadline did not come first).
 bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline);
+
+// Blame the root (issue 13): pairs that failed because one end was frozen or dead are not a
+// network verdict. Given the ranks the liveness watch (rendezvous/peer_watch.h) judges silent or
+// lost, moves every failed pair from or to one of them into pairs_lost (no longer tested, not
+// MESH_BLOCKED) and drops them from silent_ranks and unfinished_ranks (the watch's own
+// PEER_STALLED / PEER_LOST names them, with the right cause). Returns those it found involved.
+std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& stopped);
 
 // "1.2.3.4:5" / "[::1]:5" -> host, port. False when malformed.
 bool split_host_port(const std::string& text, std::string& host, uint16_t& port);

@@ -109,28 +109,38 @@ class PeerWatchImpl final : public PeerWatch {
       else expected_in_.insert(p);
     }
     thread_ = std::thread([this] { loop(); });
-    store.set("watch/addr/" + std::to_string(opt_.rank), address_);
-
-    // Poll the addresses with check() (never a blocking WAIT: a TcpStore holds its connection for
-    // the whole WAIT, and one silent peer must not delay dialling the others).
     std::vector<std::future<void>> dials;
     std::set<int> missing(dial.begin(), dial.end());
-    Millis pause{5};
-    while (!missing.empty()) {
-      for (auto it = missing.begin(); it != missing.end();) {
-        std::string key = "watch/addr/" + std::to_string(*it);
-        if (store.check({key})) {
-          std::string addr = store.get(key, earliest(opt_.deadline, deadline_after(Millis{2000})));
-          int peer = *it;
-          dials.push_back(std::async(std::launch::async, [this, peer, addr] { dial_peer(peer, addr); }));
-          it = missing.erase(it);
-        } else {
-          ++it;
+    // A store that fails or freezes now (rank 0 frozen or killed while the watch is set up) must
+    // not cost the watch: the connections already made (a lower rank dials us) keep watching, and
+    // are exactly what names the frozen rank 0. The peers not reached are unwatched, with why.
+    try {
+      store.set("watch/addr/" + std::to_string(opt_.rank), address_);
+
+      // Poll the addresses with check() (never a blocking WAIT: a TcpStore holds its connection for
+      // the whole WAIT, and one silent peer must not delay dialling the others).
+      Millis pause{5};
+      while (!missing.empty()) {
+        for (auto it = missing.begin(); it != missing.end();) {
+          std::string key = "watch/addr/" + std::to_string(*it);
+          if (store.check({key})) {
+            std::string addr = store.get(key, earliest(opt_.deadline, deadline_after(Millis{2000})));
+            int peer = *it;
+            dials.push_back(std::async(std::launch::async, [this, peer, addr] { dial_peer(peer, addr); }));
+            it = missing.erase(it);
+          } else {
+            ++it;
+          }
         }
+        if (missing.empty() || expired(opt_.deadline)) break;
+        std::this_thread::sleep_for(std::min(pause, remaining(opt_.deadline)));
+        pause = std::min(pause * 2, Millis{100});
       }
-      if (missing.empty() || expired(opt_.deadline)) break;
-      std::this_thread::sleep_for(std::min(pause, remaining(opt_.deadline)));
-      pause = std::min(pause * 2, Millis{100});
+    } catch (const StoreError& e) {
+      for (int p : missing)
+        note_unwatched(p, "the store failed while the watch was set up, after " +
+                              seconds_text(seconds_since(start_)) + ": " + e.what());
+      missing.clear();
     }
     for (int p : missing)
       note_unwatched(p, "rank " + std::to_string(p) + " never published watch/addr/" +

@@ -157,7 +157,9 @@ class PeerWatch {
   // waits until every expected incoming connection has said hello or `deadline` passed. Peers
   // that could not be connected by then are in unwatched() (not an error: the mesh probe reports
   // blocked pairs); one whose dial was already queued may still arrive later and move to
-  // watched(). Throws StoreError when it cannot listen, or when the store itself fails.
+  // watched(). Throws StoreError when it cannot listen. A store that fails or freezes during the
+  // setup (rank 0 stopped) does not: the peers not reached by then are unwatched (with the store's
+  // error), the connections already made keep watching (they are what names a frozen rank 0).
   static std::unique_ptr<PeerWatch> start(Store& store, const PeerWatchOptions& options,
                                           std::function<void(const LostPeer&)> on_lost);
 

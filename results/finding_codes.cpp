@@ -129,8 +129,11 @@ const std::vector<FindingCode> kCodes = {
      "errors) before reuse."},
     // --- judging ----------------------------------------------------------------------------
     {"BASELINE_MISSING", "warning", "run", "inconclusive",
-     "No baseline exists for this profile, transport and size, so bandwidth could not be judged.",
-     "Record healthy runs and run `ncclsmoke baseline learn` for profile {profile}."},
+     "Bandwidth could not be judged: no baseline band for this (transport, world size, profile), "
+     "the run's sweep did not include the band's gate size, or nothing was measured.",
+     "The finding's own hint names which: no band -> record healthy runs and run `ncclsmoke "
+     "baseline learn` for profile {profile}; gate size not measured -> widen "
+     "--min-bytes/--max-bytes to include it (or use --gate)."},
 };
 
 }  // namespace
@@ -196,6 +199,14 @@ std::string findings_markdown() {
     md += "| `" + std::string(c.code) + "` | " + std::string(c.layer) + " | " +
           std::string(c.severity) + " | " + std::string(c.warning_effect) + " | " +
           std::string(c.meaning) + " | " + std::string(c.hint) + " |\n";
+  }
+  // One heading per code, so an alert's runbook_url can point at docs/findings.md#<code in
+  // lower case> (GitHub's heading anchor).
+  md += "\n## By code\n";
+  for (const auto& c : kCodes) {
+    md += "\n### " + std::string(c.code) + "\n\n" + std::string(c.meaning) + "\n\n*Layer* " +
+          std::string(c.layer) + ", *default severity* " + std::string(c.severity) +
+          ". *What to do:* " + std::string(c.hint) + "\n";
   }
   md +=
       "\nExit codes: 0 pass, 1 fail, 2 usage error, 3 degraded, 4 inconclusive. "

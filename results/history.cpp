@@ -1,5 +1,6 @@
-// Run history in SQLite (history.h). Statements are prepared per call: the per-run cost is the
-// JSON text and the inserts, not statement compilation, and batches share one transaction.
+// Run history (history.h): what both backends share - the gate numbers of a verdict, times,
+// problem classification and hints, URL redaction, the filesystem check - and History itself,
+// which forwards to the backend its target names (history_sqlite.cpp, history_postgres.cpp).
 #include "results/history.h"
 
 #include <sqlite3.h>
@@ -9,160 +10,24 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <map>
-#include <mutex>
-#include <sstream>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <set>
-#include <variant>
+#include <sstream>
+
+#include "results/history_backend.h"
 
 namespace ncclsmoke::results {
 namespace {
 
 using nlohmann::json;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-const char* kCreateSql = R"sql(
-CREATE TABLE IF NOT EXISTS runs (
-  run_id TEXT PRIMARY KEY,
-  started_at TEXT NOT NULL,
-  started_unix REAL NOT NULL,
-  duration_s REAL,
-  verdict TEXT NOT NULL,
-  exit_code INTEGER NOT NULL,
-  world_size INTEGER NOT NULL,
-  profile TEXT NOT NULL,
-  tool_version TEXT NOT NULL,
-  hosts TEXT NOT NULL,
-  source TEXT NOT NULL,
-  verdict_json TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_by_time ON runs(started_unix);
-CREATE INDEX IF NOT EXISTS runs_by_profile ON runs(profile, started_unix);
-CREATE TABLE IF NOT EXISTS gates (
-  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-  transport TEXT NOT NULL,
-  gate_bytes INTEGER NOT NULL,
-  busbw_gbps REAL,
-  baseline_gbps REAL,
-  degraded_ratio REAL,
-  fail_ratio REAL,
-  synthetic INTEGER NOT NULL,
-  identity TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS gates_by_run ON gates(run_id);
-CREATE TABLE IF NOT EXISTS findings (
-  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
-  code TEXT NOT NULL,
-  severity TEXT NOT NULL,
-  layer TEXT NOT NULL,
-  message TEXT NOT NULL,
-  ranks TEXT NOT NULL,
-  hosts TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS findings_by_run ON findings(run_id);
-)sql";
-
-// How long each open connection retries a lock, for the "locked" hint.
-std::mutex busy_mu;
-std::map<const sqlite3*, int> busy_ms_of;
-
-int busy_ms(const sqlite3* db) {
-  std::lock_guard lock(busy_mu);
-  auto it = busy_ms_of.find(db);
-  return it == busy_ms_of.end() ? 0 : it->second;
-}
-
-// The error for a failed SQLite call: `what` (names the file), SQLite's message, and the hint of
-// its cause.
-HistoryError sqlite_error(sqlite3* db, int rc, const std::string& path, const std::string& what) {
-  int sys = db ? sqlite3_system_errno(db) : 0;
-  HistoryProblem p = classify_history_error(rc, sys);
-  std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
-  if (sys && p != HistoryProblem::locked) msg += std::string(" (") + std::strerror(sys) + ")";
-  std::string hint = history_hint(p, path, sys, busy_ms(db));
-  return HistoryError(msg + (hint.empty() ? "" : "; " + hint), p);
-}
-
-// One prepared statement, finalized on scope exit.
-class Stmt {
- public:
-  Stmt(sqlite3* db, const std::string& sql, const std::string& path) : db_(db), path_(path) {
-    if (int rc = sqlite3_prepare_v2(db, sql.c_str(), -1, &s_, nullptr); rc != SQLITE_OK)
-      throw sqlite_error(db, rc, path, "history " + path);
-  }
-  ~Stmt() { sqlite3_finalize(s_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
-
-  Stmt& bind(int i, const std::string& v) {
-    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
-    return *this;
-  }
-  // The text must outlive step(): no copy (the verdict JSON is the largest value by far).
-  Stmt& bind_static(int i, const std::string& v) {
-    check(sqlite3_bind_text(s_, i, v.data(), static_cast<int>(v.size()), SQLITE_STATIC));
-    return *this;
-  }
-  Stmt& bind(int i, double v) {
-    // NaN is stored as NULL ("not measured"), and read back as NaN.
-    check(std::isnan(v) ? sqlite3_bind_null(s_, i) : sqlite3_bind_double(s_, i, v));
-    return *this;
-  }
-  Stmt& bind(int i, std::int64_t v) {
-    check(sqlite3_bind_int64(s_, i, v));
-    return *this;
-  }
-  Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
-
-  // true: a row is ready; false: done. Throws on errors (including SQLITE_BUSY past the timeout).
-  bool step() {
-    int rc = sqlite3_step(s_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    throw sqlite_error(db_, sqlite3_extended_errcode(db_), path_, "history " + path_);
-  }
-  void reset() {
-    sqlite3_reset(s_);
-    sqlite3_clear_bindings(s_);
-  }
-  std::string text(int i) const {
-    auto p = reinterpret_cast<const char*>(sqlite3_column_text(s_, i));
-    return p ? std::string(p, static_cast<size_t>(sqlite3_column_bytes(s_, i))) : std::string();
-  }
-  double real(int i) const {
-    return sqlite3_column_type(s_, i) == SQLITE_NULL ? kNaN : sqlite3_column_double(s_, i);
-  }
-  std::int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
-
- private:
-  void check(int rc) {
-    if (rc != SQLITE_OK) throw sqlite_error(db_, rc, path_, "history " + path_);
-  }
-  sqlite3* db_;
-  sqlite3_stmt* s_ = nullptr;
-  std::string path_;
-};
-
-std::string profile_of(const Verdict& v) {
-  if (v.baseline.is_object() && v.baseline.contains("profile") && v.baseline["profile"].is_string())
-    return v.baseline["profile"].get<std::string>();
-  return "";
-}
-
-std::vector<std::string> hosts_of(const Verdict& v) {
-  std::vector<std::string> out;
-  std::set<std::string> seen;
-  for (const auto& r : v.ranks)
-    if (!r.host.empty() && seen.insert(r.host).second) out.push_back(r.host);
-  return out;
-}
 
 // "network=Socket gdr=false" from an identity's observed object (the keys an operator looks for).
 std::string identity_text(const json& observed) {
@@ -175,55 +40,6 @@ std::string identity_text(const json& observed) {
     if (val.empty()) continue;
     out += (out.empty() ? "" : " ") + std::string(key) + "=" + val;
   }
-  return out;
-}
-
-json string_array(const std::vector<std::string>& xs) { return json(xs); }
-
-template <typename T>
-std::vector<T> parse_array(const std::string& text) {
-  std::vector<T> out;
-  auto j = json::parse(text, nullptr, false);
-  if (!j.is_array()) return out;
-  for (const auto& e : j)
-    if constexpr (std::is_same_v<T, int>) {
-      if (e.is_number_integer()) out.push_back(e.get<int>());
-    } else {
-      if (e.is_string()) out.push_back(e.get<std::string>());
-    }
-  return out;
-}
-
-// A query over runs r (and gates g for the gates table): "SELECT <columns> FROM <from>" plus the
-// filters, ordered by start time (newest first when limited, flipped back: callers always get
-// oldest first), each row read by `read`.
-template <typename Row, typename Read>
-std::vector<Row> select_rows(sqlite3* db, const std::string& path, const std::string& select_from,
-                             const HistoryQuery& q, bool with_transport,
-                             const std::string& row_column, Read read) {
-  std::string sql = select_from + " WHERE 1";
-  std::vector<std::variant<double, std::string>> params;
-  auto filter = [&](bool on, const char* clause, std::variant<double, std::string> value) {
-    if (!on) return;
-    sql += clause;
-    params.push_back(std::move(value));
-  };
-  filter(q.since_unix > 0, " AND r.started_unix >= ?", q.since_unix);
-  filter(q.until_unix > 0, " AND r.started_unix < ?", q.until_unix);
-  filter(!q.profile.empty(), " AND r.profile = ?", q.profile);
-  filter(!q.verdict.empty(), " AND r.verdict = ?", q.verdict);
-  filter(with_transport && !q.transport.empty(), " AND g.transport = ?", q.transport);
-  const char* dir = q.limit > 0 ? " DESC" : " ASC";
-  sql += std::string(" ORDER BY r.started_unix") + dir + ", r.run_id" + dir;
-  if (!row_column.empty()) sql += ", " + row_column + dir;
-  if (q.limit > 0) sql += " LIMIT " + std::to_string(q.limit);
-
-  Stmt s(db, sql, path);
-  for (size_t i = 0; i < params.size(); ++i)
-    std::visit([&](const auto& v) { s.bind(static_cast<int>(i + 1), v); }, params[i]);
-  std::vector<Row> out;
-  while (s.step()) out.push_back(read(s));
-  if (q.limit > 0) std::reverse(out.begin(), out.end());
   return out;
 }
 
@@ -301,7 +117,7 @@ std::vector<HistoryGate> gates_of(const Verdict& v) {
     g.run_id = v.run_id;
     g.started_unix = started;
     g.verdict = v.verdict;
-    g.profile = profile_of(v);
+    g.profile = detail::profile_of(v);
     g.world_size = v.world.size;
     g.transport = name;
     g.busbw_gbps = g.baseline_gbps = g.degraded_ratio = g.fail_ratio = kNaN;
@@ -352,10 +168,12 @@ std::string to_string(HistoryProblem p) {
     case HistoryProblem::cannot_open: return "cannot open";
     case HistoryProblem::not_history: return "not an ncclsmoke history";
     case HistoryProblem::bad_verdict: return "bad verdict";
+    case HistoryProblem::unreachable: return "unreachable";
     case HistoryProblem::other: break;
   }
   return "other";
 }
+
 
 HistoryProblem classify_history_error(int sqlite_rc, int sys_errno) {
   if (sys_errno == ENOSPC || sys_errno == EDQUOT) return HistoryProblem::full;
@@ -452,146 +270,138 @@ std::string history_hint(HistoryProblem p, const std::string& path, int sys_errn
   }
 }
 
-History::History(const std::string& path, bool create, int busy_timeout_ms)
-    : path_(path), busy_timeout_ms_(busy_timeout_ms) {
-  int flags = SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0) | SQLITE_OPEN_FULLMUTEX;
-  if (int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr); rc != SQLITE_OK) {
-    HistoryError e = sqlite_error(db_, rc, path, "cannot open history " + path);
-    sqlite3_close(db_);
-    db_ = nullptr;
-    std::string what = e.what();
-    if (!create) what += " (does the file exist? it is created by `ncclsmoke history import` or `run --history`)";
-    throw HistoryError(what, e.problem());
+
+bool is_history_url(const std::string& target) {
+  return target.rfind("postgresql://", 0) == 0 || target.rfind("postgres://", 0) == 0;
+}
+
+std::string redact_history_url(const std::string& target) {
+  if (!is_history_url(target)) return target;
+  std::string out = target;
+  // userinfo: scheme://user:PASSWORD@host... (the last '@' before the path ends it)
+  const size_t start = out.find("://") + 3;
+  size_t end = out.find_first_of("/?#", start);
+  if (end == std::string::npos) end = out.size();
+  const size_t at = out.rfind('@', end);
+  if (at != std::string::npos && at >= start) {
+    const size_t colon = out.find(':', start);
+    if (colon != std::string::npos && colon < at) out.replace(colon + 1, at - colon - 1, "***");
   }
-  sqlite3_busy_timeout(db_, busy_timeout_ms);
-  {
-    std::lock_guard lock(busy_mu);
-    busy_ms_of[db_] = busy_timeout_ms;
-  }
-  try {
-    int version = 0;
-    {
-      Stmt s(db_, "PRAGMA user_version", path_);  // fails here on a file that is not SQLite
-      if (s.step()) version = static_cast<int>(s.integer(0));
-    }
-    if (version > kHistorySchemaVersion)
-      throw HistoryError("history " + path + " has schema version " + std::to_string(version) +
-                         ", newer than this ncclsmoke's " + std::to_string(kHistorySchemaVersion) +
-                         ": use a newer ncclsmoke, or another file",
-                         HistoryProblem::not_history);
-    exec("PRAGMA journal_mode=WAL");
-    exec("PRAGMA synchronous=FULL");
-    exec("PRAGMA foreign_keys=ON");
-    if (version == 0) {
-      if (!create) {
-        Stmt s(db_, "SELECT count(*) FROM sqlite_master", path_);
-        if (s.step() && s.integer(0) > 0)
-          throw HistoryError("history " + path + " is an SQLite file but not an ncclsmoke history",
-                             HistoryProblem::not_history);
+  // query parameters password=... and sslpassword=...
+  for (const char* key : {"password=", "sslpassword="}) {
+    size_t q = out.find('?');
+    while (q != std::string::npos) {
+      size_t p = out.find(key, q);
+      if (p == std::string::npos) break;
+      if (out[p - 1] != '?' && out[p - 1] != '&') {
+        q = p + 1;
+        continue;
       }
-      exec("BEGIN IMMEDIATE");
-      try {
-        exec(kCreateSql);
-        exec(("PRAGMA user_version=" + std::to_string(kHistorySchemaVersion)).c_str());
-        exec("COMMIT");
-      } catch (...) {
-        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-        throw;
-      }
+      size_t v = p + std::strlen(key);
+      size_t e = out.find_first_of("&#", v);
+      out.replace(v, (e == std::string::npos ? out.size() : e) - v, "***");
+      q = v;
     }
-  } catch (const HistoryError& e) {
-    {
-      std::lock_guard lock(busy_mu);
-      busy_ms_of.erase(db_);
-    }
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw;
+  }
+  return out;
+}
+
+HistoryProblem classify_postgres_error(const std::string& sqlstate, bool connection_bad) {
+  if (sqlstate.size() == 5) {
+    const std::string cls = sqlstate.substr(0, 2);
+    if (cls == "08") return HistoryProblem::unreachable;
+    if (sqlstate == "57P01" || sqlstate == "57P02" || sqlstate == "57P03")
+      return HistoryProblem::unreachable;  // the server is shutting down / starting
+    if (cls == "28" || sqlstate == "3D000") return HistoryProblem::cannot_open;
+    if (sqlstate == "53100") return HistoryProblem::full;
+    if (sqlstate == "25006" || sqlstate == "42501") return HistoryProblem::read_only;
+    if (sqlstate == "55P03" || sqlstate == "40P01" || sqlstate == "40001" || sqlstate == "57014")
+      return HistoryProblem::locked;
+    if (sqlstate == "XX001" || sqlstate == "XX002") return HistoryProblem::corrupt;
+    if (sqlstate == "58030") return HistoryProblem::io;
+  }
+  return connection_bad ? HistoryProblem::unreachable : HistoryProblem::other;
+}
+
+std::string network_filesystem_name(long f_type) {
+  switch (static_cast<unsigned long>(f_type) & 0xffffffffUL) {
+    case 0x6969UL: return "NFS";
+    case 0xFF534D42UL: return "CIFS/SMB";
+    case 0xFE534D42UL: return "SMB2";
+    case 0x517BUL: return "SMB";
+    case 0x65735546UL: return "FUSE";
+    case 0x0BD00BD0UL: return "Lustre";
+    case 0x47504653UL: return "GPFS";
+    case 0x00C36400UL: return "CephFS";
+    case 0x01021997UL: return "9p";
+    case 0x5346414FUL: return "AFS";
+    default: return "";
   }
 }
 
-History::~History() {
-  if (!db_) return;
-  {
-    std::lock_guard lock(busy_mu);
-    busy_ms_of.erase(db_);
-  }
-  sqlite3_close(db_);
+std::string sqlite_journal_mode_for(long f_type) {
+  return network_filesystem_name(f_type).empty() ? "WAL" : "DELETE";
 }
 
-void History::exec(const char* sql) const {
-  if (int rc = sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); rc != SQLITE_OK)
-    throw sqlite_error(db_, sqlite3_extended_errcode(db_), path_, "history " + path_);
+std::string default_history_cluster() {
+  const char* c = std::getenv("NCCLSMOKE_CLUSTER");
+  return c && *c ? c : "default";
 }
 
-namespace {
+namespace detail {
 
-// The statements one import uses, prepared once per transaction instead of once per run.
-struct Inserts {
-  Inserts(sqlite3* db, const std::string& path)
-      : exists(db, "SELECT 1 FROM runs WHERE run_id = ?", path),
-        run(db,
-            "INSERT INTO runs (run_id, started_at, started_unix, duration_s, verdict, exit_code, "
-            "world_size, profile, tool_version, hosts, source, verdict_json) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-            path),
-        gate(db,
-             "INSERT INTO gates (run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, "
-             "degraded_ratio, fail_ratio, synthetic, identity) VALUES (?,?,?,?,?,?,?,?,?)",
-             path),
-        finding(db,
-                "INSERT INTO findings (run_id, code, severity, layer, message, ranks, hosts) "
-                "VALUES (?,?,?,?,?,?,?)",
-                path) {}
-  Stmt exists, run, gate, finding;
-};
+std::string profile_of(const Verdict& v) {
+  if (v.baseline.is_object() && v.baseline.contains("profile") && v.baseline["profile"].is_string())
+    return v.baseline["profile"].get<std::string>();
+  return "";
+}
 
-AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
-                  const std::string& source, const std::string* json_text) {
-  AddResult r;
-  if (v.run_id.empty()) throw HistoryError("history " + path + ": verdict has no run_id", HistoryProblem::bad_verdict);
-  ins.exists.bind(1, v.run_id);
-  bool stored = ins.exists.step();
-  ins.exists.reset();
-  if (stored) {
-    r.duplicates = 1;
-    return r;
-  }
-  double started;
+std::vector<std::string> hosts_of(const Verdict& v) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& r : v.ranks)
+    if (!r.host.empty() && seen.insert(r.host).second) out.push_back(r.host);
+  return out;
+}
+
+double started_unix_of(const Verdict& v, const std::string& name) {
   try {
-    started = parse_rfc3339(v.started_at);
+    return parse_rfc3339(v.started_at);
   } catch (const std::invalid_argument& e) {
-    throw HistoryError("history " + path + ": run " + v.run_id + ": started_at: " + e.what(),
+    throw HistoryError("history " + name + ": run " + v.run_id + ": started_at: " + e.what(),
                        HistoryProblem::bad_verdict);
   }
-  std::string text = json_text ? std::string() : to_json(v).dump();
-  Stmt& s = ins.run;
-  s.bind(1, v.run_id).bind(2, v.started_at).bind(3, started).bind(4, v.duration_s);
-  s.bind(5, v.verdict).bind(6, v.exit_code).bind(7, v.world.size).bind(8, profile_of(v));
-  s.bind(9, v.tool.version).bind(10, string_array(hosts_of(v)).dump()).bind(11, source);
-  s.bind_static(12, json_text ? *json_text : text);
-  s.step();
-  s.reset();
-  for (const auto& g : gates_of(v)) {
-    Stmt& gs = ins.gate;
-    gs.bind(1, v.run_id).bind(2, g.transport).bind(3, g.gate_bytes).bind(4, g.busbw_gbps);
-    gs.bind(5, g.baseline_gbps).bind(6, g.degraded_ratio).bind(7, g.fail_ratio);
-    gs.bind(8, g.synthetic ? 1 : 0).bind(9, g.identity);
-    gs.step();
-    gs.reset();
-  }
-  for (const auto& f : v.findings) {
-    Stmt& fs = ins.finding;
-    fs.bind(1, v.run_id).bind(2, f.code).bind(3, f.severity).bind(4, f.layer);
-    fs.bind(5, f.message).bind(6, json(f.ranks).dump()).bind(7, string_array(f.hosts).dump());
-    fs.step();
-    fs.reset();
-  }
-  r.added = 1;
-  return r;
 }
 
-}  // namespace
+std::vector<int> parse_int_array(const std::string& text) {
+  std::vector<int> out;
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_array())
+    for (const auto& e : j)
+      if (e.is_number_integer()) out.push_back(e.get<int>());
+  return out;
+}
+
+std::vector<std::string> parse_string_array(const std::string& text) {
+  std::vector<std::string> out;
+  auto j = json::parse(text, nullptr, false);
+  if (j.is_array())
+    for (const auto& e : j)
+      if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
+}  // namespace detail
+
+History::History(const std::string& target, bool create, int busy_timeout_ms)
+    : path_(redact_history_url(target)),
+      postgres_(is_history_url(target)),
+      cluster_(default_history_cluster()) {
+  impl_ = postgres_ ? detail::open_postgres_history(target, create, busy_timeout_ms)
+                    : detail::open_sqlite_history(target, create, busy_timeout_ms);
+}
+
+History::~History() = default;
 
 AddResult History::add(const Verdict& v, const std::string& source) {
   bool given = false;
@@ -622,119 +432,25 @@ AddResult History::add_many(const std::vector<Verdict>& vs, const std::string& s
 }
 
 AddResult History::add_stream(const NextVerdict& next, const std::string& source) {
-  AddResult total;
-  exec("BEGIN IMMEDIATE");
-  try {
-    Inserts ins(db_, path_);
-    const Verdict* v = nullptr;
-    const std::string* text = nullptr;
-    while (next(v, text)) {
-      AddResult r = add_one(ins, path_, *v, source, text);
-      total.added += r.added;
-      total.duplicates += r.duplicates;
-    }
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-  return total;
+  return impl_->add_stream(next, source, cluster_);
 }
 
 std::int64_t History::prune(double before_unix, bool vacuum) {
-  std::int64_t removed = 0;
-  exec("BEGIN IMMEDIATE");
-  try {
-    Stmt s(db_, "DELETE FROM runs WHERE started_unix < ?", path_);  // cascades to gates/findings
-    s.bind(1, before_unix);
-    s.step();
-    removed = sqlite3_changes64(db_);
-    exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
-  if (vacuum && removed > 0) exec("VACUUM");
-  return removed;
+  return impl_->prune(before_unix, vacuum);
 }
 
-std::int64_t History::count_runs() const {
-  Stmt s(db_, "SELECT count(*) FROM runs", path_);
-  return s.step() ? s.integer(0) : 0;
-}
+std::int64_t History::count_runs() const { return impl_->count_runs(); }
 
-std::vector<HistoryRun> History::runs(const HistoryQuery& q) const {
-  return select_rows<HistoryRun>(
-      db_, path_,
-      "SELECT r.run_id, r.started_at, r.started_unix, r.duration_s, r.verdict, r.exit_code, "
-      "r.world_size, r.profile, r.tool_version, r.hosts, r.source FROM runs r",
-      q, false, "", [](const Stmt& s) {
-        HistoryRun r;
-        r.run_id = s.text(0);
-        r.started_at = s.text(1);
-        r.started_unix = s.real(2);
-        r.duration_s = s.real(3);
-        r.verdict = s.text(4);
-        r.exit_code = static_cast<int>(s.integer(5));
-        r.world_size = static_cast<int>(s.integer(6));
-        r.profile = s.text(7);
-        r.tool_version = s.text(8);
-        r.hosts = parse_array<std::string>(s.text(9));
-        r.source = s.text(10);
-        return r;
-      });
-}
+std::vector<HistoryRun> History::runs(const HistoryQuery& q) const { return impl_->runs(q); }
 
-std::vector<HistoryGate> History::gates(const HistoryQuery& q) const {
-  return select_rows<HistoryGate>(
-      db_, path_,
-      "SELECT g.run_id, r.started_unix, r.verdict, r.profile, r.world_size, g.transport, "
-      "g.gate_bytes, g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio, "
-      "g.synthetic, g.identity FROM gates g JOIN runs r ON r.run_id = g.run_id",
-      q, true, "g.rowid", [](const Stmt& s) {
-        HistoryGate g;
-        g.run_id = s.text(0);
-        g.started_unix = s.real(1);
-        g.verdict = s.text(2);
-        g.profile = s.text(3);
-        g.world_size = static_cast<int>(s.integer(4));
-        g.transport = s.text(5);
-        g.gate_bytes = s.integer(6);
-        g.busbw_gbps = s.real(7);
-        g.baseline_gbps = s.real(8);
-        g.degraded_ratio = s.real(9);
-        g.fail_ratio = s.real(10);
-        g.synthetic = s.integer(11) != 0;
-        g.identity = s.text(12);
-        return g;
-      });
-}
+std::vector<HistoryGate> History::gates(const HistoryQuery& q) const { return impl_->gates(q); }
 
 std::vector<HistoryFinding> History::findings(const HistoryQuery& q) const {
-  return select_rows<HistoryFinding>(
-      db_, path_,
-      "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
-      "f.ranks, f.hosts FROM findings f JOIN runs r ON r.run_id = f.run_id",
-      q, false, "f.rowid", [](const Stmt& s) {
-        HistoryFinding f;
-        f.run_id = s.text(0);
-        f.started_unix = s.real(1);
-        f.profile = s.text(2);
-        f.code = s.text(3);
-        f.severity = s.text(4);
-        f.layer = s.text(5);
-        f.message = s.text(6);
-        f.ranks = parse_array<int>(s.text(7));
-        f.hosts = parse_array<std::string>(s.text(8));
-        return f;
-      });
+  return impl_->findings(q);
 }
 
 std::optional<nlohmann::json> History::verdict_json(const std::string& run_id) const {
-  Stmt s(db_, "SELECT verdict_json FROM runs WHERE run_id = ?", path_);
-  s.bind(1, run_id);
-  if (!s.step()) return std::nullopt;
-  return json::parse(s.text(0), nullptr, false);
+  return impl_->verdict_json(run_id);
 }
 
 }  // namespace ncclsmoke::results

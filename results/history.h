@@ -1,22 +1,36 @@
 #pragma once
-// Run history: an embedded SQLite file that accumulates verdicts (global ones from `run
-// --history`, `publish --history`, or `ncclsmoke history import`), and the queries that
-// `baseline learn` and `report` read.
+// Run history: verdicts accumulated from `run --history`, `publish --history` and `ncclsmoke
+// history import`, and the queries `baseline learn` and `report` read. Two backends behind one
+// class (results/history_backend.h):
+//   - a path: an embedded SQLite file (history_sqlite.cpp), the default;
+//   - a `postgresql://` or `postgres://` URL: a shared PostgreSQL server through libpq
+//     (history_postgres.cpp), so a fleet's clusters can write one history. Its tables are
+//     ncclsmoke_runs / ncclsmoke_gates / ncclsmoke_findings / ncclsmoke_meta (the URL's
+//     search_path, e.g. `?options=-csearch_path%3Dsmoke`, picks the schema).
+// A URL's password is never printed: every message names redact_history_url(url).
 //
-// Safety contract: the database runs in WAL mode with synchronous=FULL; every add is one
-// transaction (add_many: one for the whole batch), so a crash mid-write leaves the history as it
-// was before that add, never half a run. Each run is stored whole (the verdict JSON, verbatim) next
-// to the columns the queries use, so nothing a verdict said is lost to the summary tables. Adding a
-// run_id that is already stored is a no-op counted as a duplicate (imports can be repeated).
-// Several writers may share a file: busy_timeout waits up to `busy_timeout_ms` for the lock, then
-// the add throws HistoryError naming the file, with problem() == locked and the lock holders.
+// Safety contract (both backends): every add is one transaction (add_many / add_stream: one for
+// the whole batch), so a crash mid-write - this process SIGKILLed, or the server restarted -
+// leaves the history as it was before that add, never half a run or half a batch. Each run is
+// stored whole (the verdict JSON, verbatim) next to the columns the queries use. Adding a run_id
+// that is already stored is a no-op counted as a duplicate (imports can be repeated).
+// SQLite runs in WAL mode with synchronous=FULL; several writers may share a file: busy_timeout
+// waits up to `busy_timeout_ms` for the lock, then the add throws HistoryError with problem() ==
+// locked and the lock holders. On a network filesystem (NFS, CIFS/SMB, FUSE, Lustre, ...: see
+// network_filesystem_name) WAL is unsafe - its shared-memory index does not work across hosts -
+// so the file uses journal_mode=DELETE (the rollback journal) instead, and says so once on stderr.
+// PostgreSQL: `busy_timeout_ms` is the connect timeout and the lock_timeout; a server that is
+// down or goes away mid-batch is HistoryProblem::unreachable (the transaction is rolled back).
 //
-// Tables (PRAGMA user_version = kHistorySchemaVersion):
+// Tables (SQLite: PRAGMA user_version = kHistorySchemaVersion; PostgreSQL: ncclsmoke_meta):
 //   runs(run_id PK, started_at, started_unix, duration_s, verdict, exit_code, world_size,
-//        profile, tool_version, hosts, source, verdict_json)
+//        profile, tool_version, hosts, source, cluster, verdict_json)
 //   gates(run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, degraded_ratio, fail_ratio,
 //         synthetic, identity)  -- one row per transport measured: the number the judge compares
 //   findings(run_id, code, severity, layer, message, ranks, hosts)
+// Version 2 added runs.cluster; a version-1 SQLite file is migrated in place (ALTER TABLE in one
+// transaction) by the first open that may write it (create = true); an open with create = false
+// (report, list, prune, baseline learn) reads a version-1 file as it is, every cluster "".
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,11 +41,9 @@
 
 #include "results/verdict.h"
 
-struct sqlite3;
-
 namespace ncclsmoke::results {
 
-inline constexpr int kHistorySchemaVersion = 1;
+inline constexpr int kHistorySchemaVersion = 2;
 
 // Why a history could not be used. Each cause carries its own hint (what() ends with it), and the
 // commands that only read or maintain the history (history import/list/prune, report, baseline
@@ -47,6 +59,7 @@ enum class HistoryProblem {
   cannot_open,   // SQLITE_CANTOPEN: directory missing, a directory at the path ...
   not_history,   // an SQLite file of something else, or a newer schema than this build's
   bad_verdict,   // the verdict given to add() cannot be stored (no run_id, bad started_at)
+  unreachable,   // PostgreSQL: the server refused / timed out / went away (mid-batch too)
 };
 inline constexpr int kExitHistoryUnusable = 7;
 
@@ -59,6 +72,26 @@ std::string history_lock_holders(const std::string& path);
 // The one-line hint for a cause (path: the history file; busy_timeout_ms: how long we retried).
 std::string history_hint(HistoryProblem p, const std::string& path, int sys_errno,
                          int busy_timeout_ms);
+
+// true for "postgresql://..." and "postgres://..." (the PostgreSQL backend), else a file path.
+bool is_history_url(const std::string& target);
+// The URL with its password replaced by "***" (userinfo and a `password=` query parameter);
+// anything else unchanged. What every message prints instead of the URL.
+std::string redact_history_url(const std::string& target);
+// PostgreSQL's SQLSTATE (5 characters, "" when there was no result) and whether the connection
+// is gone (PQstatus == CONNECTION_BAD) -> cause. Connection failures: unreachable; class 28 /
+// 3D000 (authentication, no such database): cannot_open; 53100: full; 25006 / 42501: read_only;
+// 55P03 / 40P01 / 40001 / 57014: locked; XX001 / XX002: corrupt; 58030: io.
+HistoryProblem classify_postgres_error(const std::string& sqlstate, bool connection_bad);
+
+// statfs(2) f_type of a history file's directory -> the network filesystem it is ("NFS",
+// "CIFS/SMB", "SMB2", "FUSE", "Lustre", "GPFS", "CephFS", "9p", "AFS"), or "" for a local one.
+// EFS is NFS v4 (amazon-efs-utils mounts it as nfs4, through stunnel for TLS); s3fs, gcsfuse and
+// other userspace mounts are FUSE.
+std::string network_filesystem_name(long f_type);
+// The SQLite journal mode for a file on that filesystem: "WAL" locally, "DELETE" (the rollback
+// journal, which needs only POSIX locks) on a network filesystem.
+std::string sqlite_journal_mode_for(long f_type);
 
 class HistoryError : public std::runtime_error {
  public:
@@ -82,6 +115,8 @@ struct HistoryRun {
   std::string tool_version;
   std::vector<std::string> hosts;  // joined ranks' hosts, first-appearance order
   std::string source;          // where the run came from: "run", "import:<file>", "publish"
+  std::string cluster;         // the fleet's name for the cluster (publish --cluster,
+                               // NCCLSMOKE_CLUSTER); "" for runs stored before it was recorded
 };
 
 // The number the judge compares with a baseline, per (run, transport). gate_bytes is the
@@ -102,6 +137,7 @@ struct HistoryGate {
   double fail_ratio = 0;       // NaN with baseline_gbps
   bool synthetic = false;
   std::string identity;        // observed identity summary, e.g. "network=Socket" ("" unknown)
+  std::string cluster;         // the run's cluster (HistoryRun::cluster)
 };
 
 struct HistoryFinding {
@@ -114,6 +150,7 @@ struct HistoryFinding {
   std::string message;
   std::vector<int> ranks;
   std::vector<std::string> hosts;
+  std::string cluster;         // the run's cluster (HistoryRun::cluster)
 };
 
 struct HistoryQuery {
@@ -122,6 +159,7 @@ struct HistoryQuery {
   std::string profile;         // "" any
   std::string transport;       // gates only; "" any
   std::string verdict;         // "" any, else e.g. "pass"
+  std::string cluster;         // "" any
   std::int64_t limit = 0;      // 0: no limit; newest first when set
 };
 
@@ -141,16 +179,31 @@ double parse_since(const std::string& text, double now_unix);
 // std::invalid_argument.
 double parse_rfc3339(const std::string& text);
 
+namespace detail {
+class HistoryBackend;
+}
+
+// NCCLSMOKE_CLUSTER, else "default" (what publish labels its metrics with).
+std::string default_history_cluster();
+
 class History {
  public:
-  // Opens (creating when `create`) the file and its tables. Throws HistoryError naming the path
-  // and SQLite's message: unreadable, not a database, a newer schema version than this build's.
-  explicit History(const std::string& path, bool create = true, int busy_timeout_ms = 10000);
+  // Opens (creating when `create`) the history: a file path or a postgresql:// URL. Throws
+  // HistoryError naming it (redacted) and the engine's message: unreadable, not a database,
+  // unreachable, authentication failed, a newer schema version than this build's.
+  explicit History(const std::string& target, bool create = true, int busy_timeout_ms = 10000);
   ~History();
   History(const History&) = delete;
   History& operator=(const History&) = delete;
 
+  // The history as messages name it: the path, or the URL with its password redacted.
   const std::string& path() const { return path_; }
+  bool is_postgres() const { return postgres_; }
+
+  // The cluster recorded with every run this History adds (HistoryRun::cluster); starts as
+  // default_history_cluster(). publish sets --cluster; `history import --cluster` too.
+  void set_cluster(std::string cluster) { cluster_ = std::move(cluster); }
+  const std::string& cluster() const { return cluster_; }
 
   // Stores a verdict (normally scope "global"). `source` as in HistoryRun::source.
   AddResult add(const Verdict& v, const std::string& source);
@@ -168,7 +221,8 @@ class History {
 
   // Removes the runs that started before `before_unix` (their gates and findings with them), in
   // one transaction; returns how many. The file shrinks only after a VACUUM (vacuum = true), which
-  // rewrites it and briefly needs as much free disk again.
+  // rewrites it and briefly needs as much free disk again. PostgreSQL: a plain VACUUM of the
+  // tables (the space becomes reusable; VACUUM FULL, which locks them, is left to a DBA).
   std::int64_t prune(double before_unix, bool vacuum);
 
   std::int64_t count_runs() const;
@@ -179,10 +233,10 @@ class History {
   std::optional<nlohmann::json> verdict_json(const std::string& run_id) const;
 
  private:
-  void exec(const char* sql) const;
   std::string path_;
-  int busy_timeout_ms_ = 0;
-  sqlite3* db_ = nullptr;
+  bool postgres_ = false;
+  std::string cluster_;
+  std::unique_ptr<detail::HistoryBackend> impl_;
 };
 
 }  // namespace ncclsmoke::results

@@ -70,10 +70,21 @@ double median(std::vector<double> xs) {
   return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
 }
 
-Finding missing(const std::string& profile, const std::string& message, json evidence) {
+// BASELINE_MISSING with a hint that says what is really missing: a baseline band (learn one),
+// the gate size in this run's sweep (widen it), a usable number at that size, a profile entry, a
+// measurement, or a profile at all. `hint` replaces the table's generic one.
+Finding missing(const std::string& profile, const std::string& message, json evidence,
+                const std::string& hint) {
   Finding f = make_finding("BASELINE_MISSING", message, {}, {}, {{"profile", profile}});
   f.evidence = std::move(evidence);
+  if (!hint.empty()) f.hint = hint;
   return f;
+}
+
+std::string size_flag(std::int64_t bytes) {
+  if (bytes >= (1 << 20) && bytes % (1 << 20) == 0) return std::to_string(bytes >> 20) + "M";
+  if (bytes >= (1 << 10) && bytes % (1 << 10) == 0) return std::to_string(bytes >> 10) + "K";
+  return std::to_string(bytes);
 }
 
 // Identity rule for one transport: appends SILENT_FALLBACK (error) when any rank's observed value
@@ -140,7 +151,11 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
     out.push_back(missing(p.name,
                           t.transport + ": profile " + p.name + " expects this transport but it " +
                               "produced no measurement; " + phase_text(v, t.transport),
-                          {{"transport", t.transport}, {"profile", p.name}}));
+                          {{"transport", t.transport}, {"profile", p.name}},
+                          "Nothing was measured, so there is nothing to compare: the " +
+                              t.transport + " transport did not run (see phase transport:" +
+                              t.transport + " and its own finding); the baseline is not the "
+                              "problem."));
     return;
   }
   const BaselineBand* band = find_band(t, v.world.size);
@@ -149,7 +164,12 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
                           t.transport + ": profile " + p.name + " has no baseline for world size " +
                               std::to_string(v.world.size) + " (nor one for any size)",
                           {{"transport", t.transport}, {"profile", p.name},
-                           {"world_size", v.world.size}}));
+                           {"world_size", v.world.size}},
+                          "No baseline for (" + t.transport + ", world size " +
+                              std::to_string(v.world.size) + ", profile " + p.name +
+                              "): record healthy runs in a history (--history DB) and run "
+                              "`ncclsmoke baseline learn --history DB --profiles FILE --profile " +
+                              p.name + " --write FILE`."));
     return;
   }
   const TransportRow* world_row = nullptr;
@@ -179,9 +199,19 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
                               : "no row at the baseline's gate size " +
                                     std::to_string(band->gate_bytes) + " bytes" +
                                     (ran.empty() ? std::string() : " (run gated at " + ran + ")");
+    std::string hint =
+        any_nan ? "The baseline exists, but the " + t.transport + " row at its gate size " +
+                      std::to_string(band->gate_bytes) +
+                      " bytes has no busbw: the collective at that size did not complete (see "
+                      "the transport's findings)."
+                : "The baseline exists; this run's sweep did not measure its gate size " +
+                      std::to_string(band->gate_bytes) + " bytes: widen --min-bytes/--max-bytes "
+                      "to include it (e.g. --max-bytes " + size_flag(band->gate_bytes) +
+                      "), or run with --gate to measure only the profile's gate size.";
     out.push_back(missing(p.name, t.transport + ": " + why,
                           {{"transport", t.transport}, {"profile", p.name},
-                           {"gate_bytes", band->gate_bytes}, {"baseline", to_json(*band)}}));
+                           {"gate_bytes", band->gate_bytes}, {"baseline", to_json(*band)}},
+                          hint));
     return;
   }
   double ratio = row->busbw_gbps / band->busbw_gbps;
@@ -331,7 +361,9 @@ std::vector<Finding> judge(const Verdict& v, const Profile* profile) {
     if (any_real)
       out.push_back(missing("<none>",
                             "no profile was selected, so bandwidth and identity could not be judged",
-                            {{"profile", nullptr}}));
+                            {{"profile", nullptr}},
+                            "Select a profile: --profiles FILE --profile NAME "
+                            "(results/profiles.example.yaml shows the format)."));
   } else {
     for (const auto& t : profile->transports) judge_bandwidth(v, *profile, t, out);
     std::set<std::string> unnamed;
@@ -340,7 +372,10 @@ std::vector<Finding> judge(const Verdict& v, const Profile* profile) {
     for (const auto& t : unnamed)
       out.push_back(missing(profile->name,
                             t + ": profile " + profile->name + " has no entry for this transport",
-                            {{"transport", t}, {"profile", profile->name}}));
+                            {{"transport", t}, {"profile", profile->name}},
+                            "Add " + t + " to profile " + profile->name +
+                                " in the profiles file (then learn its band with `ncclsmoke "
+                                "baseline learn`), or leave it out of --transports."));
   }
   judge_stragglers(v, out);
   return out;

@@ -28,8 +28,25 @@ struct MergeOptions {
 // - transports / identities: concatenated; a row without a rank gets its view's reporting rank.
 // - A rank in [0, world_size) that sent no view and that no error/warning finding names gets a
 //   RESULTS_MISSING finding (so its absence can never read as a pass).
+// - then dedupe_findings(): the same finding from several ranks of a host ("transport fabric
+//   skipped on rank 3 (host a): ..." from ranks 0-3) becomes one, naming all of them.
 // Throws std::invalid_argument when `local_views` is empty.
 Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views,
                             const MergeOptions& options = {});
+
+// What makes two findings "the same" across ranks: the code and the message once each "rank N"
+// whose N is one of the finding's own ranks is written "rank #". So rank 0's and rank 3's
+// "transport fabric skipped on rank 0 (host a): no efa" match, while "... lost rank 2" and
+// "... lost rank 5" (peers, not the finding's reporter) do not. Also used by the report to group
+// the history's findings rows, and by the summary for verdicts written before this rule.
+std::string finding_dedupe_key(const std::string& code, const std::string& message,
+                               const std::vector<int>& ranks);
+
+// Merges findings with the same finding_dedupe_key (identical messages always; PEER_LOST and
+// PEER_STALLED only when identical, merge_rank_verdicts already joins those by rank) into the
+// first one, in first-appearance order: ranks united and sorted, hosts united (first-appearance
+// order), worst severity, first non-empty hint, first evidence object. A "rank N" that differs
+// among the merged ones reads "ranks 0-3" (or "ranks 1, 4, 7") in the merged message.
+void dedupe_findings(std::vector<Finding>& findings);
 
 }  // namespace ncclsmoke::results

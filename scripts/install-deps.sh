@@ -13,6 +13,7 @@ packages=(
   sqlite3 chromium fonts-dejavu-core prometheus prometheus-pushgateway yamllint shellcheck
   util-linux
   slurm-wlm munge
+  postgresql libpq-dev
 )
 missing=()
 for p in "${packages[@]}"; do

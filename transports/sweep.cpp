@@ -20,6 +20,40 @@ double expected_sum(int world_size, std::size_t k) {
   return s;
 }
 
+// The live view of the size just measured: this rank's own figures (the exchange comes later).
+void report_size(Transport& t, const TransportContext& ctx, const SweepOptions& o,
+                 const std::vector<std::size_t>& sizes, std::size_t bytes,
+                 const std::vector<SweepRow>& rows) {
+  SweepRow local[2];
+  SweepProgress p;
+  p.transport = t.name();
+  p.rank = ctx.rank;
+  p.world_size = ctx.world_size;
+  p.index = static_cast<std::size_t>(std::find(sizes.begin(), sizes.end(), bytes) - sizes.begin());
+  p.sizes = sizes.size();
+  std::size_t n = 0;  // this size's rows are the last one or two
+  while (n < 2 && n < rows.size() && rows[rows.size() - 1 - n].bytes == bytes) ++n;
+  for (std::size_t k = 0; k < n; ++k) {
+    const SweepRow& r = rows[rows.size() - n + k];
+    SweepRow& l = local[k];
+    l = r;
+    double us = r.rank_time_us.empty() ? NAN : r.rank_time_us.front();
+    l.time_us = us;
+    l.wrong = r.rank_wrong.empty() ? -1 : r.rank_wrong.front();
+    l.rank_time_us.clear();
+    l.rank_wrong.clear();
+    l.algbw_gbps = std::isfinite(us) && us > 0 ? static_cast<double>(l.bytes) / (us * 1e-6) / 1e9
+                                               : NAN;
+    l.busbw_gbps = l.algbw_gbps * allreduce_busbw_factor(ctx.world_size);
+    (l.in_place ? p.in_place : p.out_of_place) = &l;
+  }
+  try {
+    o.on_size(p);
+  } catch (...) {
+    // A progress printer's failure never stops a measurement.
+  }
+}
+
 }  // namespace
 
 std::vector<std::size_t> sweep_sizes(const SweepOptions& o) {
@@ -101,6 +135,17 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
 
   SweepResult result;
   json mine = json::array();
+  if (o.on_start) {
+    SweepProgress p;
+    p.transport = t.name();
+    p.rank = ctx.rank;
+    p.world_size = ctx.world_size;
+    p.sizes = sizes.size();
+    try {
+      o.on_start(p);
+    } catch (...) {
+    }
+  }
   for (std::size_t bytes : sizes) {
     for (int mode = 0; mode < 2; ++mode) {
       bool in_place = mode == 1;
@@ -133,8 +178,13 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
       double us = t.timed_allreduce(send.p, out, count, o.dtype, ReduceOp::sum, o.iters, deadline,
                                     op_deadline);
       mine.push_back({{"time_us", us}, {"wrong", wrong}});
+      if (o.on_size) {  // carried to report_size; replaced by every rank's figures below
+        row.rank_time_us = {us};
+        row.rank_wrong = {wrong};
+      }
       result.rows.push_back(row);
     }
+    if (o.on_size) report_size(t, ctx, o, sizes, bytes, result.rows);
   }
 
   // Exchange every rank's figures so each rank reports the same rows.
@@ -151,6 +201,8 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
   double factor = allreduce_busbw_factor(ctx.world_size);
   for (std::size_t i = 0; i < result.rows.size(); ++i) {
     auto& row = result.rows[i];
+    row.rank_time_us.clear();
+    row.rank_wrong.clear();
     double sum_us = 0;
     int n = 0;
     int64_t wrong = 0;

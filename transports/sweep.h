@@ -7,11 +7,28 @@
 // (nccl-tests' default, -a 1); every rank's own time is kept for straggler detection.
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "transports/transport.h"
 
 namespace ncclsmoke::transports {
+
+struct SweepRow;
+
+// One message size just measured on this rank, before the figures are exchanged: for a live
+// progress row (nccl-tests prints each size as it goes). The rows hold this rank's own time,
+// bandwidth and wrong count (rank_time_us/rank_wrong empty); the result's rows, after the
+// exchange, hold the mean over ranks and the sum of wrong elements.
+struct SweepProgress {
+  std::string transport;
+  int rank = 0;
+  int world_size = 1;
+  std::size_t index = 0;  // this size's position in sweep_sizes()
+  std::size_t sizes = 0;  // how many sizes the sweep measures
+  const SweepRow* out_of_place = nullptr;  // null when not measured
+  const SweepRow* in_place = nullptr;
+};
 
 struct SweepOptions {
   std::size_t min_bytes = 1 << 20;
@@ -25,6 +42,10 @@ struct SweepOptions {
   bool check = true;
   std::size_t gate_bytes = 64 << 20;  // rounded down to a size the sweep measures
   Millis op_timeout{10000};            // one collective
+  // Called on the sweeping thread once before the first size (rows null: the transport is open,
+  // the sweep starts) and after each size (both modes) is measured; exceptions are swallowed.
+  std::function<void(const SweepProgress&)> on_start;
+  std::function<void(const SweepProgress&)> on_size;
 };
 
 struct SweepRow {

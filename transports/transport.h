@@ -62,6 +62,10 @@ struct TransportContext {
   rendezvous::Store* store = nullptr;
   // Backend options from the command line, by name (e.g. "socket.ifname", "fabric.provider").
   std::map<std::string, std::string> options;
+  // Optional "blame the root" hook (harness/transport_phase.h): a backend says whom it now waits
+  // on (waiting_on = that rank, what = "recv from" / "send to"; -1 = not waiting any more). Called
+  // on the collective's own thread when the wait changes, not per byte; cheap and thread-safe.
+  std::function<void(int waiting_on, const std::string& what)> set_wait_state;
 
   std::string option(const std::string& key, const std::string& fallback = "") const {
     auto it = options.find(key);

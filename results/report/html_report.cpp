@@ -1,5 +1,6 @@
 #include "results/report/html_report.h"
 
+#include <cctype>
 #include <cmath>
 
 #include "results/report/escape.h"
@@ -58,6 +59,30 @@ tr.sev-warning td.sev{color:#b26a00;font-weight:600}
 .note{color:#616161;font-size:12px}
 #empty{font-size:18px;padding:30px 0;color:#424242}
 footer{color:#9e9e9e;font-size:12px;margin-top:30px}
+.counts{display:flex;gap:10px;flex-wrap:wrap;margin:8px 0}
+.cluster{margin-top:22px;padding-top:4px;border-top:3px solid #37474f}
+.cluster>h2{font-size:20px;border:none;margin:10px 0 4px}
+#clusters{list-style:none;padding:0;margin:6px 0;display:flex;gap:8px;flex-wrap:wrap}
+#clusters li{padding:4px 10px;border-radius:6px;background:#f5f5f5;border-left:6px solid #2e7d32}
+#clusters li.regressed{border-color:#c62828;background:#fdecec}
+.regbox{border:2px solid #c62828;border-radius:8px;padding:4px 14px 10px;background:#fff8f8}
+.regbox.clean{border-color:#2e7d32;background:#f6fbf6}
+.regbox h3{margin-top:8px}
+ul.incidents{margin:0;padding-left:18px;max-height:430px;overflow:auto}ul.incidents li{margin:6px 0}
+.tag{font-weight:700;text-transform:uppercase;font-size:11px;border-radius:3px;padding:0 5px;
+ color:#fff;background:#c62828;margin-right:4px}.tag.cleared{background:#757575}
+ul.latest{list-style:none;padding:0;margin:0}
+ul.latest li{margin:4px 0;padding:6px 10px;border-left:6px solid #757575;background:#f5f5f5;
+ font-size:15px}
+ul.latest li.s-ok{border-color:#2e7d32}ul.latest li.s-degraded{border-color:#ef8f00}
+ul.latest li.s-fail{border-color:#c62828;background:#fdecec}
+ul.latest li.s-fail .state{color:#c62828}ul.latest li.s-degraded .state{color:#b26a00}
+ul.latest li.s-ok .state{color:#2e7d32}
+table.findings{border-collapse:collapse;width:100%;font-size:12.5px}
+table.findings th,table.findings td{border-bottom:1px solid #e0e0e0;padding:4px 6px;text-align:left;
+ vertical-align:top}
+table.findings th{background:#f5f5f5}
+table.findings td:nth-child(-n+3){white-space:nowrap}
 )css";
 
 std::string e(const std::string& s) { return html_escape(s); }
@@ -66,17 +91,18 @@ std::string verdict_badge(const std::string& v) {
   return "<span class=\"verdict v-" + e(v) + "\">" + e(v) + "</span>";
 }
 
-std::string join_hosts_ranks(const results::HistoryFinding& f) {
+std::string list_text(const std::vector<std::string>& v, std::size_t max = 8) {
   std::string s;
-  if (!f.ranks.empty()) {
-    s += f.ranks.size() == 1 ? "rank " : "ranks ";
-    for (std::size_t i = 0; i < f.ranks.size(); ++i)
-      s += (i ? "," : "") + std::to_string(f.ranks[i]);
-  }
-  if (!f.hosts.empty()) {
-    if (!s.empty()) s += "; ";
-    for (std::size_t i = 0; i < f.hosts.size(); ++i) s += (i ? ", " : "") + f.hosts[i];
-  }
+  for (std::size_t i = 0; i < v.size() && i < max; ++i) s += (i ? ", " : "") + v[i];
+  if (v.size() > max) s += ", \xE2\x80\xA6 (" + std::to_string(v.size()) + ")";
+  return s;
+}
+
+std::string ranks_text(const std::vector<int>& r) {
+  if (r.empty()) return "";
+  std::string s = r.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < r.size() && i < 16; ++i) s += (i ? "," : "") + std::to_string(r[i]);
+  if (r.size() > 16) s += ",\xE2\x80\xA6";
   return s;
 }
 
@@ -86,47 +112,57 @@ std::string window_text(const ReportModel& m) {
   return s;
 }
 
-void regression_item(std::string& o, const Regression& r) {
-  o += "<li class=\"regression\" data-run=\"" + e(r.run.run_id) + "\" data-verdict=\"" +
-       e(r.run.verdict) + "\"><time datetime=\"" + e(r.run.started_at) + "\">" +
-       e(format_utc(r.run.started_unix)) + "</time> " + verdict_badge(r.run.verdict);
-  std::string nums;
-  for (const auto& g : r.gates) {
-    if (g.synthetic || !std::isfinite(g.busbw_gbps)) continue;
-    nums += nums.empty() ? " " : "; ";
-    nums += e(g.transport) + " <b>" + format_gbps(g.busbw_gbps) + " GB/s</b> at " +
-            format_bytes(g.gate_bytes);
-    if (std::isfinite(g.baseline_gbps) && g.baseline_gbps > 0)
-      nums += ", <b>" + format_percent(g.busbw_gbps / g.baseline_gbps) + "</b> of baseline " +
-              format_gbps(g.baseline_gbps);
+// An id-safe form of a cluster name: letters, digits, '-' and '_' kept, the rest '_'.
+std::string slug(const std::string& c) {
+  std::string s = c.empty() ? std::string(kDefaultCluster) : c;
+  for (auto& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_') ch = '_';
+  return s;
+}
+
+void counts(std::string& o, const std::map<std::string, int>& vc, const std::string& cls) {
+  o += "<div class=\"" + cls + "\">";
+  for (const char* v : kVerdicts) {
+    auto it = vc.find(v);
+    int n = it == vc.end() ? 0 : it->second;
+    o += "<span class=\"count v-" + std::string(v) + "\" data-verdict=\"" + v + "\"><b>" +
+         std::to_string(n) + "</b>" + v + "</span>";
   }
-  o += nums + " <span class=\"note\">\xC2\xB7 run <code>" + e(r.run.run_id) + "</code> on " +
-       e(profile_label(r.run.profile));
-  if (!r.run.hosts.empty()) {
-    o += " (";
-    for (std::size_t i = 0; i < r.run.hosts.size() && i < 8; ++i)
-      o += (i ? ", " : "") + e(r.run.hosts[i]);
-    if (r.run.hosts.size() > 8) o += ", \xE2\x80\xA6";
-    o += ")";
-  }
-  o += "</span>";
-  for (const auto& f : r.findings)
-    o += "<div class=\"rfind\"><strong>" + e(f.code) + "</strong> (" + e(f.severity) +
-         "): " + e(f.message) + "</div>";
+}
+
+void incident_item(std::string& o, const Incident& i) {
+  o += "<li class=\"incident\" data-cluster=\"" + e(i.cluster) + "\" data-transport=\"" +
+       e(i.transport) + "\" data-profile=\"" + e(i.profile) + "\" data-gate-bytes=\"" +
+       std::to_string(i.gate_bytes) + "\" data-runs=\"" + std::to_string(i.runs()) +
+       "\" data-first-run=\"" + e(i.first_run_id) + "\" data-last-run=\"" + e(i.last_run_id) +
+       "\" data-ongoing=\"" + (i.ongoing() ? "true" : "false") + "\"><span class=\"tag" +
+       (i.ongoing() ? "" : " cleared") + "\">" + (i.ongoing() ? "ongoing" : "cleared") +
+       "</span>" + (i.worst_verdict.empty() ? "" : verdict_badge(i.worst_verdict)) + " <b>" +
+       e(describe_incident(i)) + "</b>";
+  o += "<div class=\"rfind\">";
+  if (!i.hosts.empty()) o += "hosts " + e(list_text(i.hosts)) + " \xC2\xB7 ";
+  o += "runs <code>" + e(i.first_run_id) + "</code>";
+  if (i.runs() > 1) o += " \xE2\x80\xA6 <code>" + e(i.last_run_id) + "</code>";
+  if (!i.ongoing()) o += " \xC2\xB7 cleared by <code>" + e(i.cleared_run_id) + "</code>";
+  o += "</div>";
+  if (!i.message.empty())
+    o += "<div class=\"rfind\"><strong>" + e(list_text(i.codes)) + "</strong>: " + e(i.message) +
+         "</div>";
   o += "</li>\n";
 }
 
-void latest_list(std::string& o, const ReportModel& m) {
+void latest_list(std::string& o, const ClusterReport& m) {
   if (m.latest.empty()) {
     o += "<p class=\"none\">No transport measured in this window.</p>\n";
     return;
   }
-  o += "<ul id=\"latest\">\n";
+  o += "<ul class=\"latest\">\n";
   for (const auto& s : m.latest) {
     o += "<li class=\"latest s-" + std::string(to_string(s.state)) + "\" data-state=\"" +
-         to_string(s.state) + "\" data-profile=\"" + e(s.profile) + "\" data-transport=\"" +
-         e(s.transport) + "\"><span class=\"state\">" + to_string(s.state) + "</span> " +
-         e(describe_latest(s)) + ", since " + e(format_utc(s.since_unix)) +
+         to_string(s.state) + "\" data-cluster=\"" + e(s.cluster) + "\" data-profile=\"" +
+         e(s.profile) + "\" data-transport=\"" + e(s.transport) + "\" data-unmeasured-after=\"" +
+         std::to_string(s.unmeasured_after) + "\"><span class=\"state\">" + to_string(s.state) +
+         "</span> " + e(describe_latest(s)) + ", since " + e(format_utc(s.since_unix)) +
          " <span class=\"note\">(" + std::to_string(s.streak_runs) +
          (s.streak_runs == 1 ? " run" : " runs") + "; latest " + e(format_utc(s.latest_unix)) +
          ", run <code>" + e(s.run_id) + "</code>, " + e(s.verdict) + ")</span></li>\n";
@@ -134,75 +170,50 @@ void latest_list(std::string& o, const ReportModel& m) {
   o += "</ul>\n";
 }
 
-}  // namespace
-
-std::string render_html(const ReportModel& m) {
-  std::string o;
-  o.reserve(64 * 1024 + m.series.size() * 64 * 1024 + m.findings.size() * 400 +
-            m.regressions.size() * 600);
-  o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-       "<meta name=\"generator\" content=\"ncclsmoke report\">\n<title>" +
-       e(m.options.title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
-  o += "<header>\n<h1 id=\"title\">" + e(m.options.title) + "</h1>\n<p class=\"meta\">Runs " +
-       e(window_text(m)) + " \xC2\xB7 profile " +
-       (m.options.profile.empty() ? std::string("all") : "<b>" + e(m.options.profile) + "</b>") +
-       " \xC2\xB7 generated " + e(format_utc(m.options.now_unix));
-  if (!m.options.history_path.empty()) o += " from <code>" + e(m.options.history_path) + "</code>";
-  o += "</p>\n</header>\n";
-
-  if (m.run_count == 0) {
-    o += "<p id=\"empty\">No runs since " + e(format_utc(m.options.since_unix)) +
-         (m.options.since_text.empty() ? "" : " (" + e(m.options.since_text) + ")") +
-         (m.options.profile.empty() ? "" : " for profile " + e(m.options.profile)) +
-         ".</p>\n</main>\n</body>\n</html>\n";
-    return o;
-  }
-
-  // Counts by verdict.
-  o += "<div id=\"summary\">";
-  for (const char* v : kVerdicts) {
-    auto it = m.verdict_counts.find(v);
-    int n = it == m.verdict_counts.end() ? 0 : it->second;
-    o += "<span class=\"count v-" + std::string(v) + "\" data-verdict=\"" + v + "\"><b>" +
-         std::to_string(n) + "</b>" + v + "</span>";
-  }
-  o += "<span class=\"note\" style=\"align-self:center\">" + std::to_string(m.run_count) +
-       " runs, " + e(format_utc(m.first_unix)) + " to " + e(format_utc(m.last_unix)) +
+void cluster_section(std::string& o, const ClusterReport& c, const ReportModel& m) {
+  const std::string name = cluster_label(c.cluster);
+  o += "<section class=\"cluster\" id=\"cluster-" + e(slug(c.cluster)) + "\" data-cluster=\"" +
+       e(name) + "\">\n<h2>Cluster " + e(name) + "</h2>\n";
+  counts(o, c.verdict_counts, "counts");
+  o += "<span class=\"note\" style=\"align-self:center\"> " + std::to_string(c.run_count) +
+       " runs, " + e(format_utc(c.first_unix)) + " to " + e(format_utc(c.last_unix)) +
        "</span></div>\n";
 
-  // Regressions, at the top: where each (profile, transport) stands now, then every run with a
-  // regression finding.
-  o += std::string("<section id=\"regressions-section\"") +
-       (m.regressions.empty() ? " class=\"clean\"" : "") + ">\n<h2>Regressions (" +
-       std::to_string(m.regressions.size()) + ")</h2>\n<h3>Now, per profile and transport</h3>\n";
-  latest_list(o, m);
-  if (m.regressions.empty()) {
-    o += "<p class=\"none\">No run in this window has a BANDWIDTH_REGRESSION or SILENT_FALLBACK "
-         "finding.</p>\n";
+  o += std::string("<div class=\"regbox") + (c.incidents.empty() ? " clean" : "") +
+       "\">\n<h3>Now, per profile and transport</h3>\n";
+  latest_list(o, c);
+  o += "<h3>Regression incidents (" + std::to_string(c.incidents.size()) + ", " +
+       std::to_string(c.ongoing_incidents()) + " ongoing; " + std::to_string(c.regression_runs) +
+       (c.regression_runs == 1 ? " run" : " runs") + "), newest first</h3>\n";
+  if (c.incidents.empty()) {
+    o += "<p class=\"none\">No regressed run in this window (no gate number below its band, no "
+         "BANDWIDTH_REGRESSION or SILENT_FALLBACK).</p>\n";
   } else {
-    o += "<h3>Runs with a BANDWIDTH_REGRESSION or SILENT_FALLBACK finding, newest first</h3>\n"
-         "<ul id=\"regressions\">\n";
-    for (const auto& r : m.regressions) regression_item(o, r);
+    o += "<ul class=\"incidents\">\n";
+    for (const auto& i : c.incidents) incident_item(o, i);
     o += "</ul>\n";
   }
-  o += "</section>\n";
+  o += "</div>\n";
 
-  // Charts.
-  o += "<section id=\"charts\">\n<h2>Bus bandwidth at the gate size</h2>\n"
-       "<div class=\"legend\"><span><i class=\"sw v-pass\"></i>pass</span>"
-       "<span><i class=\"sw v-degraded\"></i>degraded</span><span><i class=\"sw v-fail\"></i>"
-       "fail</span><span><i class=\"sw v-inconclusive\"></i>inconclusive</span>"
-       "<span><i class=\"sw\" style=\"background:#fff;border:2px solid #212121\"></i>regression "
-       "run</span><span>- - baseline</span><span><i class=\"sw zone\" style=\"background:#fff1d6\">"
-       "</i>degraded zone</span><span><i class=\"sw zone\" style=\"background:#fbe3e3\"></i>fail "
-       "zone</span><span>\xE2\x96\xB2 no number at the gate size</span></div>\n";
+  if (!c.size_curves.empty()) {
+    o += "<h3>busbw by message size, the latest run that measured</h3>\n";
+    for (const auto& sc : c.size_curves) {
+      o += "<figure class=\"size\" data-transport=\"" + e(sc.transport) + "\"><figcaption>" +
+           e(sc.transport) + " by size, run <code>" + e(sc.run_id) + "</code> " +
+           verdict_badge(sc.verdict) + " <span class=\"sub\">" + e(format_utc(sc.unix)) + ", " +
+           std::to_string(sc.world_size) + " ranks; solid out-of-place, dashed in-place" +
+           (sc.synthetic ? "; synthetic (ranks share a device, not judged)" : "") +
+           "</span></figcaption>\n" + size_chart_svg(sc) + "</figure>\n";
+    }
+  }
+
+  o += "<h3>busbw at the gate size over time</h3>\n";
   double x0 = m.first_unix, x1 = m.last_unix;
   double pad = std::max(60.0, (x1 - x0) * 0.02);
   x0 -= pad;
   x1 += pad;
-  if (m.series.empty()) o += "<p class=\"none\">No gate numbers in this window.</p>\n";
-  for (const auto& s : m.series) {
+  if (c.series.empty()) o += "<p class=\"none\">No gate numbers in this window.</p>\n";
+  for (const auto& s : c.series) {
     o += "<figure class=\"chart\" data-transport=\"" + e(s.transport) + "\" data-profile=\"" +
          e(s.profile) + "\"><figcaption>" + e(s.transport) + " on " + e(profile_label(s.profile)) +
          " at " + format_bytes(s.gate_bytes) + " <span class=\"sub\">" +
@@ -214,38 +225,83 @@ std::string render_html(const ReportModel& m) {
            " points drawn (lowest and highest per time bucket and verdict, every regression)";
     o += "</span></figcaption>\n" + busbw_chart_svg(s, x0, x1) + "</figure>\n";
   }
-  o += "</section>\n";
 
-  // Verdict timeline.
-  o += "<section id=\"timeline-section\">\n<h2>Verdict timeline</h2>\n<p class=\"note\">" +
-       std::string(m.timeline_bucketed
+  o += "<h3>Verdict timeline</h3>\n<p class=\"note\">" +
+       std::string(c.timeline_bucketed
                        ? "One cell per time bucket, coloured by its worst verdict (hover for the "
-                         "counts); a dark bar marks a bucket with a regression."
+                         "counts); a dark bar marks a bucket with a regressed run."
                        : "One cell per run, oldest left (hover for run and verdict); a dark bar "
-                         "marks a regression.") +
-       "</p>\n<div id=\"timeline\">\n" + timeline_svg(m.timeline, m.timeline_bucketed) +
-       "</div>\n</section>\n";
+                         "marks a regressed run.") +
+       "</p>\n<div class=\"timeline\">\n" + timeline_svg(c.timeline, c.timeline_bucketed) +
+       "</div>\n";
 
-  // Findings table.
-  o += "<section id=\"findings-section\">\n<h2>Findings (" + std::to_string(m.findings_total) +
-       ")</h2>\n";
-  if (m.findings.size() < m.findings_total)
-    o += "<p class=\"note\">The newest " + std::to_string(m.findings.size()) + " of " +
-         std::to_string(m.findings_total) +
-         " findings; every regression is listed at the top.</p>\n";
-  if (m.findings_total == 0) {
-    o += "<p class=\"none\">No findings in this window.</p>\n";
-  }
-  o += "<table id=\"findings\">\n<thead><tr><th>time</th><th>run id</th><th>code</th>"
-       "<th>severity</th><th>ranks / hosts</th><th>message</th></tr></thead>\n<tbody>\n";
-  for (const auto& f : m.findings) {
+  o += "<h3>Findings (" + std::to_string(c.finding_groups_total) + " distinct, " +
+       std::to_string(c.findings_total) + " in all)</h3>\n";
+  if (c.findings.size() < c.finding_groups_total)
+    o += "<p class=\"note\">The " + std::to_string(c.findings.size()) + " most recently seen of " +
+         std::to_string(c.finding_groups_total) +
+         " distinct findings; every regression is in the incidents above.</p>\n";
+  if (c.findings_total == 0) o += "<p class=\"none\">No findings in this window.</p>\n";
+  o += "<table class=\"findings\">\n<thead><tr><th>last seen</th><th>code</th><th>severity</th>"
+       "<th>runs</th><th>first seen</th><th>ranks / hosts</th><th>message (latest)</th></tr>"
+       "</thead>\n<tbody>\n";
+  for (const auto& f : c.findings) {
+    std::string who = ranks_text(f.ranks);
+    if (!f.hosts.empty()) who += (who.empty() ? "" : "; ") + list_text(f.hosts);
     o += "<tr class=\"finding sev-" + e(f.severity) + "\" data-code=\"" + e(f.code) +
-         "\" data-run=\"" + e(f.run_id) + "\"><td>" + e(format_utc(f.started_unix)) +
-         "</td><td><code>" + e(f.run_id) + "</code></td><td>" + e(f.code) +
-         "</td><td class=\"sev\">" + e(f.severity) + "</td><td>" + e(join_hosts_ranks(f)) +
-         "</td><td>" + e(f.message) + "</td></tr>\n";
+         "\" data-runs=\"" + std::to_string(f.runs) + "\" data-run=\"" + e(f.last_run_id) +
+         "\"><td>" + e(format_utc(f.last_unix)) + "</td><td>" + e(f.code) +
+         "</td><td class=\"sev\">" + e(f.severity) + "</td><td>" + std::to_string(f.runs) +
+         "</td><td>" + e(format_utc(f.first_unix)) + "</td><td>" + e(who) + "</td><td>" +
+         e(f.message) + "</td></tr>\n";
   }
   o += "</tbody>\n</table>\n</section>\n";
+}
+
+}  // namespace
+
+std::string render_html(const ReportModel& m) {
+  std::string o;
+  o.reserve(64 * 1024 + m.clusters.size() * 256 * 1024);
+  o += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+       "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+       "<meta name=\"generator\" content=\"ncclsmoke report\">\n<title>" +
+       e(m.options.title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
+  o += "<header>\n<h1 id=\"title\">" + e(m.options.title) + "</h1>\n<p class=\"meta\">Runs " +
+       e(window_text(m)) + " \xC2\xB7 profile " +
+       (m.options.profile.empty() ? std::string("all") : "<b>" + e(m.options.profile) + "</b>") +
+       " \xC2\xB7 cluster " +
+       (m.options.cluster.empty() ? std::string("all") : "<b>" + e(m.options.cluster) + "</b>") +
+       " \xC2\xB7 generated " + e(format_utc(m.options.now_unix));
+  if (!m.options.history_path.empty()) o += " from <code>" + e(m.options.history_path) + "</code>";
+  o += "</p>\n</header>\n";
+
+  if (m.run_count == 0) {
+    o += "<p id=\"empty\">No runs since " + e(format_utc(m.options.since_unix)) +
+         (m.options.since_text.empty() ? "" : " (" + e(m.options.since_text) + ")") +
+         (m.options.profile.empty() ? "" : " for profile " + e(m.options.profile)) +
+         (m.options.cluster.empty() ? "" : " in cluster " + e(m.options.cluster)) +
+         ".</p>\n</main>\n</body>\n</html>\n";
+    return o;
+  }
+
+  // Fleet: counts by verdict, then one line per cluster (regressed now or not).
+  counts(o, m.verdict_counts, "summary\" id=\"summary");
+  o += "<span class=\"note\" style=\"align-self:center\">" + std::to_string(m.run_count) +
+       " runs in " + std::to_string(m.clusters.size()) +
+       (m.clusters.size() == 1 ? " cluster, " : " clusters, ") + e(format_utc(m.first_unix)) +
+       " to " + e(format_utc(m.last_unix)) + "</span></div>\n<ul id=\"clusters\">\n";
+  for (const auto& c : m.clusters) {
+    bool bad = c.regressed_now() || c.ongoing_incidents() > 0;
+    o += "<li data-cluster=\"" + e(cluster_label(c.cluster)) + "\"" +
+         (bad ? " class=\"regressed\"" : "") + "><b>" + e(cluster_label(c.cluster)) + "</b>: " +
+         std::to_string(c.run_count) + " runs, " + std::to_string(c.incidents.size()) +
+         (c.incidents.size() == 1 ? " incident" : " incidents") +
+         (bad ? ", regressed now" : ", ok now") + "</li>\n";
+  }
+  o += "</ul>\n<p class=\"note\">Gate numbers are busbw at the gate size, the lower of "
+       "out-of-place and in-place (the number the judge, the summary and the metrics use).</p>\n";
+  for (const auto& c : m.clusters) cluster_section(o, c, m);
   o += "<footer>ncclsmoke report \xC2\xB7 self-contained page: no scripts, no external "
        "resources</footer>\n</main>\n</body>\n</html>\n";
   return o;

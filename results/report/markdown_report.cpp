@@ -16,20 +16,6 @@ std::string window_text(const ReportModel& m) {
   return s;
 }
 
-std::string gate_numbers(const Regression& r) {
-  std::string s;
-  for (const auto& g : r.gates) {
-    if (g.synthetic || !std::isfinite(g.busbw_gbps)) continue;
-    if (!s.empty()) s += "; ";
-    s += markdown_escape(g.transport) + " " + format_gbps(g.busbw_gbps) + " GB/s at " +
-         format_bytes(g.gate_bytes);
-    if (std::isfinite(g.baseline_gbps) && g.baseline_gbps > 0)
-      s += " (" + format_percent(g.busbw_gbps / g.baseline_gbps) + " of " +
-           format_gbps(g.baseline_gbps) + ")";
-  }
-  return s;
-}
-
 }  // namespace
 
 std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
@@ -55,34 +41,51 @@ std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
   }
   o += "\n\n";
 
-  if (m.regressions.empty()) {
-    o += "Regressions: none (no BANDWIDTH\\_REGRESSION or SILENT\\_FALLBACK in the window).\n\n";
-  } else {
-    o += "Regressions (" + std::to_string(m.regressions.size()) + ", newest first):\n";
-    for (std::size_t i = 0; i < m.regressions.size() && i < max_regressions; ++i) {
-      const auto& r = m.regressions[i];
-      o += "- " + format_utc(r.run.started_unix) + " **" + markdown_escape(r.run.verdict) +
-           "** run `" + markdown_escape(r.run.run_id) + "` on " +
-           markdown_escape(profile_label(r.run.profile));
-      std::string nums = gate_numbers(r);
-      if (!nums.empty()) o += ": " + nums;
-      o += "\n";
-      for (const auto& f : r.findings)
-        o += "  - " + markdown_escape(f.code) + " (" + markdown_escape(f.severity) +
-             "): " + markdown_escape(f.message) + "\n";
+  for (const auto& c : m.clusters) {
+    o += "### Cluster " + markdown_escape(cluster_label(c.cluster)) + " \xE2\x80\x94 " +
+         std::to_string(c.run_count) + " runs";
+    for (const char* v : kVerdicts) {
+      auto it = c.verdict_counts.find(v);
+      int n = it == c.verdict_counts.end() ? 0 : it->second;
+      if (n) o += " \xC2\xB7 " + std::string(v) + " " + std::to_string(n);
     }
-    if (m.regressions.size() > max_regressions)
-      o += "- \xE2\x80\xA6 and " + std::to_string(m.regressions.size() - max_regressions) +
-           " earlier (all listed in the HTML report)\n";
-    o += "\n";
-  }
-
-  if (!m.latest.empty()) {
-    o += "Latest per profile and transport:\n";
-    for (const auto& s : m.latest) {
-      o += "- " + markdown_escape(describe_latest(s)) + " \xE2\x80\x94 **" + to_string(s.state) +
-           "** since " + format_utc(s.since_unix) + " (" + std::to_string(s.streak_runs) +
-           (s.streak_runs == 1 ? " run" : " runs") + ")\n";
+    o += "\n\n";
+    if (c.incidents.empty()) {
+      o += "Regressions: none (no gate number below its band, no BANDWIDTH\\_REGRESSION or "
+           "SILENT\\_FALLBACK in the window).\n\n";
+    } else {
+      o += "Regression incidents (" + std::to_string(c.incidents.size()) + ", " +
+           std::to_string(c.ongoing_incidents()) + " ongoing, newest first):\n";
+      for (std::size_t i = 0; i < c.incidents.size() && i < max_regressions; ++i) {
+        const auto& inc = c.incidents[i];
+        o += "- **" + std::string(inc.ongoing() ? "ongoing" : "cleared") + "** " +
+             markdown_escape(describe_incident(inc));
+        if (!inc.hosts.empty()) {
+          o += "; hosts ";
+          for (std::size_t h = 0; h < inc.hosts.size() && h < 8; ++h)
+            o += (h ? ", " : "") + markdown_escape(inc.hosts[h]);
+          if (inc.hosts.size() > 8) o += ", \xE2\x80\xA6";
+        }
+        o += "\n";
+        if (!inc.message.empty()) {
+          std::string codes;
+          for (const auto& cd : inc.codes) codes += (codes.empty() ? "" : ", ") + cd;
+          o += "  - " + markdown_escape(codes) + ": " + markdown_escape(inc.message) + "\n";
+        }
+      }
+      if (c.incidents.size() > max_regressions)
+        o += "- \xE2\x80\xA6 and " + std::to_string(c.incidents.size() - max_regressions) +
+             " earlier (all listed in the HTML report)\n";
+      o += "\n";
+    }
+    if (!c.latest.empty()) {
+      o += "Now, per profile and transport:\n";
+      for (const auto& s : c.latest) {
+        o += "- " + markdown_escape(describe_latest(s)) + " \xE2\x80\x94 **" + to_string(s.state) +
+             "** since " + format_utc(s.since_unix) + " (" + std::to_string(s.streak_runs) +
+             (s.streak_runs == 1 ? " run" : " runs") + ")\n";
+      }
+      o += "\n";
     }
   }
   return o;

@@ -1,17 +1,24 @@
 #pragma once
 // What the regression report shows, computed from the history rows of one window before any
-// rendering: counts by verdict, the regressions (runs whose findings include BANDWIDTH_REGRESSION
-// or SILENT_FALLBACK), the latest state per (profile, transport), busbw series per (profile,
-// transport, gate size), the verdict timeline and the findings table. The HTML and Markdown
-// renderers (html_report.h, markdown_report.h) only format this model.
+// rendering, per cluster (a fleet's report has one section per cluster; runs stored without a
+// cluster form the "default" one): counts by verdict; the regressions grouped into incidents
+// (consecutive regressed runs of one (cluster, transport, profile, gate size): onset, duration,
+// runs, hosts - one entry per step change, never one per run); where each (profile, transport)
+// stands now; busbw series per (profile, transport, gate size); a busbw-versus-size curve of the
+// cluster's latest run against its baseline band; the verdict timeline; the findings grouped
+// (code + message across runs and ranks). The HTML and Markdown renderers only format this model.
+//
+// "Now" is sticky: a run that measured nothing for a key (transport failed, gate size not in the
+// sweep) does not change its state; only a run that measures the key again does.
 //
 // Scale: a window can hold 10,000+ runs, so the model aggregates what a reader cannot see anyway
 // - chart points are thinned to at most `max_points_per_series` (per time bucket and verdict the
 // lowest and highest busbw are kept), timeline cells are merged into time buckets coloured by their
-// worst verdict, the findings table keeps the newest `max_findings_rows` - but never drops a
-// regression: every regression run stays in `regressions` and its points stay on the charts.
+// worst verdict, the findings table keeps the newest `max_findings_rows` groups - but never drops a
+// regression: every regression run belongs to an incident and its points stay on the charts.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,9 +31,13 @@ struct ReportInput {
   std::vector<results::HistoryRun> runs;
   std::vector<results::HistoryGate> gates;
   std::vector<results::HistoryFinding> findings;
+  // Stored verdict JSON (History::verdict_json) by run_id: at least each cluster's newest run,
+  // for the busbw-versus-size curves. A run missing here simply has no curve.
+  std::map<std::string, nlohmann::json> verdicts;
 };
 
-// Reads the window `q` (since/profile) from the history: the only way data enters the report.
+// Reads the window `q` (since/profile/cluster) from the history, and the verdict JSON of each
+// cluster's newest run: the only way data enters the report.
 ReportInput load_report_input(const results::History& history, const results::HistoryQuery& q);
 
 struct ReportOptions {
@@ -35,11 +46,16 @@ struct ReportOptions {
   std::string since_text;    // as the user gave it, e.g. "14d" ("" to omit)
   double now_unix = 0;       // when the report is made
   std::string profile;       // "" all profiles
+  std::string cluster;       // "" all clusters; "default" also matches runs without a cluster
   std::string history_path;  // shown in the page's header ("" to omit)
   std::size_t max_points_per_series = 400;
   std::size_t max_timeline_cells = 360;
   std::size_t max_findings_rows = 1000;
 };
+
+// "default" for runs stored without a cluster, else the name.
+std::string cluster_label(const std::string& cluster);
+inline constexpr const char* kDefaultCluster = "default";
 
 // Finding codes that make a run a regression.
 inline constexpr const char* kRegressionCodes[] = {"BANDWIDTH_REGRESSION", "SILENT_FALLBACK"};
@@ -80,6 +96,7 @@ struct Series {
 };
 
 struct LatestState {
+  std::string cluster;
   std::string profile;
   std::string transport;
   std::int64_t gate_bytes = 0;
@@ -89,20 +106,77 @@ struct LatestState {
   double ratio = 0;          // busbw / baseline, NaN when either is
   double degraded_ratio = 0;
   double fail_ratio = 0;
-  GateState state = GateState::no_baseline;
-  double latest_unix = 0;
-  std::string run_id;
-  std::string verdict;  // the latest run's verdict
-  // First run of the streak this state belongs to: consecutive runs in the same state, where
-  // degraded and fail count as one ("below the band since ..."), and the runs in it.
+  GateState state = GateState::no_baseline;  // of the newest run that measured the key
+  double latest_unix = 0;   // the newest run with a row for the key (measured or not)
+  std::string run_id;       // that run
+  std::string verdict;      // its verdict
+  double measured_unix = 0; // the newest run that measured it (== latest_unix when it did)
+  std::string measured_run_id;
+  std::size_t unmeasured_after = 0;  // runs after that one without a number (sticky state)
+  // First run of the streak this state belongs to: consecutive measuring runs in the same state,
+  // where degraded and fail count as one ("below the band since ..."), and the runs in it; runs
+  // that measured nothing neither break nor extend it.
   double since_unix = 0;
   std::size_t streak_runs = 0;
 };
 
-struct Regression {
-  results::HistoryRun run;
-  std::vector<results::HistoryFinding> findings;  // the BANDWIDTH_REGRESSION/SILENT_FALLBACK ones
-  std::vector<results::HistoryGate> gates;        // the run's gate numbers
+// Consecutive regressed runs of one (cluster, profile, transport, gate size): a run is regressed
+// for the key when its gate number is below the degraded threshold or it has a regression finding
+// about the transport. A run that measures the key within the band ends the incident; a run that
+// measured nothing neither ends nor extends it.
+struct Incident {
+  std::string cluster, profile, transport;
+  std::int64_t gate_bytes = 0;  // 0: the regression had no gate row (finding only)
+  int world_size = 0;
+  double onset_unix = 0;        // first regressed run
+  double last_unix = 0;         // last regressed run
+  double cleared_unix = 0;      // the run that measured it back in the band; 0: ongoing
+  std::string first_run_id, last_run_id, cleared_run_id;
+  std::vector<std::string> run_ids;  // every regressed run, oldest first
+  std::vector<std::string> hosts;    // the runs' hosts united (first-appearance order)
+  std::vector<std::string> codes;    // regression codes seen (BANDWIDTH_REGRESSION, ...)
+  std::string message;               // the newest regression finding's message ("" none)
+  std::string worst_verdict;         // of the regressed runs
+  double lowest_busbw = 0;           // NaN: no number
+  double baseline_gbps = 0;          // of the lowest run; NaN none
+  double lowest_ratio = 0;           // NaN without both
+  bool ongoing() const { return cleared_unix == 0; }
+  std::size_t runs() const { return run_ids.size(); }
+  // Until cleared (or, ongoing, until the last regressed run).
+  double duration_s() const { return (ongoing() ? last_unix : cleared_unix) - onset_unix; }
+};
+
+// busbw versus message size of one transport in one run (the world rows, as nccl-tests prints
+// them), with the band the run was judged against and the headline gate row marked.
+struct SizePoint {
+  std::int64_t bytes = 0;
+  double out_gbps = 0;  // out-of-place busbw; NaN absent
+  double in_gbps = 0;   // in-place busbw; NaN absent
+};
+struct SizeCurve {
+  std::string cluster, profile, transport, run_id, verdict;
+  double unix = 0;
+  int world_size = 0;
+  std::vector<SizePoint> points;  // ascending size
+  bool synthetic = false;
+  // The headline: results::gate_headlines (gates_of): busbw at the gate size, lower of out/in.
+  std::int64_t gate_bytes = 0;
+  double gate_busbw = 0;         // NaN: not measured
+  bool gate_in_place = false;    // which row the headline number comes from
+  double baseline_gbps = 0, degraded_ratio = 0, fail_ratio = 0;  // NaN: no band
+};
+
+// The same finding across runs and ranks: code + message with the finding's own rank numbers
+// taken out (results::finding_dedupe_key); hosts filled from the run when the finding names none.
+struct FindingGroup {
+  std::string code, severity, layer;
+  std::string message;  // the newest occurrence's
+  std::size_t runs = 0;
+  double first_unix = 0, last_unix = 0;
+  std::string first_run_id, last_run_id;
+  std::vector<int> ranks;
+  std::vector<std::string> hosts;
+  std::vector<std::string> profiles;
 };
 
 struct TimelineCell {
@@ -113,24 +187,43 @@ struct TimelineCell {
   bool regression = false;  // some run in the cell is a regression
 };
 
-struct ReportModel {
-  ReportOptions options;
+// One cluster's part of the report.
+struct ClusterReport {
+  std::string cluster;  // as stored ("" runs without a cluster: shown as "default")
   std::size_t run_count = 0;
   std::map<std::string, int> verdict_counts;
-  double first_unix = 0, last_unix = 0;           // of the runs in the window
-  std::vector<Regression> regressions;            // newest first, every one
-  std::vector<LatestState> latest;                // sorted by profile, transport
-  std::vector<Series> series;                     // sorted by profile, transport, gate size
-  std::vector<TimelineCell> timeline;             // oldest first
-  bool timeline_bucketed = false;                 // cells merge several runs
-  std::vector<results::HistoryFinding> findings;  // newest first, at most max_findings_rows
-  std::size_t findings_total = 0;
+  double first_unix = 0, last_unix = 0;
+  std::vector<Incident> incidents;       // newest onset first, every one
+  std::size_t regression_runs = 0;       // runs in some incident
+  std::vector<LatestState> latest;       // sorted by profile, transport
+  std::vector<Series> series;            // sorted by profile, transport, gate size
+  std::vector<SizeCurve> size_curves;    // the newest run's, per transport
+  std::vector<TimelineCell> timeline;    // oldest first
+  bool timeline_bucketed = false;        // cells merge several runs
+  std::vector<FindingGroup> findings;    // newest last-seen first, at most max_findings_rows
+  std::size_t finding_groups_total = 0;
+  std::size_t findings_total = 0;        // rows before grouping
+  bool regressed_now() const;            // some latest state is degraded or fail
+  std::size_t ongoing_incidents() const;
+};
+
+struct ReportModel {
+  ReportOptions options;
+  std::size_t run_count = 0;                  // fleet-wide
+  std::map<std::string, int> verdict_counts;  // fleet-wide
+  double first_unix = 0, last_unix = 0;       // of the runs in the window
+  std::vector<ClusterReport> clusters;        // by name; "" (default) first
 };
 
 ReportModel build_model(const ReportInput& in, const ReportOptions& options);
 
-// "socket on ci-loopback: 0.31 GB/s at 64 MiB, 42% of baseline 0.74" (no escaping: callers do).
+// "socket on ci-loopback: 0.31 GB/s at 64 MiB, 42% of baseline 0.74" (no escaping: callers do);
+// sticky: "...; not measured in the latest 2 runs" when the newest runs had no number.
 std::string describe_latest(const LatestState& s);
+// "socket on ci-loopback at 64 MiB: 12 runs from 2026-11-28 10:00 UTC, lowest 0.15 GB/s (20% of
+// baseline 0.74), ongoing for 5 h 30 min" / "..., cleared after 3 h (2026-11-28 13:00 UTC)"
+// (no escaping).
+std::string describe_incident(const Incident& i);
 // "(no profile)" for "", else the name.
 std::string profile_label(const std::string& profile);
 

@@ -152,4 +152,17 @@ std::string svg_num(double v) {
   return s;
 }
 
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) seconds = 0;
+  auto s = static_cast<std::int64_t>(seconds);
+  if (s < 60) return std::to_string(s) + " s";
+  if (s < 3600) return std::to_string(s / 60) + " min";
+  if (s < 86400) {
+    std::int64_t m = (s % 3600) / 60;
+    return std::to_string(s / 3600) + " h" + (m ? " " + std::to_string(m) + " min" : "");
+  }
+  std::int64_t h = (s % 86400) / 3600;
+  return std::to_string(s / 86400) + " d" + (h ? " " + std::to_string(h) + " h" : "");
+}
+
 }  // namespace ncclsmoke::report

@@ -36,6 +36,8 @@ std::string format_gbps(double gbps);
 std::string format_percent(double ratio);
 // Seconds since the epoch -> "2026-11-29 10:15 UTC" (with_seconds: "2026-11-29 10:15:07 UTC").
 std::string format_utc(double unix, bool with_seconds = false);
+// Seconds -> "45 s", "12 min", "5 h 30 min", "3 d 4 h" (two units at most, rounded down).
+std::string format_duration(double seconds);
 // A number for an SVG attribute: fixed, at most 2 decimals, no trailing zeros ("12.5", "40").
 std::string svg_num(double v);
 

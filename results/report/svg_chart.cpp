@@ -190,6 +190,147 @@ std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGe
   return o;
 }
 
+std::string size_chart_svg(const SizeCurve& c, const ChartGeometry& g) {
+  const double px0 = g.left, px1 = g.width - g.right, py0 = g.height - g.bottom, py1 = g.top;
+  double lo = 0, hi = 1, ymax = 0;
+  bool any = false;
+  for (const auto& p : c.points) {
+    if (p.bytes <= 0) continue;
+    double l2 = std::log2(static_cast<double>(p.bytes));
+    lo = any ? std::min(lo, l2) : l2;
+    hi = any ? std::max(hi, l2) : l2;
+    any = true;
+    for (double v : {p.out_gbps, p.in_gbps})
+      if (std::isfinite(v)) ymax = std::max(ymax, v);
+  }
+  if (std::isfinite(c.baseline_gbps)) ymax = std::max(ymax, c.baseline_gbps);
+  if (!(hi > lo)) {
+    lo -= 1;
+    hi += 1;
+  }
+  lo = std::floor(lo) - 0.5;
+  hi = std::ceil(hi) + 0.5;
+  auto yticks = nice_ticks(0, ymax > 0 ? ymax * 1.1 : 1, 5);
+  LinearScale x{lo, hi, px0, px1};
+  LinearScale y{0, yticks.back(), py0, py1};
+  auto xb = [&](std::int64_t b) { return x(std::log2(static_cast<double>(std::max<std::int64_t>(1, b)))); };
+
+  const std::string label = c.transport + " busbw by message size, run " + c.run_id;
+  std::string o;
+  o += "<svg class=\"size-chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " +
+       svg_num(g.width) + " " + svg_num(g.height) + "\" width=\"" + svg_num(g.width) +
+       "\" height=\"" + svg_num(g.height) + "\" role=\"img\" aria-label=\"" + attr(label) +
+       "\" data-cluster=\"" + attr(c.cluster) + "\" data-transport=\"" + attr(c.transport) +
+       "\" data-run=\"" + attr(c.run_id) + "\" data-points=\"" + std::to_string(c.points.size()) +
+       "\" data-gate-bytes=\"" + std::to_string(c.gate_bytes) + "\" data-gate-place=\"" +
+       (c.gate_in_place ? "in" : "out") + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o += "<title>" + attr(label) + "</title>\n";
+
+  // The band: a column one size step wide at the gate size.
+  if (c.gate_bytes > 0 && std::isfinite(c.baseline_gbps) && c.baseline_gbps > 0) {
+    double gx = xb(c.gate_bytes), half = (x(1) - x(0)) / 2;
+    double sx0 = std::max(px0, gx - half), sx1 = std::min(px1, gx + half);
+    double b = c.baseline_gbps;
+    double fail = std::isfinite(c.fail_ratio) ? c.fail_ratio * b : 0;
+    double deg = std::isfinite(c.degraded_ratio) ? c.degraded_ratio * b : fail;
+    std::string w = svg_num(sx1 - sx0);
+    o += "<g class=\"band\">\n";
+    if (fail > 0)
+      o += "<rect class=\"fail-zone\" x=\"" + svg_num(sx0) + "\" y=\"" + svg_num(y(fail)) +
+           "\" width=\"" + w + "\" height=\"" + svg_num(py0 - y(fail)) + "\" fill=\"" + kFailZone +
+           "\"><title>fail below " + format_gbps(fail) + " GB/s</title></rect>\n";
+    if (deg > fail)
+      o += "<rect class=\"degraded-zone\" x=\"" + svg_num(sx0) + "\" y=\"" + svg_num(y(deg)) +
+           "\" width=\"" + w + "\" height=\"" + svg_num(y(fail) - y(deg)) + "\" fill=\"" +
+           kDegradedZone + "\"><title>degraded below " + format_gbps(deg) +
+           " GB/s</title></rect>\n";
+    o += "<line class=\"baseline\" x1=\"" + svg_num(sx0 - 10) + "\" x2=\"" + svg_num(sx1 + 10) +
+         "\" y1=\"" + svg_num(y(b)) + "\" y2=\"" + svg_num(y(b)) + "\" stroke=\"" + kBaselineColor +
+         "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"><title>baseline " + format_gbps(b) +
+         " GB/s at " + format_bytes(c.gate_bytes) + "</title></line>\n";
+    o += "<text class=\"band-label\" x=\"" + svg_num(sx0 - 12) + "\" y=\"" + svg_num(y(b) - 4) +
+         "\" text-anchor=\"end\" fill=\"" + kBaselineColor + "\">baseline " + format_gbps(b) +
+         "</text>\n</g>\n";
+  }
+
+  // Grid and axes: a tick per power of two (every second one when crowded).
+  o += "<g class=\"axes\" fill=\"" + std::string(kAxisColor) + "\">\n";
+  for (double t : yticks) {
+    o += "<line x1=\"" + svg_num(px0) + "\" x2=\"" + svg_num(px1) + "\" y1=\"" + svg_num(y(t)) +
+         "\" y2=\"" + svg_num(y(t)) + "\" stroke=\"" + kGridColor + "\"/>";
+    o += "<text class=\"y-tick\" x=\"" + svg_num(px0 - 6) + "\" y=\"" + svg_num(y(t) + 4) +
+         "\" text-anchor=\"end\">" + svg_num(t) + "</text>\n";
+  }
+  int k0 = static_cast<int>(std::ceil(lo)), k1 = static_cast<int>(std::floor(hi));
+  int step = (k1 - k0) > 14 ? 2 : 1;
+  for (int k = k0; k <= k1; k += step) {
+    double tx = x(k);
+    o += "<line x1=\"" + svg_num(tx) + "\" x2=\"" + svg_num(tx) + "\" y1=\"" + svg_num(py1) +
+         "\" y2=\"" + svg_num(py0 + 4) + "\" stroke=\"" + kGridColor + "\"/>";
+    o += "<text class=\"x-tick\" x=\"" + svg_num(tx) + "\" y=\"" + svg_num(py0 + 17) +
+         "\" text-anchor=\"middle\">" + format_bytes(std::int64_t{1} << std::clamp(k, 0, 62)) +
+         "</text>\n";
+  }
+  o += "<line x1=\"" + svg_num(px0) + "\" x2=\"" + svg_num(px1) + "\" y1=\"" + svg_num(py0) +
+       "\" y2=\"" + svg_num(py0) + "\" stroke=\"" + kAxisColor + "\"/>";
+  o += "<line x1=\"" + svg_num(px0) + "\" x2=\"" + svg_num(px0) + "\" y1=\"" + svg_num(py1) +
+       "\" y2=\"" + svg_num(py0) + "\" stroke=\"" + kAxisColor + "\"/>\n";
+  o += "<text class=\"axis-title\" x=\"14\" y=\"" + svg_num((py0 + py1) / 2) +
+       "\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + svg_num((py0 + py1) / 2) +
+       ")\">busbw (GB/s)</text>\n";
+  o += "<text class=\"axis-title\" x=\"" + svg_num((px0 + px1) / 2) + "\" y=\"" +
+       svg_num(g.height - 6) + "\" text-anchor=\"middle\">message size (log2 scale)</text>\n";
+  o += "</g>\n";
+
+  // Out-of-place solid, in-place dashed.
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    std::string line, dots;
+    const char* color = in_place ? "#6a1b9a" : "#1565c0";
+    for (const auto& p : c.points) {
+      double v = in_place ? p.in_gbps : p.out_gbps;
+      if (!std::isfinite(v) || p.bytes <= 0) continue;
+      line += svg_num(xb(p.bytes)) + "," + svg_num(y(v)) + " ";
+      dots += std::string("<circle class=\"sz ") + (in_place ? "in" : "out") + "\" data-bytes=\"" +
+              std::to_string(p.bytes) + "\" cx=\"" + svg_num(xb(p.bytes)) + "\" cy=\"" +
+              svg_num(y(v)) + "\" r=\"3.2\" fill=\"" + (in_place ? "#ffffff" : color) +
+              "\" stroke=\"" + color + "\" stroke-width=\"1.4\"><title>" +
+              format_bytes(p.bytes) + (in_place ? " in-place" : " out-of-place") + ": " +
+              format_gbps(v) + " GB/s busbw</title></circle>\n";
+    }
+    if (!line.empty())
+      o += std::string("<polyline class=\"size-line ") + (in_place ? "in" : "out") +
+           "\" fill=\"none\" stroke=\"" + color + "\" stroke-width=\"1.6\"" +
+           (in_place ? " stroke-dasharray=\"5 3\"" : "") + " points=\"" + line + "\"/>\n";
+    o += dots;
+  }
+
+  // The headline gate point: the row gates_of's number comes from.
+  if (c.gate_bytes > 0 && std::isfinite(c.gate_busbw)) {
+    double gx = xb(c.gate_bytes), gy = y(c.gate_busbw);
+    std::string txt = "gate " + format_gbps(c.gate_busbw) + " GB/s (" +
+                      (c.gate_in_place ? "in-place" : "out-of-place") + ")";
+    o += "<g class=\"gate-mark\" data-in-place=\"" + std::string(c.gate_in_place ? "true" : "false") +
+         "\"><title>" + attr(txt) + ": the headline number, the lower of out-of-place and in-place at " +
+         format_bytes(c.gate_bytes) + "</title><circle cx=\"" + svg_num(gx) + "\" cy=\"" +
+         svg_num(gy) + "\" r=\"6.5\" fill=\"none\" stroke=\"#212121\" stroke-width=\"1.8\"/>";
+    // The arrow points at the circle from the side with room for the label.
+    bool left = gx + 230 > g.width;
+    double ty = std::max(py1 + 10, gy + 4 + (left ? 18 : 0));
+    if (left && ty > py0 - 6) ty = gy - 12;  // a low point: the label above it, off the axis
+    if (left)
+      o += "<path d=\"M" + svg_num(gx - 8) + "," + svg_num(gy + 5) + " l-11,2 l6,6 z\" "
+           "fill=\"#212121\"/><text x=\"" + svg_num(gx - 16) + "\" y=\"" + svg_num(ty) +
+           "\" text-anchor=\"end\" fill=\"#212121\" font-weight=\"bold\">" + attr(txt) +
+           "</text></g>\n";
+    else
+      o += "<path d=\"M" + svg_num(gx + 9) + "," + svg_num(gy) + " l9,-5 v10 z\" fill=\"#212121\"/>"
+           "<text x=\"" + svg_num(gx + 21) + "\" y=\"" + svg_num(ty) + "\" fill=\"#212121\" "
+           "font-weight=\"bold\">" + attr(txt) + "</text></g>\n";
+  }
+  o += "</svg>\n";
+  return o;
+}
+
 std::string timeline_svg(const std::vector<TimelineCell>& cells, bool bucketed, double width) {
   const double left = 8, right = 8, top = 6, cell_h = 26, label_h = 18;
   const double height = top + cell_h + label_h + 4;

@@ -29,6 +29,15 @@ struct ChartGeometry {
 // data-points data-total-points ...>.
 std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGeometry& g = {});
 
+// busbw versus message size of one run (nccl-tests' table as a chart): x is log2 of the size
+// (ticks at powers of two), y busbw; out-of-place as a solid line with dots, in-place dashed with
+// rings; the baseline band drawn as a column at the gate size (dashed baseline, degraded/fail
+// zones shaded); the headline gate point (the lower of out/in, as gates_of) marked with an arrow
+// and "gate". Root element: <svg class="size-chart" data-cluster data-transport data-run
+// data-points data-gate-bytes data-gate-place="in|out">; points <circle class="sz out|in"
+// data-bytes>, the mark <g class="gate-mark" data-in-place>.
+std::string size_chart_svg(const SizeCurve& c, const ChartGeometry& g = {});
+
 // Root element: <svg class="timeline-strip" data-cells ...>, cells are <rect class="cell"
 // data-verdict ...><title>...</title></rect>.
 std::string timeline_svg(const std::vector<TimelineCell>& cells, bool bucketed, double width = 960);

@@ -2,10 +2,13 @@
 # `promtool check metrics` on every metric text `ncclsmoke publish` produces: the textfile output
 # and the stdout output, for each sample verdict (pass, fail with findings and a NaN gate, odd
 # label values, inconclusive with no transports).
-# Usage: check_metrics.sh NCCLSMOKE WRITE_SAMPLES   (exit 77: promtool absent)
+# With README (the project's README.md), every family the outputs hold must be named in its
+# metric list (the "Publishing" section).
+# Usage: check_metrics.sh NCCLSMOKE WRITE_SAMPLES [README]   (exit 77: promtool absent)
 set -u
 ncclsmoke=$1
 write_samples=$2
+readme=${3-}
 if ! command -v promtool >/dev/null; then
   echo "SKIP: promtool not found (Debian package 'prometheus')"
   exit 77
@@ -42,5 +45,16 @@ for verdict in "$tmp"/*.json; do
   done
   grep -q '^ncclsmoke_verdict{' "$tmp/$name/ncclsmoke.prom" || { echo "FAIL: $name: no ncclsmoke_verdict"; failures=$((failures + 1)); }
 done
+if [ -n "$readme" ]; then
+  section=$(sed -n '/^## Publishing/,/^## /p' "$readme")
+  families=$(cat "$tmp"/*/ncclsmoke.prom | sed -n 's/^# TYPE \([a-z_]*\) .*/\1/p' | sort -u)
+  for fam in $families; do
+    if ! grep -q "\`$fam[\`{]" <<<"$section"; then
+      echo "FAIL: README.md's metric list (## Publishing) does not name $fam"
+      failures=$((failures + 1))
+    fi
+  done
+  echo "README metric list: $(wc -w <<<"$families") families checked"
+fi
 echo "checked $checked metric outputs, $failures failure(s)"
 [ "$checked" -ge 8 ] && [ "$failures" -eq 0 ]

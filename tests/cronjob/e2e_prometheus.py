@@ -10,6 +10,12 @@ On 127.0.0.1 with free ports, temp config and storage:
   3. another run against an impossible baseline -> fail (BANDWIDTH_REGRESSION error): publish
      exits 1 and the NcclSmokeFailed and NcclSmokeBandwidthRegression alerts fire in Prometheus;
      the pass run's last-success time is still there (POST keeps it);
+  3b. the same failed verdict with its finding narrowed to one rank's host (as a per-rank finding
+     names it): ncclsmoke_suspect_host names that host and its node, NcclSmokeSuspectHost fires,
+     and NcclSmokeFailed's summary names the host; then every panel query of the Grafana
+     dashboard (cronjob/dashboards/ncclsmoke.json: structure checked, variables substituted)
+     returns data; then the real failed verdict pushed again clears the host (the family is
+     always pushed, so the Pushgateway's POST replaces it);
   4. the Pushgateway stopped: a third run's publish exits 5 ("metrics not delivered", naming the
      URL) and the history still grows (3 runs).
 Everything started here is stopped, even on failure. Exit 77 only when a binary is absent.
@@ -94,6 +100,85 @@ def wait_for(prom, expr, what):
     raise AssertionError(f"{what}: {expr} still empty after {WAIT_S}s")
 
 
+def query_range(prom, expr, seconds=60, step=5):
+    now = time.time()
+    url = f"{prom}/api/v1/query_range?" + urllib.parse.urlencode(
+        {"query": expr, "start": f"{now - seconds:.3f}", "end": f"{now:.3f}", "step": str(step)})
+    _, body = http_get(url)
+    doc = json.loads(body)
+    if doc.get("status") != "success":
+        raise RuntimeError(f"query_range {expr!r} failed: {body[:300]}")
+    return doc["data"]["result"]
+
+
+def wait_alert(prom, alertname, labels, what):
+    """The firing alert with these labels (from /api/v1/alerts, which has the annotations)."""
+    deadline = time.monotonic() + WAIT_S
+    seen = []
+    while time.monotonic() < deadline:
+        _, body = http_get(f"{prom}/api/v1/alerts")
+        seen = [a for a in json.loads(body)["data"]["alerts"] if a["labels"].get("alertname") == alertname]
+        for a in seen:
+            if a["state"] == "firing" and all(a["labels"].get(k) == v for k, v in labels.items()):
+                print(f"ok: {what}: {a['labels']} summary={a['annotations'].get('summary')!r}")
+                return a
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: no firing {alertname} with {labels} after {WAIT_S}s; saw {seen}")
+
+
+def dashboard_queries(path):
+    """(panel title, refId, expr, instant) for every panel target, after checking the JSON's shape:
+    schemaVersion >= 36, a Prometheus datasource variable and a cluster variable that every
+    query uses, unique panel ids, gridPos, datasource ${datasource} on panels and targets."""
+    with open(path) as f:
+        d = json.load(f)
+    problems = []
+    if not isinstance(d.get("schemaVersion"), int) or d["schemaVersion"] < 36:
+        problems.append(f"schemaVersion {d.get('schemaVersion')!r} < 36")
+    for key in ("title", "uid", "panels", "templating", "time"):
+        if key not in d:
+            problems.append(f"no {key}")
+    variables = {v.get("name"): v for v in d.get("templating", {}).get("list", [])}
+    dsv = variables.get("datasource", {})
+    if dsv.get("type") != "datasource" or dsv.get("query") != "prometheus":
+        problems.append(f"no Prometheus datasource variable: {dsv}")
+    cl = variables.get("cluster", {})
+    if cl.get("type") != "query" or "cluster" not in json.dumps(cl.get("query")):
+        problems.append(f"no cluster query variable: {cl}")
+    ds_ref = {"type": "prometheus", "uid": "${datasource}"}
+    ids, out = set(), []
+    for p in d.get("panels", []):
+        title = p.get("title", "?")
+        if p.get("id") in ids:
+            problems.append(f"panel {title}: duplicate id {p.get('id')}")
+        ids.add(p.get("id"))
+        if not all(k in p.get("gridPos", {}) for k in ("h", "w", "x", "y")):
+            problems.append(f"panel {title}: no gridPos")
+        if p.get("datasource") != ds_ref:
+            problems.append(f"panel {title}: datasource {p.get('datasource')} is not ${{datasource}}")
+        if not p.get("targets"):
+            problems.append(f"panel {title}: no targets")
+        for t in p.get("targets", []):
+            if t.get("datasource") != ds_ref or not t.get("expr") or not t.get("refId"):
+                problems.append(f"panel {title}: target {t.get('refId')} lacks datasource/expr/refId")
+                continue
+            if "$cluster" not in t["expr"]:
+                problems.append(f"panel {title}: {t['refId']} ignores $cluster")
+            out.append((title, t["refId"], t["expr"], bool(t.get("instant"))))
+    if problems:
+        raise AssertionError(f"{path}: " + "; ".join(problems))
+    return out
+
+
+def grafana_substitute(expr, cluster):
+    # What Grafana would send: $cluster as a regex matching the test's cluster, fixed intervals.
+    for var, val in (("${cluster}", cluster), ("$cluster", cluster), ("$__range", "1h"),
+                     ("$__rate_interval", "1m"), ("$__interval", "15s")):
+        expr = expr.replace(var, val)
+    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+    return expr
+
+
 def run(cmd, **kw):
     print("+ " + " ".join(cmd), flush=True)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, **kw)
@@ -143,6 +228,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ncclsmoke", required=True)
     ap.add_argument("--rules", required=True)
+    ap.add_argument("--dashboard", required=True)
     args = ap.parse_args()
     for tool in ("prometheus", "prometheus-pushgateway"):
         if not shutil.which(tool):
@@ -257,6 +343,60 @@ scrape_configs:
         again = query(prom, f'ncclsmoke_last_success_timestamp_seconds{{{sel}}}')
         assert again and again[0]["value"][1] == success[0]["value"][1], (again, success)
         assert not query(prom, f'ALERTS{{alertname="NcclSmokeFailed",{sel}}}')
+        # The world-wide regression names no host: the suspect family is the host-less 0.
+        wait_for(prom, f'ncclsmoke_suspect_host{{{tight},host=""}} == 0', "no suspect host for a world-wide finding")
+
+        # --- 2b. the suspect host: one rank's host named by the finding -------------------
+        narrowed = json.loads(json.dumps(v2))
+        suspect_rank = narrowed["ranks"][1]
+        host = suspect_rank["host"]
+        node = suspect_rank.get("node") or host  # the finding's rank's node (local-1 under launch)
+        assert host, f"rank 1 has no host in the verdict: {suspect_rank}"
+        narrowed["findings"][0]["ranks"] = [suspect_rank["rank"]]
+        narrowed["findings"][0]["hosts"] = [host]
+        narrowed_path = os.path.join(tmp, "narrowed.json")
+        with open(narrowed_path, "w") as f:
+            json.dump(narrowed, f)
+        r = run([args.ncclsmoke, "publish", narrowed_path, "--pushgateway", pg_url, "--cluster", CLUSTER])
+        print(r.stdout + r.stderr)
+        assert r.returncode == 1, f"publish of the narrowed fail exited {r.returncode}, expected 1"
+        code = narrowed["findings"][0]["code"]
+        hq = f'{tight},code="{code}",host="{host}",node="{node}"'
+        wait_for(prom, f'ncclsmoke_suspect_host{{{hq}}} == 1', "suspect host and node scraped")
+        wait_alert(prom, "NcclSmokeSuspectHost", {"cluster": CLUSTER, "host": host, "node": node, "code": code},
+                   "NcclSmokeSuspectHost firing for the host")
+        deadline = time.monotonic() + WAIT_S
+        while True:  # the summary is re-rendered on each evaluation (1 s)
+            a = wait_alert(prom, "NcclSmokeFailed", {"cluster": CLUSTER, "profile": "e2e-tight"},
+                           "NcclSmokeFailed firing")
+            if f"suspect host(s) {host} (node {node}, {code})" in a["annotations"]["summary"]:
+                break
+            assert time.monotonic() < deadline, f"NcclSmokeFailed's summary never named {host}: {a}"
+            time.sleep(1)
+        print("ok: NcclSmokeFailed's summary names the host and node")
+
+        # --- 2c. every dashboard panel's query returns data --------------------------------
+        queries = dashboard_queries(args.dashboard)
+        for title, ref, expr, instant in queries:
+            q = grafana_substitute(expr, CLUSTER)
+            deadline = time.monotonic() + WAIT_S
+            while True:
+                result = query(prom, q) if instant else query_range(prom, q)
+                if result:
+                    break
+                assert time.monotonic() < deadline, f"dashboard panel {title!r} {ref}: no data for {q}"
+                time.sleep(1)
+            print(f"ok: dashboard {title!r} {ref}: {len(result)} series")
+        print(f"ok: all {len(queries)} dashboard queries returned data")
+
+        # The real (host-less) verdict pushed again: the host is gone, not kept by the POST.
+        r = run([args.ncclsmoke, "publish", verdict2, "--pushgateway", pg_url, "--cluster", CLUSTER])
+        assert r.returncode == 1, r.stdout + r.stderr
+        deadline = time.monotonic() + WAIT_S
+        while query(prom, f'ncclsmoke_suspect_host{{{hq}}}'):
+            assert time.monotonic() < deadline, f"{host} still a suspect after a push that names no host"
+            time.sleep(0.5)
+        print("ok: a push naming no host clears the suspect host")
 
         # --- 3. the Pushgateway down: exit 5, history still written ------------------------
         pg.terminate()

@@ -1,6 +1,7 @@
 // The metric text of a verdict: families, labels, escaping, omitted NaN numbers.
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 
 #include "cronjob/metrics.h"
@@ -152,6 +153,115 @@ TEST(PublishMetrics, ProfileOfVerdict) {
   auto v = testing::passing();
   v.baseline = {{"profile", nullptr}, {"reason", "no profile selected"}};
   EXPECT_EQ(verdict_profile(v), "");
+}
+
+TEST(PublishMetrics, SuspectHostsNamedByFindingsWithTheirNode) {
+  auto v = testing::failing();
+  for (auto& r : v.ranks) r.node = "ip-10-0-0-" + std::to_string(r.rank) + ".ec2.internal";
+  // Two ranks' copies of one finding (same code, severity, host) make one series; a host that no
+  // rank of the verdict lists keeps its own name as the node.
+  v.findings.push_back(results::make_finding("STRAGGLER", "rank 2 slow (its copy)", {2}, {"host-2"}));
+  v.findings.push_back(results::make_finding("MESH_BLOCKED", "1 <-> 3", {1, 3}, {"host-1", "host-3"}));
+  v.findings.push_back(results::make_finding("RANKS_MISSING", "rank 9", {9}, {"elsewhere"}));
+  std::string t = render_metrics(v, {});
+  const std::string l = "cluster=\"default\",profile=\"p5.48xlarge-efa\"";
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_host{" + l +
+                         ",code=\"STRAGGLER\",severity=\"warning\",host=\"host-2\",node=\"ip-10-0-0-2.ec2.internal\"}"),
+            "1");
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_host{" + l +
+                         ",code=\"MESH_BLOCKED\",severity=\"error\",host=\"host-3\",node=\"ip-10-0-0-3.ec2.internal\"}"),
+            "1");
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_host{" + l +
+                         ",code=\"RANKS_MISSING\",severity=\"error\",host=\"elsewhere\",node=\"elsewhere\"}"),
+            "1");
+  // Only named hosts: host-0 is in no finding; the findings without hosts add nothing.
+  EXPECT_EQ(t.find("host=\"host-0\""), std::string::npos);
+  std::istringstream in(t);
+  std::string line;
+  int series = 0;
+  while (std::getline(in, line)) series += line.rfind("ncclsmoke_suspect_host{", 0) == 0;
+  EXPECT_EQ(series, 4);
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_hosts_omitted{" + l + "}"), "0");
+  EXPECT_NE(t.find("# HELP ncclsmoke_suspect_host 1 per (finding code"), std::string::npos);
+}
+
+TEST(PublishMetrics, SuspectNodeIsTheFindingRanksNode) {
+  // `launch -n 4` on one host: every rank has a "node" of its own (local-<rank>).
+  auto v = testing::passing();
+  for (auto& r : v.ranks) {
+    r.host = "vm";
+    r.node = "local-" + std::to_string(r.rank);
+  }
+  v.findings.push_back(results::make_finding("PEER_LOST", "rank 3 lost", {3}, {"vm"}));
+  std::string t = render_metrics(v, {});
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_host{cluster=\"default\",profile=\"none\",code=\"PEER_LOST\","
+                     "severity=\"error\",host=\"vm\",node=\"local-3\"}"),
+            "1");
+  EXPECT_EQ(t.find("node=\"local-0\""), std::string::npos);
+}
+
+TEST(PublishMetrics, NoSuspectHostStillCarriesTheFamily) {
+  // A POST that lacked the family would leave the last run's suspect hosts on the Pushgateway.
+  std::string t = render_metrics(testing::passing(), {});
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_host{cluster=\"default\",profile=\"none\"}"), "0");
+  EXPECT_EQ(t.find("ncclsmoke_suspect_host{cluster=\"default\",profile=\"none\",code="), std::string::npos);
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_hosts_omitted{cluster=\"default\",profile=\"none\"}"), "0");
+}
+
+TEST(PublishMetrics, SuspectHostsAreBoundedErrorsFirst) {
+  auto v = testing::passing();
+  // 100 warnings and 10 errors, each naming its own host: the errors all stay.
+  for (int i = 0; i < 100; ++i)
+    v.findings.push_back(results::make_finding("STRAGGLER", "slow", {}, {"w-" + std::to_string(i)}));
+  for (int i = 0; i < 10; ++i)
+    v.findings.push_back(results::make_finding("PEER_LOST", "lost", {}, {"e-" + std::to_string(i)}));
+  std::string t = render_metrics(v, {});
+  std::istringstream in(t);
+  std::string line;
+  std::size_t series = 0, errors = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("ncclsmoke_suspect_host{", 0) != 0) continue;
+    ++series;
+    errors += line.find("severity=\"error\"") != std::string::npos;
+  }
+  EXPECT_EQ(series, kMaxSuspectSeries);
+  EXPECT_EQ(errors, 10u);
+  EXPECT_EQ(value(t, "ncclsmoke_suspect_hosts_omitted{cluster=\"default\",profile=\"none\"}"),
+            std::to_string(110 - kMaxSuspectSeries));
+}
+
+TEST(PublishMetrics, HelpTextsAreAContract) {
+  // The Pushgateway refuses a push (HTTP 400) whose HELP differs from another group's of the same
+  // family, e.g. one pushed by an older version: a family's name and HELP never change. Sorted.
+  const std::string want =
+      "# HELP ncclsmoke_build_info Version of the ncclsmoke that ran (always 1).\n"
+      "# HELP ncclsmoke_exit_code Exit code of the last smoke run (0 pass, 1 fail, 3 degraded, 4 inconclusive).\n"
+      "# HELP ncclsmoke_findings Findings of the last smoke run by code and severity (see docs/findings.md).\n"
+      "# HELP ncclsmoke_gate_baseline_bytes_per_second Baseline bus bandwidth at the gate size from the selected profile.\n"
+      "# HELP ncclsmoke_gate_busbw_bytes_per_second All-reduce bus bandwidth at the gate message size: the number the judge compares with the baseline (bytes per second).\n"
+      "# HELP ncclsmoke_gate_degraded_ratio Ratio to baseline below which the run is degraded.\n"
+      "# HELP ncclsmoke_gate_fail_ratio Ratio to baseline below which the run fails.\n"
+      "# HELP ncclsmoke_gate_message_bytes Message size of the gate measurement.\n"
+      "# HELP ncclsmoke_gate_ratio Gate bus bandwidth divided by the baseline (1 = at baseline).\n"
+      "# HELP ncclsmoke_last_run_timestamp_seconds When the last smoke run ended, seconds since the epoch.\n"
+      "# HELP ncclsmoke_last_success_timestamp_seconds When the last passing smoke run ended, seconds since the epoch.\n"
+      "# HELP ncclsmoke_ranks Ranks of the last smoke run by status.\n"
+      "# HELP ncclsmoke_run_duration_seconds Wall time of the last smoke run.\n"
+      "# HELP ncclsmoke_suspect_host 1 per (finding code, severity, host) a finding of the last smoke run names; node is the host's Kubernetes node. One series without code/host (value 0) when none.\n"
+      "# HELP ncclsmoke_suspect_hosts_omitted (code, severity, host) pairs named by findings but left out of ncclsmoke_suspect_host (over its series limit).\n"
+      "# HELP ncclsmoke_transport_identity_info What actually carried the bytes per transport (always 1).\n"
+      "# HELP ncclsmoke_transport_status Status of each transport phase of the last smoke run: 1 for its status.\n"
+      "# HELP ncclsmoke_verdict Verdict of the last smoke run: 1 for its verdict, 0 for the others.\n"
+      "# HELP ncclsmoke_world_size Number of ranks the last smoke run expected (0 unknown).\n";
+  std::string t = render_metrics(testing::failing(), {}) + render_metrics(testing::passing(), {});
+  std::istringstream in(t);
+  std::set<std::string> help;
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("# HELP ", 0) == 0) help.insert(line);
+  std::string got;
+  for (const auto& h : help) got += h + "\n";
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

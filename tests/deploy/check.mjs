@@ -24,6 +24,7 @@ const CHECKS = {
   "headless-service": "the pods' subdomain is a headless Service with publishNotReadyAddresses selecting them",
   "profiles": "the profiles ConfigMap is in the render and holds the profile the pods name, with a band for their world size at a size the sweep measures",
   "kyverno-policy": "the ClusterPolicy matches pods by label, turns service links off and adds NCCL defaults",
+  "history": "the CronJob's history persists: NCCLSMOKE_HISTORY is a postgresql:// URL (from a Secret; a Service of the render behind it is a StatefulSet on a ReadWriteOnce claim), or a SQLite file on a ReadWriteOnce claim of a one-pod Job; never an emptyDir or a ReadWriteMany claim",
 };
 
 const failures = [];
@@ -343,6 +344,87 @@ for (const j of jobs) {
       if (sizes && !sizes.includes(band.gate_bytes))
         fail("profiles", o, `container ${c.name}: the sweep never measures ${band.gate_bytes} bytes, the gate size of profile ${profile}'s ${t.transport} band (--min-bytes/--max-bytes/--factor)`);
     }
+  }
+}
+
+// The run history (CronJobs: the smoke test; a gate Job keeps none). An emptyDir forgets every
+// run; a ReadWriteMany claim is a network filesystem, where SQLite's WAL does not work; a
+// ReadWriteOnce claim attaches to one node, so every pod that mounts it must be on that node.
+const decode = (secret, key) =>
+  secret?.stringData?.[key] ?? (secret?.data?.[key] !== undefined ? Buffer.from(secret.data[key], "base64").toString() : undefined);
+for (const j of jobs.filter((x) => x.cron)) {
+  const o = j.owner;
+  const ps = podSpec(j);
+  for (const c of allContainers(ps)) {
+    if (!envOf(c, "NCCLSMOKE_PODS")) continue;
+    const e = envOf(c, "NCCLSMOKE_HISTORY");
+    if (!e || (!e.value && !e.valueFrom)) {
+      fail("history", o, `container ${c.name}: no NCCLSMOKE_HISTORY: every run is forgotten (report and baseline learn see nothing)`);
+      continue;
+    }
+    let url = e.value;
+    if (e.valueFrom) {
+      const ref = e.valueFrom.secretKeyRef;
+      if (!ref) {
+        fail("history", o, `container ${c.name}: NCCLSMOKE_HISTORY comes from ${JSON.stringify(e.valueFrom)}, not a Secret`);
+        continue;
+      }
+      const secret = byKind("Secret").find((x) => x.metadata?.name === ref.name);
+      if (!secret) continue;  // the operator's own Secret (components/history-postgres-external)
+      url = decode(secret, ref.key);
+      if (url === undefined) {
+        fail("history", secret, `has no key ${ref.key} for NCCLSMOKE_HISTORY`);
+        continue;
+      }
+    }
+    const pg = String(url).match(/^postgres(?:ql)?:\/\/(?:[^@/]*@)?([^:/?]*)/);
+    if (pg) {
+      if (/^postgres(?:ql)?:\/\/[^/@]*:[^/@]*@/.test(url))
+        fail("history", o, `container ${c.name}: the history URL holds a password; give it in PGPASSWORD from a Secret`);
+      const svc = byKind("Service").find((x) => x.metadata?.name === pg[1].split(".")[0]);
+      if (!svc) continue;  // a server outside this render
+      const sts = byKind("StatefulSet").find((x) => selects(svc.spec?.selector, x.spec?.template?.metadata?.labels ?? {}));
+      if (!sts) {
+        fail("history", svc, `the history URL's Service ${svc.metadata.name} selects no StatefulSet of this render`);
+        continue;
+      }
+      const claims = sts.spec?.volumeClaimTemplates ?? [];
+      const mounted = (sts.spec?.template?.spec?.containers ?? []).flatMap((x) => x.volumeMounts ?? []).map((m) => m.name);
+      const data = claims.filter((t) => mounted.includes(t.metadata?.name));
+      if (data.length === 0)
+        fail("history", sts, "the history server keeps its data on no volumeClaimTemplate: it is lost with the pod");
+      for (const t of data)
+        if (!(t.spec?.accessModes ?? []).every((m) => m === "ReadWriteOnce" || m === "ReadWriteOncePod"))
+          fail("history", sts, `claim ${t.metadata.name} is ${JSON.stringify(t.spec?.accessModes)}, not ReadWriteOnce (a database on a network filesystem)`);
+      if (sts.spec?.replicas !== 1)
+        fail("history", sts, `replicas is ${sts.spec?.replicas}, not 1: two servers, two histories`);
+      continue;
+    }
+    // A SQLite file: on which volume?
+    const path = String(url);
+    const mount = (c.volumeMounts ?? []).filter((m) => path.startsWith(m.mountPath.replace(/\/?$/, "/")))
+      .sort((a, b) => b.mountPath.length - a.mountPath.length)[0];
+    const vol = mount && (ps.volumes ?? []).find((v) => v.name === mount.name);
+    if (!vol) {
+      fail("history", o, `container ${c.name}: NCCLSMOKE_HISTORY=${path} is on no volume (the container's own filesystem)`);
+      continue;
+    }
+    if (!vol.persistentVolumeClaim) {
+      fail("history", o, `container ${c.name}: NCCLSMOKE_HISTORY=${path} is on volume ${vol.name} (${Object.keys(vol).filter((k) => k !== "name").join(",")}), not a PersistentVolumeClaim: the history is lost with the pod`);
+      continue;
+    }
+    const pvc = byKind("PersistentVolumeClaim").find((x) => x.metadata?.name === vol.persistentVolumeClaim.claimName);
+    if (!pvc) {
+      fail("history", o, `claim ${vol.persistentVolumeClaim.claimName} is not in this render`);
+      continue;
+    }
+    const modes = pvc.spec?.accessModes ?? [];
+    if (!modes.every((m) => m === "ReadWriteOnce" || m === "ReadWriteOncePod"))
+      fail("history", pvc, `accessModes ${JSON.stringify(modes)}: a ReadWriteMany claim is a network filesystem, where SQLite's WAL does not work; use ReadWriteOnce`);
+    else if (j.spec.parallelism !== 1)
+      fail("history", o, `a ReadWriteOnce claim (${pvc.metadata.name}) is mounted by ${j.spec.parallelism} pods on different nodes: all but one would hang in ContainerCreating (Multi-Attach); use the PostgreSQL history`);
+    if (pvc.metadata?.namespace !== o.metadata?.namespace)
+      fail("history", pvc, `namespace ${pvc.metadata?.namespace} differs from ${o.metadata?.namespace}`);
   }
 }
 

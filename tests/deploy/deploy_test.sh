@@ -7,8 +7,10 @@
 #                                                  (kubernetes-models schema + our rules)
 #   deploy_test.sh SOURCE_DIR broken FILE          a broken copy: TARGET (named in FILE) with FILE
 #                                                  as a kustomize patch must fail FILE's check
-#   deploy_test.sh SOURCE_DIR component            an overlay with components/history-pvc renders
-#                                                  and checks (the optional RWX history volume)
+#   deploy_test.sh SOURCE_DIR history              the history persists by default (PostgreSQL on a
+#                                                  ReadWriteOnce claim); components history-pvc (one
+#                                                  pod, RWO) and history-postgres-external render and
+#                                                  check; an RWO claim on 4 pods and an RWX claim fail
 #   deploy_test.sh SOURCE_DIR yamllint             yamllint -c cronjob/.yamllint on the sources
 #   deploy_test.sh SOURCE_DIR profiles-copy        base/profiles.yaml == results/profiles.example.yaml
 #   deploy_test.sh SOURCE_DIR shellcheck           shellcheck -s sh cronjob/entrypoint.sh
@@ -86,28 +88,96 @@ case $mode in
     node "$here/check.mjs" "$tmp/good.yaml" >"$tmp/good.out" || { echo "FAIL: $target itself fails:"; cat "$tmp/good.out"; exit 1; }
     node "$here/check.mjs" --expect "$check" "$tmp/rendered.yaml"
     ;;
-  component)
+  history)
+    # The persistence default and its alternatives, each rendered and checked (check.mjs's
+    # "history" rule), plus what the rule must refuse.
     need kubectl "kubectl (kustomize is built in)"
     need_node_modules
     tmpdir
     rel=$(realpath --relative-to="$tmp" "$cronjob/k8s")
-    printf 'resources:\n  - %s/overlays/cpu\ncomponents:\n  - %s/components/history-pvc\n' "$rel" "$rel" >"$tmp/kustomization.yaml"
-    render "$tmp" "$tmp/rendered.yaml"
-    node "$here/check.mjs" "$tmp/rendered.yaml" || exit 1
+    failed=0
+    # variant NAME EXPECT RESOURCE [COMPONENT] [PATCH...]: render, then check (EXPECT: ok, or the
+    # check that must fail).
+    variant() {
+      name=$1 expect=$2 resource=$3 component=${4-}
+      shift 3; [ $# -gt 0 ] && shift
+      mkdir -p "$tmp/$name"
+      { printf 'resources:\n  - ../%s/%s\n' "$rel" "$resource"
+        [ -n "$component" ] && printf 'components:\n  - ../%s/components/%s\n' "$rel" "$component"
+        if [ $# -gt 0 ]; then printf 'patches:\n'; for p in "$@"; do printf '  - patch: |-\n'; sed 's/^/      /' <<<"$p"; done; fi
+      } >"$tmp/$name/kustomization.yaml"
+      render "$tmp/$name" "$tmp/$name.yaml"
+      if [ "$expect" = ok ]; then node "$here/check.mjs" "$tmp/$name.yaml" >"$tmp/$name.out"
+      else node "$here/check.mjs" --expect "$expect" "$tmp/$name.yaml" >"$tmp/$name.out"; fi
+      rc=$?
+      echo "$name: $(tail -1 "$tmp/$name.out")"
+      [ "$rc" -eq 0 ] || { sed 's/^/    /' "$tmp/$name.out"; failed=1; }
+    }
+    one_pod='apiVersion: batch/v1
+kind: CronJob
+metadata: {name: ncclsmoke}
+spec:
+  jobTemplate:
+    spec:
+      completions: 1
+      parallelism: 1
+      template:
+        spec:
+          containers:
+            - name: ncclsmoke
+              env:
+                - {name: NCCLSMOKE_PODS, value: "1"}'
+    rwx='apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: ncclsmoke-history, namespace: ncclsmoke}
+spec:
+  accessModes: ["ReadWriteMany"]'
+    variant default-cpu ok overlays/cpu
+    variant default-gpu-efa ok overlays/gpu-efa
+    variant external ok overlays/cpu history-postgres-external
+    variant sqlite-one-pod ok overlays/cpu history-pvc "$one_pod"
+    variant sqlite-four-pods history overlays/cpu history-pvc
+    variant sqlite-rwx history overlays/cpu history-pvc "$one_pod" "$rwx"
+    # What the default is, said outright: the smoke pods read the history's URL from the Secret,
+    # it names the Service of a one-replica StatefulSet whose data is a ReadWriteOnce claim, and
+    # no emptyDir of the CronJob holds it; the external component drops the bundled server and
+    # Secret but keeps the reference; the SQLite component is a ReadWriteOnce claim alone.
     node -e '
       const { parseAllDocuments } = require(process.argv[1]);
-      const docs = parseAllDocuments(require("fs").readFileSync(process.argv[2], "utf8")).map((d) => d.toJSON());
-      const pvc = docs.find((o) => o.kind === "PersistentVolumeClaim");
-      const cj = docs.find((o) => o.kind === "CronJob");
-      const vol = cj.spec.jobTemplate.spec.template.spec.volumes.find((v) => v.name === "history");
+      const load = (f) => parseAllDocuments(require("fs").readFileSync(f, "utf8")).map((d) => d.toJSON());
       const errs = [];
-      if (!pvc || !pvc.spec.accessModes.includes("ReadWriteMany")) errs.push("no ReadWriteMany claim");
-      if (!vol || vol.emptyDir || !vol.persistentVolumeClaim || vol.persistentVolumeClaim.claimName !== pvc?.metadata.name)
-        errs.push("history volume is " + JSON.stringify(vol) + ", not the claim alone");
-      if (pvc && pvc.metadata.namespace !== cj.metadata.namespace) errs.push("claim in another namespace");
-      console.log(errs.length ? "FAIL: " + errs.join("; ") : "ok: history volume is the RWX claim " + pvc.metadata.name);
+      const podOf = (docs) => docs.find((o) => o.kind === "CronJob").spec.jobTemplate.spec.template.spec;
+      const env = (docs, n) => podOf(docs).containers[0].env.find((e) => e.name === n);
+      for (const f of [process.argv[2], process.argv[3]]) {
+        const docs = load(f);
+        const h = env(docs, "NCCLSMOKE_HISTORY");
+        const ref = h?.valueFrom?.secretKeyRef;
+        const secret = docs.find((o) => o.kind === "Secret" && o.metadata.name === ref?.name);
+        const url = secret && Buffer.from(secret.data[ref.key], "base64").toString();
+        const sts = docs.find((o) => o.kind === "StatefulSet");
+        const svc = docs.find((o) => o.kind === "Service" && url && url.startsWith("postgresql://" + o.metadata.name + ":"));
+        if (!url) errs.push(`${f}: NCCLSMOKE_HISTORY is not from a Secret of the render: ${JSON.stringify(h)}`);
+        if (!svc) errs.push(`${f}: the history URL ${url} names no Service of the render`);
+        const vct = sts?.spec.volumeClaimTemplates ?? [];
+        if (!sts || sts.spec.replicas !== 1 || !vct.length || !vct.every((t) => t.spec.accessModes.join() === "ReadWriteOnce"))
+          errs.push(`${f}: no one-replica StatefulSet on a ReadWriteOnce claim`);
+        if (podOf(docs).volumes.some((v) => v.name === "history"))
+          errs.push(`${f}: the CronJob still has a history volume`);
+        if (!env(docs, "PGPASSWORD")?.valueFrom?.secretKeyRef) errs.push(`${f}: PGPASSWORD not from the Secret`);
+      }
+      const ext = load(process.argv[4]);
+      if (ext.some((o) => o.kind === "StatefulSet" || o.kind === "Secret")) errs.push("external: the bundled server or Secret is still rendered");
+      if (env(ext, "NCCLSMOKE_HISTORY")?.valueFrom?.secretKeyRef?.name !== "ncclsmoke-history") errs.push("external: NCCLSMOKE_HISTORY lost its Secret");
+      const one = load(process.argv[5]);
+      const pvc = one.find((o) => o.kind === "PersistentVolumeClaim");
+      const vol = podOf(one).volumes.find((v) => v.name === "history");
+      if (!pvc || pvc.spec.accessModes.join() !== "ReadWriteOnce") errs.push("sqlite: the claim is not ReadWriteOnce");
+      if (!vol || vol.emptyDir || vol.persistentVolumeClaim?.claimName !== pvc?.metadata.name) errs.push("sqlite: history volume is " + JSON.stringify(vol) + ", not the claim alone");
+      if (one.some((o) => o.kind === "StatefulSet" || o.kind === "Secret") || env(one, "PGPASSWORD")) errs.push("sqlite: the PostgreSQL parts are still rendered");
+      console.log(errs.length ? "FAIL: " + errs.join("; ") : "ok: the default history is the PostgreSQL StatefulSet on a ReadWriteOnce claim; the alternatives render as documented");
       process.exit(errs.length ? 1 : 0);
-    ' "$here/node_modules/yaml/dist/index.js" "$tmp/rendered.yaml"
+    ' "$here/node_modules/yaml/dist/index.js" "$tmp/default-cpu.yaml" "$tmp/default-gpu-efa.yaml" "$tmp/external.yaml" "$tmp/sqlite-one-pod.yaml" || failed=1
+    exit "$failed"
     ;;
   yamllint)
     need yamllint "Debian yamllint"

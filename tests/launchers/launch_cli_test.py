@@ -7,6 +7,8 @@
   free loopback port, every rank under one random job id that differs between launches.
 - PET_NNODES=1 PET_NPROC_PER_NODE=2 (a one-pod PyTorchJob) starts 2 ranks; PET_MASTER_PORT is
   the store's port; --job-id reaches every rank.
+- Without --out-dir each launch writes into its own ./ncclsmoke-runs/<run id>/ (printed first and
+  last), nothing into the current directory; --spawn exec, fork and auto (the default) start one world.
 
 Usage: /usr/bin/python3 launch_cli_test.py --binary build/ncclsmoke
 """
@@ -136,6 +138,47 @@ class LaunchCli(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stdout)
         _, local = self.verdicts(out)
         self.assertEqual({d["world"].get("job_id") for d in local.values()}, {"nightly-42"})
+
+    def test_default_out_dir_is_a_new_run_directory(self):
+        # No --out-dir: ./ncclsmoke-runs/<run id>/, printed, and nothing in the current directory.
+        runs = []
+        for _ in range(2):
+            p = subprocess.run([BINARY, "launch", "-n", "2"] + RUN_FLAGS, env=clean_env(),
+                               cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, timeout=120)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            first = p.stdout.splitlines()[0]
+            self.assertIn("logs and verdicts in ncclsmoke-runs/launch-", first)
+            run_dir = first.rsplit(" in ", 1)[1].strip()
+            self.assertTrue(p.stdout.rstrip().endswith("logs and verdicts in " + run_dir), p.stdout)
+            runs.append(run_dir)
+            path = os.path.join(self.tmp, run_dir)
+            g, local = self.verdicts(path)
+            self.assertEqual(g["verdict"], "pass")
+            self.assertEqual(sorted(local), [0, 1])
+            for r in range(2):
+                self.assertTrue(os.path.exists(os.path.join(path, f"rank{r}.log")))
+        self.assertNotEqual(runs[0], runs[1])
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["ncclsmoke-runs"])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.tmp, "ncclsmoke-runs"))),
+                         sorted(os.path.basename(r) for r in runs))
+
+    def test_spawn_exec_and_fork_start_the_same_ranks(self):
+        # --spawn exec (a fresh `ncclsmoke run` per rank), fork and auto (the default) give one world.
+        seen = {}
+        for mode in ("exec", "fork", "auto"):
+            p, out = self.launch(["-n", "2", "--spawn", mode, "--job-id", "spawn-" + mode]
+                                 + RUN_FLAGS, clean_env(), out=mode)
+            self.assertEqual(p.returncode, 0, p.stdout)
+            g, local = self.verdicts(out)
+            self.assertEqual(g["verdict"], "pass")
+            self.assertEqual(sorted(local), [0, 1])
+            self.assertEqual({d["world"].get("job_id") for d in local.values()}, {"spawn-" + mode})
+            seen[mode] = sorted((r["rank"], r["node"]) for r in g["ranks"])
+        self.assertEqual(seen["exec"], seen["fork"])
+        p, _ = self.launch(["-n", "2", "--spawn", "clone"] + RUN_FLAGS, clean_env(), out="bad")
+        self.assertEqual(p.returncode, 2, p.stdout)
+        self.assertIn("--spawn", p.stdout)
 
 
 def main():

@@ -155,9 +155,13 @@ class DomSummary(HTMLParser):
         self.stack = []  # (tag, attrs) of open elements
         self.charts = []  # data-transport of each svg.busbw-chart
         self.chart_points = {}  # data-verdict -> count of circle.pt
-        self.regression_items = []  # data-run of li.regression inside #regressions
-        self.findings_rows = 0  # tr inside table#findings > tbody
-        self.timeline_cells = 0  # rect.cell inside #timeline
+        self.incidents = []  # attrs of each li.incident inside ul.incidents (+ "cluster")
+        self.latest = []  # attrs of each li.latest inside ul.latest (+ "cluster")
+        self.size_charts = []  # attrs of each svg.size-chart (+ "cluster", "points", "marks")
+        self.clusters = []  # data-cluster of each section.cluster, in page order
+        self.per_cluster = {}  # cluster -> {"findings_rows", "timeline_cells", "charts"}
+        self.findings_rows = 0  # tr inside table.findings > tbody
+        self.timeline_cells = 0  # rect.cell inside div.timeline
         self.scripts = 0
         self.imgs = 0
         self.fetching = []  # elements with src/href
@@ -165,6 +169,12 @@ class DomSummary(HTMLParser):
 
     def _inside(self, pred):
         return any(pred(t, a) for t, a in self.stack)
+
+    def _cluster(self):
+        for t, a in reversed(self.stack):
+            if t == "section" and "cluster" in (a.get("class") or "").split():
+                return a.get("data-cluster")
+        return None
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
@@ -176,21 +186,41 @@ class DomSummary(HTMLParser):
         for k in ("src", "href", "xlink:href"):
             if k in a:
                 self.fetching.append(f"<{tag} {k}={a[k]!r}>")
+        cluster = self._cluster()
+        if tag == "section" and "cluster" in cls:
+            self.clusters.append(a.get("data-cluster"))
+            cluster = a.get("data-cluster")
+            self.per_cluster[cluster] = {"findings_rows": 0, "timeline_cells": 0, "charts": 0}
+        pc = self.per_cluster.get(cluster, {"findings_rows": 0, "timeline_cells": 0, "charts": 0})
         if tag == "svg" and "busbw-chart" in cls:
             self.charts.append(a.get("data-transport"))
+            pc["charts"] += 1
+        if tag == "svg" and "size-chart" in cls:
+            self.size_charts.append(dict(a, cluster=cluster, points=0, marks=0))
+        if tag == "circle" and "sz" in cls and self.size_charts and self._inside(
+                lambda t, at: t == "svg" and "size-chart" in (at.get("class") or "")):
+            self.size_charts[-1]["points"] += 1
+        if tag == "g" and "gate-mark" in cls and self.size_charts:
+            self.size_charts[-1]["marks"] += 1
+            self.size_charts[-1]["mark_in_place"] = a.get("data-in-place")
+        if tag == "li" and "incident" in cls and self._inside(
+                lambda t, at: t == "ul" and "incidents" in (at.get("class") or "").split()):
+            self.incidents.append(dict(a, cluster=cluster))
+        if tag == "li" and "latest" in cls and self._inside(
+                lambda t, at: t == "ul" and "latest" in (at.get("class") or "").split()):
+            self.latest.append(dict(a, cluster=cluster))
         if tag == "circle" and "pt" in cls and self._inside(
                 lambda t, at: t == "svg" and "busbw-chart" in (at.get("class") or "")):
             v = a.get("data-verdict")
             self.chart_points[v] = self.chart_points.get(v, 0) + 1
-        if tag == "li" and "regression" in cls and self._inside(
-                lambda t, at: at.get("id") == "regressions"):
-            self.regression_items.append(a.get("data-run"))
         if tag == "tr" and self._inside(lambda t, at: t == "tbody") and self._inside(
-                lambda t, at: t == "table" and at.get("id") == "findings"):
+                lambda t, at: t == "table" and "findings" in (at.get("class") or "").split()):
             self.findings_rows += 1
+            pc["findings_rows"] += 1
         if tag == "rect" and "cell" in cls and self._inside(
-                lambda t, at: at.get("id") == "timeline"):
+                lambda t, at: t == "div" and "timeline" in (at.get("class") or "").split()):
             self.timeline_cells += 1
+            pc["timeline_cells"] += 1
         if tag not in ("meta", "br", "hr", "input", "link", "img", "col", "wbr", "source"):
             self.stack.append((tag, a))
 

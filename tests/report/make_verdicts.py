@@ -178,7 +178,104 @@ def scenario(prepared, n, t_end, span_s, seed=7, hostile=False):
         if any(f["code"] in ("BANDWIDTH_REGRESSION", "SILENT_FALLBACK") for f in findings):
             regressions.append(run_id_at(t, i))
         docs.append(vary(prepared, i, t, busbw, verdict, findings, hosts))
-    return docs, {"counts": counts, "regressions": regressions}
+    return docs, {"counts": counts, "regressions": regressions,
+                  "incidents": expected_incidents(docs, set(regressions))}
+
+
+def _gate_busbw(doc):
+    rows = [r for r in doc["transports"] if r["transport"] == "socket" and
+            r["bytes"] == GATE_BYTES and r.get("rank", -1) < 0 and r.get("busbw_gbps") is not None]
+    return min((r["busbw_gbps"] for r in rows), default=None)
+
+
+def expected_incidents(docs, regressed_ids):
+    """The incidents the report must show, oldest first, as [first_run, last_run, runs]:
+    consecutive regressed runs; a run measured in band ends one, a run that measured nothing
+    (no socket rows) neither ends nor extends it."""
+    out, cur = [], None
+    for d in docs:
+        bw = _gate_busbw(d)
+        bad = d["run_id"] in regressed_ids or (bw is not None and bw / BASELINE < DEGRADED_RATIO)
+        if bad:
+            if cur is None:
+                cur = [d["run_id"], d["run_id"], 0]
+            cur[1] = d["run_id"]
+            cur[2] += 1
+        elif bw is not None and cur is not None:
+            out.append(cur)
+            cur = None
+    if cur is not None:
+        out.append(cur)
+    return out
+
+
+def regression_finding(busbw, hosts):
+    ratio = busbw / BASELINE
+    hard = ratio < FAIL_RATIO
+    return finding(
+        "BANDWIDTH_REGRESSION", "error" if hard else "warning",
+        f"socket: {busbw:.3f} GB/s busbw at {GATE_BYTES} bytes vs baseline {BASELINE} GB/s "
+        f"({ratio * 100:.1f}%), below the {'fail' if hard else 'degraded'} threshold "
+        f"{(FAIL_RATIO if hard else DEGRADED_RATIO) * 100:.0f}%", [], hosts,
+        "Compare with the last passing run; look for a shaped link or a busy NIC.",
+        {"busbw_gbps": busbw, "baseline_gbps": BASELINE, "ratio": ratio})
+
+
+# Three clusters of one fleet, n runs each over the same span:
+#   us-east   one step change from 60% on (degraded, 0.35 GB/s): one ongoing incident;
+#   eu-west   a fail step from 20% to 35% that cleared, a degraded one from 75%, then the two
+#             newest runs measure nothing (transport failed): "Now" must still say degraded;
+#   ap-south  healthy; every run carries the same TRANSPORT_UNAVAILABLE once per rank.
+FLEET = ("us-east", "eu-west", "ap-south")
+
+
+def fleet(prepared, n, t_end, span_s, seed=11):
+    """{cluster: (docs, expected)} as described above; expected as scenario()'s plus "now"
+    (the state the report's Now must show) and "unmeasured_after"."""
+    rng = random.Random(seed)
+    step = span_s / max(1, n - 1)
+    out = {}
+    for ci, cluster in enumerate(FLEET):
+        hosts = [f"{cluster}-node-1", f"{cluster}-node-2"]
+        docs, regressions = [], []
+        counts = {"pass": 0, "degraded": 0, "fail": 0, "inconclusive": 0}
+        for i in range(n):
+            t = t_end - span_s + i * step + ci * 7  # clusters a few seconds apart
+            frac = i / max(1, n - 1)
+            busbw, verdict, findings = rng.gauss(BASELINE * 0.98, 0.02), "pass", []
+            if cluster == "us-east" and frac >= 0.6:
+                busbw, verdict = rng.gauss(0.35, 0.01), "degraded"
+            elif cluster == "eu-west" and 0.2 <= frac < 0.35:
+                busbw, verdict = rng.gauss(0.12, 0.01), "fail"
+            elif cluster == "eu-west" and i >= n - 2:
+                busbw, verdict = None, "inconclusive"
+                findings.append(finding("TRANSPORT_TIMEOUT", "error",
+                                        "transport socket timed out on rank 0 (host "
+                                        f"{hosts[0]}) after 60 s", [0], [hosts[0]],
+                                        "Check the rank-to-rank ports."))
+            elif cluster == "eu-west" and frac >= 0.75:
+                busbw, verdict = rng.gauss(0.38, 0.01), "degraded"
+            if verdict in ("degraded", "fail"):
+                findings.append(regression_finding(busbw, hosts))
+                regressions.append(run_id_at(t, i))
+            if cluster == "ap-south":
+                for r in (0, 1):
+                    findings.append(finding(
+                        "TRANSPORT_UNAVAILABLE", "warning",
+                        f"transport fabric skipped on rank {r} (host {hosts[0]}): no efa provider",
+                        [r], [hosts[0]], "Install the EFA provider or drop fabric."))
+            counts[verdict] += 1
+            d = vary(prepared, i, t, busbw, verdict, findings, hosts)
+            d["run_id"] = d["run_id"][:-8] + f"{ci:02x}{i:06x}"
+            if run_id_at(t, i) in regressions:
+                regressions[-1] = d["run_id"]
+            docs.append(d)
+        exp = {"counts": counts, "regressions": regressions,
+               "incidents": expected_incidents(docs, set(regressions)),
+               "now": {"us-east": "degraded", "eu-west": "degraded", "ap-south": "ok"}[cluster],
+               "unmeasured_after": 2 if cluster == "eu-west" else 0, "n": n}
+        out[cluster] = (docs, exp)
+    return out
 
 
 def write_all(docs, directory):

@@ -36,20 +36,225 @@ ReportInput healthy_then_regression() {
   return in;
 }
 
-TEST(ReportModel, RegressionsAreNewestFirstWithTheirGateNumbers) {
+TEST(ReportModel, ConsecutiveRegressedRunsAreOneIncident) {
   auto m = build_model(healthy_then_regression(), options_at(kT0 + 12 * 3600.0));
   EXPECT_EQ(m.run_count, 12u);
   EXPECT_EQ(m.verdict_counts["pass"], 10);
   EXPECT_EQ(m.verdict_counts["fail"], 1);
-  ASSERT_EQ(m.regressions.size(), 2u);
-  EXPECT_EQ(m.regressions[0].run.run_id, "run-11");
-  EXPECT_EQ(m.regressions[1].run.run_id, "run-10");
-  ASSERT_EQ(m.regressions[0].findings.size(), 1u);  // only the regression codes
-  EXPECT_EQ(m.regressions[0].findings[0].code, "BANDWIDTH_REGRESSION");
-  ASSERT_EQ(m.regressions[0].gates.size(), 1u);
-  EXPECT_DOUBLE_EQ(m.regressions[0].gates[0].busbw_gbps, 0.15);
-  EXPECT_EQ(m.findings_total, 3u);
-  EXPECT_EQ(m.findings.front().run_id, "run-11");  // newest first
+  ASSERT_EQ(m.clusters.size(), 1u);
+  const auto& c = m.clusters[0];
+  EXPECT_EQ(cluster_label(c.cluster), "default");
+  ASSERT_EQ(c.incidents.size(), 1u);  // degraded then fail: one step change, one incident
+  const auto& i = c.incidents[0];
+  EXPECT_EQ(i.runs(), 2u);
+  EXPECT_EQ(i.first_run_id, "run-10");
+  EXPECT_EQ(i.last_run_id, "run-11");
+  EXPECT_TRUE(i.ongoing());
+  EXPECT_DOUBLE_EQ(i.onset_unix, kT0 + 10 * 3600.0);
+  EXPECT_DOUBLE_EQ(i.duration_s(), 3600.0);
+  EXPECT_EQ(i.worst_verdict, "fail");
+  EXPECT_DOUBLE_EQ(i.lowest_busbw, 0.15);
+  EXPECT_EQ(i.hosts, std::vector<std::string>{"vm"});
+  EXPECT_EQ(i.codes, std::vector<std::string>{"BANDWIDTH_REGRESSION"});
+  EXPECT_EQ(i.message, "socket busbw 0.15 GB/s is 20% of 0.74");
+  EXPECT_EQ(c.regression_runs, 2u);
+  EXPECT_EQ(c.findings_total, 3u);
+  // Two BANDWIDTH_REGRESSION messages differ (numbers), the STRAGGLER is its own: 3 groups.
+  EXPECT_EQ(c.finding_groups_total, 3u);
+  EXPECT_EQ(c.findings.front().last_run_id, "run-11");  // newest first
+}
+
+// 20 identical regressed runs after a step change are ONE incident, and their 20 identical
+// findings are ONE row with the run count, first/last seen and the hosts filled in.
+TEST(ReportModel, TwentyIdenticalRegressionsAreOneIncidentAndOneFindingRow) {
+  ReportInput in;
+  for (int i = 0; i < 5; ++i) add_run(in, {.run_id = "ok-" + std::to_string(i), .t = kT0 + i * 1800.0});
+  for (int i = 0; i < 20; ++i)
+    add_run(in, {.run_id = "bad-" + std::to_string(i),
+                 .t = kT0 + (5 + i) * 1800.0,
+                 .verdict = "degraded",
+                 .busbw = 0.40,
+                 .findings = {{"BANDWIDTH_REGRESSION", "socket: 0.4 GB/s below the degraded threshold"}},
+                 .hosts = {"node-1", "node-2"},
+                 .ranks = {},
+                 .finding_hosts = {}});
+  auto m = build_model(in, options_at(kT0 + 30 * 1800.0));
+  ASSERT_EQ(m.clusters.size(), 1u);
+  const auto& c = m.clusters[0];
+  ASSERT_EQ(c.incidents.size(), 1u);
+  EXPECT_EQ(c.incidents[0].runs(), 20u);
+  EXPECT_EQ(c.incidents[0].hosts, (std::vector<std::string>{"node-1", "node-2"}));
+  EXPECT_DOUBLE_EQ(c.incidents[0].duration_s(), 19 * 1800.0);
+  ASSERT_EQ(c.findings.size(), 1u);
+  const auto& f = c.findings[0];
+  EXPECT_EQ(f.runs, 20u);
+  EXPECT_EQ(f.first_run_id, "bad-0");
+  EXPECT_EQ(f.last_run_id, "bad-19");
+  EXPECT_EQ(f.hosts, (std::vector<std::string>{"node-1", "node-2"}));  // from the runs
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<li class=\"incident\""), 1u);
+  EXPECT_EQ(count_of(html, "<tr class=\"finding"), 1u);
+  EXPECT_NE(html.find("20 runs from "), std::string::npos);
+  EXPECT_NE(html.find("ongoing for 9 h 30 min"), std::string::npos);
+}
+
+// A run in band ends an incident; a run that measured nothing (no number, no finding) neither
+// ends nor extends it; the next step change is a second incident.
+TEST(ReportModel, IncidentsEndWhenMeasuredBackInBandNotOnAnUnmeasuredRun) {
+  ReportInput in;
+  int n = 0;
+  auto at = [&] { return kT0 + (n++) * 1800.0; };
+  auto ok = [&](double bw = 0.72) { add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .busbw = bw}); };
+  auto bad = [&](double bw = 0.3) {
+    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = "degraded", .busbw = bw,
+                 .findings = {{"BANDWIDTH_REGRESSION", "socket: low"}}});
+  };
+  auto nothing = [&] {
+    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = "inconclusive", .busbw = NAN});
+  };
+  ok(); ok(); bad(); bad(); nothing(); bad(); ok();  // incident 1: r2, r3, r5; cleared by r6
+  ok(); bad(0.1); bad(0.1);                          // incident 2: r8, r9, ongoing
+  auto m = build_model(in, options_at(kT0 + 20 * 1800.0));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.incidents.size(), 2u);
+  const auto& second = c.incidents[0];  // newest first
+  const auto& first = c.incidents[1];
+  EXPECT_EQ(first.run_ids, (std::vector<std::string>{"r2", "r3", "r5"}));
+  EXPECT_FALSE(first.ongoing());
+  EXPECT_EQ(first.cleared_run_id, "r6");
+  EXPECT_EQ(second.run_ids, (std::vector<std::string>{"r8", "r9"}));
+  EXPECT_TRUE(second.ongoing());
+  // r2 (t=2) to r6 (t=6), 30 min apart: regressed for 2 h until r6 measured it back in band.
+  EXPECT_NE(describe_incident(first).find("3 runs from "), std::string::npos) << describe_incident(first);
+  EXPECT_NE(describe_incident(first).find("cleared after 2 h"), std::string::npos)
+      << describe_incident(first);
+}
+
+// "Now" keeps saying regressed until a run measures the key again.
+TEST(ReportModel, NowStaysRegressedUntilARunMeasuresTheKeyAgain) {
+  auto in = healthy_then_regression();  // ends with run-11 at 0.15 GB/s (fail)
+  add_run(in, {.run_id = "run-12", .t = kT0 + 12 * 3600.0, .verdict = "inconclusive", .busbw = NAN});
+  add_run(in, {.run_id = "run-13", .t = kT0 + 13 * 3600.0, .verdict = "inconclusive", .busbw = NAN});
+  auto m = build_model(in, options_at(kT0 + 14 * 3600.0));
+  ASSERT_EQ(m.clusters.at(0).latest.size(), 1u);
+  auto s = m.clusters[0].latest[0];
+  EXPECT_EQ(s.state, GateState::fail);
+  EXPECT_DOUBLE_EQ(s.busbw_gbps, 0.15);
+  EXPECT_EQ(s.run_id, "run-13");           // the newest run is named
+  EXPECT_EQ(s.measured_run_id, "run-11");  // the number is the newest measured one
+  EXPECT_EQ(s.unmeasured_after, 2u);
+  EXPECT_DOUBLE_EQ(s.since_unix, kT0 + 10 * 3600.0);
+  EXPECT_EQ(s.streak_runs, 2u);
+  EXPECT_NE(describe_latest(s).find("not measured in the latest 2 runs"), std::string::npos)
+      << describe_latest(s);
+  EXPECT_TRUE(m.clusters[0].regressed_now());
+  EXPECT_EQ(m.clusters[0].incidents.size(), 1u);  // still the one, ongoing
+  EXPECT_TRUE(m.clusters[0].incidents[0].ongoing());
+
+  // A run whose transport failed before its sweep stores no gate row at all: still not a number.
+  add_run(in, {.run_id = "run-13b", .t = kT0 + 13.5 * 3600.0, .verdict = "inconclusive"});
+  in.gates.pop_back();
+  m = build_model(in, options_at(kT0 + 14 * 3600.0));
+  EXPECT_EQ(m.clusters[0].latest[0].state, GateState::fail);
+  EXPECT_EQ(m.clusters[0].latest[0].unmeasured_after, 3u);
+  EXPECT_EQ(m.clusters[0].latest[0].run_id, "run-13b");
+
+  add_run(in, {.run_id = "run-14", .t = kT0 + 14 * 3600.0, .busbw = 0.71});  // measured, in band
+  m = build_model(in, options_at(kT0 + 15 * 3600.0));
+  s = m.clusters[0].latest[0];
+  EXPECT_EQ(s.state, GateState::ok);
+  EXPECT_EQ(s.unmeasured_after, 0u);
+  EXPECT_FALSE(m.clusters[0].regressed_now());
+  EXPECT_EQ(m.clusters[0].incidents[0].cleared_run_id, "run-14");
+}
+
+TEST(ReportModel, OneSectionPerClusterAndAClusterFilter) {
+  ReportInput in;
+  for (int i = 0; i < 4; ++i) {
+    add_run(in, {.run_id = "a" + std::to_string(i), .t = kT0 + i * 60.0, .cluster = "us-east"});
+    add_run(in, {.run_id = "b" + std::to_string(i), .t = kT0 + i * 60.0 + 1,
+                 .verdict = i >= 2 ? "fail" : "pass", .busbw = i >= 2 ? 0.1 : 0.7,
+                 .cluster = "eu-west"});
+    add_run(in, {.run_id = "c" + std::to_string(i), .t = kT0 + i * 60.0 + 2});  // no cluster
+  }
+  auto m = build_model(in, options_at(kT0 + 600));
+  ASSERT_EQ(m.clusters.size(), 3u);
+  EXPECT_EQ(m.clusters[0].cluster, "");  // "default" first
+  EXPECT_EQ(m.clusters[1].cluster, "eu-west");
+  EXPECT_EQ(m.clusters[2].cluster, "us-east");
+  EXPECT_EQ(m.run_count, 12u);
+  EXPECT_EQ(m.clusters[1].incidents.size(), 1u);  // gate below the band, no finding needed
+  EXPECT_EQ(m.clusters[2].incidents.size(), 0u);
+  // The same (profile, transport) in two clusters: two latest states, not one.
+  EXPECT_EQ(m.clusters[1].latest.at(0).state, GateState::fail);
+  EXPECT_EQ(m.clusters[2].latest.at(0).state, GateState::ok);
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<section class=\"cluster\""), 3u);
+  EXPECT_NE(html.find("data-cluster=\"default\""), std::string::npos);
+  EXPECT_NE(html.find("<h2>Cluster eu-west</h2>"), std::string::npos);
+  auto md = render_markdown(m);
+  EXPECT_NE(md.find("### Cluster eu-west"), std::string::npos);
+  EXPECT_NE(md.find("### Cluster default"), std::string::npos);
+
+  auto opt = options_at(kT0 + 600);
+  opt.cluster = "eu-west";
+  m = build_model(in, opt);
+  ASSERT_EQ(m.clusters.size(), 1u);
+  EXPECT_EQ(m.run_count, 4u);
+  opt.cluster = "default";
+  m = build_model(in, opt);
+  ASSERT_EQ(m.clusters.size(), 1u);
+  EXPECT_EQ(m.clusters[0].cluster, "");
+}
+
+// The same finding from every rank of a host (rank number in the message) is one row.
+TEST(ReportModel, PerRankRepeatsOfAFindingAreOneRow) {
+  ReportInput in;
+  for (int run = 0; run < 3; ++run)
+    for (int r = 0; r < 4; ++r)
+      add_run(in, {.run_id = "run" + std::to_string(run) + (r ? "-dup" + std::to_string(r) : ""),
+                   .t = kT0 + run * 60.0 + r * 0.001,
+                   .findings = {{"TRANSPORT_UNAVAILABLE",
+                                 "transport fabric skipped on rank " + std::to_string(r) +
+                                     " (host vm): no efa provider"}},
+                   .ranks = {r}});
+  auto m = build_model(in, options_at(kT0 + 600));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.findings.size(), 1u);
+  EXPECT_EQ(c.findings[0].ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(c.findings[0].runs, 12u);
+  EXPECT_EQ(c.findings[0].hosts, std::vector<std::string>{"vm"});
+}
+
+// busbw by size of the newest run, its headline gate point the lower of out/in (in-place here).
+TEST(ReportModel, SizeCurveOfTheLatestRunMarksTheHeadlineRow) {
+  auto in = healthy_then_regression();
+  in.verdicts["run-11"] = sweep_verdict_json("run-11");
+  in.verdicts["run-3"] = sweep_verdict_json("run-3", 2.0);  // older: not drawn
+  auto m = build_model(in, options_at(kT0 + 12 * 3600.0));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.size_curves.size(), 1u);
+  const auto& sc = c.size_curves[0];
+  EXPECT_EQ(sc.run_id, "run-11");
+  EXPECT_EQ(sc.transport, "socket");
+  ASSERT_EQ(sc.points.size(), 9u);  // 1 KiB, 4 KiB, ... 16 MiB, 64 MiB
+  EXPECT_EQ(sc.points.front().bytes, 1024);
+  EXPECT_EQ(sc.points.back().bytes, 64 << 20);
+  EXPECT_EQ(sc.gate_bytes, 64 << 20);
+  EXPECT_TRUE(sc.gate_in_place);
+  EXPECT_DOUBLE_EQ(sc.gate_busbw, sc.points.back().in_gbps);
+  EXPECT_LT(sc.points.back().in_gbps, sc.points.back().out_gbps);
+  EXPECT_DOUBLE_EQ(sc.baseline_gbps, 0.74);
+  auto svg = size_chart_svg(sc);
+  EXPECT_NE(svg.find("data-gate-place=\"in\""), std::string::npos);
+  EXPECT_EQ(count_of(svg, "<circle class=\"sz out\""), 9u);
+  EXPECT_EQ(count_of(svg, "<circle class=\"sz in\""), 9u);
+  EXPECT_EQ(count_of(svg, "<g class=\"gate-mark\" data-in-place=\"true\""), 1u);
+  EXPECT_NE(svg.find(">64 MiB</text>"), std::string::npos);  // log2 ticks labelled as sizes
+  EXPECT_NE(svg.find(">1 KiB</text>"), std::string::npos);
+  EXPECT_NE(svg.find("class=\"baseline\""), std::string::npos);
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<svg class=\"size-chart\""), 1u);
 }
 
 TEST(ReportModel, LatestStateCarriesRatioAndTheStartOfItsStreak) {
@@ -60,8 +265,8 @@ TEST(ReportModel, LatestStateCarriesRatioAndTheStartOfItsStreak) {
                .busbw = 0.10,
                .findings = {{"BANDWIDTH_REGRESSION", "still low"}}});
   auto m = build_model(in, options_at(kT0 + 13 * 3600.0));
-  ASSERT_EQ(m.latest.size(), 1u);
-  const auto& s = m.latest[0];
+  ASSERT_EQ(m.clusters.at(0).latest.size(), 1u);
+  const auto& s = m.clusters[0].latest[0];
   EXPECT_EQ(s.state, GateState::fail);
   EXPECT_NEAR(s.ratio, 0.10 / 0.74, 1e-9);
   // Below the band since run-10 (degraded), then fail: one streak.
@@ -94,7 +299,9 @@ TEST(ReportModel, ThinningKeepsEveryRegressionAndTheExtremes) {
   }
   in.gates[1234].busbw_gbps = 2.5;  // a lone high outlier survives as its bucket's max
   auto opt = options_at(kT0 + 10000 * 60.0);
-  auto m = build_model(in, opt);
+  auto model = build_model(in, opt);
+  ASSERT_EQ(model.clusters.size(), 1u);
+  const auto& m = model.clusters[0];
   ASSERT_EQ(m.series.size(), 1u);
   const auto& s = m.series[0];
   EXPECT_EQ(s.total_points, 10000u);
@@ -107,7 +314,8 @@ TEST(ReportModel, ThinningKeepsEveryRegressionAndTheExtremes) {
   EXPECT_TRUE(
       std::is_sorted(s.points.begin(), s.points.end(),
                      [](const ChartPoint& a, const ChartPoint& b) { return a.unix < b.unix; }));
-  EXPECT_EQ(m.regressions.size(), 20u);  // never dropped
+  EXPECT_EQ(m.regression_runs, 20u);  // never dropped
+  EXPECT_EQ(m.incidents.size(), 20u);  // each isolated regressed run is its own incident
   EXPECT_TRUE(m.timeline_bucketed);
   EXPECT_LE(m.timeline.size(), opt.max_timeline_cells);
   int fail_cells = 0, runs_in_cells = 0;
@@ -117,27 +325,26 @@ TEST(ReportModel, ThinningKeepsEveryRegressionAndTheExtremes) {
   }
   EXPECT_EQ(fail_cells, 20);        // each failing run makes its bucket's worst verdict
   EXPECT_EQ(runs_in_cells, 10000);  // every run is counted in some cell
-  EXPECT_EQ(m.findings.size(), 20u);
+  ASSERT_EQ(m.findings.size(), 1u);  // 20 identical messages: one row
+  EXPECT_EQ(m.findings[0].runs, 20u);
 }
 
 TEST(ReportHtml, RegressionIsCalledOutAtTheTop) {
   auto html = render_html(build_model(healthy_then_regression(), options_at(kT0 + 12 * 3600.0)));
-  auto regs = html.find("<ul id=\"regressions\">");
+  auto regs = html.find("<ul class=\"incidents\">");
   auto chart = html.find("<svg class=\"busbw-chart\"");
-  auto timeline = html.find("id=\"timeline\"");
-  auto findings = html.find("<table id=\"findings\">");
+  auto timeline = html.find("class=\"timeline\"");
+  auto findings = html.find("<table class=\"findings\">");
   ASSERT_NE(regs, std::string::npos);
   ASSERT_NE(chart, std::string::npos);
   EXPECT_LT(regs, chart);
   EXPECT_LT(chart, timeline);
   EXPECT_LT(timeline, findings);
-  // Newest regression first, with its numbers.
-  auto r11 = html.find("<li class=\"regression\" data-run=\"run-11\"");
-  auto r10 = html.find("<li class=\"regression\" data-run=\"run-10\"");
-  ASSERT_NE(r11, std::string::npos);
-  ASSERT_NE(r10, std::string::npos);
-  EXPECT_LT(r11, r10);
-  EXPECT_NE(html.find("20% of baseline 0.74"), std::string::npos);
+  // One incident from run-10 to run-11, with its numbers.
+  EXPECT_EQ(count_of(html, "<li class=\"incident\""), 1u);
+  EXPECT_NE(html.find("data-first-run=\"run-10\" data-last-run=\"run-11\""), std::string::npos);
+  EXPECT_NE(html.find("lowest 0.15 GB/s (20% of baseline 0.74), ongoing for 1 h"),
+            std::string::npos);
   EXPECT_NE(html.find("socket on ci-loopback: 0.15 GB/s at 64 MiB, 20% of baseline 0.74, since"),
             std::string::npos);
   EXPECT_EQ(count_of(html, "<tr class=\"finding"), 3u);
@@ -152,7 +359,8 @@ TEST(ReportHtml, RegressionIsCalledOutAtTheTop) {
 }
 
 TEST(ReportHtml, PointsAndTimelineCellsCarryTheirVerdict) {
-  auto m = build_model(healthy_then_regression(), options_at(kT0 + 12 * 3600.0));
+  auto model = build_model(healthy_then_regression(), options_at(kT0 + 12 * 3600.0));
+  const auto& m = model.clusters.at(0);
   ASSERT_EQ(m.series.size(), 1u);
   auto svg = busbw_chart_svg(m.series[0], kT0, kT0 + 12 * 3600.0);
   EXPECT_NE(svg.find("data-transport=\"socket\""), std::string::npos);
@@ -243,9 +451,10 @@ TEST(ReportMarkdown, SummarisesCountsRegressionsAndLatest) {
   EXPECT_NE(md.find("Runs: 27"), std::string::npos);
   EXPECT_NE(md.find("pass 10 \xC2\xB7 degraded 1 \xC2\xB7 fail 16 \xC2\xB7 inconclusive 0"),
             std::string::npos);
-  EXPECT_NE(md.find("Regressions (17, newest first):"), std::string::npos);
-  EXPECT_NE(md.find("and 7 earlier"), std::string::npos);
-  EXPECT_EQ(count_of(md, "SILENT\\_FALLBACK (warning)"), 10u);
+  // run-10, run-11 and the 15 fallbacks are consecutive regressed runs: one incident.
+  EXPECT_NE(md.find("Regression incidents (1, 1 ongoing, newest first):"), std::string::npos);
+  EXPECT_NE(md.find("17 runs from"), std::string::npos);
+  EXPECT_EQ(count_of(md, "SILENT\\_FALLBACK"), 1u) << md;
   EXPECT_NE(md.find("socket on ci-loopback: 0.10 GB/s at 64 MiB, 14% of baseline 0.74"),
             std::string::npos);
   EXPECT_NE(md.find("**fail** since"), std::string::npos);

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "results/report/model.h"
+#include "results/verdict.h"
+#include "tests/results/sample.h"
 
 namespace ncclsmoke::report::testing {
 
@@ -21,6 +23,9 @@ struct RunSpec {
   std::string transport = "socket";
   std::vector<std::pair<std::string, std::string>> findings;  // (code, message)
   std::vector<std::string> hosts{"vm"};
+  std::string cluster;
+  std::vector<int> ranks{0, 1};  // of each finding
+  std::vector<std::string> finding_hosts{"="};  // "=": the run's hosts
 };
 
 inline void add_run(ReportInput& in, const RunSpec& s) {
@@ -33,6 +38,7 @@ inline void add_run(ReportInput& in, const RunSpec& s) {
   r.profile = s.profile;
   r.hosts = s.hosts;
   r.source = "test";
+  r.cluster = s.cluster;
   in.runs.push_back(r);
   results::HistoryGate g;
   g.run_id = s.run_id;
@@ -47,6 +53,7 @@ inline void add_run(ReportInput& in, const RunSpec& s) {
   g.degraded_ratio = std::isnan(s.baseline) ? NAN : 0.6;
   g.fail_ratio = std::isnan(s.baseline) ? NAN : 0.25;
   g.identity = "interface=lo";
+  g.cluster = s.cluster;
   in.gates.push_back(g);
   for (const auto& [code, message] : s.findings) {
     results::HistoryFinding f;
@@ -57,10 +64,50 @@ inline void add_run(ReportInput& in, const RunSpec& s) {
     f.severity = code == "BANDWIDTH_REGRESSION" ? "error" : "warning";
     f.layer = "transport";
     f.message = message;
-    f.ranks = {0, 1};
-    f.hosts = s.hosts;
+    f.ranks = s.ranks;
+    f.hosts = s.finding_hosts == std::vector<std::string>{"="} ? s.hosts : s.finding_hosts;
+    f.cluster = s.cluster;
     in.findings.push_back(f);
   }
+}
+
+// The stored verdict JSON of a run whose socket sweep went from 1 KiB to 64 MiB (world rows,
+// out-of-place and in-place; in-place a little lower at the gate so the headline comes from it),
+// judged against the 0.74 GB/s band at 64 MiB. `scale` multiplies every busbw.
+inline nlohmann::json sweep_verdict_json(const std::string& run_id, double scale = 1.0) {
+  results::Verdict v = results::testing::full_sample();
+  v.run_id = run_id;
+  v.verdict = "pass";
+  v.exit_code = 0;
+  v.findings.clear();
+  v.transports.clear();
+  for (std::int64_t b = 1024; b <= (64 << 20); b *= 4) {
+    for (int in_place = 0; in_place < 2; ++in_place) {
+      results::TransportRow r;
+      r.transport = "socket";
+      r.bytes = b;
+      r.count = b / 4;
+      r.in_place = in_place != 0;
+      // a saturating curve, like a real sweep
+      double bw = 0.72 * scale * static_cast<double>(b) / (static_cast<double>(b) + (1 << 20));
+      r.busbw_gbps = r.in_place ? bw * 0.97 : bw;
+      r.algbw_gbps = r.busbw_gbps;
+      r.time_us = static_cast<double>(b) / (r.algbw_gbps * 1e3);
+      r.wrong = 0;
+      r.gate = b == (64 << 20) && !r.in_place;
+      v.transports.push_back(r);
+    }
+  }
+  v.baseline = {{"profile", "ci-loopback"},
+                {"world_size", 4},
+                {"transports",
+                 {{{"transport", "socket"},
+                   {"band",
+                    {{"busbw_gbps", 0.74},
+                     {"gate_bytes", 64 << 20},
+                     {"degraded_ratio", 0.6},
+                     {"fail_ratio", 0.25}}}}}}};
+  return results::to_json(v);
 }
 
 inline ReportOptions options_at(double now) {

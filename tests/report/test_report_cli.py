@@ -40,14 +40,17 @@ def main():
         text = open(md, encoding="utf-8").read()
         nreg = len(exp["regressions"])
         check(nreg > 0, f"the scenario has regressions ({nreg})")
-        listed = page.count('<li class="regression"')
-        check(listed == nreg, f"every regression listed ({listed} of {nreg})")
-        first = page.find('<li class="regression" data-run="')
-        check(first >= 0 and page[first:].startswith(
-              f'<li class="regression" data-run="{exp["regressions"][-1]}"'),
-              "the newest regression comes first")
-        check(page.find('id="regressions"') < page.find('class="busbw-chart"'),
+        incidents = re.findall(r'<li class="incident"[^>]*data-runs="(\d+)" data-first-run="'
+                               r'([^"]*)" data-last-run="([^"]*)"', page)
+        check(len(incidents) == len(exp["incidents"]),
+              f"one incident per step change ({len(incidents)} of {len(exp['incidents'])})")
+        check(sum(int(n) for n, _, _ in incidents) == nreg,
+              f"the incidents hold every regression run ({nreg})")
+        check(incidents and incidents[0][2] == exp["regressions"][-1],
+              "the newest incident comes first and ends with the newest regression")
+        check(page.find('class="incidents"') < page.find('class="busbw-chart"'),
               "regressions come before the charts")
+        check('<svg class="size-chart"' in page, "a busbw-versus-size chart")
         check(re.search(r'<svg class="busbw-chart"[^>]*data-transport="socket"', page) is not None,
               "a socket busbw chart")
         check("&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page,
@@ -58,7 +61,9 @@ def main():
         check(f"Runs: {exp['n']}" in text, "Markdown: run count")
         check(f"pass {c['pass']} \u00b7 degraded {c['degraded']} \u00b7 fail {c['fail']}" in text,
               f"Markdown: counts by verdict {c}")
-        check(f"Regressions ({nreg}, newest first)" in text, "Markdown: regressions")
+        check(f"Regression incidents ({len(exp['incidents'])}, " in text,
+              "Markdown: regression incidents")
+        check("### Cluster default" in text, "Markdown: a section per cluster")
         check("socket on ci-loopback:" in text and "of baseline 0.74" in text,
               "Markdown: latest per (profile, transport) with its ratio")
 

@@ -120,6 +120,75 @@ TEST(Merge, RankThatExplainsItselfIsNotLost) {
   EXPECT_NE(std::find(codes.begin(), codes.end(), "PEER_LOST3"), codes.end());
 }
 
+// The same TRANSPORT_UNAVAILABLE from each of a host's four ranks, each naming itself: one
+// finding naming ranks 0-3; the message says so. A finding about a different peer stays apart.
+TEST(Merge, SameFindingFromEveryRankOfAHostIsOne) {
+  std::vector<Verdict> views;
+  for (int r = 0; r < 4; ++r) {
+    auto v = view(r, "node-a", ok());
+    v.world.size = 4;
+    v.findings.push_back(make_finding(
+        "TRANSPORT_UNAVAILABLE",
+        "transport fabric skipped on rank " + std::to_string(r) + " (host node-a): no efa provider",
+        {r}, {"node-a"}));
+    views.push_back(std::move(v));
+  }
+  views[1].findings.push_back(make_finding(
+      "TRANSPORT_TIMEOUT", "transport socket timed out on rank 1 (host node-a) waiting for rank 2",
+      {1, 2}, {"node-a"}));
+  views[3].findings.push_back(make_finding(
+      "TRANSPORT_TIMEOUT", "transport socket timed out on rank 3 (host node-a) waiting for rank 0",
+      {3, 0}, {"node-a"}));
+  Verdict g = merge_rank_verdicts(views);
+  std::vector<const Finding*> un, to;
+  for (const auto& f : g.findings) {
+    if (f.code == "TRANSPORT_UNAVAILABLE") un.push_back(&f);
+    if (f.code == "TRANSPORT_TIMEOUT") to.push_back(&f);
+  }
+  ASSERT_EQ(un.size(), 1u);
+  EXPECT_EQ(un[0]->ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(un[0]->hosts, std::vector<std::string>{"node-a"});
+  EXPECT_EQ(un[0]->message, "transport fabric skipped on ranks 0-3 (host node-a): no efa provider");
+  // Both name their own rank and their peer in the finding's ranks: the same shape, one finding
+  // whose two rank slots each list what the ranks said.
+  ASSERT_EQ(to.size(), 1u);
+  EXPECT_EQ(to[0]->ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(to[0]->message,
+            "transport socket timed out on ranks 1, 3 (host node-a) waiting for ranks 0, 2");
+  auto errors = validate_verdict_json(to_json(g));
+  EXPECT_TRUE(errors.empty()) << errors.front();
+}
+
+TEST(Merge, DedupeKeyTakesOutOnlyTheFindingsOwnRanks) {
+  EXPECT_EQ(finding_dedupe_key("X", "on rank 3 (host a): lost rank 5", {3}),
+            finding_dedupe_key("X", "on rank 4 (host a): lost rank 5", {4}));
+  EXPECT_NE(finding_dedupe_key("X", "on rank 3: lost rank 5", {3}),
+            finding_dedupe_key("X", "on rank 3: lost rank 6", {3}));
+  EXPECT_NE(finding_dedupe_key("X", "rank 3", {3}), finding_dedupe_key("Y", "rank 3", {3}));
+  // "rank 12" is not "rank 1" followed by "2"; "frank 1" is not a rank.
+  EXPECT_NE(finding_dedupe_key("X", "rank 12 down", {1}), finding_dedupe_key("X", "rank 13 down", {1}));
+  EXPECT_NE(finding_dedupe_key("X", "frank 1", {1}), finding_dedupe_key("X", "frank 2", {2}));
+  // PEER_LOST is joined by the lost ranks in merge_rank_verdicts, never by rewriting messages.
+  EXPECT_NE(finding_dedupe_key("PEER_LOST", "lost rank 2", {2}),
+            finding_dedupe_key("PEER_LOST", "lost rank 3", {3}));
+}
+
+TEST(Merge, DedupeFindingsKeepsOrderWorstSeverityAndNonConsecutiveRanks) {
+  std::vector<Finding> fs = {
+      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 1: x", {1}, {"h1"}),
+      make_finding("STRAGGLER", "slow", {}, {}),
+      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 4: x", {4}, {"h2"}),
+      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 7: x", {7}, {"h1"}),
+  };
+  fs[2].severity = "error";
+  dedupe_findings(fs);
+  ASSERT_EQ(fs.size(), 2u);
+  EXPECT_EQ(fs[0].message, "skipped on ranks 1, 4, 7: x");
+  EXPECT_EQ(fs[0].severity, "error");
+  EXPECT_EQ(fs[0].hosts, (std::vector<std::string>{"h1", "h2"}));
+  EXPECT_EQ(fs[1].code, "STRAGGLER");
+}
+
 TEST(Merge, DuplicateFindingTakesWorstSeverity) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());

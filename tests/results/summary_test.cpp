@@ -6,6 +6,8 @@
 
 #include "results/classify.h"
 #include "results/finding_codes.h"
+#include "results/judge.h"
+#include "results/profile.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {
@@ -20,6 +22,12 @@ std::vector<std::string> lines_of(const std::string& s) {
 
 bool has_line(const std::vector<std::string>& lines, const std::string& l) {
   return std::find(lines.begin(), lines.end(), l) != lines.end();
+}
+
+std::size_t count_hint(const std::string& s, const std::string& code) {
+  std::size_t n = 0;
+  for (auto p = s.find("  " + code + ": "); p != std::string::npos; p = s.find("  " + code + ": ", p + 1)) ++n;
+  return n;
 }
 
 std::string dump(const std::vector<std::string>& lines) {
@@ -100,6 +108,107 @@ TEST(Summary, HealthyRunAllOk) {
   EXPECT_TRUE(has_line(lines, "alpha | OK")) << dump(lines);
   EXPECT_TRUE(has_line(lines, "be    | OK")) << dump(lines);
   EXPECT_EQ(human_summary(v).find("hints:"), std::string::npos);
+}
+
+// A verdict written before rank 0 deduplicated findings: the same TRANSPORT_UNAVAILABLE once per
+// rank of host-a. The summary prints it once, naming the ranks.
+TEST(Summary, RepeatsFromOldVerdictsPrintOnce) {
+  Verdict v = testing::full_sample();
+  v.findings.clear();
+  for (int r : {0, 2})
+    v.findings.push_back(make_finding(
+        "TRANSPORT_UNAVAILABLE",
+        "transport fabric skipped on rank " + std::to_string(r) + " (host host-a): no efa",
+        {r}, {"host-a"}));
+  apply_verdict(v);
+  std::string s = human_summary(v);
+  auto lines = lines_of(s);
+  int n = 0;
+  for (const auto& l : lines) n += l.find("[TRANSPORT_UNAVAILABLE]") != std::string::npos;
+  EXPECT_EQ(n, 2) << s;  // once on host-a, once on host-c (rank 2's host): not once per rank
+  EXPECT_TRUE(has_line(lines,
+                       "host-a | WARNING: transport fabric skipped on ranks 0, 2 (host host-a): "
+                       "no efa [TRANSPORT_UNAVAILABLE]"))
+      << s;
+  EXPECT_NE(lines[0].find("1 finding,"), std::string::npos) << lines[0];
+  EXPECT_EQ(count_hint(s, "TRANSPORT_UNAVAILABLE"), 1u) << s;
+}
+
+// The headline gate number is gates_of's: the lower of out-of-place and in-place.
+TEST(Summary, GateHeadlineIsTheLowerOfOutAndInPlace) {
+  Verdict v = testing::full_sample();
+  TransportRow out;
+  out.transport = "socket";
+  out.bytes = 64 << 20;
+  out.busbw_gbps = 0.72;
+  out.gate = true;
+  TransportRow in = out;
+  in.in_place = true;
+  in.gate = false;
+  in.busbw_gbps = 0.70;
+  v.transports = {out, in};
+  v.baseline = {{"profile", "p"},
+                {"transports",
+                 {{{"transport", "socket"},
+                   {"band", {{"busbw_gbps", 0.74}, {"gate_bytes", 64 << 20},
+                             {"degraded_ratio", 0.6}, {"fail_ratio", 0.25}}}}}}};
+  auto heads = gate_headlines(v);
+  ASSERT_EQ(heads.size(), 1u);
+  EXPECT_DOUBLE_EQ(heads[0].gate.busbw_gbps, 0.70);
+  ASSERT_NE(heads[0].row, nullptr);
+  EXPECT_TRUE(heads[0].row->in_place);
+  EXPECT_DOUBLE_EQ(heads[0].gate.busbw_gbps, gates_of(v).at(0).busbw_gbps);
+  auto lines = lines_of(human_summary(v));
+  EXPECT_TRUE(has_line(lines, "  socket  0.700 GB/s at 64 MiB (in-place), baseline 0.740 GB/s (95%)"))
+      << dump(lines);
+}
+
+// BASELINE_MISSING's hint, as the summary prints it, says what is really missing: the band
+// (learn one) or the gate size in this run's sweep (widen it).
+TEST(Summary, BaselineMissingHintSaysWhatIsMissing) {
+  std::vector<Profile> ps = load_profiles(R"(
+profiles:
+  - name: p
+    transports:
+      - transport: socket
+        baselines: [{busbw_gbps: 1, gate_bytes: 67108864, world_size: 2, source: t}]
+)");
+  auto base = [] {
+    Verdict v = testing::full_sample();
+    v.world.size = 2;
+    v.findings.clear();
+    TransportRow r;
+    r.transport = "socket";
+    r.bytes = 1 << 20;
+    r.busbw_gbps = 0.9;
+    r.gate = true;
+    v.transports = {r};
+    return v;
+  };
+  // The sweep stopped at 1 MiB; the band's gate is 64 MiB.
+  Verdict v = base();
+  add_judged_findings(v.findings, judge(v, &ps[0]));
+  apply_verdict(v);
+  std::string s = human_summary(v);
+  EXPECT_NE(s.find("BASELINE_MISSING: The baseline exists; this run's sweep did not measure its "
+                   "gate size 67108864 bytes: widen --min-bytes/--max-bytes to include it (e.g. "
+                   "--max-bytes 64M)"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("baseline learn"), std::string::npos) << s;
+  // Four ranks: no band for that world size.
+  v = base();
+  v.world.size = 4;
+  add_judged_findings(v.findings, judge(v, &ps[0]));
+  apply_verdict(v);
+  s = human_summary(v);
+  EXPECT_NE(s.find("No baseline for (socket, world size 4, profile p): record healthy runs"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("ncclsmoke baseline learn --history DB --profiles FILE --profile p"),
+            std::string::npos)
+      << s;
+  EXPECT_EQ(s.find("--min-bytes"), std::string::npos) << s;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -210,6 +211,178 @@ TEST(FindingCodes, DocsFileMatchesTable) {
     FAIL() << path << " is missing or differs from findings_markdown(); the expected text was written to "
            << "findings.md.expected in the test's working directory; copy it over.";
   }
+}
+
+
+// The import's one-pass reader must accept only what the schema accepts, and read it exactly as
+// verdict_from_json does. A corpus of mutated verdicts (every member removed, retyped, bent to
+// the edge of its constraint; unknown members; text-level damage) is run through both: whatever
+// the fast reader accepts, the full path (nlohmann + valijson + verdict_from_json) must accept,
+// with an identical Verdict. Documents the fast reader is unsure about go the full path anyway.
+namespace fast_corpus {
+
+json full_sample_json() {
+  Verdict v = testing::full_sample();
+  v.world.job_id = "job-1";
+  v.world.job_id_source = "--job-id";
+  v.world.restart_count = 1;
+  v.world.sources = {{"rank", "--rank"}, {"master_addr", "MASTER_ADDR"}};
+  v.world.store = {"master.smoke.svc", 29500, "rank 0", "modern", "torch>=2.5", "ncclsmoke/job-1/0/"};
+  v.baseline = {{"profile", "ci-loopback"},
+                {"transports", json::array({{{"transport", "socket"},
+                                              {"band", {{"busbw_gbps", 1.5}, {"gate_bytes", 1048576}}}}})}};
+  return to_json(v);
+}
+
+const std::vector<json>& replacements() {
+  static const std::vector<json> r = {
+      nullptr, true, false, 0, -1, 1, 2, 3, 4, 65535, 65536, -2, 1.0, 0.5, -0.5, 1e2,
+      json::parse("-0"), json::parse("9223372036854775808"), json::parse("18446744073709551616"),
+      json::parse("2147483648"), "", "x", "A", "a", "A b", "\xc3\xa9", std::string(1, '\0'),
+      "2024-05-01T10:15:00Z", "2024-05-01T10:15:00.Z", "2024-05-01 10:15:00Z", "pass", "fail",
+      "degraded", "inconclusive", "global", "local", "error", "joined", "modern", "RANKS_MISSING",
+      "lower_case", std::string(128, 'r'), std::string(129, 'r'), std::string(127, 'r') + "\xc3\xa9",
+      json::object(), json::array(), json::array({1}), json::array({"a"}), json::array({-1}),
+      json{{"a", 1}}};
+  return r;
+}
+
+// Every JSON pointer in `j` (objects and arrays, recursively), the root excluded.
+void pointers(const json& j, const json::json_pointer& at, std::vector<json::json_pointer>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out.push_back(at / it.key());
+      pointers(it.value(), at / it.key(), out);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      out.push_back(at / i);
+      pointers(j[i], at / i, out);
+    }
+  }
+}
+
+std::vector<std::string> corpus() {
+  std::vector<std::string> texts;
+  std::vector<json> bases = {full_sample_json(), to_json(testing::full_sample())};
+  for (const json& base : bases) {
+    texts.push_back(base.dump());
+    texts.push_back(base.dump(2));
+    std::vector<json::json_pointer> ptrs;
+    pointers(base, json::json_pointer(), ptrs);
+    for (const auto& ptr : ptrs) {
+      json removed = base;
+      removed[ptr.parent_pointer()].is_object()
+          ? (void)removed[ptr.parent_pointer()].erase(ptr.back())
+          : removed[ptr.parent_pointer()].erase(std::stoul(ptr.back()));
+      texts.push_back(removed.dump());
+      for (const json& r : replacements()) {
+        json changed = base;
+        changed[ptr] = r;
+        texts.push_back(changed.dump());
+      }
+      if (base[ptr].is_object()) {
+        json extra = base;
+        extra[ptr]["unknown_member"] = 1;
+        texts.push_back(extra.dump());
+      }
+    }
+    json extra = base;
+    extra["unknown_member"] = 1;
+    texts.push_back(extra.dump());
+    for (const char* v : {"pass", "fail", "degraded", "inconclusive"}) {
+      for (int code : {0, 1, 2, 3, 4}) {
+        json c = base;
+        c["verdict"] = v;
+        c["exit_code"] = code;
+        texts.push_back(c.dump());
+      }
+    }
+  }
+  // Text-level: what a JSON tree cannot hold.
+  const std::string t = bases[0].dump();
+  auto replace_first = [&](const std::string& from, const std::string& to) {
+    std::string s = t;
+    auto at = s.find(from);
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return s;
+  };
+  texts.push_back("\xef\xbb\xbf" + t);                                  // BOM
+  texts.push_back(" \n\t" + t + " \r\n");                                // whitespace
+  texts.push_back(t + "x");                                              // trailing garbage
+  texts.push_back(t + "{}");
+  texts.push_back(t.substr(0, t.size() - 1));                            // truncated
+  texts.push_back(replace_first("\"run_id\"", "\"run\\u005fid\""));     // escaped key
+  texts.push_back(replace_first("{\"baseline\"", "{\"run_id\":\"dup\",\"baseline\""));  // duplicate key
+  texts.push_back(replace_first("\"schema_version\":1", "\"schema_version\":1.0"));
+  texts.push_back(replace_first("\"schema_version\":1", "\"schema_version\":01"));
+  texts.push_back(replace_first("\"schema_version\":1", "\"schema_version\":+1"));
+  texts.push_back(replace_first("\"schema_version\":1", "\"schema_version\":1e0"));
+  texts.push_back(replace_first("\"host-a\"", "\"host-\\u0061\""));       // escape in a value
+  texts.push_back(replace_first("\"host-a\"", "\"host-\xff\""));          // invalid UTF-8
+  texts.push_back(replace_first("\"host-a\"", "\"host-\ta\""));           // raw control char
+  texts.push_back(replace_first("\"host-a\"", "\"host-\\ud800\""));       // lone surrogate
+  texts.push_back(replace_first("\"NCCL_DEBUG\"", "\"NCCL_\\u0044EBUG\""));  // escaped map key
+  texts.push_back(replace_first("{\"joined\":3", "{\"joined\":3,\"joined\":4"));  // dup in free-form
+  texts.push_back(replace_first("\"evidence\":{", "\"evidence\":{\"s\":\"}\\\"{\","));  // braces in a string
+  texts.push_back(replace_first("\"evidence\":{", "\"evidence\":{\"s\":[}"));
+  texts.push_back(replace_first("true", "tru"));
+  texts.push_back(replace_first("false", "falsey"));
+  texts.push_back(replace_first(":null", ":nul"));
+  texts.push_back(replace_first("1.93", "1.93e400"));
+  texts.push_back(replace_first("1.93", "1."));
+  texts.push_back(replace_first("1.93", "-1.93"));
+  texts.push_back(replace_first("1.93", "1.93E+2"));
+  texts.push_back(replace_first(",", ",,"));
+  texts.push_back(replace_first("[", "[,"));
+  texts.push_back("");
+  texts.push_back("[]");
+  texts.push_back("null");
+  // Seeded byte damage all over the text.
+  std::mt19937 rng(14);
+  const std::string bytes = "{}[]\",:0123456789.-eE\\ tfnul\x80\xc3 Zx";
+  for (int k = 0; k < 3000; ++k) {
+    std::string s = t;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      size_t at = rng() % s.size();
+      switch (rng() % 3) {
+        case 0: s[at] = bytes[rng() % bytes.size()]; break;
+        case 1: s.erase(at, 1 + rng() % 4); break;
+        default: s.insert(at, 1, bytes[rng() % bytes.size()]); break;
+      }
+    }
+    texts.push_back(s);
+  }
+  return texts;
+}
+
+}  // namespace fast_corpus
+
+TEST(VerdictFast, AcceptsOnlyWhatTheSchemaAcceptsAndReadsItTheSame) {
+  size_t fast_accepted = 0, schema_accepted = 0, unsure = 0;
+  const auto texts = fast_corpus::corpus();
+  for (const auto& text : texts) {
+    auto fast = verdict_from_text_fast(text);
+    json doc = json::parse(text, nullptr, false);
+    const bool valid = !doc.is_discarded() && validate_verdict_json(doc).empty();
+    schema_accepted += valid;
+    if (!fast) {
+      unsure += valid;
+      continue;
+    }
+    ++fast_accepted;
+    ASSERT_TRUE(valid) << "the fast reader accepted what the schema rejects:\n" << text;
+    EXPECT_EQ(to_json(*fast), to_json(verdict_from_json(doc))) << text;
+  }
+  // The corpus exercises both sides, and ordinary verdicts take the fast path.
+  EXPECT_GT(fast_accepted, 500u);
+  EXPECT_GT(texts.size() - schema_accepted, 1000u);
+  EXPECT_LT(unsure * 5, schema_accepted) << unsure << " valid documents went the slow path";
+  EXPECT_TRUE(verdict_from_text_fast(fast_corpus::full_sample_json().dump(2)).has_value());
+  EXPECT_TRUE(verdict_from_text_fast(to_json(testing::full_sample()).dump()).has_value());
+  std::printf("fast-path corpus: %zu documents, %zu schema-valid, %zu fast-accepted, %zu unsure\n",
+              texts.size(), schema_accepted, fast_accepted, unsure);
 }
 
 }  // namespace

@@ -211,6 +211,31 @@ TEST(NcclLog, JsonShape) {
   EXPECT_FALSE(none.contains("log_lines"));
 }
 
+// Logs captured on a real GPU by bench/gpu/check.sh (its archive's fixture/ folder, trimmed),
+// kept under fixtures/nccl/real/ as <network>_<what>.log: each must parse to that network, with
+// NET channel lines and NCCL's version. Skips until the first capture is added.
+TEST(NcclLog, RealLogsFromTheGpuCheck) {
+  fs::path dir = fixture("real");
+  std::vector<fs::path> logs;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.path().extension() == ".log") logs.push_back(e.path());
+  std::sort(logs.begin(), logs.end());
+  if (logs.empty()) GTEST_SKIP() << "no captured log under " << dir << " yet (bench/gpu/check.sh)";
+  for (const auto& path : logs) {
+    SCOPED_TRACE(path.string());
+    std::string name = path.filename().string();
+    std::string expected = name.substr(0, name.find('_'));
+    auto o = read_nccl_log(path);
+    EXPECT_TRUE(o.missing_files.empty());
+    EXPECT_TRUE(o.found);
+    EXPECT_EQ(o.network, expected);
+    EXPECT_GT(o.net_channels, 0);
+    EXPECT_EQ(o.nccl_version.rfind("2.", 0), 0u) << o.nccl_version;
+    EXPECT_FALSE(o.host.empty());
+  }
+}
+
 TEST(NcclPolicy, ParsePolicy) {
   NetPolicy p = NetPolicy::observe;
   EXPECT_TRUE(parse_policy("PIN", p));

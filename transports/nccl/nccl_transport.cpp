@@ -43,22 +43,42 @@ std::string short_hostname() {
   return dot == std::string::npos ? s : s.substr(0, dot);
 }
 
-// NCCL expands %h (host name up to the first dot) and %p (pid) in NCCL_DEBUG_FILE; "%r" is ours.
-std::string expand_debug_path(const std::string& tmpl, int rank, bool add_rank_suffix) {
+// NCCL_DEBUG_FILE as NCCL expands it (FACTS.md: path.%h.%p gives one log per rank; its debug.cc):
+// %h the host name up to the first dot, %p the pid, %% one %, any other %X kept as it is ("%r"
+// included). `rank` >= 0 also replaces our own "%r" (the nccl.debug_file option); a user's
+// NCCL_DEBUG_FILE is expanded with rank -1, exactly as NCCL will.
+std::string expand_debug_path(const std::string& tmpl, int rank) {
   std::string out;
-  bool had_rank = false;
   for (std::size_t i = 0; i < tmpl.size(); ++i) {
-    if (tmpl[i] == '%' && i + 1 < tmpl.size()) {
-      char c = tmpl[i + 1];
-      if (c == 'h') { out += short_hostname(); ++i; continue; }
-      if (c == 'p') { out += std::to_string(getpid()); ++i; continue; }
-      if (c == 'r') { out += std::to_string(rank); had_rank = true; ++i; continue; }
+    if (tmpl[i] != '%' || i + 1 >= tmpl.size()) {
+      out += tmpl[i];
+      continue;
     }
-    out += tmpl[i];
+    char c = tmpl[++i];
+    if (c == 'h') out += short_hostname();
+    else if (c == 'p') out += std::to_string(getpid());
+    else if (c == '%') out += '%';
+    else if (c == 'r' && rank >= 0) out += std::to_string(rank);
+    else { out += '%'; out += c; }
   }
-  if (add_rank_suffix && !had_rank) out += "." + std::to_string(rank);
   return out;
 }
+
+// A literal path as an NCCL_DEBUG_FILE value: every % doubled, so NCCL opens exactly `path`.
+std::string escape_debug_path(const std::string& path) {
+  std::string out;
+  for (char c : path) {
+    out += c;
+    if (c == '%') out += '%';
+  }
+  return out;
+}
+
+// NCCL's errors do not name the rank that went away (its text may name an address): a peer_lost
+// from this transport carries peer -1 and says so, instead of pointing at a rank.
+constexpr const char* kPeerUnknown =
+    " (a peer or its connection went away; NCCL does not say which rank: see its text above and "
+    "the other ranks' findings)";
 
 bool parse_int(const std::string& s, int& out) {
   if (s.empty()) return false;
@@ -391,15 +411,17 @@ class NcclTransportImpl final : public NcclTransport {
   void prepare_environment() {
     std::string user_file = env_or("NCCL_DEBUG_FILE");
     if (!user_file.empty()) {
-      debug_file_ = expand_debug_path(user_file, rank_, false);
+      debug_file_ = expand_debug_path(user_file, -1);
       debug_source_ = "user";
     } else if (!debug_opt_.empty()) {
-      debug_file_ = expand_debug_path(debug_opt_, rank_, true);
+      // Already this rank's path (the harness passes OUT_DIR/nccl-debug.rank<N>.log): used as
+      // given, so the rank is not named twice.
+      debug_file_ = expand_debug_path(debug_opt_, rank_);
       debug_source_ = "ncclsmoke";
       ::unlink(debug_file_.c_str());  // NCCL appends nothing stale to our parse
       set_env("NCCL_DEBUG", "INFO");
       set_env("NCCL_DEBUG_SUBSYS", "INIT,NET");
-      set_env("NCCL_DEBUG_FILE", debug_file_);
+      set_env("NCCL_DEBUG_FILE", escape_debug_path(debug_file_));
     }
     if (!net_.empty() && policy_ == "pin") set_env("NCCL_NET", net_);
     if (synthetic_) {
@@ -481,7 +503,7 @@ class NcclTransportImpl final : public NcclTransport {
     abort_with(lost ? ErrorKind::peer_lost : ErrorKind::other,
                where_ + ": " + what + " failed after " + seconds_text(seconds_since(start)) + ": " +
                    api_->nccl_error(state) + ": " + (last.empty() ? "(no detail)" : last) +
-                   (lost ? " (a peer or its connection went away)" : ""),
+                   (lost ? kPeerUnknown : ""),
                last);
   }
 
@@ -491,16 +513,23 @@ class NcclTransportImpl final : public NcclTransport {
     ncclResult_t r = api_->ncclAllReduce(send, recv, count, t, ncclSum, comm_, stream_);
     std::string what = "ncclAllReduce of " + std::to_string(count) + " " + to_string(dtype);
     if (r == ncclInProgress) {
-      // A non-blocking communicator may still be connecting: wait before the next NCCL call.
+      // A non-blocking communicator returns ncclInProgress for every collective (NCCL 2.28) and
+      // is usually ready again within microseconds; it may also still be connecting. So: poll
+      // with a yield for up to kEnqueueSpin, then sleep 100 us between polls; wait before the
+      // next NCCL call either way.
+      constexpr auto kEnqueueSpin = std::chrono::microseconds(20);
       ncclResult_t state = ncclInProgress;
-      while (state == ncclInProgress) {
+      auto spin_until = Clock::now() + kEnqueueSpin;
+      while (true) {
+        if (api_->ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+        if (state != ncclInProgress) break;
         if (expired(deadline))
           abort_with(ErrorKind::timeout,
                      where_ + ": " + what + " not enqueued after " + seconds_text(seconds_since(start)) +
                          " on GPU " + std::to_string(gpu_) + "; communicator aborted",
                      "");
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-        if (api_->ncclCommGetAsyncError(comm_, &state) != ncclSuccess) state = ncclInternalError;
+        if (Clock::now() < spin_until) std::this_thread::yield();
+        else std::this_thread::sleep_for(std::chrono::microseconds(100));
       }
       r = state;
     }
@@ -509,7 +538,7 @@ class NcclTransportImpl final : public NcclTransport {
       bool lost = r == ncclRemoteError || r == ncclSystemError;
       abort_with(lost ? ErrorKind::peer_lost : ErrorKind::other,
                  where_ + ": " + what + ": " + api_->nccl_error(r) + ": " +
-                     (last.empty() ? "(no detail)" : last),
+                     (last.empty() ? "(no detail)" : last) + (lost ? kPeerUnknown : ""),
                  last);
     }
   }

@@ -14,10 +14,11 @@
 //   nccl.policy     "pin" (default when nccl.net is given): sets NCCL_NET=<net>, so a missing
 //                   plugin fails init loudly; "observe": leaves NCCL's choice alone so a fallback
 //                   is seen, not prevented (the log parser then compares expected and observed)
-//   nccl.debug_file per-rank NCCL log ("%r" is replaced by the rank, else ".<rank>" is
-//                   appended; "%h"/"%p" as NCCL does). Unless the user set NCCL_DEBUG_FILE, sets
+//   nccl.debug_file this rank's NCCL log path, used as given ("%r" is replaced by the rank,
+//                   "%h"/"%p" as NCCL does, nothing appended). Unless the user set NCCL_DEBUG_FILE, sets
 //                   NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET and NCCL_DEBUG_FILE before the first
-//                   NCCL call. A user's own NCCL_DEBUG_FILE is kept, and its expanded path reported.
+//                   NCCL call. A user's own NCCL_DEBUG_FILE is kept, and its path reported
+//                   expanded as NCCL expands it (%h, %p only).
 // Environment variables are process-wide: one NCCL transport per process (one rank per process).
 //
 // open(): rank 0 creates the unique id and sets "unique_id" (128 raw bytes; "unique_id/<n>" for
@@ -31,7 +32,8 @@
 //
 // allreduce(): ncclAllReduce on the transport's stream, then polls cudaStreamQuery and
 // ncclCommGetAsyncError until done: deadline -> ncclCommAbort, timeout; an asynchronous NCCL error
-// -> peer_lost (ncclRemoteError / ncclSystemError: a peer or its connection went away) or other,
+// -> peer_lost (ncclRemoteError / ncclSystemError: a peer or its connection went away; peer -1,
+// as NCCL does not name the rank, and the message says so) or other,
 // with NCCL's text. After an abort every later call throws. timed_allreduce() times `iters`
 // back-to-back collectives between two CUDA events on the stream. Buffers are device memory
 // (allocate/release/copy_in/copy_out: cudaMalloc/cudaFree/cudaMemcpy).

@@ -149,7 +149,10 @@ class Engine {
       bool progress = false;
       for (int c = 0; c < p_.nconn; ++c) progress |= pump_rx(c);
       for (int c = 0; c < p_.nconn; ++c) progress |= pump_tx(c);
-      if (all_done()) return;
+      if (all_done()) {
+        note_wait(-1, "");
+        return;
+      }
       if (rendezvous::expired(deadline)) fail(RingFault::timeout, rx_all_done(), -1, 0, "deadline passed");
       if (progress) continue;
 
@@ -166,6 +169,8 @@ class Engine {
         fds.push_back({ev ? x.fd : -1, ev, 0});
         tx_stuck |= ev && x.blocked;
       }
+      if (tx_stuck) note_wait((p_.r + 1) % p_.n, "send to");
+      else if (first_tx > 0) note_wait((p_.r + p_.n - 1) % p_.n, "recv from");
       auto before = Clock::now();
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - before);
       int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60000));
@@ -192,6 +197,13 @@ class Engine {
   }
 
  private:
+  // Only a change is reported (RingConfig::on_wait): a poll loop may turn thousands of times.
+  void note_wait(int rank, const char* what) {
+    if (!cfg_.on_wait || !*cfg_.on_wait || rank == waiting_on_) return;
+    waiting_on_ = rank;
+    (*cfg_.on_wait)(rank, what);
+  }
+
   bool tx_done(const Tx& x) const { return x.hdr_off == kHdr && x.cur.t >= p_.steps; }
   bool rx_done(const Rx& y) const { return y.hdr_got == kHdr && y.cur.t >= p_.steps; }
   bool rx_all_done() const {
@@ -390,6 +402,7 @@ class Engine {
   std::size_t count_;
   uint64_t seq_;
   bool in_place_ = false;
+  int waiting_on_ = -1;
   Plan p_;
   std::vector<Tx> tx_;
   std::vector<Rx> rx_;

@@ -28,6 +28,7 @@
 // poll wake-up (the pre-poll read already exists for the timeout).
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ struct RingConfig {
   std::size_t chunk_bytes = 1 << 20;
   // A partly arrived chunk is forwarded once this many bytes are ready (or the chunk is whole).
   std::size_t min_send_bytes = 64 * 1024;
+  // Optional: told whom each poll waits on when that changes (the next rank with "send to" when
+  // its sockets refuse ready bytes, else the previous one with "recv from"), and -1 once the
+  // collective is done. A failed collective leaves the last wait in place: it is what timed out.
+  const std::function<void(int waiting_on, const std::string& what)>* on_wait = nullptr;
 };
 
 enum class RingFault {

@@ -244,6 +244,7 @@ class SocketTransport final : public Transport {
     cfg.rank = ctx_.rank;
     cfg.world_size = n_;
     cfg.chunk_bytes = chunk_;
+    cfg.on_wait = &ctx_.set_wait_state;
     try {
       ring_.run(links_, cfg, send, recv, count, dtype, seq, deadline);
     } catch (const sock::RingFailure& f) {

@@ -1,0 +1,49 @@
+#pragma once
+// The storage behind results::History (history.h): one small interface, one implementation per
+// engine (history_sqlite.cpp: the embedded file; history_postgres.cpp: a shared server through
+// libpq). Internal to results/: callers use History only.
+//
+// Every implementation keeps History's contract: add_stream is one transaction (all or nothing,
+// also when the process dies mid-batch), a run_id already stored is a duplicate and a no-op,
+// queries return oldest first (newest `limit` when set), NaN is stored as NULL and read back as
+// NaN, and every error is a HistoryError whose what() names the history (a URL with its
+// password redacted) and ends with the hint for its HistoryProblem.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/history.h"
+
+namespace ncclsmoke::results::detail {
+
+class HistoryBackend {
+ public:
+  virtual ~HistoryBackend() = default;
+  virtual AddResult add_stream(const History::NextVerdict& next, const std::string& source,
+                               const std::string& cluster) = 0;
+  virtual std::int64_t prune(double before_unix, bool vacuum) = 0;
+  virtual std::int64_t count_runs() = 0;
+  virtual std::vector<HistoryRun> runs(const HistoryQuery& q) = 0;
+  virtual std::vector<HistoryGate> gates(const HistoryQuery& q) = 0;
+  virtual std::vector<HistoryFinding> findings(const HistoryQuery& q) = 0;
+  virtual std::optional<nlohmann::json> verdict_json(const std::string& run_id) = 0;
+};
+
+// `name`: what messages call the history (the path; for a URL, redact_history_url's form).
+std::unique_ptr<HistoryBackend> open_sqlite_history(const std::string& path, bool create,
+                                                    int busy_timeout_ms);
+std::unique_ptr<HistoryBackend> open_postgres_history(const std::string& url, bool create,
+                                                      int timeout_ms);
+
+// Shared by both: what a verdict puts in the columns.
+std::string profile_of(const Verdict& v);
+std::vector<std::string> hosts_of(const Verdict& v);
+// started_at as seconds since the epoch; throws HistoryError(bad_verdict) naming `name` and the run.
+double started_unix_of(const Verdict& v, const std::string& name);
+// JSON array text ("[1,2]", "[\"a\"]") back to values; anything else gives {}.
+std::vector<int> parse_int_array(const std::string& text);
+std::vector<std::string> parse_string_array(const std::string& text);
+
+}  // namespace ncclsmoke::results::detail
