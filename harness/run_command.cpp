@@ -320,7 +320,7 @@ class RunSession {
     bool ok = join_.complete() && join_.roster_received;
     end_phase("rendezvous", ok ? "pass" : "fail", t0,
               std::to_string(join_.present.size()) + "/" + std::to_string(world_.world_size) +
-                  " ranks joined in " + std::to_string(join_.waited_s) + "s");
+                  " ranks joined");  // the phase line and table carry the duration
     // Missing ranks don't stop the others: the mesh among those present is still worth knowing.
     return join_.roster_received && !join_.master_world_size && !join_.rank_taken_by;
   }
