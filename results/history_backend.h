@@ -46,4 +46,60 @@ double started_unix_of(const Verdict& v, const std::string& name);
 std::vector<int> parse_int_array(const std::string& text);
 std::vector<std::string> parse_string_array(const std::string& text);
 
+// One row of runs / gates / findings, whichever backend read it: both SELECT these columns in
+// this order, and `Row` answers text(c), real(c) (NaN for NULL), integer(c) and flag(c).
+template <class Row>
+HistoryRun run_from_row(const Row& s) {
+  HistoryRun r;
+  r.run_id = s.text(0);
+  r.started_at = s.text(1);
+  r.started_unix = s.real(2);
+  r.duration_s = s.real(3);
+  r.verdict = s.text(4);
+  r.exit_code = static_cast<int>(s.integer(5));
+  r.world_size = static_cast<int>(s.integer(6));
+  r.profile = s.text(7);
+  r.tool_version = s.text(8);
+  r.hosts = parse_string_array(s.text(9));
+  r.source = s.text(10);
+  r.cluster = s.text(11);
+  return r;
+}
+
+template <class Row>
+HistoryGate gate_from_row(const Row& s) {
+  HistoryGate g;
+  g.run_id = s.text(0);
+  g.started_unix = s.real(1);
+  g.verdict = s.text(2);
+  g.profile = s.text(3);
+  g.world_size = static_cast<int>(s.integer(4));
+  g.transport = s.text(5);
+  g.gate_bytes = s.integer(6);
+  g.busbw_gbps = s.real(7);
+  g.baseline_gbps = s.real(8);
+  g.degraded_ratio = s.real(9);
+  g.fail_ratio = s.real(10);
+  g.synthetic = s.flag(11);
+  g.identity = s.text(12);
+  g.cluster = s.text(13);
+  return g;
+}
+
+template <class Row>
+HistoryFinding finding_from_row(const Row& s) {
+  HistoryFinding f;
+  f.run_id = s.text(0);
+  f.started_unix = s.real(1);
+  f.profile = s.text(2);
+  f.code = s.text(3);
+  f.severity = s.text(4);
+  f.layer = s.text(5);
+  f.message = s.text(6);
+  f.ranks = parse_int_array(s.text(7));
+  f.hosts = parse_string_array(s.text(8));
+  f.cluster = s.text(9);
+  return f;
+}
+
 }  // namespace ncclsmoke::results::detail

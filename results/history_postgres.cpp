@@ -127,6 +127,16 @@ class Result {
   PGresult* r_;
 };
 
+// One row of a Result, as run_from_row() & co. read it.
+struct RowOf {
+  const Result& r;
+  int row;
+  std::string text(int c) const { return r.text(row, c); }
+  double real(int c) const { return r.real(row, c); }
+  std::int64_t integer(int c) const { return r.integer(row, c); }
+  bool flag(int c) const { return r.boolean(row, c); }
+};
+
 // libpq's multi-line messages ("FATAL: ...\nDETAIL: ...") as one line.
 std::string one_line(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
@@ -207,22 +217,7 @@ class PostgresHistory final : public HistoryBackend {
         "SELECT r.run_id, r.started_at, r.started_unix, r.duration_s, r.verdict, r.exit_code, "
         "r.world_size, r.profile, r.tool_version, r.hosts, r.source, r.cluster "
         "FROM ncclsmoke_runs r",
-        q, false, "", [](const Result& s, int i) {
-          HistoryRun r;
-          r.run_id = s.text(i, 0);
-          r.started_at = s.text(i, 1);
-          r.started_unix = s.real(i, 2);
-          r.duration_s = s.real(i, 3);
-          r.verdict = s.text(i, 4);
-          r.exit_code = static_cast<int>(s.integer(i, 5));
-          r.world_size = static_cast<int>(s.integer(i, 6));
-          r.profile = s.text(i, 7);
-          r.tool_version = s.text(i, 8);
-          r.hosts = parse_string_array(s.text(i, 9));
-          r.source = s.text(i, 10);
-          r.cluster = s.text(i, 11);
-          return r;
-        });
+        q, false, "", [](const Result& s, int i) { return run_from_row(RowOf{s, i}); });
   }
 
   std::vector<HistoryGate> gates(const HistoryQuery& q) override {
@@ -231,24 +226,7 @@ class PostgresHistory final : public HistoryBackend {
         "g.gate_bytes, g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio, "
         "g.synthetic, g.identity, r.cluster "
         "FROM ncclsmoke_gates g JOIN ncclsmoke_runs r ON r.run_id = g.run_id",
-        q, true, "g.id", [](const Result& s, int i) {
-          HistoryGate g;
-          g.run_id = s.text(i, 0);
-          g.started_unix = s.real(i, 1);
-          g.verdict = s.text(i, 2);
-          g.profile = s.text(i, 3);
-          g.world_size = static_cast<int>(s.integer(i, 4));
-          g.transport = s.text(i, 5);
-          g.gate_bytes = s.integer(i, 6);
-          g.busbw_gbps = s.real(i, 7);
-          g.baseline_gbps = s.real(i, 8);
-          g.degraded_ratio = s.real(i, 9);
-          g.fail_ratio = s.real(i, 10);
-          g.synthetic = s.boolean(i, 11);
-          g.identity = s.text(i, 12);
-          g.cluster = s.text(i, 13);
-          return g;
-        });
+        q, true, "g.id", [](const Result& s, int i) { return gate_from_row(RowOf{s, i}); });
   }
 
   std::vector<HistoryFinding> findings(const HistoryQuery& q) override {
@@ -256,20 +234,7 @@ class PostgresHistory final : public HistoryBackend {
         "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
         "f.ranks, f.hosts, r.cluster "
         "FROM ncclsmoke_findings f JOIN ncclsmoke_runs r ON r.run_id = f.run_id",
-        q, false, "f.id", [](const Result& s, int i) {
-          HistoryFinding f;
-          f.run_id = s.text(i, 0);
-          f.started_unix = s.real(i, 1);
-          f.profile = s.text(i, 2);
-          f.code = s.text(i, 3);
-          f.severity = s.text(i, 4);
-          f.layer = s.text(i, 5);
-          f.message = s.text(i, 6);
-          f.ranks = parse_int_array(s.text(i, 7));
-          f.hosts = parse_string_array(s.text(i, 8));
-          f.cluster = s.text(i, 9);
-          return f;
-        });
+        q, false, "f.id", [](const Result& s, int i) { return finding_from_row(RowOf{s, i}); });
   }
 
   std::optional<nlohmann::json> verdict_json(const std::string& run_id) override {

@@ -150,6 +150,7 @@ class Stmt {
     return sqlite3_column_type(s_, i) == SQLITE_NULL ? kNaN : sqlite3_column_double(s_, i);
   }
   std::int64_t integer(int i) const { return sqlite3_column_int64(s_, i); }
+  bool flag(int i) const { return integer(i) != 0; }
 
  private:
   void check(int rc) {
@@ -404,22 +405,7 @@ class SqliteHistory final : public HistoryBackend {
         "SELECT r.run_id, r.started_at, r.started_unix, r.duration_s, r.verdict, r.exit_code, "
         "r.world_size, r.profile, r.tool_version, r.hosts, r.source, " + cluster_col() +
         " FROM runs r",
-        q, false, "", cluster_col(), [](const Stmt& s) {
-          HistoryRun r;
-          r.run_id = s.text(0);
-          r.started_at = s.text(1);
-          r.started_unix = s.real(2);
-          r.duration_s = s.real(3);
-          r.verdict = s.text(4);
-          r.exit_code = static_cast<int>(s.integer(5));
-          r.world_size = static_cast<int>(s.integer(6));
-          r.profile = s.text(7);
-          r.tool_version = s.text(8);
-          r.hosts = parse_string_array(s.text(9));
-          r.source = s.text(10);
-          r.cluster = s.text(11);
-          return r;
-        });
+        q, false, "", cluster_col(), [](const Stmt& s) { return run_from_row(s); });
   }
 
   std::vector<HistoryGate> gates(const HistoryQuery& q) override {
@@ -429,24 +415,7 @@ class SqliteHistory final : public HistoryBackend {
         "g.gate_bytes, g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio, "
         "g.synthetic, g.identity, " + cluster_col() +
         " FROM gates g JOIN runs r ON r.run_id = g.run_id",
-        q, true, "g.rowid", cluster_col(), [](const Stmt& s) {
-          HistoryGate g;
-          g.run_id = s.text(0);
-          g.started_unix = s.real(1);
-          g.verdict = s.text(2);
-          g.profile = s.text(3);
-          g.world_size = static_cast<int>(s.integer(4));
-          g.transport = s.text(5);
-          g.gate_bytes = s.integer(6);
-          g.busbw_gbps = s.real(7);
-          g.baseline_gbps = s.real(8);
-          g.degraded_ratio = s.real(9);
-          g.fail_ratio = s.real(10);
-          g.synthetic = s.integer(11) != 0;
-          g.identity = s.text(12);
-          g.cluster = s.text(13);
-          return g;
-        });
+        q, true, "g.rowid", cluster_col(), [](const Stmt& s) { return gate_from_row(s); });
   }
 
   std::vector<HistoryFinding> findings(const HistoryQuery& q) override {
@@ -455,20 +424,7 @@ class SqliteHistory final : public HistoryBackend {
         "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
         "f.ranks, f.hosts, " + cluster_col() +
         " FROM findings f JOIN runs r ON r.run_id = f.run_id",
-        q, false, "f.rowid", cluster_col(), [](const Stmt& s) {
-          HistoryFinding f;
-          f.run_id = s.text(0);
-          f.started_unix = s.real(1);
-          f.profile = s.text(2);
-          f.code = s.text(3);
-          f.severity = s.text(4);
-          f.layer = s.text(5);
-          f.message = s.text(6);
-          f.ranks = parse_int_array(s.text(7));
-          f.hosts = parse_string_array(s.text(8));
-          f.cluster = s.text(9);
-          return f;
-        });
+        q, false, "f.rowid", cluster_col(), [](const Stmt& s) { return finding_from_row(s); });
   }
 
   std::optional<nlohmann::json> verdict_json(const std::string& run_id) override {

@@ -94,10 +94,16 @@ bool joined_by_rank(const std::string& code) {
 
 }  // namespace
 
+namespace {
+std::string dedupe_key(const std::string& code, const std::string& message,
+                       const RankSlots& slots) {
+  return code + '\x1f' + (joined_by_rank(code) ? message : slots.key());
+}
+}  // namespace
+
 std::string finding_dedupe_key(const std::string& code, const std::string& message,
                                const std::vector<int>& ranks) {
-  if (joined_by_rank(code)) return code + '\x1f' + message;
-  return code + '\x1f' + RankSlots(message, ranks).key();
+  return dedupe_key(code, message, RankSlots(message, ranks));
 }
 
 void dedupe_findings(std::vector<Finding>& findings) {
@@ -107,8 +113,7 @@ void dedupe_findings(std::vector<Finding>& findings) {
   std::map<std::string, std::size_t> index;
   for (auto& f : findings) {
     RankSlots rs(f.message, f.ranks);
-    std::string key = joined_by_rank(f.code) ? f.code + '\x1f' + f.message
-                                             : f.code + '\x1f' + rs.key();
+    std::string key = dedupe_key(f.code, f.message, rs);
     auto [it, fresh] = index.try_emplace(key, out.size());
     if (fresh) {
       std::vector<std::set<int>> v;
