@@ -5,7 +5,7 @@
      is the template; N copies vary run_id, started_at, gate busbw, verdict and findings
      (tests/report/make_verdicts.py: healthy runs, then a bandwidth regression, an occasional
      SILENT_FALLBACK and inconclusive run), spread over the last 13 days. A sample (or all, with
-     --validate all) is checked against results/verdict.schema.json with python3-jsonschema.
+     --validate all) is checked against results/verdict/verdict.schema.json with python3-jsonschema.
   2. Times `ncclsmoke history import --history DB DIR` (one directory argument: no argv limit).
   3. Times `ncclsmoke report --history DB --since 14d --html F --markdown F`, R times (median).
   4. PostgreSQL (--pg-runs M, 0 skips): a throw-away server from scripts/postgres-local.sh, the

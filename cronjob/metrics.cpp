@@ -7,8 +7,8 @@
 #include <sstream>
 #include <tuple>
 
-#include "results/finding_codes.h"
-#include "results/history.h"
+#include "results/verdict/finding_codes.h"
+#include "results/history/history.h"
 
 namespace ncclsmoke::cronjob {
 namespace {

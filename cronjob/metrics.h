@@ -56,7 +56,7 @@
 #include <utility>
 #include <vector>
 
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::cronjob {
 

@@ -12,9 +12,9 @@
 #include "cronjob/metrics.h"
 #include "cronjob/pushgateway.h"
 #include "cronjob/textfile.h"
-#include "results/classify.h"
-#include "results/history.h"
-#include "results/write.h"
+#include "results/judging/classify.h"
+#include "results/history/history.h"
+#include "results/verdict/write.h"
 
 namespace ncclsmoke::cronjob {
 namespace {

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::cronjob {
 

@@ -4,7 +4,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "results/write.h"
+#include "results/verdict/write.h"
 
 namespace ncclsmoke::cronjob {
 

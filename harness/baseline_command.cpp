@@ -1,9 +1,9 @@
 // `ncclsmoke baseline learn`: proposes profile baselines from the run history (the median of the
-// newest passing runs per transport, world size and gate size; results/baseline_learn.h), prints
+// newest passing runs per transport, world size and gate size; results/judging/baseline_learn.h), prints
 // the diff against the profiles file and, with --write, writes the merged file atomically.
 //
 // Exit codes: 0 proposals made (and written with --write); 2 usage or unreadable input (flags,
-// profiles file - an alias bomb too, refused by results/profile.h's node budget -, unknown
+// profiles file - an alias bomb too, refused by results/judging/profile.h's node budget -, unknown
 // profile, missing history file); 4 nothing to propose (no passing runs, or no key with
 // --min-runs runs) - the file is then not written; 7 (results::kExitHistoryUnusable) the history
 // exists but cannot be read (corrupt, locked, I/O error ...), with the hint for that cause.
@@ -15,10 +15,10 @@
 
 #include "harness/log.h"
 #include "harness/commands.h"
-#include "results/baseline_learn.h"
-#include "results/history.h"
-#include "results/profile.h"
-#include "results/write.h"
+#include "results/judging/baseline_learn.h"
+#include "results/history/history.h"
+#include "results/judging/profile.h"
+#include "results/verdict/write.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -129,7 +129,7 @@ int learn(const LearnFlags& f) {
         "ncclsmoke profiles: " + f.profiles_file + " with the baselines of profile '" + f.profile +
         "' learned from " + redact_history_url(f.history) + " at " + utc_time(now_unix()) +
         " by `ncclsmoke baseline learn`.\nComments of the input file are not carried over; the "
-        "field reference is results/profiles.example.yaml.";
+        "field reference is results/judging/profiles.example.yaml.";
     try {
       std::string text = merged_yaml(r, header);
       write_text_atomically(f.write, text);

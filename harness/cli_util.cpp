@@ -1,6 +1,8 @@
 #include "harness/log.h"
 #include "harness/cli_util.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "harness/commands.h"
+#include "transports/options.h"
 
 namespace ncclsmoke::harness {
 
@@ -60,6 +63,15 @@ CLI::Validator finite_range(double lo, double hi) {
         return "";
       },
       "NUMBER");
+}
+
+CLI::Validator size_check(std::uint64_t min, std::uint64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& v) -> std::string {
+        auto why = transports::check_size(v, min, max);
+        return why.empty() ? "" : fmt::format("'{}' {}", v, why);
+      },
+      "SIZE");
 }
 
 }  // namespace ncclsmoke::harness

@@ -2,6 +2,7 @@
 // Parsing of the whole command line with the project's error policy: a bad flag or value prints
 // one line naming it ("ncclsmoke: error: --port: ...") and exits 2; --help / --version exit 0.
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -21,5 +22,8 @@ inline constexpr double kMaxSeconds = 7 * 24 * 3600.0;
 CLI::Validator seconds_check(bool zero_ok, const std::string& hidden_name = "");
 // A finite number in [lo, hi] (CLI::Range with NaN fixed).
 CLI::Validator finite_range(double lo, double hi);
+// A size in [min, max] bytes through the one size parser (transports/options.h: 4096, 512K, 64M,
+// 1G; binary; "MB" refused): "'1MB' is not a size (accepted: a size from 1 to 1024G; ...)".
+CLI::Validator size_check(std::uint64_t min, std::uint64_t max);
 
 }  // namespace ncclsmoke::harness

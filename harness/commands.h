@@ -2,7 +2,7 @@
 // Each subcommand lives in its own file and registers itself on the root CLI::App: it declares
 // its options and sets `action`, which main() runs after a successful parse. Actions return the
 // process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive; 5 and 6
-// publish only; 7 history unusable (results/history.h); 8 verdict not written).
+// publish only; 7 history unusable (results/history/history.h); 8 verdict not written).
 #include <CLI/CLI.hpp>
 #include <functional>
 

@@ -1,5 +1,5 @@
 // `ncclsmoke history import --history DB VERDICT.json|DIR...` stores global verdicts in the run
-// history (results/history.h); `ncclsmoke history list --history DB` shows what is stored;
+// history (results/history/history.h); `ncclsmoke history list --history DB` shows what is stored;
 // `ncclsmoke history prune --history DB --older-than 90d` keeps it bounded (a CronJob every 30
 // minutes adds about 17,500 runs a year per cluster).
 //
@@ -12,7 +12,7 @@
 // A history that cannot be used (corrupt, locked, full disk, read-only, I/O error, not an
 // ncclsmoke history, a PostgreSQL server unreachable or refusing the login) exits
 // results::kExitHistoryUnusable (7) for import, list and prune alike, with one line naming the
-// history, the engine's reason and the hint for that cause (results/history.h).
+// history, the engine's reason and the hint for that cause (results/history/history.h).
 //
 // --history is a file path (SQLite) or a postgresql:// URL; messages print the URL with its
 // password redacted. `import --cluster C` (default $NCCLSMOKE_CLUSTER, else "default") records
@@ -37,8 +37,8 @@
 #include <sstream>
 
 #include "harness/commands.h"
-#include "results/history.h"
-#include "results/verdict.h"
+#include "results/history/history.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::harness {
 namespace {

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <variant>
 
+#include <fmt/format.h>
+
 namespace ncclsmoke::harness {
 namespace {
 
@@ -37,18 +39,21 @@ std::string quoted(std::string_view s) {
     }
   }
   if (s.size() > 40) out += "...";
-  return out + "'";
+  out += "'";
+  return out;
 }
 
 bool parse_number(std::string_view text, std::string_view item, uint64_t& out,
                   std::string* error) {
-  if (text.empty()) return fail(error, "range item " + quoted(item) + " has an empty bound");
+  if (text.empty()) return fail(error, fmt::format("range item {} has an empty bound", quoted(item)));
   if (text.size() > kMaxDigits)
-    return fail(error, "range bound " + quoted(text) + " has more than 18 digits");
+    return fail(error,
+                fmt::format("range bound {} has more than {} digits", quoted(text), kMaxDigits));
   uint64_t v = 0;
   for (char c : text) {
     if (c < '0' || c > '9')
-      return fail(error, "range item " + quoted(item) + " is not N or LO-HI (decimal digits)");
+      return fail(error,
+                  fmt::format("range item {} is not N or LO-HI (decimal digits)", quoted(item)));
     v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   out = v;
@@ -62,7 +67,8 @@ bool parse_group(std::string_view body, Group& group, std::string* error) {
     std::size_t comma = body.find(',', start);
     std::string_view item =
         body.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
-    if (item.empty()) return fail(error, "empty item in " + quoted("[" + std::string(body) + "]"));
+    if (item.empty())
+      return fail(error, fmt::format("empty item in {}", quoted(fmt::format("[{}]", body))));
     Range r;
     std::size_t dash = item.find('-');
     if (dash == std::string_view::npos) {
@@ -74,7 +80,7 @@ bool parse_group(std::string_view body, Group& group, std::string* error) {
       if (!parse_number(lo, item, r.lo, error) || !parse_number(hi, item, r.hi, error))
         return false;
       if (r.lo > r.hi)
-        return fail(error, "range " + quoted(item) + " runs backwards (LO must be <= HI)");
+        return fail(error, fmt::format("range {} runs backwards (LO must be <= HI)", quoted(item)));
       r.width = lo.size();
     }
     group.push_back(r);
@@ -94,7 +100,7 @@ bool parse(std::string_view list, std::vector<Name>& names, std::string* error) 
   auto end_name = [&](std::size_t at) {
     if (!literal.empty()) name.emplace_back(std::move(literal));
     literal.clear();
-    if (name.empty()) return fail(error, "empty host name at offset " + std::to_string(at));
+    if (name.empty()) return fail(error, fmt::format("empty host name at offset {}", at));
     names.push_back(std::move(name));
     name.clear();
     return true;
@@ -107,9 +113,8 @@ bool parse(std::string_view list, std::vector<Name>& names, std::string* error) 
       std::size_t close = list.find(']', i + 1);
       std::size_t nested = list.find('[', i + 1);
       if (close == std::string_view::npos)
-        return fail(error, "'[' at offset " + std::to_string(i) + " is never closed");
-      if (nested < close)
-        return fail(error, "nested '[' at offset " + std::to_string(nested));
+        return fail(error, fmt::format("'[' at offset {} is never closed", i));
+      if (nested < close) return fail(error, fmt::format("nested '[' at offset {}", nested));
       Group g;
       if (!parse_group(list.substr(i + 1, close - i - 1), g, error)) return false;
       if (!literal.empty()) name.emplace_back(std::move(literal));
@@ -117,9 +122,9 @@ bool parse(std::string_view list, std::vector<Name>& names, std::string* error) 
       name.emplace_back(std::move(g));
       i = close;
     } else if (c == ']') {
-      return fail(error, "']' at offset " + std::to_string(i) + " has no matching '['");
+      return fail(error, fmt::format("']' at offset {} has no matching '['", i));
     } else if (static_cast<unsigned char>(c) <= 0x20 || static_cast<unsigned char>(c) >= 0x7f) {
-      return fail(error, "unexpected whitespace or control byte at offset " + std::to_string(i));
+      return fail(error, fmt::format("unexpected whitespace or control byte at offset {}", i));
     } else {
       literal.push_back(c);
     }
@@ -159,8 +164,7 @@ std::optional<std::vector<std::string>> expand_hostlist(std::string_view list,
       }
     total += n;
     if (total > kMaxHostlistHosts) {
-      fail(error, "the host list expands to more than " + std::to_string(kMaxHostlistHosts) +
-                      " hosts");
+      fail(error, fmt::format("the host list expands to more than {} hosts", kMaxHostlistHosts));
       return std::nullopt;
     }
   }

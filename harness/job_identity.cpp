@@ -2,6 +2,8 @@
 
 #include <cstddef>
 
+#include <fmt/format.h>
+
 namespace ncclsmoke::harness {
 namespace {
 
@@ -59,8 +61,7 @@ std::string job_id_problem(std::string_view raw) {
   std::string v = trimmed(raw);
   if (v.empty()) return "empty";
   if (v.size() > kMaxJobIdLength)
-    return std::to_string(v.size()) + " characters long, more than " +
-           std::to_string(kMaxJobIdLength);
+    return fmt::format("{} characters long, more than {}", v.size(), kMaxJobIdLength);
   for (char c : v) {
     unsigned char u = static_cast<unsigned char>(c);
     if (c == '/') return "contains '/', which separates store key levels";
@@ -80,7 +81,7 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
       return j;
     if (auto job = usable(get("SLURM_JOB_ID"), "SLURM_JOB_ID")) {
       if (auto step = usable(get("SLURM_STEP_ID"), "SLURM_STEP_ID")) {
-        std::string both = job->id + "." + step->id;
+        std::string both = fmt::format("{}.{}", job->id, step->id);
         if (both.size() <= kMaxJobIdLength) job->id = both;
       }
       return job;
@@ -93,7 +94,7 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
         if (auto j = usable(*name, "hostname (PyTorchJob)")) return j;
     }
     if (auto index = get("JOB_COMPLETION_INDEX")) {
-      std::string suffix = "-" + trimmed(*index);
+      std::string suffix = fmt::format("-{}", trimmed(*index));
       if (all_digits(trimmed(*index)) && host.size() > suffix.size() &&
           host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0)
         if (auto j = usable(host.substr(0, host.size() - suffix.size()), "hostname (Indexed Job)"))

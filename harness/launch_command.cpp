@@ -347,7 +347,7 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
       args.push_back("127.0.0.1");
     }
     // One GPU per local rank, unless the user chose one, or several ranks share one on purpose.
-    if (!lo.gpu_given && !o.nccl_share_gpu) {
+    if (!lo.gpu_given && o.backend_option("nccl.share_gpu") != "true") {
       args.push_back("--gpu");
       args.push_back(std::to_string(l));
     }

@@ -165,7 +165,7 @@ std::variant<LaunchPlan, LaunchError> Planner::run() {
     check.launcher = "flags";
     auto res = discover_world(check, map_environment({}), host_);
     for (const auto& fd : res.findings)
-      if (fd.severity == "error" && fd.variable == "--master-addr") {
+      if (fd.blocking() && fd.variable == "--master-addr") {
         // The world check names the flag; name what the value really came from.
         std::string msg = fd.message;
         if (auto at = msg.find("--master-addr"); at != std::string::npos)

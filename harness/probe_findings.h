@@ -1,18 +1,11 @@
 #pragma once
-// Names what the rendezvous and mesh probes measured, as findings an operator can act on: the
-// store error class becomes RENDEZVOUS_DNS / _REFUSED / _TIMEOUT / _UNREACHABLE / _LOST, the join
-// roster RANKS_MISSING / WORLD_MISMATCH, the mesh's failed pairs MESH_BLOCKED with the suspect
-// host (the one every failing pair shares), and silent ranks PEER_LOST.
-//
-// A store that accepts the connection but never answers (ErrorClass::stalled: rank 0 SIGSTOPped,
-// swapping, overloaded) is RENDEZVOUS_STALLED, without the firewall hint that RENDEZVOUS_TIMEOUT
-// (a dropped SYN: connect() itself never completed) carries.
-//
-// Unfinished is not failed: mesh pairs the phase deadline cut short or never reached are "not
-// tested" (MESH_INCOMPLETE, a warning that makes the phase inconclusive), never MESH_BLOCKED, and
-// a rank still probing at the deadline is not PEER_LOST (rendezvous/mesh.h says which is which).
+// Forwarding only: the rules for configuration, rendezvous and the mesh probe live in
+// results/judging/probe_rules.h (measurement never decides). These overloads take the harness's
+// World, build the judge's ProbeContext from it, and call the rule, so the run session keeps one
+// spelling for every phase.
+#include <unistd.h>
+
 #include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,40 +13,52 @@
 #include "rendezvous/join.h"
 #include "rendezvous/mesh.h"
 #include "rendezvous/store_error.h"
-#include "results/verdict.h"
+#include "results/judging/probe_rules.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::harness {
 
-results::Finding config_finding(const ConfigFinding& c);
+using results::config_finding;
+using results::MeshJudgement;
+using results::suspect_ranks;
 
-// A failure to reach the master's store (connect phase).
-results::Finding connect_finding(const rendezvous::StoreError& e, const World& world,
-                                 double waited_s);
+// The facts of `world` the probe rules name; pid is this process's.
+inline results::ProbeContext probe_context(const World& world) {
+  results::ProbeContext c;
+  c.rank = world.rank;
+  c.world_size = world.world_size;
+  c.host = world.hostname;
+  c.master_addr = world.master_addr;
+  c.master_port = world.master_port;
+  c.external_store = world.external_store;
+  c.pid = ::getpid();
+  return c;
+}
 
-// The store connection failed after it was made (rank 0 gone, reset ...).
-results::Finding lost_finding(const rendezvous::StoreError& e, const World& world,
-                              const std::string& during);
+inline results::Finding connect_finding(const rendezvous::StoreError& e, const World& world,
+                                        double waited_s) {
+  return results::connect_finding(e, probe_context(world), waited_s);
+}
 
-std::vector<results::Finding> join_findings(const rendezvous::JoinResult& join, const World& world,
-                                            double join_timeout_s);
+inline results::Finding lost_finding(const rendezvous::StoreError& e, const World& world,
+                                     const std::string& during) {
+  return results::lost_finding(e, probe_context(world), during);
+}
 
-// `hosts` maps rank -> host for naming (from the join roster).
-std::vector<results::Finding> mesh_findings(const rendezvous::MeshResult& mesh, const World& world,
-                                            const std::map<int, std::string>& hosts);
+inline std::vector<results::Finding> join_findings(const rendezvous::JoinResult& join,
+                                                   const World& world, double join_timeout_s) {
+  return results::join_findings(join, probe_context(world), join_timeout_s);
+}
 
-// What the mesh phase concluded: the findings (mesh_findings + MESH_INCOMPLETE when pairs were
-// not tested), the phase status, and the phase detail line. status: "fail" when any finding is an
-// error (MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST); else "inconclusive" when pairs were left
-// untested or ranks were still probing; else "pass".
-struct MeshJudgement {
-  std::vector<results::Finding> findings;
-  std::string status;  // "pass" | "inconclusive" | "fail"
-  std::string detail;  // "N pairs tested, F failed[, U not tested (the X s deadline ...)]"
-};
-MeshJudgement judge_mesh(const rendezvous::MeshResult& mesh, const World& world,
-                         const std::map<int, std::string>& hosts);
+inline std::vector<results::Finding> mesh_findings(const rendezvous::MeshResult& mesh,
+                                                   const World& world,
+                                                   const std::map<int, std::string>& hosts) {
+  return results::mesh_findings(mesh, probe_context(world), hosts);
+}
 
-// The rank(s) shared by every failed pair, most-involved first; empty when no rank is common.
-std::vector<int> suspect_ranks(const std::vector<rendezvous::PairFailure>& failures);
+inline MeshJudgement judge_mesh(const rendezvous::MeshResult& mesh, const World& world,
+                                const std::map<int, std::string>& hosts) {
+  return results::judge_mesh(mesh, probe_context(world), hosts);
+}
 
 }  // namespace ncclsmoke::harness

@@ -16,7 +16,7 @@
 
 #include "harness/commands.h"
 #include "harness/log.h"
-#include "results/history.h"
+#include "results/history/history.h"
 #include "results/report/html_report.h"
 #include "results/report/markdown_report.h"
 #include "results/report/model.h"

@@ -3,11 +3,15 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "harness/cli_util.h"
 #include "harness/transport_phase.h"
+#include "transports/options.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
@@ -28,6 +32,42 @@ CLI::Validator port_check() {
         return parse_port_text(v) ? "" : "'" + v + "' is not a port (accepted: an integer from 1 to 65535)";
       },
       "PORT");
+}
+
+// One flag per declared backend option (transports/registry.h): --<backend>-<option>, plus the
+// declaration's older spellings, checked at the door by the declaration the backend reads with.
+void add_backend_options(CLI::App& app, RunOptions& o) {
+  for (const auto* spec : transports::all_options()) {
+    const std::string key = spec->key();
+    std::string names;
+    for (const auto& f : spec->flags()) names += (names.empty() ? "" : ",") + f;
+    const std::string group = fmt::format("Backend options: {}", spec->backend);
+    if (spec->kind == transports::OptionKind::boolean) {
+      app.add_flag_function(names, [&o, key](std::int64_t) { o.backend_options[key] = "true"; },
+                            spec->help)
+          ->group(group);
+      continue;
+    }
+    auto* opt = app.add_option_function<std::string>(
+        names, [&o, key](const std::string& v) { o.backend_options[key] = v; }, spec->help);
+    std::string type = spec->kind == transports::OptionKind::size      ? "SIZE"
+                       : spec->kind == transports::OptionKind::integer ? "INT"
+                                                                       : "TEXT";
+    if (spec->kind == transports::OptionKind::choice) {
+      type.clear();
+      for (const auto& c : spec->choices) type += (type.empty() ? "" : "|") + c;
+    }
+    opt->type_name(type)->group(group);
+    if (spec->kind != transports::OptionKind::string)
+      opt->check(CLI::Validator(
+          [spec](std::string& v) -> std::string {
+            auto why = spec->check(v);
+            return why.empty() ? "" : fmt::format("'{}' {}", v, why);
+          },
+          ""));
+    const std::string shown = spec->default_text.empty() ? spec->default_help : spec->default_text;
+    if (!shown.empty()) opt->default_str(shown);
+  }
 }
 
 }  // namespace
@@ -141,23 +181,17 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                  "Random peers per rank above the threshold")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))->group(n)->capture_default_str();
   auto* t = "Transports";
-  auto size_check = CLI::Validator(
-      [](std::string& v) -> std::string {
-        std::size_t b;
-        return parse_size(v, b) && b > 0 ? "" : "'" + v + "' is not a size (e.g. 4096, 512K, 64M, 1G)";
-      },
-      "SIZE");
   app.add_option("--transports", o.transports,
                  "Comma-separated transports to run: " + accepted_transports())
       ->check(CLI::Validator(check_transports, "LIST"))
       ->group(t)->capture_default_str();
   app.add_option("--min-bytes", o.min_bytes, "Smallest message size")
-      ->check(size_check)->group(t)->capture_default_str();
+      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
   app.add_option("--max-bytes", o.max_bytes, "Largest message size")
-      ->check(size_check)->group(t)->capture_default_str();
+      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
   app.add_option("--gate-bytes", o.gate_bytes,
                  "Size whose busbw the judging step compares (largest measured size <= this)")
-      ->check(size_check)->group(t)->capture_default_str();
+      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
   app.add_option("--factor", o.factor, "Size multiplier between steps")
       ->check(finite_range(1.01, 1024.0))->group(t)->capture_default_str();
   app.add_option("--iters", o.iters, "Timed iterations per size")
@@ -172,38 +206,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.add_option("--transport-timeout", o.transport_timeout_s,
                  "Deadline of one transport: connect + sweep (seconds)")
       ->check(seconds_check(false))->group(t)->capture_default_str();
-  app.add_option("--socket-ifname", o.socket_ifname,
-                 "Interfaces for the socket transport, NCCL_SOCKET_IFNAME syntax (prefixes, ^ "
-                 "excludes, = exact); default NCCL_SOCKET_IFNAME, else the store's interface")
-      ->group(t);
-  app.add_option("--socket-nconn", o.socket_nconn, "Connections per peer for the socket transport")
-      ->check(CLI::Range(1, 16))->group(t);
-  app.add_option("--socket-chunk", o.socket_chunk, "Pipeline chunk size of the socket transport")
-      ->check(size_check)->group(t);
-  app.add_option("--fabric-provider", o.fabric_provider,
-                 "libfabric provider for the fabric transport: efa, verbs, tcp, udp, shm ...")
-      ->group(t)->capture_default_str();
-  app.add_option("--fabric-hw-counters-root", o.fabric_hw_counters_root,
-                 "Where EFA/IB hardware counters live (default /sys/class/infiniband)")
-      ->group(t);
-  auto* g = "NCCL";
-  app.add_option("--nccl-net", o.nccl_net,
-                 "Network NCCL is expected to use: IB, Socket, Libfabric (aws-ofi-nccl) ...")
-      ->group(g);
-  app.add_option("--nccl-policy", o.nccl_policy,
-                 "pin: set NCCL_NET so a missing plugin fails init; observe: let NCCL choose and "
-                 "report SILENT_FALLBACK when it differs from --nccl-net")
-      ->check(CLI::IsMember({"pin", "observe"}))->group(g)->capture_default_str();
-  app.add_flag("--nccl-share-gpu", o.nccl_share_gpu,
-               "Synthetic mode: several ranks share one GPU (NET transport forced; rows labelled "
-               "synthetic, never compared with baselines)")
-      ->group(g);
-  app.add_option("--gpu", o.gpu, "GPU index for this rank (default: LOCAL_RANK)")
-      ->check(CLI::Range(0, 1023))->group(g);
-  app.add_option("--nccl-lib", o.nccl_lib, "Path of libnccl.so.2 (default: the library search path)")
-      ->group(g);
-  app.add_option("--cudart-lib", o.cudart_lib, "Path of libcudart.so (default: the library search path)")
-      ->group(g);
+  add_backend_options(app, o);
   auto* j = "Judging";
   auto* profiles = app.add_option("--profiles", o.profiles_file,
                                   "Profiles file (YAML or JSON): expected transport identities and "
@@ -231,13 +234,13 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                                                       o.max_bytes + "' (accepted: min <= max)");
     }
     if (!o.gate) return;
-    if (!unset("--nccl-policy") && o.nccl_policy != "pin")
+    if (!unset("--nccl-policy") && o.backend_option("nccl.policy") != "pin")
       throw CLI::ValidationError("--gate", "a gate pins NCCL's network: drop --nccl-policy " +
-                                               o.nccl_policy);
-    if (o.profile.empty() && o.nccl_net.empty())
+                                               o.backend_option("nccl.policy"));
+    if (o.profile.empty() && o.backend_option("nccl.net").empty())
       throw CLI::ValidationError("--gate", "needs --profile or --nccl-net: without an "
                                            "expectation a broken fabric could still pass");
-    o.nccl_policy = "pin";
+    o.backend_options["nccl.policy"] = "pin";
     const std::pair<const char*, double*> deadlines[] = {
         {"--connect-timeout", &o.connect_timeout_s}, {"--join-timeout", &o.join_timeout_s},
         {"--mesh-timeout", &o.mesh_timeout_s},       {"--transport-timeout", &o.transport_timeout_s},
@@ -301,21 +304,38 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
            {"--warmup-iters", std::to_string(o.warmup_iters)}, {"--dtype", o.dtype},
            {"--op-timeout", num(o.op_timeout_s)},
            {"--transport-timeout", num(o.transport_timeout_s)},
-           {"--socket-ifname", o.socket_ifname}, {"--socket-chunk", o.socket_chunk},
-           {"--fabric-provider", o.fabric_provider},
-           {"--fabric-hw-counters-root", o.fabric_hw_counters_root},
-           {"--nccl-net", o.nccl_net}, {"--nccl-policy", o.nccl_policy},
-           {"--nccl-lib", o.nccl_lib}, {"--cudart-lib", o.cudart_lib},
            {"--profiles", o.profiles_file}, {"--profile", o.profile}})
     opt(flag, v);
-  if (o.socket_nconn > 0) opt("--socket-nconn", std::to_string(o.socket_nconn));
+  // Every given backend option, under its first spelling (the one --help shows).
+  for (const auto* spec : transports::all_options()) {
+    auto it = o.backend_options.find(spec->key());
+    if (it == o.backend_options.end()) continue;
+    if (spec->kind == transports::OptionKind::boolean) {
+      if (it->second == "true") a.push_back(spec->flags().front());
+      continue;
+    }
+    a.push_back(spec->flags().front());
+    a.push_back(it->second);
+  }
   if (o.no_check) a.push_back("--no-check");
   if (o.verbose) a.push_back("--verbose");
   if (o.gate) a.push_back("--gate");
-  if (o.nccl_share_gpu) a.push_back("--nccl-share-gpu");
-  if (o.gpu >= 0) opt("--gpu", std::to_string(o.gpu));
   if (o.hold_after_join_s > 0) opt("--hold-after-join", num(o.hold_after_join_s));
   return a;
+}
+
+std::map<std::string, std::string> backend_options_for_run(const RunOptions& o, int rank,
+                                                           int local_rank) {
+  std::map<std::string, std::string> m = o.backend_options;
+  // One GPU per rank by local rank, unless a device is named or the ranks share one on purpose.
+  if (!m.count("nccl.gpu"))
+    m["nccl.gpu"] = std::to_string(m.count("nccl.share_gpu") && m.at("nccl.share_gpu") == "true"
+                                       ? 0
+                                       : local_rank);
+  if (!m.count("nccl.debug_file"))
+    m["nccl.debug_file"] =
+        (std::filesystem::path(o.out_dir) / fmt::format("nccl-debug.rank{}.log", rank)).string();
+  return m;
 }
 
 }  // namespace ncclsmoke::harness

@@ -3,6 +3,7 @@
 // them to every rank it starts).
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,19 +45,17 @@ struct RunOptions {
   bool no_check = false;
   double op_timeout_s = 10;         // one collective
   double transport_timeout_s = 60;  // one transport: open + sweep
-  std::string socket_ifname;        // NCCL_SOCKET_IFNAME syntax
-  int socket_nconn = 0;             // 0 = the backend's default
-  std::string socket_chunk;         // bytes, e.g. 512K
-  std::string fabric_provider = "tcp";
-  std::string fabric_hw_counters_root;
-  // NCCL (GPU nodes)
-  std::string nccl_net;             // expected network: IB, Socket, Libfabric ...
-  std::string nccl_policy = "observe";  // pin: set NCCL_NET; observe: compare what NCCL used
-  bool nccl_share_gpu = false;      // synthetic: several ranks on one GPU (never baselined)
-  int gpu = -1;                     // device index; -1: LOCAL_RANK
-  std::string nccl_lib;             // path of libnccl.so.2 (default: the loader's search)
-  std::string cudart_lib;           // path of libcudart.so
-  // Judging: compare with a profile's expected identities and baselines (results/profile.h)
+  // Backend options (transports/options.h), by key ("socket.chunk" -> "512K"): the text of each
+  // generated --<backend>-<option> flag that was given, already checked at the door; an option
+  // not given is absent (its declared default applies). backend_options_for_run() adds the
+  // per-rank values. A backend's option is declared in its folder, never here.
+  std::map<std::string, std::string> backend_options;
+  // The text given for a backend option ("" when it was not given).
+  std::string backend_option(const std::string& key) const {
+    auto it = backend_options.find(key);
+    return it == backend_options.end() ? std::string() : it->second;
+  }
+  // Judging: compare with a profile's expected identities and baselines (results/judging/profile.h)
   std::string profiles_file;        // YAML/JSON profiles file (a ConfigMap in a cluster)
   std::string profile;              // profile name in that file
   bool gate = false;                // pre-training gate: pin + short deadlines (run_options.cpp)
@@ -72,8 +71,9 @@ struct RunOptions {
 // accepted values): --transports items must be backends of transports/registry.h (or "none"
 // alone); --master-port and --mesh-port-range ports are 1-65535 with A <= B; every deadline is a
 // finite number of seconds > 0 (>= 0 for --hold-after-join) and at most kMaxSeconds, so no
-// NaN/inf/1e308 reaches the deadline arithmetic; sizes go through parse_size (transport_phase.h)
-// and an explicit --min-bytes must not exceed an explicit --max-bytes; --factor is finite.
+// NaN/inf/1e308 reaches the deadline arithmetic; sizes go through the one size parser
+// (transports/options.h) and an explicit --min-bytes must not exceed an explicit --max-bytes;
+// each backend option is checked by its declaration (name, kind, range); --factor is finite.
 // "" when `text` is an accepted --transports value, else the one-line reason.
 std::string check_transports(const std::string& text);
 // "" when `text` is an accepted --mesh-port-range ("A-B", 1 <= A <= B <= 65535), else the reason.
@@ -86,5 +86,11 @@ void add_run_options(CLI::App& app, RunOptions& options, bool include_world_flag
 
 // The non-world flags of `options` as command-line arguments (the launcher forwards them).
 std::vector<std::string> run_option_args(const RunOptions& options);
+
+// The options one rank's transports get (TransportContext::options): the given backend options,
+// plus what depends on the rank: nccl.gpu = the local rank (0 with --nccl-share-gpu) unless
+// --gpu is given, and nccl.debug_file = OUT_DIR/nccl-debug.rank<rank>.log unless given.
+std::map<std::string, std::string> backend_options_for_run(const RunOptions& options, int rank,
+                                                           int local_rank);
 
 }  // namespace ncclsmoke::harness

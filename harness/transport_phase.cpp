@@ -1,5 +1,7 @@
 #include "harness/transport_phase.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -11,88 +13,17 @@
 #include <sstream>
 
 #include "rendezvous/prefix_store.h"
-#include "results/finding_codes.h"
-#include "results/nccl_judge.h"
-#include "results/summary.h"
+#include "results/report/summary.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
 namespace {
 
 using namespace ncclsmoke::transports;
-using results::Finding;
 using rendezvous::Clock;
 using rendezvous::Millis;
 
 using rendezvous::seconds_text;
-
-results::TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
-  results::TransportRow row;
-  row.transport = name;
-  row.rank = -1;
-  row.bytes = static_cast<int64_t>(r.bytes);
-  row.count = static_cast<int64_t>(r.count);
-  row.dtype = to_string(r.dtype);
-  row.in_place = r.in_place;
-  row.time_us = r.time_us;
-  row.algbw_gbps = r.algbw_gbps;
-  row.busbw_gbps = r.busbw_gbps;
-  row.wrong = r.wrong;
-  row.gate = r.gate;
-  row.synthetic = synthetic;
-  return row;
-}
-
-Finding error_finding(const TransportError& e, const std::string& name,
-                      const TransportPhaseInput& in, double waited_s) {
-  std::vector<int> ranks{in.rank};
-  std::vector<std::string> hosts{in.host};
-  if (e.peer() >= 0 && e.peer() != in.rank) {
-    ranks.push_back(e.peer());
-    auto it = in.hosts.find(e.peer());
-    if (it != in.hosts.end()) hosts.push_back(it->second);
-  }
-  std::string who = "rank " + std::to_string(in.rank) + " (host " + in.host + ")";
-  std::map<std::string, std::string> vars{{"transport", name}, {"phase", "transport:" + name}};
-  Finding f;
-  switch (e.kind()) {
-    case ErrorKind::unavailable:
-      f = results::make_finding("TRANSPORT_UNAVAILABLE",
-                                "transport " + name + " skipped on " + who + ": " + e.what(),
-                                ranks, hosts, vars);
-      break;
-    case ErrorKind::init_failed:
-      vars["interface"] = "see evidence";
-      f = results::make_finding("TRANSPORT_INIT_FAILED",
-                                "transport " + name + " failed to initialise on " + who + " after " +
-                                    seconds_text(waited_s) + ": " + e.what(),
-                                ranks, hosts, vars);
-      break;
-    case ErrorKind::timeout:
-      f = results::make_finding("TRANSPORT_TIMEOUT",
-                                "transport " + name + " timed out on " + who + " after " +
-                                    seconds_text(waited_s) + ": " + e.what(),
-                                ranks, hosts, vars);
-      break;
-    case ErrorKind::peer_lost:
-      f = results::make_finding("PEER_LOST",
-                                "transport " + name + " on " + who + " lost " +
-                                    (e.peer() >= 0
-                                         ? "rank " + std::to_string(e.peer())
-                                         : std::string("a peer (the transport does not say which)")) +
-                                    ": " + e.what(),
-                                e.peer() >= 0 ? std::vector<int>{e.peer()} : ranks, hosts, vars);
-      f.layer = "transport";
-      break;
-    case ErrorKind::other:
-      f = results::make_finding("TRANSPORT_INIT_FAILED",
-                                "transport " + name + " failed on " + who + ": " + e.what(), ranks,
-                                hosts, vars);
-  }
-  f.evidence = {{"error_kind", to_string(e.kind())}, {"waited_s", waited_s}};
-  if (!e.evidence().is_null()) f.evidence["detail"] = e.evidence();
-  return f;
-}
 
 // The transport's view of the store: each operation first asks whether the store is known to be
 // frozen or dead (TransportPhaseInput::store_unusable) and fails at once if so.
@@ -147,45 +78,16 @@ void test_pause_point(const std::string& point, int rank) {
   std::raise(SIGSTOP);
 }
 
-bool parse_size(const std::string& text, std::size_t& bytes) {
-  if (text.empty()) return false;
-  std::size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    v = std::stoull(text, &pos);
-  } catch (const std::exception&) {
-    return false;
-  }
-  if (text[0] == '-') return false;
-  std::string suffix = text.substr(pos);
-  unsigned long long mult = 1;
-  if (suffix.empty() || suffix == "B") mult = 1;
-  else if (suffix == "K" || suffix == "KiB" || suffix == "k") mult = 1ull << 10;
-  else if (suffix == "M" || suffix == "MiB") mult = 1ull << 20;
-  else if (suffix == "G" || suffix == "GiB") mult = 1ull << 30;
-  else return false;
-  if (v > (1ull << 40) / mult) return false;
-  bytes = static_cast<std::size_t>(v * mult);
-  return true;
-}
-
-TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o) {
-  TransportPhaseOutput out;
+std::vector<transports::TransportOutcome> measure_transports(const TransportPhaseInput& in,
+                                                            const TransportPhaseOptions& o) {
+  std::vector<TransportOutcome> out;
   for (const auto& name : o.transports) {
     auto t0 = Clock::now();
-    results::Phase phase;
-    phase.name = "transport:" + name;
+    TransportOutcome& oc = out.emplace_back();
+    oc.name = name;
     const BackendInfo* backend = find_backend(name);
     if (!backend || !backend->make) {
-      std::string why = backend ? backend->why_missing : "no transport of that name";
-      phase.status = "skipped";
-      phase.detail = why;
-      out.phases.push_back(phase);
-      out.findings.push_back(results::make_finding(
-          "TRANSPORT_UNAVAILABLE",
-          "transport " + name + " skipped on rank " + std::to_string(in.rank) + " (host " +
-              in.host + "): " + why,
-          {in.rank}, {in.host}, {{"transport", name}}));
+      oc.not_built = backend ? backend->why_missing : "no transport of that name";
       continue;
     }
     auto deadline = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
@@ -198,109 +100,54 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
     ctx.local_address = in.local_address;
     ctx.store = &store;
     ctx.options = o.backend_options;
-    std::string stage = "open";
+    const std::string phase = "transport:" + name;
     Clock::time_point sweep_start{};
-    bool pause_in_sweep = out.phases.empty() && std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
+    bool pause_in_sweep = out.size() == 1 && std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
     if (in.set_wait_state || pause_in_sweep)
-      ctx.set_wait_state = [&, phase = phase.name](int peer, const std::string& what) {
-        if (pause_in_sweep && stage == "sweep" && Clock::now() - sweep_start > Millis{300})
+      ctx.set_wait_state = [&, phase](int peer, const std::string& what) {
+        if (pause_in_sweep && oc.stage == TransportStage::sweep &&
+            Clock::now() - sweep_start > Millis{300})
           test_pause_point("sweep", in.rank);
         if (!in.set_wait_state) return;
         rendezvous::WaitState w;
         w.phase = phase;
         w.waiting_on = peer;
-        if (peer >= 0) w.what = stage + ": " + what;
+        if (peer >= 0) w.what = fmt::format("{}: {}", to_string(oc.stage), what);
         in.set_wait_state(w);
       };
     auto t = backend->make();
     try {
       t->open(ctx, deadline);
-      stage = "sweep";
+      oc.stage = TransportStage::sweep;
       sweep_start = Clock::now();
       auto sweep = run_sweep(*t, ctx, store, o.sweep, deadline);
-      stage = "identify";
-      results::TransportIdentity id;
-      id.transport = name;
-      id.rank = in.rank;
-      id.observed = t->identify();
-      out.identities.push_back(id);
-      // A backend that reports a NCCL log is judged on it: expected vs observed network.
-      if (id.observed.is_object() && id.observed.contains("nccl_log")) {
-        id.expected = id.observed.value("expected", nlohmann::json());
-        out.identities.back().expected = id.expected;
-        if (auto f = results::judge_nccl_network(id.expected, id.observed["nccl_log"], in.rank,
-                                                 in.host))
-          out.findings.push_back(std::move(*f));
-      }
+      oc.stage = TransportStage::identify;
+      nlohmann::json identity = t->identify();
+      oc.links = t->link_stats();
+      oc.network = t->network_report();
       // Ranks sharing one device (synthetic mode) measure a path no real job takes.
-      bool synthetic = id.observed.is_object() && id.observed.value("synthetic", false);
-      std::set<int> corrupt_ranks;
-      int64_t wrong_total = 0;
-      nlohmann::json wrong_by_rank = nlohmann::json::object();
-      for (const auto& r : sweep.rows) {
-        out.rows.push_back(world_row(name, r, synthetic));
-        for (int k = 0; k < static_cast<int>(r.rank_time_us.size()); ++k) {
-          auto row = world_row(name, r, synthetic);
-          row.rank = k;
-          row.time_us = r.rank_time_us[k];
-          row.algbw_gbps = std::isfinite(row.time_us) && row.time_us > 0
-                               ? static_cast<double>(r.bytes) / (row.time_us * 1e-6) / 1e9
-                               : NAN;
-          row.busbw_gbps = row.algbw_gbps * allreduce_busbw_factor(in.world_size);
-          row.wrong = k < static_cast<int>(r.rank_wrong.size()) ? r.rank_wrong[k] : -1;
-          row.gate = false;
-          if (row.wrong > 0) {
-            corrupt_ranks.insert(k);
-            wrong_total += row.wrong;
-            wrong_by_rank[std::to_string(k)] =
-                wrong_by_rank.value(std::to_string(k), int64_t{0}) + row.wrong;
-          }
-          out.rows.push_back(row);
-        }
-      }
-      bool bad = false;
-      if (!corrupt_ranks.empty()) {
-        std::vector<int> ranks(corrupt_ranks.begin(), corrupt_ranks.end());
-        std::vector<std::string> hosts;
-        for (int r : ranks) hosts.push_back(ctx.host_of(r));
-        auto f = results::make_finding(
-            "DATA_CORRUPTION",
-            "transport " + name + ": all-reduce returned " + std::to_string(wrong_total) +
-                " wrong elements on " + std::to_string(ranks.size()) + " rank(s)",
-            ranks, hosts);
-        f.evidence = {{"wrong_by_rank", wrong_by_rank}};
-        out.findings.push_back(f);
-        bad = true;
-      }
-      if (!sweep.complete) {
-        out.findings.push_back(results::make_finding(
-            "RESULTS_MISSING",
-            "transport " + name + ": some ranks' sweep figures never arrived on rank " +
-                std::to_string(in.rank),
-            {in.rank}, {in.host}));
-      }
-      phase.status = bad ? "fail" : "pass";
-      phase.detail = std::to_string(sweep.rows.size()) + " sizes/modes measured";
+      oc.synthetic = identity.is_object() && identity.value("synthetic", false);
+      oc.identity = std::move(identity);
+      oc.sweep = std::move(sweep);
+      oc.stage = TransportStage::done;
       if (in.set_wait_state) in.set_wait_state(rendezvous::WaitState{});  // done: waits on nobody
     } catch (const TransportError& e) {
-      auto f = error_finding(e, name, in, rendezvous::seconds_since(t0));
-      phase.status = e.kind() == ErrorKind::unavailable ? "skipped" : "fail";
-      phase.detail = stage + ": " + e.what();
-      out.findings.push_back(std::move(f));
+      oc.error = TransportFailure{TransportFailure::Source::transport, e.kind(),
+                                  rendezvous::ErrorClass::other, e.what(), e.peer(),
+                                  e.evidence(), rendezvous::seconds_since(t0)};
     } catch (const rendezvous::StoreError& e) {
-      out.findings.push_back(results::make_finding(
-          "RENDEZVOUS_LOST",
-          "rank " + std::to_string(in.rank) + " lost the store during transport " + name + " (" +
-              stage + "): " + e.what(),
-          {in.rank}, {in.host}));
-      phase.status = "fail";
-      phase.detail = stage + ": " + e.what();
+      oc.error = TransportFailure{TransportFailure::Source::store, ErrorKind::other,
+                                  e.error_class(), e.what(), -1, nullptr,
+                                  rendezvous::seconds_since(t0)};
     }
     t->close();
-    phase.duration_s = rendezvous::seconds_since(t0);
-    out.phases.push_back(phase);
+    oc.duration_s = rendezvous::seconds_since(t0);
   }
   return out;
+}
+
+TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o) {
+  return results::judge_transports(measure_transports(in, o), {in.rank, in.host, in.hosts});
 }
 
 std::string transport_table(const results::Verdict& v) {

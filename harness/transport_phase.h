@@ -1,8 +1,9 @@
 #pragma once
 // The transports phase of a run: for each requested backend (in the order given), open it under
-// its deadline, run the shared sweep, ask it what carried the bytes, and turn what happened into
-// verdict rows, identities, phases and findings. A backend that cannot run here is "skipped"
-// with the reason (TRANSPORT_UNAVAILABLE) — never "pass".
+// its deadline, run the shared sweep, ask it what carried the bytes (measure_transports: typed
+// outcomes, no finding, no status), then judge what happened (results/judging/transport_rules.h:
+// rows, identities, phases, findings). A backend that cannot run here is "skipped" with the
+// reason (TRANSPORT_UNAVAILABLE), never "pass".
 #include <functional>
 #include <map>
 #include <string>
@@ -10,7 +11,9 @@
 
 #include "rendezvous/peer_watch.h"
 #include "rendezvous/store.h"
-#include "results/verdict.h"
+#include "results/judging/transport_rules.h"
+#include "results/verdict/verdict.h"
+#include "transports/options.h"
 #include "transports/sweep.h"
 
 namespace ncclsmoke::harness {
@@ -42,13 +45,16 @@ struct TransportPhaseInput {
   std::function<std::string()> store_unusable;
 };
 
-struct TransportPhaseOutput {
-  std::vector<results::Phase> phases;
-  std::vector<results::TransportRow> rows;
-  std::vector<results::TransportIdentity> identities;
-  std::vector<results::Finding> findings;
-};
+// Measures only: per requested backend, one TransportOutcome (transports/sweep.h) in the order
+// given: not_built, or the error it threw (TransportError or StoreError, with the stage, the
+// time waited, the peer and evidence), or the sweep, identify()'s object and the backend's typed
+// link stats and network report. The wait-state hook, the store guard and the test pause point
+// behave as documented on TransportPhaseInput and test_pause_point.
+std::vector<transports::TransportOutcome> measure_transports(const TransportPhaseInput& in,
+                                                            const TransportPhaseOptions& o);
 
+// measure_transports() judged by results::judge_transports() for this rank.
+using TransportPhaseOutput = results::TransportJudgement;
 TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o);
 
 // Test-only hook (tests/harness/fault_matrix_test.py). With NCCLSMOKE_TEST_PAUSE_AT=<point> in
@@ -59,8 +65,9 @@ TransportPhaseOutput run_transports(const TransportPhaseInput& in, const Transpo
 // first transport's sweep, 0.3 s into it, inside a collective). Unset or another point: nothing.
 void test_pause_point(const std::string& point, int rank);
 
-// "64M", "1G", "4096", "512K" -> bytes (binary suffixes, as nccl-tests reads them).
-bool parse_size(const std::string& text, std::size_t& bytes);
+// "64M", "1G", "4096", "512K" -> bytes: the one size parser of every flag and option
+// (transports/options.h: binary suffixes as nccl-tests reads them, "MB" refused).
+using transports::parse_size;
 
 // nccl-tests-style table of the world rows of one verdict, one block per transport.
 std::string transport_table(const results::Verdict& v);

@@ -11,6 +11,9 @@
 #include <cstdlib>
 #include <string_view>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "harness/hostlist.h"
 #include "harness/job_identity.h"
 #include "rendezvous/store_util.h"
@@ -61,6 +64,11 @@ std::string trim(std::string_view s) {
 std::string shown(const std::string& raw) {
   std::string p = printable(raw, kMaxShown);
   return p.size() >= 2 ? p.substr(1, p.size() - 2) : p;
+}
+
+// "<what>; expected <expected>": the tail of every CONFIG_INVALID message.
+std::string expecting(std::string_view what, std::string_view expected) {
+  return fmt::format("{}; expected {}", what, expected);
 }
 
 bool all_digits(std::string_view s) {
@@ -153,51 +161,56 @@ class Discovery {
     return std::nullopt;
   }
 
-  void add(std::string code, std::string severity, const std::string& variable,
-           const std::string& raw_value, std::string message, std::string hint) {
-    findings_.push_back(ConfigFinding{std::move(code), std::move(severity), variable,
-                                      shown(raw_value), std::move(message), std::move(hint)});
+  void add(ConfigProblem::Kind kind, const std::string& variable, const std::string& raw_value,
+           std::string message, std::string hint) {
+    ConfigProblem p;
+    p.kind = kind;
+    p.variable = variable;
+    p.value = shown(raw_value);
+    p.message = std::move(message);
+    p.hint = std::move(hint);
+    problems_.push_back(std::move(p));
   }
   void invalid(const Raw& r, const std::string& problem, std::string hint) {
-    add("CONFIG_INVALID", "error", r.variable, r.value,
-        r.variable + " is " + printable(r.value, kMaxShown) + ", " + problem, std::move(hint));
+    add(ConfigProblem::Kind::invalid, r.variable, r.value,
+        fmt::format("{} is {}, {}", r.variable, printable(r.value, kMaxShown), problem),
+        std::move(hint));
   }
   void missing(const std::string& variable, std::string message, std::string hint) {
-    add("CONFIG_MISSING", "error", variable, "", std::move(message), std::move(hint));
+    add(ConfigProblem::Kind::missing, variable, "", std::move(message), std::move(hint));
+  }
+  // Two launchers disagree about `r`; discovery goes on with the primary launcher's value.
+  void conflict(const Raw& r, std::string message, std::string hint) {
+    add(ConfigProblem::Kind::conflict, r.variable, r.value, std::move(message), std::move(hint));
   }
 
   // "set RANK to ... (or override it with --rank)" / "pass --rank ..."
   static std::string fix_hint(const Raw& r, const char* flag, const std::string& expected) {
-    if (r.from_flag) return std::string("pass ") + flag + " as " + expected;
-    return "set " + r.variable + " to " + expected +
-           " in the launcher's environment, or override it with " + flag;
+    if (r.from_flag) return fmt::format("pass {} as {}", flag, expected);
+    return fmt::format("set {} to {} in the launcher's environment, or override it with {}",
+                       r.variable, expected, flag);
   }
 
   std::optional<int64_t> parse_ranged(const Raw& r, const char* flag, const std::string& expected,
                                       int64_t min, int64_t max, const std::string& below_min,
                                       const std::string& above_max) {
     ParsedInt p = parse_int(r.value);
+    auto reject = [&](std::string_view what) {
+      invalid(r, expecting(what, expected), fix_hint(r, flag, expected));
+      return std::nullopt;
+    };
     switch (p.status) {
       case IntStatus::kEmpty:
-        invalid(r, "empty; expected " + expected, fix_hint(r, flag, expected));
-        return std::nullopt;
+        return reject("empty");
       case IntStatus::kNotInteger:
-        invalid(r, "not an integer; expected " + expected, fix_hint(r, flag, expected));
-        return std::nullopt;
+        return reject("not an integer");
       case IntStatus::kOutOfRange:
-        invalid(r, "out of range; expected " + expected, fix_hint(r, flag, expected));
-        return std::nullopt;
+        return reject("out of range");
       case IntStatus::kOk:
         break;
     }
-    if (p.value < min) {
-      invalid(r, below_min + "; expected " + expected, fix_hint(r, flag, expected));
-      return std::nullopt;
-    }
-    if (p.value > max) {
-      invalid(r, above_max + "; expected " + expected, fix_hint(r, flag, expected));
-      return std::nullopt;
-    }
+    if (p.value < min) return reject(below_min);
+    if (p.value > max) return reject(above_max);
     return p.value;
   }
 
@@ -216,7 +229,7 @@ class Discovery {
   const WorldFlags& flags_;
   const Environment& env_;
   std::string hostname_;
-  std::vector<ConfigFinding> findings_;
+  std::vector<ConfigProblem> problems_;
   bool env_launchers_ = true;  // false for --launcher flags
   bool auto_mode_ = true;
 };
@@ -264,26 +277,27 @@ void Discovery::check_conflicts(const Launcher* primary) {
     if (!r || !s) continue;
     ParsedInt pr = parse_int(r->value), ps = parse_int(s->value);
     if (pr.status != IntStatus::kOk || ps.status != IntStatus::kOk) continue;
-    const std::string hint =
-        std::string(
-            "start ncclsmoke under one launcher, or pass --launcher to choose which "
-            "variables to read; if ") +
-        primary->label + " runs inside " + other->label + " on purpose, pass --launcher " +
-        (primary == &kTorchrun  ? "torchrun"
-         : primary == &kOpenMpi ? "mpi"
-                                : "slurm");
+    const std::string hint = fmt::format(
+        "start ncclsmoke under one launcher, or pass --launcher to choose which variables to "
+        "read; if {} runs inside {} on purpose, pass --launcher {}",
+        primary->label, other->label,
+        primary == &kTorchrun  ? "torchrun"
+        : primary == &kOpenMpi ? "mpi"
+                               : "slurm");
     if (ps.value == size && pr.value != rank) {
-      add("CONFIG_INVALID", "warning", r->variable, r->value,
-          r->variable + " is " + printable(r->value, kMaxShown) + " (" + other->label +
-              ") but this process is rank " + std::to_string(rank) + " by " + primary->label +
-              "; launchers disagree, using " + primary->label + "'s rank",
-          hint);
+      conflict(*r,
+               fmt::format("{} is {} ({}) but this process is rank {} by {}; launchers disagree, "
+                           "using {}'s rank",
+                           r->variable, printable(r->value, kMaxShown), other->label, rank,
+                           primary->label, primary->label),
+               hint);
     } else if (ps.value != size && !(ps.value > 0 && ps.value < size && size % ps.value == 0)) {
-      add("CONFIG_INVALID", "warning", s->variable, s->value,
-          s->variable + " is " + printable(s->value, kMaxShown) + " (" + other->label +
-              ") but the world size is " + std::to_string(size) + " by " + primary->label +
-              "; launchers disagree, using " + primary->label + "'s",
-          hint);
+      conflict(*s,
+               fmt::format("{} is {} ({}) but the world size is {} by {}; launchers disagree, "
+                           "using {}'s",
+                           s->variable, printable(s->value, kMaxShown), other->label, size,
+                           primary->label, primary->label),
+               hint);
     }
   }
 }
@@ -298,30 +312,31 @@ std::optional<uint16_t> Discovery::parse_port(const Raw& r) {
     auto colon = rest.rfind(':');
     if (colon != std::string::npos) port_part = rest.substr(colon + 1);
     while (!port_part.empty() && port_part.back() == '/') port_part.pop_back();
-    std::string suggestion = all_digits(port_part) ? " " + port_part : std::string(" <port>");
+    const std::string suggestion = fmt::format(" {}", all_digits(port_part) ? port_part : "<port>");
     if (!r.from_flag && r.variable == "MASTER_PORT") {
       invalid(
           r,
           "a Kubernetes service link, not a port: Kubernetes injects <SERVICE>_PORT=tcp://ip:port "
           "into every pod for each Service in the namespace, and a Service named 'master' "
           "overwrites MASTER_PORT",
-          "set enableServiceLinks: false in the pod spec (or rename the Service), or pass "
-          "--master-port" +
-              suggestion);
+          fmt::format("set enableServiceLinks: false in the pod spec (or rename the Service), or "
+                      "pass --master-port{}",
+                      suggestion));
     } else {
-      invalid(r, "a URL, not a port; expected " + expected,
-              r.from_flag ? "pass only the port number, e.g. --master-port" + suggestion
-                          : "set " + r.variable +
-                                " to the port number only, or pass --master-port" + suggestion);
+      invalid(r, expecting("a URL, not a port", expected),
+              r.from_flag ? fmt::format("pass only the port number, e.g. --master-port{}",
+                                        suggestion)
+                          : fmt::format("set {} to the port number only, or pass --master-port{}",
+                                        r.variable, suggestion));
     }
     return std::nullopt;
   }
   auto colon = v.rfind(':');
   if (colon != std::string::npos && all_digits(v.substr(colon + 1))) {
     std::string port_part = v.substr(colon + 1);
-    invalid(r, "a host:port pair, not a port; expected " + expected,
-            "put the host in " + std::string(r.from_flag ? "--master-addr" : "MASTER_ADDR") +
-                " and only the port (" + port_part + ") in " + r.variable);
+    invalid(r, expecting("a host:port pair, not a port", expected),
+            fmt::format("put the host in {} and only the port ({}) in {}",
+                        r.from_flag ? "--master-addr" : "MASTER_ADDR", port_part, r.variable));
     return std::nullopt;
   }
   auto p =
@@ -336,13 +351,13 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
   const char* port_name = r.from_flag ? "--master-port" : "MASTER_PORT";
   const std::string expected = "the host name or IP address of rank 0 (no scheme, no port)";
   if (v.empty()) {
-    invalid(r, "empty; expected " + expected, fix_hint(r, "--master-addr", expected));
+    invalid(r, expecting("empty", expected), fix_hint(r, "--master-addr", expected));
     return std::nullopt;
   }
   auto split_hint = [&](const std::string& host, const std::string& port) {
-    std::string h = "set " + r.variable + " to the host only (" + host + ")";
-    if (!port.empty()) h += " and " + std::string(port_name) + " to the port (" + port + ")";
-    return h;
+    if (port.empty()) return fmt::format("set {} to the host only ({})", r.variable, host);
+    return fmt::format("set {} to the host only ({}) and {} to the port ({})", r.variable, host,
+                       port_name, port);
   };
   auto scheme = v.find("://");
   if (scheme != std::string::npos) {
@@ -360,30 +375,30 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
       port = rest.substr(c + 1);
     }
     if (!all_digits(port)) port.clear();
-    invalid(r, "a URL, not a host; expected " + expected,
+    invalid(r, expecting("a URL, not a host", expected),
             split_hint(host.empty() ? "<host>" : host, port));
     return std::nullopt;
   }
   if (v.front() == '[') {
     auto close = v.find(']');
     if (close == std::string::npos) {
-      invalid(r, "an IPv6 literal without its closing ']'; expected " + expected,
+      invalid(r, expecting("an IPv6 literal without its closing ']'", expected),
               fix_hint(r, "--master-addr", expected));
       return std::nullopt;
     }
     std::string inner = v.substr(1, close - 1);
     std::string after = v.substr(close + 1);
     if (!valid_ipv6(inner)) {
-      invalid(r, "not a valid IPv6 address inside the brackets; expected " + expected,
+      invalid(r, expecting("not a valid IPv6 address inside the brackets", expected),
               fix_hint(r, "--master-addr", expected));
       return std::nullopt;
     }
     if (after.empty()) return inner;
     if (after.front() == ':' && all_digits(after.substr(1))) {
-      invalid(r, "an address with a port; expected " + expected,
-              split_hint("[" + inner + "]", after.substr(1)));
+      invalid(r, expecting("an address with a port", expected),
+              split_hint(fmt::format("[{}]", inner), after.substr(1)));
     } else {
-      invalid(r, "has text after the IPv6 literal; expected " + expected,
+      invalid(r, expecting("has text after the IPv6 literal", expected),
               fix_hint(r, "--master-addr", expected));
     }
     return std::nullopt;
@@ -391,7 +406,7 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
   auto colons = std::count(v.begin(), v.end(), ':');
   if (colons >= 2) {
     if (valid_ipv6(v)) return v;
-    invalid(r, "neither an IPv6 address nor a host name; expected " + expected,
+    invalid(r, expecting("neither an IPv6 address nor a host name", expected),
             fix_hint(r, "--master-addr", expected));
     return std::nullopt;
   }
@@ -399,18 +414,18 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
     auto c = v.find(':');
     std::string host = v.substr(0, c), port = v.substr(c + 1);
     if (all_digits(port) && valid_host_name(host)) {
-      invalid(r, "a host:port pair; expected " + expected, split_hint(host, port));
+      invalid(r, expecting("a host:port pair", expected), split_hint(host, port));
     } else {
-      invalid(r, "not a valid host name; expected " + expected,
+      invalid(r, expecting("not a valid host name", expected),
               fix_hint(r, "--master-addr", expected));
     }
     return std::nullopt;
   }
   if (!valid_host_name(v)) {
     invalid(r,
-            "not a valid host name (only letters, digits, '-', '.', '_' and at most 253 "
-            "characters); expected " +
-                expected,
+            expecting("not a valid host name (only letters, digits, '-', '.', '_' and at most 253 "
+                      "characters)",
+                      expected),
             fix_hint(r, "--master-addr", expected));
     return std::nullopt;
   }
@@ -418,21 +433,24 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
 }
 
 std::string Discovery::missing_master_hint(const Launcher* l) const {
-  const std::string tail = ", or pass --master-addr <rank 0 host>";
+  constexpr std::string_view tail = ", or pass --master-addr <rank 0 host>";
   if (l == &kTorchrun)
-    return "torchrun sets MASTER_ADDR from --master-addr / --rdzv-endpoint; set it in the job "
-           "spec" +
-           tail;
-  if (l == &kOpenMpi) return "export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>" + tail;
+    return fmt::format("torchrun sets MASTER_ADDR from --master-addr / --rdzv-endpoint; set it "
+                       "in the job spec{}",
+                       tail);
+  if (l == &kOpenMpi)
+    return fmt::format("export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>{}", tail);
   if (l == &kSlurm)
-    return "run under srun, which sets SLURM_STEP_NODELIST (its first host becomes the master), or "
-           "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
-           "batch script before srun" +
-           tail + "; without MASTER_PORT the port is derived from SLURM_JOB_ID: " + kSlurmPortText;
+    return fmt::format(
+        "run under srun, which sets SLURM_STEP_NODELIST (its first host becomes the master), or "
+        "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
+        "batch script before srun{}; without MASTER_PORT the port is derived from SLURM_JOB_ID: "
+        "{}",
+        tail, kSlurmPortText);
   if (l == &kK8s)
-    return "set MASTER_ADDR to rank 0's stable DNS name through the headless Service "
-           "(<job>-0.<service>)" +
-           tail;
+    return fmt::format("set MASTER_ADDR to rank 0's stable DNS name through the headless Service "
+                       "(<job>-0.<service>){}",
+                       tail);
   return "pass --master-addr <rank 0 host> (or set MASTER_ADDR)";
 }
 
@@ -443,46 +461,46 @@ std::optional<std::pair<std::string, uint16_t>> Discovery::parse_store(const Raw
   const std::string example = "pass --store as HOST:PORT, e.g. --store 10.0.0.7:29500 or "
                               "--store [fd00::7]:29500, or omit it to let rank 0 host the store";
   if (v.empty()) {
-    invalid(r, "empty; expected " + expected, example);
+    invalid(r, expecting("empty", expected), example);
     return std::nullopt;
   }
   if (auto scheme = v.find("://"); scheme != std::string::npos) {
     std::string rest = v.substr(scheme + 3);
     while (!rest.empty() && rest.back() == '/') rest.pop_back();
-    invalid(r, "a URL; expected " + expected,
-            "pass only the host and port, without the scheme: --store " +
-                (rest.empty() ? std::string("<host>:<port>") : rest));
+    invalid(r, expecting("a URL", expected),
+            fmt::format("pass only the host and port, without the scheme: --store {}",
+                        rest.empty() ? std::string("<host>:<port>") : rest));
     return std::nullopt;
   }
   std::string host, port;
   if (v.front() == '[') {
     auto close = v.find(']');
     if (close == std::string::npos) {
-      invalid(r, "an IPv6 literal without its closing ']'; expected " + expected, example);
+      invalid(r, expecting("an IPv6 literal without its closing ']'", expected), example);
       return std::nullopt;
     }
     host = v.substr(1, close - 1);
     std::string after = v.substr(close + 1);
     if (after.empty() || after.front() != ':') {
-      invalid(r, after.empty() ? "missing the port; expected " + expected
-                               : "has text after the IPv6 literal; expected " + expected,
+      invalid(r, after.empty() ? expecting("missing the port", expected)
+                               : expecting("has text after the IPv6 literal", expected),
               example);
       return std::nullopt;
     }
     port = after.substr(1);
     if (!valid_ipv6(host)) {
-      invalid(r, "not a valid IPv6 address inside the brackets; expected " + expected, example);
+      invalid(r, expecting("not a valid IPv6 address inside the brackets", expected), example);
       return std::nullopt;
     }
   } else {
     auto colons = std::count(v.begin(), v.end(), ':');
     if (colons == 0) {
-      invalid(r, "missing the port; expected " + expected,
-              "pass --store " + v + ":<port> (torch's default store port is 29500)");
+      invalid(r, expecting("missing the port", expected),
+              fmt::format("pass --store {}:<port> (torch's default store port is 29500)", v));
       return std::nullopt;
     }
     if (colons >= 2) {
-      invalid(r, "has several ':' (an IPv6 address goes in brackets); expected " + expected,
+      invalid(r, expecting("has several ':' (an IPv6 address goes in brackets)", expected),
               "write the address as [addr]:port, e.g. --store [fd00::7]:29500");
       return std::nullopt;
     }
@@ -490,13 +508,14 @@ std::optional<std::pair<std::string, uint16_t>> Discovery::parse_store(const Raw
     host = v.substr(0, c);
     port = v.substr(c + 1);
     // Same rules as --master-addr; its finding is replaced by one naming the whole value.
-    const std::size_t before = findings_.size();
+    const std::size_t before = problems_.size();
     auto ok = parse_addr(Raw{"--store", host, true});
-    findings_.resize(before);
+    problems_.resize(before);
     if (!ok) {
       invalid(r,
-              "its host " + printable(host, kMaxShown) +
-                  " is not a host name or IP address; expected " + expected,
+              expecting(fmt::format("its host {} is not a host name or IP address",
+                                    printable(host, kMaxShown)),
+                        expected),
               example);
       return std::nullopt;
     }
@@ -504,8 +523,9 @@ std::optional<std::pair<std::string, uint16_t>> Discovery::parse_store(const Raw
   ParsedInt p = parse_int(port);
   if (!all_digits(port) || p.status != IntStatus::kOk || p.value < 1 || p.value > 65535) {
     invalid(r,
-            "its port " + printable(port, kMaxShown) + " is not a TCP port in 1..65535; expected " +
-                expected,
+            expecting(fmt::format("its port {} is not a TCP port in 1..65535",
+                                  printable(port, kMaxShown)),
+                      expected),
             example);
     return std::nullopt;
   }
@@ -520,13 +540,15 @@ std::optional<std::string> Discovery::slurm_master(const Raw& nodelist) {
   std::string error;
   auto host = first_host(trim(nodelist.value), &error);
   if (!host) {
-    invalid(nodelist, "not a Slurm host list (" + error + "), so rank 0's host is unknown", hint);
+    invalid(nodelist,
+            fmt::format("not a Slurm host list ({}), so rank 0's host is unknown", error), hint);
     return std::nullopt;
   }
   if (!valid_host_name(*host)) {
     invalid(nodelist,
-            "and its first host " + printable(*host, kMaxShown) +
-                " is not a valid host name, so rank 0 cannot be reached by it",
+            fmt::format("and its first host {} is not a valid host name, so rank 0 cannot be "
+                        "reached by it",
+                        printable(*host, kMaxShown)),
             hint);
     return std::nullopt;
   }
@@ -537,8 +559,9 @@ std::optional<uint16_t> Discovery::slurm_port(const Raw& job) {
   const std::string v = trim(job.value);
   if (!all_digits(v) || v.size() > 18) {
     invalid(job,
-            "not a Slurm job id (decimal digits), so no store port can be derived from it (" +
-                kSlurmPortText + ")",
+            fmt::format("not a Slurm job id (decimal digits), so no store port can be derived "
+                        "from it ({})",
+                        kSlurmPortText),
             "set MASTER_PORT in the batch script, or pass --master-port");
     return std::nullopt;
   }
@@ -567,7 +590,7 @@ void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& 
       "--launcher slurm";
   std::string what;
   if (v == "auto" || v == "gpu" || v == "cpu") {
-    what = "torchrun's value for one process per " + std::string(v == "cpu" ? "CPU" : "GPU");
+    what = fmt::format("torchrun's value for one process per {}", v == "cpu" ? "CPU" : "GPU");
   } else {
     ParsedInt p = parse_int(v);
     if (p.status != IntStatus::kOk || p.value < 1) {
@@ -577,15 +600,16 @@ void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& 
               "set nprocPerNode in the PyTorchJob spec to the processes per pod, e.g. 1 or 8");
       return;
     }
-    what = std::to_string(p.value) + " processes per pod";
+    what = fmt::format("{} processes per pod", p.value);
   }
   invalid(*n,
-          what + ": this is a Kubeflow PyTorchJob pod, where RANK (" +
-              printable(rank_raw.value, kMaxShown) + ") is the pod's index, not a process rank" +
-              (size_raw ? ", and " + size_raw->variable + " (" +
-                              printable(size_raw->value, kMaxShown) + ") counts processes"
-                        : std::string()) +
-              "; but ncclsmoke run was started directly (no TORCHELASTIC_RUN_ID), once per pod",
+          fmt::format("{}: this is a Kubeflow PyTorchJob pod, where RANK ({}) is the pod's "
+                      "index, not a process rank{}; but ncclsmoke run was started directly (no "
+                      "TORCHELASTIC_RUN_ID), once per pod",
+                      what, printable(rank_raw.value, kMaxShown),
+                      size_raw ? fmt::format(", and {} ({}) counts processes", size_raw->variable,
+                                             printable(size_raw->value, kMaxShown))
+                               : std::string()),
           fix);
 }
 
@@ -608,8 +632,8 @@ std::optional<JobIdentity> Discovery::job_identity(const std::string& host) {
     std::string problem = job_id_problem(*flags_.job_id);
     if (!problem.empty())
       invalid(Raw{"--job-id", *flags_.job_id, true},
-              problem + "; expected up to " + std::to_string(kMaxJobIdLength) +
-                  " printable ASCII characters without '/'",
+              expecting(problem, fmt::format("up to {} printable ASCII characters without '/'",
+                                             kMaxJobIdLength)),
               "pass --job-id as e.g. the CI run id (letters, digits, '-', '.', '_'), or omit it to "
               "use the launcher's job id");
   }
@@ -638,24 +662,23 @@ WorldResult Discovery::run() {
   std::optional<int> world_size;
   if (size_raw) {
     auto v = parse_ranged(*size_raw, "--world-size",
-                          "the number of ranks, 1.." + std::to_string(kMaxWorldSize), 1,
+                          fmt::format("the number of ranks, 1..{}", kMaxWorldSize), 1,
                           kMaxWorldSize, "less than 1 (a world needs at least one rank)",
-                          "larger than " + std::to_string(kMaxWorldSize) + " ranks, likely a typo");
+                          fmt::format("larger than {} ranks, likely a typo", kMaxWorldSize));
     if (v) {
       world_size = static_cast<int>(*v);
       sources["world_size"] = size_raw->variable;
     }
   } else if (launcher) {
-    std::string vars;
-    for (const char* n : launcher->size_vars) vars += std::string(vars.empty() ? "" : " or ") + n;
+    const std::string vars = fmt::format("{}", fmt::join(launcher->size_vars, " or "));
     std::string hint = launcher == &kK8s
                            ? "pass --world-size <the Job's completions> or set WORLD_SIZE in the "
                              "pod template"
-                           : "pass --world-size, or set " + vars;
+                           : fmt::format("pass --world-size, or set {}", vars);
     missing(launcher == &kK8s ? "WORLD_SIZE" : launcher->size_vars.front(),
-            std::string("no world size: ") + launcher->label + " rank variable " +
-                launcher->rank_var + " is set but " + vars +
-                " is not, and no --world-size was given",
+            fmt::format("no world size: {} rank variable {} is set but {} is not, and no "
+                        "--world-size was given",
+                        launcher->label, launcher->rank_var, vars),
             hint);
   } else if (!env_launchers_) {
     missing("--world-size",
@@ -675,16 +698,17 @@ WorldResult Discovery::run() {
   std::optional<int> rank;
   std::string source = "flags";
   if (rank_raw) {
-    std::string expected = world_size ? "a rank in 0.." + std::to_string(*world_size - 1)
+    std::string expected = world_size ? fmt::format("a rank in 0..{}", *world_size - 1)
                                       : std::string("a rank, 0..world size - 1");
     auto v = parse_ranged(*rank_raw, "--rank", expected, 0, INT_MAX, "negative", "out of range");
     if (v) {
       if (world_size && *v >= *world_size) {
         invalid(*rank_raw,
-                "not below the world size " + std::to_string(*world_size) + " (from " +
-                    sources["world_size"] + "); ranks run 0.." + std::to_string(*world_size - 1),
-                "make " + rank_raw->variable + " and " + sources["world_size"] +
-                    " describe the same world: every rank in 0..world size - 1 exactly once");
+                fmt::format("not below the world size {} (from {}); ranks run 0..{}",
+                            *world_size, sources["world_size"], *world_size - 1),
+                fmt::format("make {} and {} describe the same world: every rank in 0..world "
+                            "size - 1 exactly once",
+                            rank_raw->variable, sources["world_size"]));
       } else {
         rank = static_cast<int>(*v);
         sources["rank"] = rank_raw->variable;
@@ -697,9 +721,9 @@ WorldResult Discovery::run() {
     if (launcher) source = launcher->source;
   } else if (launcher) {
     missing(launcher->rank_var,
-            std::string("no rank: --launcher chose ") + launcher->label + " but " +
-                launcher->rank_var + " is not set, and no --rank was given",
-            std::string("pass --rank, or set ") + launcher->rank_var + ", or pass --launcher auto");
+            fmt::format("no rank: --launcher chose {} but {} is not set, and no --rank was given",
+                        launcher->label, launcher->rank_var),
+            fmt::format("pass --rank, or set {}, or pass --launcher auto", launcher->rank_var));
   } else if (!env_launchers_) {
     missing("--rank", "no rank: --launcher flags reads no environment and no --rank was given",
             "pass --rank, or drop --launcher flags to read the launcher's environment");
@@ -732,7 +756,7 @@ WorldResult Discovery::run() {
   sources["local_rank"] = "default";
   if (local_raw) {
     int64_t max = world_size ? *world_size - 1 : INT_MAX;
-    std::string expected = "this process's index on its node, 0.." + std::to_string(max);
+    std::string expected = fmt::format("this process's index on its node, 0..{}", max);
     auto v = parse_ranged(*local_raw, "--local-rank", expected, 0, max, "negative",
                           world_size ? "not below the world size" : "out of range");
     if (v) {
@@ -775,10 +799,9 @@ WorldResult Discovery::run() {
     }
   } else if (world_size) {
     missing("MASTER_ADDR",
-            "no master address: world size is " + std::to_string(*world_size) +
-                " but neither --master-addr nor MASTER_ADDR" +
-                (slurm ? " nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST" : "") +
-                " is set, so ranks cannot find rank 0",
+            fmt::format("no master address: world size is {} but neither --master-addr nor "
+                        "MASTER_ADDR{} is set, so ranks cannot find rank 0",
+                        *world_size, slurm ? " nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST" : ""),
             missing_master_hint(launcher));
   }
 
@@ -816,7 +839,7 @@ WorldResult Discovery::run() {
       const std::string expected = "torchrun's restart attempt, 0, 1, ...";
       ParsedInt p = parse_int(rc->value);
       if (p.status != IntStatus::kOk || p.value < 0 || p.value > INT_MAX) {
-        invalid(*rc, "not a restart count; expected " + expected,
+        invalid(*rc, expecting("not a restart count", expected),
                 "leave TORCHELASTIC_RESTART_COUNT as torchrun's agent sets it, or unset it");
       } else {
         restart_count = static_cast<int>(p.value);
@@ -870,8 +893,8 @@ WorldResult Discovery::run() {
 
   WorldResult result;
   bool has_error = false;
-  for (const auto& f : findings_)
-    if (f.severity == "error") has_error = true;
+  for (const auto& p : problems_)
+    if (p.blocking()) has_error = true;
   if (!has_error && rank && world_size) {
     World w;
     w.rank = *rank;
@@ -894,7 +917,7 @@ WorldResult Discovery::run() {
     w.store_source = store_source;
     result.world = std::move(w);
   }
-  result.findings = std::move(findings_);
+  result.findings = std::move(problems_);
   return result;
 }
 
@@ -931,11 +954,13 @@ WorldResult discover_world(const WorldFlags& flags, const Environment& env,
   try {
     return Discovery(flags, env, hostname).run();
   } catch (const std::exception& e) {
-    // Only allocation failure can get here; still answer with a finding, not a crash.
+    // Only allocation failure can get here; still answer with a problem, not a crash.
+    ConfigProblem p;
+    p.kind = ConfigProblem::Kind::invalid;
+    p.message = fmt::format("world discovery failed: {}", e.what());
+    p.hint = "report this as a bug in ncclsmoke";
     WorldResult r;
-    r.findings.push_back({"CONFIG_INVALID", "error", "", "",
-                          std::string("world discovery failed: ") + e.what(),
-                          "report this as a bug in ncclsmoke"});
+    r.findings.push_back(std::move(p));
     return r;
   }
 }
@@ -947,17 +972,17 @@ uint16_t slurm_derived_port(uint64_t job_id, std::optional<uint64_t> step_id) {
 }
 
 std::string describe(const World& w) {
-  auto bracket = [](const std::string& a) {
-    return a.find(':') != std::string::npos ? "[" + a + "]" : a;
+  auto endpoint = [](const std::string& a, uint16_t port) {
+    return a.find(':') != std::string::npos ? fmt::format("[{}]:{}", a, port)
+                                            : fmt::format("{}:{}", a, port);
   };
-  std::string line = "rank " + std::to_string(w.rank) + "/" + std::to_string(w.world_size) +
-                     " (local " + std::to_string(w.local_rank) + ") on " + w.node_name +
-                     " (host " + w.hostname + "), master " + bracket(w.master_addr) + ":" +
-                     std::to_string(w.master_port) + ", from " + w.source;
+  std::string line = fmt::format("rank {}/{} (local {}) on {} (host {}), master {}, from {}",
+                                 w.rank, w.world_size, w.local_rank, w.node_name, w.hostname,
+                                 endpoint(w.master_addr, w.master_port), w.source);
   if (w.external_store)
-    line += ", store " + bracket(w.store_host) + ":" + std::to_string(w.store_port) +
-            " (external, " + w.store_source + ")";
-  if (!w.job_id.empty()) line += ", job " + w.job_id;
+    line += fmt::format(", store {} (external, {})", endpoint(w.store_host, w.store_port),
+                        w.store_source);
+  if (!w.job_id.empty()) line += fmt::format(", job {}", w.job_id);
   return line;
 }
 

@@ -2,7 +2,7 @@
 // World discovery: who this process is (rank, world size, local rank, master address/port, node)
 // from the command line first, else the launcher's environment (torchrun, Open MPI, Slurm, a
 // Kubernetes Indexed Job, a Kubeflow PyTorchJob pod). Pure logic over an injectable environment so every launcher and every
-// bad value is unit-testable. Bad input never throws or crashes: it becomes a ConfigFinding that
+// bad value is unit-testable. Bad input never throws or crashes: it becomes a ConfigProblem that
 // names the variable, its value and the fix, because a misconfigured pod must still end in a
 // verdict the on-call engineer can act on (e.g. the MASTER_PORT=tcp://... service-link injection).
 #include <cstdint>
@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "results/judging/config_problem.h"
 
 namespace ncclsmoke::harness {
 
@@ -71,18 +73,14 @@ struct World {
   std::string store_source;    // "rank 0" | "TORCHELASTIC_USE_AGENT_STORE" | "--store"
 };
 
-struct ConfigFinding {
-  std::string code;      // "CONFIG_INVALID" (bad value) or "CONFIG_MISSING" (absent, required)
-  std::string severity;  // "error" (no world can be built) or "warning" (world built anyway)
-  std::string variable;  // "MASTER_PORT", "--rank", ...
-  std::string value;  // the raw value, non-printable bytes escaped as \xNN, truncated; "" if absent
-  std::string message;  // one sentence naming the variable and value
-  std::string hint;     // what to change
-};
+// What discovery found wrong, one typed observation per problem (kind, variable, value, message,
+// hint); results/judging/probe_rules.h (config_finding) turns each into CONFIG_MISSING /
+// CONFIG_INVALID. Discovery observes; it does not make findings.
+using results::ConfigProblem;
 
 struct WorldResult {
-  std::optional<World> world;           // set iff no finding has severity "error"
-  std::vector<ConfigFinding> findings;  // errors and warnings, in discovery order
+  std::optional<World> world;           // set iff no problem is blocking()
+  std::vector<ConfigProblem> findings;  // the problems (errors and conflicts), in discovery order
 };
 
 // Flags win over the environment, field by field. Never throws.

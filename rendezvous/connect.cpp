@@ -22,7 +22,9 @@
 #include <random>
 #include <thread>
 
-#include "rendezvous/socket_io.h"
+#include <fmt/format.h>
+
+#include "rendezvous/net.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -79,10 +81,7 @@ Resolved resolve_now(const std::string& host, uint16_t port) {
 Resolved resolve(const std::string& host, uint16_t port, Deadline deadline) {
   // A numeric address never waits on a resolver: no helper thread for it (a 1024-rank mesh
   // dials thousands of numeric addresses, and a thread per dial is measurable CPU there).
-  in6_addr scratch{};
-  if (::inet_pton(AF_INET, host.c_str(), &scratch) == 1 ||
-      ::inet_pton(AF_INET6, host.c_str(), &scratch) == 1)
-    return resolve_now(host, port);
+  if (is_numeric_address(host)) return resolve_now(host, port);
   struct Shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -121,7 +120,7 @@ bool retryable_gai(int rc) {
 
 std::string gai_message(const Resolved& r) {
   if (r.unfinished) return "the lookup did not finish before the deadline";
-  if (r.gai == EAI_SYSTEM) return std::string("getaddrinfo: ") + std::strerror(r.sys_errno);
+  if (r.gai == EAI_SYSTEM) return fmt::format("getaddrinfo: {}", std::strerror(r.sys_errno));
   return ::gai_strerror(r.gai);
 }
 
@@ -134,7 +133,9 @@ std::string attempt_message(ErrorClass cls, int err) {
     case ErrorClass::timed_out:
       return "connection timed out (no answer to SYN: a DROP rule or dead host)";
     case ErrorClass::unreachable:
-      return text + " (no route to that address: routing, interface or an ICMP-rejecting rule)";
+      return fmt::format("{} (no route to that address: routing, interface or an ICMP-rejecting "
+                         "rule)",
+                         text);
     default:
       return text;
   }
@@ -225,10 +226,10 @@ class AttemptLog {
   std::string describe() const {
     std::string out;
     for (const auto& d : distinct_) {
-      out += "; " + d.address + ": " + d.message;
-      if (d.count > 1) out += " (" + std::to_string(d.count) + " times)";
+      out += fmt::format("; {}: {}", d.address, d.message);
+      if (d.count > 1) out += fmt::format(" ({} times)", d.count);
     }
-    if (distinct_dropped_) out += "; and " + std::to_string(distinct_dropped_) + " other errors";
+    if (distinct_dropped_) out += fmt::format("; and {} other errors", distinct_dropped_);
     return out;
   }
 
@@ -282,76 +283,26 @@ Millis backoff_delay(const Backoff& b, int round, double u, Millis left) {
   return std::min(d, std::max(left, Millis{0}));
 }
 
-std::string format_address(const sockaddr* addr, socklen_t len) {
-  char ip[INET6_ADDRSTRLEN] = {0};
-  if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
-    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
-    ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
-    return std::string(ip) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
-    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
-    ::inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
-    std::string s = "[" + std::string(ip);
-    if (in6->sin6_scope_id) {
-      char name[IF_NAMESIZE] = {0};
-      s += "%" + std::string(::if_indextoname(in6->sin6_scope_id, name)
-                                 ? name
-                                 : std::to_string(in6->sin6_scope_id).c_str());
-    }
-    return s + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  return "<address family " + std::to_string(addr->sa_family) + ">";
-}
-
-std::string interface_of(const sockaddr* addr) {
-  // A v4-mapped IPv6 address (::ffff:a.b.c.d) belongs to the interface that owns a.b.c.d.
-  in_addr v4{};
-  bool is_v4 = false;
-  const in6_addr* v6 = nullptr;
-  if (addr->sa_family == AF_INET) {
-    v4 = reinterpret_cast<const sockaddr_in*>(addr)->sin_addr;
-    is_v4 = true;
-  } else if (addr->sa_family == AF_INET6) {
-    v6 = &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(v6)) {
-      std::memcpy(&v4, v6->s6_addr + 12, 4);
-      is_v4 = true;
-    }
-  } else {
-    return "";
-  }
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0) return "";
-  std::string name;
-  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
-    if (!i->ifa_addr) continue;
-    if (is_v4 && i->ifa_addr->sa_family == AF_INET) {
-      if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == v4.s_addr)
-        name = i->ifa_name;
-    } else if (!is_v4 && i->ifa_addr->sa_family == AF_INET6) {
-      if (std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, v6,
-                      sizeof(in6_addr)) == 0)
-        name = i->ifa_name;
-    }
-  }
-  ::freeifaddrs(list);
-  return name;
-}
-
-Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
-                      const Backoff& backoff) {
+ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
+                               const Backoff& backoff) {
   const auto start = Clock::now();
   const std::string target = join_host_port(host, port);
-  if (expired(deadline))
-    throw StoreError(ErrorClass::timed_out, "could not connect to " + target +
-                                                ": the deadline had already passed before the "
-                                                "first attempt");
-
   AttemptLog log;
   ConnectReport report;
   report.host = host;
   report.port = port;
+  auto failed = [&](ErrorClass cls, std::string message) {
+    ConnectOutcome out;
+    out.report = std::move(report);
+    out.error_class = cls;
+    out.error = std::move(message);
+    return out;
+  };
+  if (expired(deadline))
+    return failed(ErrorClass::timed_out,
+                  fmt::format("could not connect to {}: the deadline had already passed before "
+                              "the first attempt",
+                              target));
   std::vector<std::string> addresses_seen;
   int lookups = 0;
   std::string last_dns_error;
@@ -366,8 +317,8 @@ Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
     if (r.gai != 0) {
       ++report.dns_failures;
       last_dns_error = gai_message(r);
-      log.add({host, ErrorClass::dns, r.gai, "name did not resolve: " + last_dns_error,
-               seconds_since(start)});
+      log.add({host, ErrorClass::dns, r.gai,
+               fmt::format("name did not resolve: {}", last_dns_error), seconds_since(start)});
       if (!r.unfinished && !retryable_gai(r.gai)) break;  // e.g. EAI_SERVICE: retrying won't help
     } else {
       for (std::size_t i = 0; i < r.addresses.size(); ++i) {
@@ -396,7 +347,10 @@ Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
           report.peer_address = text;
           report.attempts = log.kept();
           report.elapsed_s = seconds_since(start);
-          return Connected{fd, std::move(report)};
+          ConnectOutcome out;
+          out.fd = fd;
+          out.report = std::move(report);
+          return out;
         }
         ErrorClass cls = classify_errno(err);
         log.add({text, cls, err, attempt_message(cls, err), seconds_since(start)});
@@ -419,12 +373,12 @@ Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
   const std::string waited = seconds_text_fine(report.elapsed_s);
   const std::size_t tcp_attempts = log.total() - static_cast<std::size_t>(report.dns_failures);
   if (tcp_attempts == 0) {
-    throw StoreError(ErrorClass::dns,
-                     "could not connect to " + target + " after " + waited +
-                         ": the name did not resolve in " + std::to_string(lookups) +
-                         (lookups == 1 ? " lookup" : " lookups") + " (" + last_dns_error +
-                         "); check the host name, or that its DNS record (e.g. a headless "
-                         "Service) has been published");
+    return failed(ErrorClass::dns,
+                  fmt::format("could not connect to {} after {}: the name did not resolve in {} "
+                              "{} ({}); check the host name, or that its DNS record (e.g. a "
+                              "headless Service) has been published",
+                              target, waited, lookups, lookups == 1 ? "lookup" : "lookups",
+                              last_dns_error));
   }
   ErrorClass cls = ErrorClass::other;
   for (ErrorClass c : {ErrorClass::refused, ErrorClass::timed_out, ErrorClass::unreachable,
@@ -434,13 +388,19 @@ Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
       break;
     }
   }
-  std::string msg = "could not connect to " + target + " after " + waited + ": " +
-                    std::to_string(tcp_attempts) + (tcp_attempts == 1 ? " attempt" : " attempts") +
-                    " over " + std::to_string(addresses_seen.size()) +
-                    (addresses_seen.size() == 1 ? " address" : " addresses") + " in " +
-                    std::to_string(report.rounds) + (report.rounds == 1 ? " round" : " rounds") +
-                    log.describe();
-  throw StoreError(cls, msg);
+  return failed(cls, fmt::format("could not connect to {} after {}: {} {} over {} {} in {} {}{}",
+                                 target, waited, tcp_attempts,
+                                 tcp_attempts == 1 ? "attempt" : "attempts", addresses_seen.size(),
+                                 addresses_seen.size() == 1 ? "address" : "addresses",
+                                 report.rounds, report.rounds == 1 ? "round" : "rounds",
+                                 log.describe()));
+}
+
+Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
+                      const Backoff& backoff) {
+  ConnectOutcome out = try_connect_tcp(host, port, deadline, backoff);
+  if (!out.ok()) throw StoreError(out.error_class, out.error);
+  return Connected{out.fd, std::move(out.report)};
 }
 
 }  // namespace ncclsmoke::rendezvous

@@ -24,6 +24,7 @@
 //   unreachable  only no-route errors; reset / other are what is left.
 // The message lists every distinct (address, error) once with its count, so a mix (e.g. IPv6
 // refused, IPv4 dropped) is never hidden by the class.
+// This is the connect half of the net layer (net.h has the addresses it formats and splits).
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "rendezvous/deadline.h"
+#include "rendezvous/net.h"
 #include "rendezvous/store_error.h"
 
 namespace ncclsmoke::rendezvous {
@@ -70,6 +72,21 @@ struct Connected {
   ConnectReport report;
 };
 
+// The same connect without an exception, for callers outside the store (the socket transport,
+// which maps the class to its TransportError): fd >= 0 on success; else fd is -1 and error_class
+// and error are exactly what connect_tcp would throw (the report still lists the attempts).
+// One engine, two faces, so the classified diagnostics are written once and no caller has to
+// catch a StoreError only to re-wrap it.
+struct ConnectOutcome {
+  int fd = -1;  // connected, blocking, TCP_NODELAY; caller owns it
+  ConnectReport report;
+  ErrorClass error_class = ErrorClass::other;  // when fd < 0
+  std::string error;                           // when fd < 0: the full sentence
+  bool ok() const { return fd >= 0; }
+};
+ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
+                               const Backoff& backoff = {});
+
 // Connects or throws StoreError whose class is the most telling failure seen (timed_out when
 // every attempt was unanswered, refused when the host answered with RST, dns when the name never
 // resolved ...) and whose message names host, port, each distinct error and the time waited.
@@ -85,9 +102,5 @@ ErrorClass classify_errno(int err);
 // scaled by (1 + jitter * (2u - 1)) for u in [0, 1), then capped at backoff.max and at `remaining`.
 Millis backoff_delay(const Backoff& backoff, int round, double u, Millis remaining);
 
-// "ip:port" / "[ip6]:port" for a socket address.
-std::string format_address(const sockaddr* addr, socklen_t len);
-// Name of the interface that owns this local address (getifaddrs), "" when none matches.
-std::string interface_of(const sockaddr* addr);
 
 }  // namespace ncclsmoke::rendezvous

@@ -169,7 +169,7 @@ class Prober {
   }
 
  private:
-  std::string endpoint() const { return host_ + ":" + std::to_string(port_); }
+  std::string endpoint() const { return join_host_port(host_, port_); }
   std::string waited() const { return seconds_text_fine(seconds_since(start_)); }
 
   void open(Fd& c, std::string& peer) {
@@ -243,7 +243,7 @@ const char* to_string(StoreEra era) {
 DialectProbe probe_dialect(const std::string& host, uint16_t port, Deadline deadline,
                            const Backoff& backoff) {
   auto start = Clock::now();
-  std::string key = host + ":" + std::to_string(port);
+  std::string key = join_host_port(host, port);
   std::shared_ptr<CacheEntry> entry;
   {
     std::lock_guard lock(cache_mu);

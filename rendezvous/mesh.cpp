@@ -16,7 +16,10 @@
 #include <random>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "rendezvous/connect.h"
+#include "rendezvous/rank_ref.h"
 #include "rendezvous/socket_io.h"
 
 namespace ncclsmoke::rendezvous {
@@ -141,7 +144,7 @@ struct PairResult {
 };
 
 // Dials `peer` at `addr` and checks its hello before `deadline`; nullopt when the right rank
-// answered, else the failure (class: what connect_tcp saw, stalled when the connection was made
+// answered, else the failure (class: what try_connect_tcp saw, stalled when the connection was made
 // but no hello came back, protocol for a wrong answer).
 std::optional<PairFailure> dial_hello(int self, int peer, const std::string& addr,
                                       Deadline deadline) {
@@ -150,43 +153,46 @@ std::optional<PairFailure> dial_hello(int self, int peer, const std::string& add
   f.from = self;
   f.to = peer;
   f.to_address = addr;
+  const RankRef me{self}, them{peer};
   std::string host;
   uint16_t port = 0;
   if (!split_host_port(addr, host, port)) {
     f.error_class = ErrorClass::protocol;
-    f.message = "rank " + std::to_string(peer) + " published a malformed address '" + addr + "'";
+    f.message = fmt::format("{} published a malformed address '{}'", them, addr);
     return f;
   }
-  try {
-    Backoff quick;
-    quick.initial = Millis{50};
-    quick.max = Millis{300};
-    auto conn = connect_tcp(host, port, deadline, quick);
-    std::string reply;
-    bool sent = send_all(conn.fd, hello(self), deadline);
-    bool ok = sent && recv_exact(conn.fd, 8, reply, deadline).empty();
-    ::close(conn.fd);
-    uint32_t their = 0;
-    if (ok && reply.compare(0, 4, kHelloMagic, 4) == 0) {
-      std::memcpy(&their, reply.data() + 4, 4);
-      if (static_cast<int>(their) == peer) return std::nullopt;
-      f.error_class = ErrorClass::protocol;
-      f.message = "rank " + std::to_string(self) + " connected to " + addr + " but rank " +
-                  std::to_string(their) + " answered instead of rank " + std::to_string(peer);
-    } else if (ok) {
-      f.error_class = ErrorClass::protocol;
-      f.message = "rank " + std::to_string(self) + " connected to " + addr + " (rank " +
-                  std::to_string(peer) + ") but the answer was not an ncclsmoke mesh handshake";
-    } else {
-      f.error_class = ErrorClass::stalled;
-      f.message = "rank " + std::to_string(self) + " connected to " + addr + " (rank " +
-                  std::to_string(peer) + ") but no mesh handshake came back within " +
-                  seconds_text_fine(seconds_since(start)) +
-                  ": the connection was accepted, the process did not answer";
-    }
-  } catch (const StoreError& e) {
-    f.error_class = e.error_class();
-    f.message = "rank " + std::to_string(self) + " -> rank " + std::to_string(peer) + ": " + e.what();
+  Backoff quick;
+  quick.initial = Millis{50};
+  quick.max = Millis{300};
+  // The net layer's classified connect; its class is the pair's (refused, timed_out, dns ...).
+  ConnectOutcome conn = try_connect_tcp(host, port, deadline, quick);
+  if (!conn.ok()) {
+    f.error_class = conn.error_class;
+    f.message = fmt::format("{} -> {}: {}", me, them, conn.error);
+    f.waited_s = seconds_since(start);
+    return f;
+  }
+  std::string reply;
+  bool sent = send_all(conn.fd, hello(self), deadline);
+  bool ok = sent && recv_exact(conn.fd, 8, reply, deadline).empty();
+  ::close(conn.fd);
+  uint32_t their = 0;
+  if (ok && reply.compare(0, 4, kHelloMagic, 4) == 0) {
+    std::memcpy(&their, reply.data() + 4, 4);
+    if (static_cast<int>(their) == peer) return std::nullopt;
+    f.error_class = ErrorClass::protocol;
+    f.message = fmt::format("{} connected to {} but rank {} answered instead of {}", me, addr,
+                            their, them);
+  } else if (ok) {
+    f.error_class = ErrorClass::protocol;
+    f.message = fmt::format("{} connected to {} ({}) but the answer was not an ncclsmoke mesh "
+                            "handshake",
+                            me, addr, them);
+  } else {
+    f.error_class = ErrorClass::stalled;
+    f.message = fmt::format("{} connected to {} ({}) but no mesh handshake came back within {}: "
+                            "the connection was accepted, the process did not answer",
+                            me, addr, them, seconds_text_fine(seconds_since(start)));
   }
   f.waited_s = seconds_since(start);
   return f;
@@ -409,29 +415,6 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
 }
 
 }  // namespace
-
-bool split_host_port(const std::string& text, std::string& host, uint16_t& port) {
-  std::string p;
-  if (!text.empty() && text[0] == '[') {
-    auto close = text.find(']');
-    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return false;
-    host = text.substr(1, close - 1);
-    p = text.substr(close + 2);
-  } else {
-    auto colon = text.rfind(':');
-    if (colon == std::string::npos || text.find(':') != colon) return false;
-    host = text.substr(0, colon);
-    p = text.substr(colon + 1);
-  }
-  if (host.empty() || p.empty() || p.size() > 5) return false;
-  for (char c : p)
-    if (c < '0' || c > '9') return false;
-  int v = std::stoi(p);
-  if (v < 1 || v > 65535) return false;
-  port = static_cast<uint16_t>(v);
-  return true;
-}
 
 std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t threshold,
                             std::size_t random_peers) {

@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/net.h"  // split_host_port for the addresses ranks publish
 #include "rendezvous/store.h"
 
 namespace ncclsmoke::rendezvous {
@@ -95,8 +96,5 @@ bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline);
 // MESH_BLOCKED) and drops them from silent_ranks and unfinished_ranks (the watch's own
 // PEER_STALLED / PEER_LOST names them, with the right cause). Returns those it found involved.
 std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& stopped);
-
-// "1.2.3.4:5" / "[::1]:5" -> host, port. False when malformed.
-bool split_host_port(const std::string& text, std::string& host, uint16_t& port);
 
 }  // namespace ncclsmoke::rendezvous

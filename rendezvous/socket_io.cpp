@@ -71,11 +71,6 @@ namespace {
 int poll_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
 }  // namespace
 
-std::string join_host_port(const std::string& host, uint16_t port) {
-  bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
-}
-
 bool send_all(int fd, const std::string& data, Deadline deadline) {
   std::size_t off = 0;
   while (off < data.size()) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "rendezvous/deadline.h"
+#include "rendezvous/net.h"  // join_host_port, split_host_port: the addresses these sockets use
 
 namespace ncclsmoke::rendezvous {
 
@@ -21,9 +22,6 @@ struct Listening {
 // names the address, the range and the last error).
 Listening listen_in_range(const std::string& bind_address, uint16_t port_min, uint16_t port_max,
                           int backlog, const std::string& who);
-
-// "host:port", with an IPv6 host in brackets ("[::1]:5"); the inverse of split_host_port (mesh.h).
-std::string join_host_port(const std::string& host, uint16_t port);
 
 // Sends all of `data` before `deadline` (EINTR and a non-blocking socket's EAGAIN are retried);
 // false on timeout, EOF or error.

@@ -78,7 +78,7 @@ struct TcpStore::Impl {
 
   std::string peer() const {
     if (!report.peer_address.empty()) return report.peer_address;
-    return opt.host + ":" + std::to_string(opt.port);
+    return join_host_port(opt.host, opt.port);
   }
 
   std::string wire_key(const std::string& key) const {

@@ -21,6 +21,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cerrno>
@@ -36,6 +38,7 @@
 #include <unordered_set>
 
 #include "rendezvous/deadline.h"
+#include "rendezvous/net.h"
 #include "rendezvous/store_error.h"
 #include "rendezvous/store_util.h"
 #include "rendezvous/tcp_server_keyspace.h"
@@ -71,26 +74,6 @@ constexpr std::size_t kDeferDecodeFrom = 1024 * 1024;
 constexpr auto kDeferredDecodeIdle = std::chrono::milliseconds(10);
 
 std::string errno_text(int err) { return std::strerror(err); }
-
-// "127.0.0.1:5000" / "[::1]:5000"; v4-mapped IPv6 addresses are shown as IPv4.
-std::string format_address(const sockaddr* sa) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (sa->sa_family == AF_INET) {
-    auto* in = reinterpret_cast<const sockaddr_in*>(sa);
-    inet_ntop(AF_INET, &in->sin_addr, host, sizeof host);
-    return std::string(host) + ":" + std::to_string(ntohs(in->sin_port));
-  }
-  if (sa->sa_family == AF_INET6) {
-    auto* in6 = reinterpret_cast<const sockaddr_in6*>(sa);
-    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
-      inet_ntop(AF_INET, in6->sin6_addr.s6_addr + 12, host, sizeof host);
-      return std::string(host) + ":" + std::to_string(ntohs(in6->sin6_port));
-    }
-    inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(ntohs(in6->sin6_port));
-  }
-  return "(unknown address family " + std::to_string(sa->sa_family) + ")";
-}
 
 // Lets the server hold thousands of sockets without the caller having to raise `ulimit -n`.
 void raise_fd_limit() {
@@ -425,7 +408,9 @@ class Server final : public TcpStoreServer {
         auto* a6 = reinterpret_cast<sockaddr_in6*>(ai->ai_addr);
         bool any6 = ai->ai_family == AF_INET6 && IN6_IS_ADDR_UNSPECIFIED(&a6->sin6_addr);
         listen_fd_ = try_bind(ai->ai_family, ai->ai_addr, ai->ai_addrlen, any6, why);
-        if (listen_fd_ < 0) failures.push_back(format_address(ai->ai_addr) + " (" + why + ")");
+        if (listen_fd_ < 0)
+          failures.push_back(
+              fmt::format("{} ({})", format_address(ai->ai_addr, ai->ai_addrlen), why));
         else dual_stack_ = any6;
       }
       freeaddrinfo(res);
@@ -448,7 +433,7 @@ class Server final : public TcpStoreServer {
                                             : reinterpret_cast<const sockaddr_in*>(sa)->sin_port);
     std::string addr = sa->sa_family == AF_INET6 && dual_stack_
                            ? "[::]:" + std::to_string(port_) + " (dual-stack)"
-                           : format_address(sa);
+                           : format_address(sa, len);
     addresses_.push_back(addr);
   }
 
@@ -543,7 +528,7 @@ class Server final : public TcpStoreServer {
         }
         return;  // EAGAIN or a hard error
       }
-      std::string peer = format_address(reinterpret_cast<sockaddr*>(&ss));
+      std::string peer = format_address(reinterpret_cast<sockaddr*>(&ss), len);
       stats_.accepted++;
       if (conns_.size() >= opt_.max_connections) {
         opt_.log("tcp store server: refused connection from " + peer + ": " +

@@ -1,11 +1,14 @@
 #pragma once
 // The backends this binary was built with, by name. Adding a backend adds its folder and one
-// entry in registry.cpp; the driver and the harness never branch on a transport's name.
+// entry in registry.cpp; the driver and the harness never branch on a transport's name. Each entry
+// carries the backend's option declarations (options.h), from its folder's <name>_options.cpp,
+// which is compiled even when the backend is not, so every binary accepts the same flags.
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "transports/options.h"
 #include "transports/transport.h"
 
 namespace ncclsmoke::transports {
@@ -16,9 +19,13 @@ struct BackendInfo {
   // nullptr when the backend was not built into this binary; `why_missing` then says why.
   std::function<std::unique_ptr<Transport>()> make;
   std::string why_missing;
+  std::vector<OptionSpec> options;  // what TransportContext::options may carry for it
 };
 
 const std::vector<BackendInfo>& backends();
 const BackendInfo* find_backend(const std::string& name);
+// Every backend's declarations, in registry order; the one of `key` ("socket.chunk") or nullptr.
+std::vector<const OptionSpec*> all_options();
+const OptionSpec* find_option(const std::string& key);
 
 }  // namespace ncclsmoke::transports

@@ -42,9 +42,9 @@ void report_size(Transport& t, const TransportContext& ctx, const SweepOptions& 
     l.wrong = r.rank_wrong.empty() ? -1 : r.rank_wrong.front();
     l.rank_time_us.clear();
     l.rank_wrong.clear();
-    l.algbw_gbps = std::isfinite(us) && us > 0 ? static_cast<double>(l.bytes) / (us * 1e-6) / 1e9
-                                               : NAN;
-    l.busbw_gbps = l.algbw_gbps * allreduce_busbw_factor(ctx.world_size);
+    auto bw = allreduce_bandwidth(l.bytes, us, ctx.world_size);
+    l.algbw_gbps = bw.algbw_gbps;
+    l.busbw_gbps = bw.busbw_gbps;
     (l.in_place ? p.in_place : p.out_of_place) = &l;
   }
   try {
@@ -81,6 +81,25 @@ std::size_t gate_size(const SweepOptions& o) {
 }
 
 double allreduce_busbw_factor(int n) { return n > 0 ? 2.0 * (n - 1) / n : 0; }
+
+Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size) {
+  Bandwidth b;
+  b.algbw_gbps = std::isfinite(time_us) && time_us > 0
+                     ? static_cast<double>(bytes) / (time_us * 1e-6) / 1e9
+                     : NAN;
+  b.busbw_gbps = b.algbw_gbps * allreduce_busbw_factor(world_size);
+  return b;
+}
+
+const char* to_string(TransportStage s) {
+  switch (s) {
+    case TransportStage::open: return "open";
+    case TransportStage::sweep: return "sweep";
+    case TransportStage::identify: return "identify";
+    case TransportStage::done: return "done";
+  }
+  return "open";
+}
 
 void fill_input(void* buf, std::size_t count, DType dtype, int rank) {
   if (dtype == DType::float32) {
@@ -198,11 +217,12 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
       result.complete = false;
     }
   }
-  double factor = allreduce_busbw_factor(ctx.world_size);
   for (std::size_t i = 0; i < result.rows.size(); ++i) {
     auto& row = result.rows[i];
     row.rank_time_us.clear();
     row.rank_wrong.clear();
+    row.rank_algbw_gbps.clear();
+    row.rank_busbw_gbps.clear();
     double sum_us = 0;
     int n = 0;
     int64_t wrong = 0;
@@ -227,10 +247,14 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
     }
     row.time_us = n ? sum_us / n : NAN;
     row.wrong = checked ? wrong : (wrong > 0 ? wrong : -1);
-    row.algbw_gbps = std::isfinite(row.time_us) && row.time_us > 0
-                         ? static_cast<double>(row.bytes) / (row.time_us * 1e-6) / 1e9
-                         : NAN;
-    row.busbw_gbps = row.algbw_gbps * factor;
+    auto bw = allreduce_bandwidth(row.bytes, row.time_us, ctx.world_size);
+    row.algbw_gbps = bw.algbw_gbps;
+    row.busbw_gbps = bw.busbw_gbps;
+    for (double us : row.rank_time_us) {
+      auto rb = allreduce_bandwidth(row.bytes, us, ctx.world_size);
+      row.rank_algbw_gbps.push_back(rb.algbw_gbps);
+      row.rank_busbw_gbps.push_back(rb.busbw_gbps);
+    }
   }
   return result;
 }

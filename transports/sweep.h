@@ -4,12 +4,15 @@
 // inputs, count the wrong elements), warm-up, then `iters` timed back-to-back collectives.
 // Bandwidth uses nccl-tests' formulas: algbw = bytes / time (GB/s = 1e9 B/s), all-reduce
 // busbw = algbw * 2(n-1)/n. time_us is the average over ranks of each rank's mean iteration time
-// (nccl-tests' default, -a 1); every rank's own time is kept for straggler detection.
+// (nccl-tests' default, -a 1); every rank's own time is kept for straggler detection, with its
+// own algbw/busbw from the same formula (allreduce_bandwidth: the one place it is computed).
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "rendezvous/store_error.h"
 #include "transports/transport.h"
 
 namespace ncclsmoke::transports {
@@ -59,12 +62,53 @@ struct SweepRow {
   int64_t wrong = 0;   // wrong elements summed over ranks; -1 when not checked
   std::vector<double> rank_time_us;    // by rank
   std::vector<int64_t> rank_wrong;     // by rank
+  std::vector<double> rank_algbw_gbps; // by rank, from rank_time_us (NaN where no time)
+  std::vector<double> rank_busbw_gbps; // by rank
   bool gate = false;
 };
 
 struct SweepResult {
   std::vector<SweepRow> rows;
   bool complete = false;  // every rank's figures arrived
+};
+
+// The one bandwidth formula (nccl-tests'): algbw = bytes / time in GB/s, NaN for a time that is
+// not finite and positive; busbw = algbw * allreduce_busbw_factor(world_size).
+struct Bandwidth {
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+};
+Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size);
+
+// What the transports phase (harness/transport_phase.h) measured for one requested backend: the
+// typed observation results/judging/transport_rules.h judges. No finding, no status: only what
+// happened. Exactly one of: not_built set (the backend could not even be made), error set (it
+// threw), or stage == done (sweep and identify finished).
+enum class TransportStage { open, sweep, identify, done };
+const char* to_string(TransportStage s);
+
+struct TransportFailure {
+  enum class Source { transport, store };
+  Source source = Source::transport;
+  ErrorKind kind = ErrorKind::other;                               // source == transport
+  rendezvous::ErrorClass store_class = rendezvous::ErrorClass::other;  // source == store
+  std::string message;
+  int peer = -1;               // the rank involved, -1 when the backend does not say
+  nlohmann::json evidence;     // the backend's evidence (null = none)
+  double waited_s = 0;         // from the phase's start to the error
+};
+
+struct TransportOutcome {
+  std::string name;
+  std::optional<std::string> not_built;  // why: "no transport of that name" or why_missing
+  TransportStage stage = TransportStage::open;  // the last stage entered
+  double duration_s = 0;
+  SweepResult sweep;                     // rows only when stage == done
+  nlohmann::json identity;               // identify()'s object; null when not reached
+  bool synthetic = false;                // identity's "synthetic": ranks share one device
+  std::optional<LinkStats> links;        // Transport::link_stats()
+  std::optional<NetworkReport> network;  // Transport::network_report()
+  std::optional<TransportFailure> error;
 };
 
 // Message sizes the sweep measures (each a multiple of the dtype size, at least one element).

@@ -9,11 +9,13 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "rendezvous/deadline.h"
 #include "rendezvous/store.h"
+#include "transports/options.h"
 
 namespace ncclsmoke::transports {
 
@@ -52,6 +54,28 @@ class TransportError : public std::runtime_error {
   nlohmann::json evidence_;
 };
 
+// Backend-neutral observations a backend may report beside identify() (typed, so the judging
+// step reads no backend's private JSON). The harness writes them into the run's identity rows
+// under documented keys (results/judging/transport_rules.h owns the layout).
+// LinkStats: where this rank waited on its ring links over the transport's life. The rank behind
+// a slow egress has by far the largest send_blocked_s (STRAGGLER); -1 ranks: no such link.
+struct LinkStats {
+  int next_rank = -1;           // the rank this one sends to
+  double send_blocked_s = 0;    // time blocked sending to next_rank
+  std::int64_t bytes_sent = 0;
+  int prev_rank = -1;           // the rank this one receives from
+  double recv_wait_s = 0;       // time waiting for prev_rank's bytes
+  std::int64_t bytes_received = 0;
+};
+// NetworkReport: the network the backend was asked to use (`expected`: {"network","policy"} or
+// null when nothing was asked) and what its own evidence says carried the bytes (`observed`: the
+// backend's log reading, e.g. NcclObserved::to_json(); null when none could be read). Judged by
+// results::judge_nccl_network through judge_transports, whatever the backend.
+struct NetworkReport {
+  nlohmann::json expected;
+  nlohmann::json observed;
+};
+
 // What a backend gets to connect: who we are, who the others are, and a store to exchange
 // addresses (already prefixed for this transport, so backends choose their own key names).
 struct TransportContext {
@@ -60,16 +84,17 @@ struct TransportContext {
   std::map<int, std::string> hosts;  // rank -> host name, for error messages
   std::string local_address;         // the address this rank used to reach the store
   rendezvous::Store* store = nullptr;
-  // Backend options from the command line, by name (e.g. "socket.ifname", "fabric.provider").
-  std::map<std::string, std::string> options;
+  // Backend options from the command line by key (e.g. "socket.ifname", "fabric.provider"), as
+  // declared in the backend's folder (options.h): read them typed, ctx.options.get_size(...).
+  BackendOptions options;
   // Optional "blame the root" hook (harness/transport_phase.h): a backend says whom it now waits
   // on (waiting_on = that rank, what = "recv from" / "send to"; -1 = not waiting any more). Called
   // on the collective's own thread when the wait changes, not per byte; cheap and thread-safe.
   std::function<void(int waiting_on, const std::string& what)> set_wait_state;
 
+  // The given text unchecked, else `fallback` (prefer the typed getters of `options`).
   std::string option(const std::string& key, const std::string& fallback = "") const {
-    auto it = options.find(key);
-    return it == options.end() ? fallback : it->second;
+    return options.raw(key, fallback);
   }
   std::string host_of(int r) const {
     auto it = hosts.find(r);
@@ -89,6 +114,9 @@ class Transport {
                          ReduceOp op, Deadline deadline) = 0;
   // What actually carried the bytes: interface, addresses, provider, counters... (an object).
   virtual nlohmann::json identify() = 0;
+  // Typed observations (above), asked for after identify(); nullopt: the backend has none.
+  virtual std::optional<LinkStats> link_stats() const { return std::nullopt; }
+  virtual std::optional<NetworkReport> network_report() { return std::nullopt; }
 
   // Runs `iters` back-to-back collectives and returns the mean microseconds per collective. The
   // default times them on the host clock; a device backend overrides it to time on its stream

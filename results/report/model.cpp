@@ -10,10 +10,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "results/classify.h"
-#include "results/merge.h"
+#include "results/judging/classify.h"
+#include "results/judging/merge.h"
 #include "results/report/scale.h"
-#include "results/summary.h"
+#include "results/report/summary.h"
 
 namespace ncclsmoke::report {
 

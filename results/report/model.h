@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "results/history.h"
+#include "results/history/history.h"
 
 namespace ncclsmoke::report {
 

@@ -13,8 +13,8 @@
 #include "cronjob/publish.h"
 #include "cronjob/pushgateway.h"
 #include "cronjob/textfile.h"
-#include "results/history.h"
-#include "results/write.h"
+#include "results/history/history.h"
+#include "results/verdict/write.h"
 #include "tests/cronjob/sample_verdicts.h"
 
 namespace ncclsmoke::cronjob {

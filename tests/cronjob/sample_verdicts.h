@@ -3,8 +3,8 @@
 #include <cmath>
 #include <string>
 
-#include "results/finding_codes.h"
-#include "results/verdict.h"
+#include "results/verdict/finding_codes.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::cronjob::testing {
 

@@ -2,7 +2,7 @@
 // tests that run `ncclsmoke publish` on them (check_metrics.sh). Usage: cronjob_write_samples DIR
 #include <iostream>
 
-#include "results/write.h"
+#include "results/verdict/write.h"
 #include "tests/cronjob/sample_verdicts.h"
 
 int main(int argc, char** argv) {

@@ -12,7 +12,7 @@
 #                                                  pod, RWO) and history-postgres-external render and
 #                                                  check; an RWO claim on 4 pods and an RWX claim fail
 #   deploy_test.sh SOURCE_DIR yamllint             yamllint -c cronjob/.yamllint on the sources
-#   deploy_test.sh SOURCE_DIR profiles-copy        base/profiles.yaml == results/profiles.example.yaml
+#   deploy_test.sh SOURCE_DIR profiles-copy        base/profiles.yaml == results/judging/profiles.example.yaml
 #   deploy_test.sh SOURCE_DIR shellcheck           shellcheck -s sh cronjob/entrypoint.sh
 #   deploy_test.sh SOURCE_DIR gate-command BIN    the gate's init container command, taken from the
 #                                                  rendered Job, run for real with one rank here (no
@@ -185,12 +185,12 @@ spec:
       echo "ok: yamllint"
     ;;
   profiles-copy)
-    if cmp -s "$cronjob/k8s/base/profiles.yaml" "$src/results/profiles.example.yaml"; then
-      echo "ok: cronjob/k8s/base/profiles.yaml equals results/profiles.example.yaml"
+    if cmp -s "$cronjob/k8s/base/profiles.yaml" "$src/results/judging/profiles.example.yaml"; then
+      echo "ok: cronjob/k8s/base/profiles.yaml equals results/judging/profiles.example.yaml"
     else
-      echo "FAIL: cronjob/k8s/base/profiles.yaml differs from results/profiles.example.yaml;" \
-        "copy it: cp results/profiles.example.yaml cronjob/k8s/base/profiles.yaml"
-      diff -u "$src/results/profiles.example.yaml" "$cronjob/k8s/base/profiles.yaml" | head -40
+      echo "FAIL: cronjob/k8s/base/profiles.yaml differs from results/judging/profiles.example.yaml;" \
+        "copy it: cp results/judging/profiles.example.yaml cronjob/k8s/base/profiles.yaml"
+      diff -u "$src/results/judging/profiles.example.yaml" "$cronjob/k8s/base/profiles.yaml" | head -40
       exit 1
     fi
     ;;

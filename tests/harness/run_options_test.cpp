@@ -197,6 +197,27 @@ TEST_F(DoorCli, BadRunAndLaunchValuesExitTwoBeforeAnythingStarts) {
   EXPECT_FALSE(fs::exists(dir_ / "verdict.json"));  // nothing ran
 }
 
+// The flags generated from the backends' declarations (transports/options.h) take the same door.
+TEST_F(DoorCli, BadBackendOptionValuesExitTwoNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"run --socket-chunk 12X", "--socket-chunk: '12X' is not a size (accepted: a size from 1K to 256M"},
+      {"run --socket-bufsize 2G", "--socket-bufsize: '2G' is not a size (accepted: a size from 0 to 1G"},
+      {"launch -n 2 --fabric-window 0", "--fabric-window: '0' is out of range (accepted: an integer from 1 to 256)"},
+      {"run --fabric-hw-counters maybe", "--fabric-hw-counters: 'maybe' is not accepted (accepted: auto, always or never)"},
+      {"run --mpi-collective reduce", "--mpi-collective: 'reduce' is not accepted (accepted: allreduce or iallreduce)"},
+      {"run --gpu x", "--gpu: 'x' is not an integer (accepted: an integer from 0 to 1023)"},
+      {"launch -n 2 --nccl-policy sometimes", "--nccl-policy: 'sometimes' is not accepted (accepted: pin or observe)"},
+      {"run --max-bytes 64MB", "--max-bytes: '64MB' is not a size"},
+  };
+  for (const auto& [args, want] : cases) {
+    auto r = bin(args + " --out-dir " + d());
+    EXPECT_EQ(r.code, 2) << args << ": " << r.out;
+    EXPECT_TRUE(has(r.out, want)) << args << ": " << r.out;
+    EXPECT_EQ(lines(r.out), 1) << args << ": " << r.out;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "verdict.json"));  // nothing ran
+}
+
 // A bad MASTER_PORT *variable* comes from the environment, not the command line: it stays a
 // CONFIG_INVALID finding in the verdict (exit 1).
 TEST_F(DoorCli, BadMasterPortVariableStaysAFinding) {

@@ -1,4 +1,5 @@
 #include "harness/world.h"
+#include "results/judging/probe_rules.h"
 
 #include <gtest/gtest.h>
 
@@ -12,22 +13,26 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
+// The finding code the judge gives a problem (CONFIG_MISSING / CONFIG_INVALID).
+std::string code_of(const ConfigProblem& p) { return results::config_finding(p).code; }
+std::string severity_of(const ConfigProblem& p) { return results::config_finding(p).severity; }
+
 WorldResult discover(const Env& env, WorldFlags flags = {},
                      const std::string& hostname = "pod-2") {
   return discover_world(flags, map_environment(env), hostname);
 }
 
-const ConfigFinding* find(const WorldResult& r, const std::string& code,
+const ConfigProblem* find(const WorldResult& r, const std::string& code,
                           const std::string& variable) {
   for (const auto& f : r.findings)
-    if (f.code == code && f.variable == variable) return &f;
+    if (code_of(f) == code && f.variable == variable) return &f;
   return nullptr;
 }
 
 std::string dump(const WorldResult& r) {
   std::string out;
   for (const auto& f : r.findings)
-    out += f.code + "/" + f.severity + " " + f.variable + "='" + f.value + "': " + f.message +
+    out += code_of(f) + "/" + severity_of(f) + " " + f.variable + "='" + f.value + "': " + f.message +
            " | hint: " + f.hint + "\n";
   return out;
 }
@@ -37,16 +42,16 @@ bool contains(const std::string& s, const std::string& part) {
 }
 
 // Asserts exactly one error finding, with this code and variable, and returns it.
-ConfigFinding expect_one_error(const WorldResult& r, const std::string& code,
+ConfigProblem expect_one_error(const WorldResult& r, const std::string& code,
                                const std::string& variable) {
   EXPECT_FALSE(r.world.has_value()) << dump(r);
   int errors = 0;
-  for (const auto& f : r.findings) errors += f.severity == "error";
+  for (const auto& f : r.findings) errors += severity_of(f) == "error";
   EXPECT_EQ(errors, 1) << dump(r);
-  const ConfigFinding* f = find(r, code, variable);
+  const ConfigProblem* f = find(r, code, variable);
   EXPECT_NE(f, nullptr) << dump(r);
   if (!f) return {};
-  EXPECT_EQ(f->severity, "error");
+  EXPECT_EQ(severity_of(*f), "error");
   EXPECT_TRUE(contains(f->message, variable)) << f->message;
   EXPECT_FALSE(f->hint.empty());
   return *f;
@@ -404,6 +409,47 @@ TEST(WorldDiscovery, KubernetesServiceLinkInMasterPort) {
   EXPECT_TRUE(contains(f.hint, "--master-port 29500")) << f.hint;
 }
 
+// What discovery observed becomes the verdict's finding through the judge: the table's
+// "Fix {variable} (value {value}): {fix}" hint, the variable and value as evidence.
+TEST(WorldDiscovery, ServiceLinkProblemBecomesTheConfigInvalidFinding) {
+  Env env = kTorchrun;
+  env["MASTER_PORT"] = "tcp://10.0.0.7:29500";
+  auto r = discover(env);
+  ASSERT_EQ(r.findings.size(), 1u) << dump(r);
+  EXPECT_EQ(r.findings[0].kind, ConfigProblem::Kind::invalid);
+  results::Finding f = results::config_finding(r.findings[0]);
+  EXPECT_EQ(f.code, "CONFIG_INVALID");
+  EXPECT_EQ(f.severity, "error");
+  EXPECT_EQ(f.layer, "config");
+  EXPECT_EQ(f.message, r.findings[0].message);
+  EXPECT_EQ(f.hint.rfind("Fix MASTER_PORT (value tcp://10.0.0.7:29500): set enableServiceLinks: "
+                         "false",
+                         0),
+            0u)
+      << f.hint;
+  EXPECT_EQ(f.evidence["variable"], "MASTER_PORT");
+  EXPECT_EQ(f.evidence["value"], "tcp://10.0.0.7:29500");
+}
+
+TEST(WorldDiscovery, MissingAndConflictProblemsKeepTheirKind) {
+  auto none = discover({});
+  ASSERT_FALSE(none.world);
+  for (const auto& p : none.findings) {
+    EXPECT_EQ(p.kind, ConfigProblem::Kind::missing) << dump(none);
+    EXPECT_EQ(results::config_finding(p).code, "CONFIG_MISSING");
+    EXPECT_EQ(results::config_finding(p).hint, p.hint);
+  }
+  Env env = kTorchrun;
+  env["OMPI_COMM_WORLD_RANK"] = "1";
+  env["OMPI_COMM_WORLD_SIZE"] = "4";
+  auto both = discover(env);
+  ASSERT_TRUE(both.world) << dump(both);
+  ASSERT_EQ(both.findings.size(), 1u) << dump(both);
+  EXPECT_EQ(both.findings[0].kind, ConfigProblem::Kind::conflict);
+  EXPECT_FALSE(both.findings[0].blocking());
+  EXPECT_EQ(results::config_finding(both.findings[0]).severity, "warning");
+}
+
 TEST(WorldDiscovery, KubernetesServiceLinkWithWhitespaceAndIndexedJob) {
   auto r = discover({{"JOB_COMPLETION_INDEX", "1"},
                      {"WORLD_SIZE", "2"},
@@ -486,8 +532,8 @@ TEST(WorldDiscovery, ConflictingLaunchersWarnAndTorchrunWins) {
   EXPECT_EQ(r.world->source, "torchrun");
   ASSERT_EQ(r.findings.size(), 1u) << dump(r);
   const auto& f = r.findings[0];
-  EXPECT_EQ(f.code, "CONFIG_INVALID");
-  EXPECT_EQ(f.severity, "warning");
+  EXPECT_EQ(code_of(f), "CONFIG_INVALID");
+  EXPECT_EQ(severity_of(f), "warning");
   EXPECT_EQ(f.variable, "OMPI_COMM_WORLD_RANK");
   EXPECT_EQ(f.value, "1");
   EXPECT_TRUE(contains(f.message, "disagree")) << f.message;
@@ -503,7 +549,7 @@ TEST(WorldDiscovery, ConflictingWorldSizesWarn) {
   EXPECT_EQ(r.world->world_size, 4);
   auto* f = find(r, "CONFIG_INVALID", "SLURM_NTASKS");
   ASSERT_NE(f, nullptr) << dump(r);
-  EXPECT_EQ(f->severity, "warning");
+  EXPECT_EQ(severity_of(*f), "warning");
 }
 
 TEST(WorldDiscovery, AgreeingLaunchersDoNotWarn) {
@@ -580,7 +626,7 @@ TEST(WorldDiscovery, WeirdInputNeverCrashes) {
       auto r = discover(env);
       bool has_error = false;
       for (const auto& f : r.findings) {
-        has_error |= f.severity == "error";
+        has_error |= severity_of(f) == "error";
         EXPECT_LE(f.value.size(), 4 * 96u + 8);  // escaped and truncated
         for (char c : f.value + f.message) {
           unsigned char u = static_cast<unsigned char>(c);
@@ -1005,7 +1051,7 @@ TEST(WorldPyTorchJob, SeveralProcessesPerPodWithoutTorchrunIsAnError) {
   EXPECT_TRUE(contains(f.message, "8 processes per pod")) << f.message;
   EXPECT_TRUE(contains(f.hint, "ncclsmoke launch")) << f.hint;
   EXPECT_TRUE(contains(f.hint, "torchrun --no-python ncclsmoke run")) << f.hint;
-  for (const auto& x : r.findings) EXPECT_NE(x.code, "RANKS_MISSING");
+  for (const auto& x : r.findings) EXPECT_NE(code_of(x), "RANKS_MISSING");
 }
 
 TEST(WorldPyTorchJob, AutoGpuCpuNeedALauncherToo) {
@@ -1155,7 +1201,7 @@ TEST(WorldStore, WeirdNewInputNeverCrashes) {
         auto r = discover(env);
         bool has_error = false;
         for (const auto& f : r.findings) {
-          has_error |= f.severity == "error";
+          has_error |= severity_of(f) == "error";
           EXPECT_LE(f.value.size(), 4 * 96u + 8);
           for (char c : f.value + f.message + f.hint) {
             unsigned char u = static_cast<unsigned char>(c);

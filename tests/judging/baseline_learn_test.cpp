@@ -1,6 +1,6 @@
-// baseline learn (results/baseline_learn.h): which gates count, the median per key, the diff text
+// baseline learn (results/judging/baseline_learn.h): which gates count, the median per key, the diff text
 // and the merged profiles file that must load back identically.
-#include "results/baseline_learn.h"
+#include "results/judging/baseline_learn.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@ shaped link, and a profile that expects EFA catches libfabric's tcp provider.
                     verdict fail. Skipped (reason printed) when fi_info lists no tcp provider or
                     ncclsmoke was built without libfabric.
 
-Every verdict is validated against results/verdict.schema.json. Hosts come from
+Every verdict is validated against results/verdict/verdict.schema.json. Hosts come from
 tests/multihost/netns.py (see ../../shared/TESTHOSTS.md): every rank runs inside a namespace,
 nothing can leave, everything is removed at the end. The history and file commands run in the
 root namespace: they only read and write files.

@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KEEP = False  # --keep: leave each test's directory behind
 TIMES = []    # (test, seconds)
 
-with open(os.path.join(ROOT, "results", "verdict.schema.json")) as f:
+with open(os.path.join(ROOT, "results", "verdict", "verdict.schema.json")) as f:
     VALIDATOR = jsonschema.Draft7Validator(json.load(f))
 
 

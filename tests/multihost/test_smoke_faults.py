@@ -2,7 +2,7 @@
 """Multi-host fault scenarios for `ncclsmoke run`: 4 hosts on network namespaces, one rank each.
 
 For every scenario: the verdict codes, the ranks/hosts they name, and the time it took; every
-verdict file is validated against results/verdict.schema.json. The namespace scenarios are skipped
+verdict file is validated against results/verdict/verdict.schema.json. The namespace scenarios are skipped
 (with the reason) only when we are not root or `ip netns add` fails.
 
     /usr/bin/python3 tests/multihost/test_smoke_faults.py --binary build/ncclsmoke [-k NAME] [--keep]

@@ -11,7 +11,7 @@
                    collective time is alike in a ring, so only where each rank waited can name
                    the slow host.
 
-Every verdict is validated against results/verdict.schema.json. Hosts come from netns.py (see
+Every verdict is validated against results/verdict/verdict.schema.json. Hosts come from netns.py (see
 ../../shared/TESTHOSTS.md for the safety rules): every process runs inside a namespace, nothing
 can leave, everything is removed at the end.
 

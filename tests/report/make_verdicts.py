@@ -18,8 +18,8 @@ import random
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-PROFILES = os.path.join(ROOT, "results", "profiles.example.yaml")
-SCHEMA = os.path.join(ROOT, "results", "verdict.schema.json")
+PROFILES = os.path.join(ROOT, "results", "judging", "profiles.example.yaml")
+SCHEMA = os.path.join(ROOT, "results", "verdict", "verdict.schema.json")
 
 BASELINE = 0.74          # GB/s at 64 MiB: the band these histories are judged against
 DEGRADED_RATIO = 0.6
@@ -290,7 +290,7 @@ def write_all(docs, directory):
 
 
 def validate(docs):
-    """Validates docs against results/verdict.schema.json with python3-jsonschema; returns the
+    """Validates docs against results/verdict/verdict.schema.json with python3-jsonschema; returns the
     number validated, or None when jsonschema is absent."""
     try:
         import jsonschema

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "results/report/model.h"
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::report::testing {

@@ -1,8 +1,8 @@
-#include "results/classify.h"
+#include "results/judging/classify.h"
 
 #include <gtest/gtest.h>
 
-#include "results/finding_codes.h"
+#include "results/verdict/finding_codes.h"
 
 namespace ncclsmoke::results {
 namespace {

@@ -1,4 +1,4 @@
-#include "results/env_allowlist.h"
+#include "results/verdict/env_allowlist.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-// One contract for every history backend (results/history.h): the same tests run against an
+// One contract for every history backend (results/history/history.h): the same tests run against an
 // SQLite file and a real PostgreSQL server (scripts/postgres-local.sh, started by the ctest
 // fixture `postgres`; its state file is NCCLSMOKE_PG_STATE, or set NCCLSMOKE_TEST_PG_URL).
 // Each PostgreSQL test gets a schema of its own (search_path in the URL), dropped afterwards.
@@ -26,7 +26,7 @@
 #include <sstream>
 #include <thread>
 
-#include "results/history.h"
+#include "results/history/history.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {

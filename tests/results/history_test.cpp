@@ -1,6 +1,6 @@
 // The SQLite run history: round trips, the gate numbers, atomic batches, crash safety (a writer
 // killed mid-stream leaves only whole runs), concurrent writers, and bad files named.
-#include "results/history.h"
+#include "results/history/history.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

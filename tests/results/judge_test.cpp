@@ -4,9 +4,10 @@
 #include <cmath>
 #include <limits>
 
-#include "results/classify.h"
-#include "results/finding_codes.h"
-#include "results/judge.h"
+#include "results/judging/classify.h"
+#include "results/verdict/finding_codes.h"
+#include "results/judging/judge.h"
+#include "results/judging/nccl_judge.h"
 
 using namespace ncclsmoke::results;
 using nlohmann::json;
@@ -397,9 +398,14 @@ TEST(Judge, SeveralFindingsAtOnce) {
 TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
   Verdict v = healthy_nccl();
   v.identities[1].observed["network"] = "Socket";
-  Finding check = make_finding("SILENT_FALLBACK", "NCCL on rank 1 used Socket, expected Libfabric",
-                               {1}, {"host-1"}, {{"expected", "Libfabric"}, {"observed", "Socket"}});
-  check.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}, {"log_lines", {"x"}}};
+  // The run's own check as the rule makes it (nccl_judge.h): marked "source": "nccl_net_check".
+  auto made = judge_nccl_network({{"network", "Libfabric"}, {"policy", "observe"}},
+                                 {{"found", true}, {"network", "Socket"}, {"networks", {"Socket"}},
+                                  {"log_lines", {"x"}}},
+                                 1, "host-1");
+  ASSERT_TRUE(made.has_value());
+  Finding check = *made;
+  ASSERT_TRUE(is_nccl_net_check(check));
   Finding other = make_finding("STRAGGLER", "rank 0 slow", {0}, {"host-0"});
   std::vector<Finding> findings{check, other};
   add_judged_findings(findings, judge(v, &profile("test-efa")));
@@ -416,6 +422,31 @@ TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
   add_judged_findings(alone, judge(healthy_nccl(), &profile("test-efa")));
   EXPECT_EQ(with_code(alone, "SILENT_FALLBACK").size(), 1u);
   EXPECT_TRUE(with_code(alone, "SILENT_FALLBACK")[0]->evidence.contains("log_lines"));
+
+  // A finding that merely looks like the check (same evidence keys, no mark) is not folded.
+  Finding lookalike = make_finding("SILENT_FALLBACK", "someone else's fallback", {1}, {"host-1"},
+                                   {{"expected", "a"}, {"observed", "b"}});
+  lookalike.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}};
+  std::vector<Finding> two{lookalike};
+  add_judged_findings(two, judge(v, &profile("test-efa")));
+  EXPECT_EQ(with_code(two, "SILENT_FALLBACK").size(), 2u) << codes(two);
+}
+
+// Link stats name the next rank themselves (to_next.rank): the slow link's receiver is that rank,
+// not rank+1, whatever order a backend's ring takes.
+TEST(Judge, StragglerLinkStatsUseTheNamedNextRank) {
+  Verdict v = world(3);
+  auto stats = [](double s, int next) {
+    return json{{"link_stats", {{"to_next", {{"rank", next}, {"send_blocked_s", s}}}}}};
+  };
+  v.identities.push_back({"fabric", 0, json(), stats(0.1, 2)});
+  v.identities.push_back({"fabric", 1, json(), stats(2.0, 0)});
+  v.identities.push_back({"fabric", 2, json(), stats(0.3, 1)});
+  auto fs = judge(v, nullptr);
+  auto st = with_code(fs, "STRAGGLER");
+  ASSERT_EQ(st.size(), 1u) << codes(fs);
+  EXPECT_EQ(st[0]->evidence["next_rank"], 0);
+  EXPECT_NE(st[0]->message.find("sending to rank 0"), std::string::npos) << st[0]->message;
 }
 
 TEST(Judge, BaselineRecord) {

@@ -1,10 +1,10 @@
-#include "results/merge.h"
+#include "results/judging/merge.h"
 
 #include <gtest/gtest.h>
 
-#include "results/classify.h"
-#include "results/finding_codes.h"
-#include "results/schema.h"
+#include "results/judging/classify.h"
+#include "results/verdict/finding_codes.h"
+#include "results/verdict/schema.h"
 
 namespace ncclsmoke::results {
 namespace {

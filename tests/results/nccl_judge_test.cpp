@@ -2,8 +2,8 @@
 // was observed, nothing when the expectation holds.
 #include <gtest/gtest.h>
 
-#include "results/finding_codes.h"
-#include "results/nccl_judge.h"
+#include "results/verdict/finding_codes.h"
+#include "results/judging/nccl_judge.h"
 
 using namespace ncclsmoke::results;
 using nlohmann::json;
@@ -103,4 +103,19 @@ TEST(NcclJudge, NothingObservedIsInconclusiveNeverAPass) {
 TEST(NcclJudge, NoExpectationWithAnObservationIsNoFinding) {
   EXPECT_FALSE(judge_nccl_network(nullptr, observed("Socket"), 0, "h"));
   EXPECT_FALSE(judge_nccl_network(expect("", "observe"), observed("Socket"), 0, "h"));
+}
+
+// Every finding the check makes carries its mark (nccl_judge.h), which add_judged_findings folds
+// by; a finding of the same code made elsewhere does not.
+TEST(NcclJudge, EveryFindingCarriesTheNetCheckMark) {
+  auto fallback = judge_nccl_network(expect("Libfabric", "observe"), observed("Socket"), 0, "h");
+  ASSERT_TRUE(fallback);
+  EXPECT_EQ(fallback->evidence["source"], kNcclNetCheckSource);
+  EXPECT_TRUE(is_nccl_net_check(*fallback));
+  auto missing = judge_nccl_network(expect("Libfabric", "observe"), nullptr, 0, "h");
+  ASSERT_TRUE(missing);
+  EXPECT_TRUE(is_nccl_net_check(*missing));
+  Finding other = make_finding("SILENT_FALLBACK", "profile's", {0}, {"h"});
+  other.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}};
+  EXPECT_FALSE(is_nccl_net_check(other));
 }

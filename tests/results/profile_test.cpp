@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "results/profile.h"
+#include "results/judging/profile.h"
 
 using namespace ncclsmoke::results;
 

@@ -1,7 +1,7 @@
 #pragma once
 // A full verdict touching every field, shared by the results tests.
-#include "results/finding_codes.h"
-#include "results/verdict.h"
+#include "results/verdict/finding_codes.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results::testing {
 

@@ -1,4 +1,4 @@
-#include "results/schema.h"
+#include "results/verdict/schema.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {
@@ -32,7 +32,7 @@ void expect_only(const json& doc, const std::string& expected) {
 }
 
 TEST(VerdictSchema, EmbeddedTextIsTheSourceFile) {
-  std::ifstream in(std::string(NCCLSMOKE_SOURCE_DIR) + "/results/verdict.schema.json");
+  std::ifstream in(std::string(NCCLSMOKE_SOURCE_DIR) + "/results/verdict/verdict.schema.json");
   ASSERT_TRUE(in);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -185,7 +185,7 @@ TEST(VerdictSchema, PythonJsonschemaAgrees) {
   json b = sample();
   b["verdict"] = "pass";  // exit_code stays 1
   std::ofstream(bad) << b.dump();
-  const std::string schema = std::string(NCCLSMOKE_SOURCE_DIR) + "/results/verdict.schema.json";
+  const std::string schema = std::string(NCCLSMOKE_SOURCE_DIR) + "/results/verdict/verdict.schema.json";
   auto check = [&](const std::string& doc) {
     std::string cmd = "/usr/bin/python3 -c 'import json,sys,jsonschema; "
                       "jsonschema.Draft7Validator.check_schema(json.load(open(sys.argv[1]))); "

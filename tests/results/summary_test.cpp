@@ -1,13 +1,13 @@
-#include "results/summary.h"
+#include "results/report/summary.h"
 
 #include <gtest/gtest.h>
 
 #include <sstream>
 
-#include "results/classify.h"
-#include "results/finding_codes.h"
-#include "results/judge.h"
-#include "results/profile.h"
+#include "results/judging/classify.h"
+#include "results/verdict/finding_codes.h"
+#include "results/judging/judge.h"
+#include "results/judging/profile.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {

@@ -1,4 +1,4 @@
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <set>
 #include <sstream>
 
-#include "results/classify.h"
-#include "results/finding_codes.h"
-#include "results/schema.h"
+#include "results/judging/classify.h"
+#include "results/verdict/finding_codes.h"
+#include "results/verdict/schema.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {

@@ -1,4 +1,4 @@
-#include "results/write.h"
+#include "results/verdict/write.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "results/verdict.h"
+#include "results/verdict/verdict.h"
 #include "tests/results/sample.h"
 
 namespace ncclsmoke::results {

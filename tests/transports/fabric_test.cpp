@@ -319,6 +319,10 @@ TEST(FabricDeadline, StoppedPeerTimesOutWithinDeadlineAndEndpointIsClosed) {
   EXPECT_NE(what[2].find("timed out after"), std::string::npos) << what[2];
   EXPECT_EQ(peers[2], 1) << what[2];  // rank 2 receives from rank 1
   EXPECT_NE(what[2].find("host-1"), std::string::npos) << what[2];
+  // Whom and what it waited for, in the shared spelling (rendezvous/rank_ref.h) and the shared
+  // schedule's terms: rank 1 never sent its first chunk of the reduce-scatter.
+  EXPECT_NE(what[2].find("waiting for rank 1 (host host-1)"), std::string::npos) << what[2];
+  EXPECT_NE(what[2].find("chunk 0 of step 1/4 (reduce-scatter)"), std::string::npos) << what[2];
   // The endpoint is closed after a failure: a later call throws at once instead of hanging.
   std::vector<float> buf(16, 1.0f);
   auto t0 = rendezvous::Clock::now();

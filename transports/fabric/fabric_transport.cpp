@@ -24,14 +24,22 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "rendezvous/rank_ref.h"
 #include "transports/fabric/efa_counters.h"
+#include "transports/fabric/fi_handle.h"
 #include "transports/reduce.h"
+#include "transports/ring_schedule.h"
 
 namespace ncclsmoke::transports {
 namespace {
 
 using nlohmann::json;
 using rendezvous::expired;
+using rendezvous::RankRef;
+using fabric::FiHandle;
+using fabric::FiInfo;
 
 constexpr uint32_t kApiVersion = FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION);
 
@@ -51,7 +59,7 @@ uint64_t make_tag(uint64_t seq, uint64_t step, uint64_t chunk) {
 
 std::string fi_text(long rc) {
   int e = static_cast<int>(rc < 0 ? -rc : rc);
-  return std::string(fi_strerror(e)) + " (" + std::to_string(rc < 0 ? rc : -rc) + ")";
+  return fmt::format("{} ({})", fi_strerror(e), rc < 0 ? rc : -rc);
 }
 
 std::string to_hex(const unsigned char* p, std::size_t n) {
@@ -83,25 +91,6 @@ bool from_hex(const std::string& s, std::vector<unsigned char>& out) {
 
 using rendezvous::seconds_text;
 
-std::size_t parse_size(const std::string& text, std::size_t fallback) {
-  if (text.empty()) return fallback;
-  try {
-    std::size_t pos = 0;
-    double v = std::stod(text, &pos);
-    std::string unit = text.substr(pos);
-    double mult = 1;
-    if (unit == "k" || unit == "K" || unit == "KiB")
-      mult = 1024;
-    else if (unit == "m" || unit == "M" || unit == "MiB")
-      mult = 1024 * 1024;
-    else if (!unit.empty())
-      return fallback;
-    return v > 0 ? static_cast<std::size_t>(v * mult) : fallback;
-  } catch (const std::exception&) {
-    return fallback;
-  }
-}
-
 // The IP address a sockaddr-format fi_info will bind, as text ("" for other formats).
 std::string src_ip(const fi_info* info) {
   if (!info->src_addr) return "";
@@ -124,15 +113,55 @@ struct Op {
   bool active = false;
 };
 
-// Segment i of n over `count` elements: lengths differ by at most one, some may be empty.
-struct Segment {
-  std::size_t off = 0, len = 0;
+// Registers the buffers of one collective for providers that need FI_MR_LOCAL; the
+// registrations close with it.
+struct LocalRegs {
+  fid_domain* domain = nullptr;
+  std::vector<FiHandle<fid_mr>> mrs;
+  void* reg(const void* buf, std::size_t len, uint64_t access, const std::string& who) {
+    if (!domain || !buf || len == 0) return nullptr;
+    FiHandle<fid_mr> mr;
+    int rc = fi_mr_reg(domain, buf, len, access, 0, 100 + mrs.size(), 0, mr.out(), nullptr);
+    if (rc != 0)
+      throw TransportError(ErrorKind::other, fmt::format("{}: fi_mr_reg of {} bytes failed: {}",
+                                                         who, len, fi_text(rc)));
+    void* desc = fi_mr_desc(mr.get());
+    mrs.push_back(std::move(mr));
+    return desc;
+  }
 };
 
-Segment segment(std::size_t count, int n, int i) {
-  std::size_t base = count / n, rem = count % n, ui = static_cast<std::size_t>(i);
-  return {ui * base + std::min(ui, rem), base + (ui < rem ? 1 : 0)};
-}
+// One collective while it runs: the shared ring schedule's chunks (transports/ring_schedule.h)
+// and how far posting and completion got. Receive i of step t is recvs[recv_base[t] + chunk].
+struct Collective {
+  Collective(RingSchedule s, uint64_t sq, const void* send, void* recv, DType dt)
+      : schedule(std::move(s)), recvs(schedule.recvs()), sends(schedule.sends()),
+        recv_done(recvs.size(), 0), seq(sq), dtype(dt), es(dtype_size(dt)),
+        in(static_cast<const unsigned char*>(send)), out(static_cast<unsigned char*>(recv)),
+        in_place(send == recv), start(Clock::now()) {
+    recv_base.push_back(0);
+    for (int t = 0; t < schedule.steps(); ++t)
+      recv_base.push_back(recv_base.back() + schedule.recv_chunks(t));
+  }
+  bool done() const { return recvs_done == recvs.size() && sends_done == sends.size(); }
+
+  RingSchedule schedule;
+  std::vector<RingChunk> recvs, sends;
+  std::vector<std::size_t> recv_base;
+  std::vector<char> recv_done;
+  uint64_t seq;
+  DType dtype;
+  std::size_t es;
+  const unsigned char* in;
+  unsigned char* out;
+  bool in_place;
+  Clock::time_point start;
+  std::size_t slot_bytes = 0;   // one staging slot (in-place reduce-scatter receives)
+  std::vector<int> free_slots;
+  void *d_in = nullptr, *d_out = nullptr, *d_stage = nullptr;  // FI_MR_LOCAL descriptors
+  std::size_t next_recv = 0, next_send = 0, recvs_done = 0, sends_done = 0;
+  std::size_t recvs_inflight = 0, sends_inflight = 0;
+};
 
 class FabricTransport final : public Transport {
  public:
@@ -146,15 +175,20 @@ class FabricTransport final : public Transport {
   void close() override { teardown(); }
 
  private:
+  // "rank 1 (host node-b)" (rendezvous/rank_ref.h); just "rank 1" when the host is unknown.
+  std::string rank_desc(int r) const {
+    auto it = ctx_.hosts.find(r);
+    std::string_view host = it == ctx_.hosts.end() ? std::string_view{} : it->second;
+    return fmt::format("{}", RankRef{r, host});
+  }
   std::string who() const {
-    return "fabric[" + (provider_.empty() ? requested_ : provider_) + "] rank " +
-           std::to_string(ctx_.rank) + " (" + ctx_.host_of(ctx_.rank) + ")";
+    return fmt::format("fabric[{}] {}", provider_.empty() ? requested_ : provider_,
+                       rank_desc(ctx_.rank));
   }
   std::string peer_desc(int r) const {
-    std::string s = "rank " + std::to_string(r) + " (" + ctx_.host_of(r);
     auto it = peer_addr_text_.find(r);
-    if (it != peer_addr_text_.end() && !it->second.empty()) s += ", " + it->second;
-    return s + ")";
+    if (it == peer_addr_text_.end() || it->second.empty()) return rank_desc(r);
+    return fmt::format("{} at {}", rank_desc(r), it->second);
   }
   fi_info* base_hints() const;
   std::string available_providers() const;
@@ -162,6 +196,17 @@ class FabricTransport final : public Transport {
   void exchange_addresses(Deadline deadline);
   void handshake(Deadline deadline);
   std::string straddr(const void* addr) const;
+
+  // The ring, in named steps (see "the ring" below).
+  void check_usable() const;
+  Collective plan(const void* send, void* recv, std::size_t count, DType dtype);
+  LocalRegs register_buffers(Collective& c);
+  bool post_recvs(Collective& c);
+  bool post_sends(Collective& c);
+  bool complete(Collective& c);
+  void reduce_received(Collective& c, const Op& op, std::size_t bytes);
+  TransportError timeout_error(const Collective& c) const;
+  void fail_collective(const std::string& why);
 
   Op* take_op();
   void release(Op* op);
@@ -185,12 +230,13 @@ class FabricTransport final : public Transport {
   std::size_t window_ = 4;
   int left_ = 0, right_ = 0;
 
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_av* av_ = nullptr;
+  // Owned libfabric objects (fi_handle.h); teardown() closes them endpoint first.
+  FiInfo info_;
+  FiHandle<fid_fabric> fabric_;
+  FiHandle<fid_domain> domain_;
+  FiHandle<fid_cq> cq_;
+  FiHandle<fid_av> av_;
+  FiHandle<fid_ep> ep_;
   fi_addr_t left_addr_ = FI_ADDR_UNSPEC, right_addr_ = FI_ADDR_UNSPEC;
 
   // Between collectives a background thread keeps driving the provider's progress engine:
@@ -219,7 +265,8 @@ class FabricTransport final : public Transport {
 
 fi_info* FabricTransport::base_hints() const {
   fi_info* hints = fi_allocinfo();
-  if (!hints) throw TransportError(ErrorKind::init_failed, who() + ": fi_allocinfo failed");
+  if (!hints)
+    throw TransportError(ErrorKind::init_failed, fmt::format("{}: fi_allocinfo failed", who()));
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_TAGGED;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -230,13 +277,13 @@ fi_info* FabricTransport::base_hints() const {
 }
 
 std::string FabricTransport::available_providers() const {
-  fi_info* hints = base_hints();
-  fi_info* list = nullptr;
-  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
-  if (rc != 0 || !list) return "none (" + fi_text(rc) + ")";
+  FiInfo hints(base_hints());
+  fi_info* raw = nullptr;
+  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+  FiInfo list(raw);
+  if (rc != 0 || !list) return fmt::format("none ({})", fi_text(rc));
   std::vector<std::pair<std::string, std::set<std::string>>> provs;
-  for (fi_info* i = list; i; i = i->next) {
+  for (fi_info* i = list.get(); i; i = i->next) {
     std::string p = i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
     std::string d = i->domain_attr && i->domain_attr->name ? i->domain_attr->name : "?";
     auto it = std::find_if(provs.begin(), provs.end(), [&](auto& e) { return e.first == p; });
@@ -245,7 +292,6 @@ std::string FabricTransport::available_providers() const {
     else
       it->second.insert(d);
   }
-  fi_freeinfo(list);
   std::string out;
   for (auto& [p, doms] : provs) {
     if (!out.empty()) out += ", ";
@@ -269,9 +315,10 @@ fi_info* FabricTransport::choose(fi_info* list) const {
     }
     std::string seen;
     for (const auto& d : domains) seen += (seen.empty() ? "" : ", ") + d;
-    throw TransportError(ErrorKind::init_failed, who() + ": provider '" + requested_ +
-                                                     "' has no domain '" + want +
-                                                     "' for FI_EP_RDM; it offers: " + seen);
+    throw TransportError(
+        ErrorKind::init_failed,
+        fmt::format("{}: provider '{}' has no domain '{}' for FI_EP_RDM; it offers: {}", who(),
+                    requested_, want, seen));
   }
   if (!ctx_.local_address.empty())
     for (fi_info* i = list; i; i = i->next)
@@ -282,49 +329,53 @@ fi_info* FabricTransport::choose(fi_info* list) const {
 std::string FabricTransport::straddr(const void* addr) const {
   char buf[256] = {};
   std::size_t len = sizeof buf;
-  if (!av_ || !fi_av_straddr(av_, addr, buf, &len)) return "";
+  if (!av_ || !fi_av_straddr(av_.get(), addr, buf, &len)) return "";
   return buf;
 }
 
 void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   ctx_ = ctx;
-  requested_ = ctx.option("fabric.provider", "tcp");
+  // Declared in fabric_options.cpp (checked at the door; again here for a context a test built).
+  try {
+    ctx.options.validate("fabric");
+    requested_ = ctx.options.get_string("fabric.provider");
+    chunk_bytes_ = static_cast<std::size_t>(ctx.options.get_size("fabric.chunk_bytes"));
+    window_ = static_cast<std::size_t>(ctx.options.get_int("fabric.window"));
+    counters_root_ = ctx.options.get_string("fabric.hw_counters_root");
+  } catch (const OptionError& e) {
+    throw TransportError(ErrorKind::init_failed, who() + ": " + e.what());
+  }
   if (requested_.empty()) requested_ = "tcp";
   if (!ctx.store && ctx.world_size > 1)
     throw TransportError(ErrorKind::init_failed, who() + ": no store to exchange addresses");
-  chunk_bytes_ = parse_size(ctx.option("fabric.chunk_bytes"), chunk_bytes_);
-  window_ = std::clamp<std::size_t>(parse_size(ctx.option("fabric.window"), window_), 1, 256);
-  counters_root_ = ctx.option("fabric.hw_counters_root", "/sys/class/infiniband");
   left_ = (ctx.rank - 1 + ctx.world_size) % ctx.world_size;
   right_ = (ctx.rank + 1) % ctx.world_size;
   if (ctx.world_size > static_cast<int>(kStepMask / 2))
     throw TransportError(
         ErrorKind::init_failed,
-        who() + ": world size " + std::to_string(ctx.world_size) + " exceeds the ring's tag space");
+        fmt::format("{}: world size {} exceeds the ring's tag space", who(), ctx.world_size));
 
-  fi_info* hints = base_hints();
+  FiInfo hints(base_hints());
   hints->fabric_attr->prov_name = strdup(requested_.c_str());
-  fi_info* list = nullptr;
-  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
+  fi_info* raw = nullptr;
+  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+  FiInfo list(raw);
+  hints.reset();
   if (rc == -FI_ENODATA || (rc == 0 && !list)) {
     throw TransportError(ErrorKind::unavailable,
-                         "libfabric has no provider '" + requested_ +
-                             "' for FI_EP_RDM on this host (" + ctx.host_of(ctx.rank) + ", rank " +
-                             std::to_string(ctx.rank) + "): fi_getinfo: " + fi_text(rc) +
-                             "; available: " + available_providers());
+                         fmt::format("libfabric has no provider '{}' for FI_EP_RDM on {}: "
+                                     "fi_getinfo: {}; available: {}",
+                                     requested_, rank_desc(ctx.rank), fi_text(rc),
+                                     available_providers()));
   }
   if (rc != 0)
-    throw TransportError(ErrorKind::init_failed, who() + ": fi_getinfo(provider '" + requested_ +
-                                                     "') failed: " + fi_text(rc));
-  try {
-    info_ = fi_dupinfo(choose(list));
-  } catch (...) {
-    fi_freeinfo(list);
-    throw;
-  }
-  fi_freeinfo(list);
-  if (!info_) throw TransportError(ErrorKind::init_failed, who() + ": fi_dupinfo failed");
+    throw TransportError(
+        ErrorKind::init_failed,
+        fmt::format("{}: fi_getinfo(provider '{}') failed: {}", who(), requested_, fi_text(rc)));
+  info_.reset(fi_dupinfo(choose(list.get())));
+  list.reset();
+  if (!info_)
+    throw TransportError(ErrorKind::init_failed, fmt::format("{}: fi_dupinfo failed", who()));
 
   provider_ = info_->fabric_attr->prov_name ? info_->fabric_attr->prov_name : requested_;
   fabric_name_ = info_->fabric_attr->name ? info_->fabric_attr->name : "";
@@ -336,33 +387,33 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
 
   auto check = [&](long r, const char* call) {
     if (r != 0)
-      throw TransportError(ErrorKind::init_failed, who() + ": " + call + " failed on fabric '" +
-                                                       fabric_name_ + "' domain '" + domain_name_ +
-                                                       "': " + fi_text(r));
+      throw TransportError(ErrorKind::init_failed,
+                           fmt::format("{}: {} failed on fabric '{}' domain '{}': {}", who(), call,
+                                       fabric_name_, domain_name_, fi_text(r)));
   };
-  check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
-  check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
+  check(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+  check(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr), "fi_domain");
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
   cq_attr.size = std::max<std::size_t>(4 * window_ + 16, 128);
   cq_attr.wait_obj = FI_WAIT_NONE;
-  check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+  check(fi_cq_open(domain_.get(), &cq_attr, cq_.out(), nullptr), "fi_cq_open");
   fi_av_attr av_attr{};
   av_attr.type = FI_AV_TABLE;
   av_attr.count = 4;
-  check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
-  check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-  check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-  check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
-  check(fi_enable(ep_), "fi_enable");
+  check(fi_av_open(domain_.get(), &av_attr, av_.out(), nullptr), "fi_av_open");
+  check(fi_endpoint(domain_.get(), info_.get(), ep_.out(), nullptr), "fi_endpoint");
+  check(fi_ep_bind(ep_.get(), &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
+  check(fi_ep_bind(ep_.get(), &av_->fid, 0), "fi_ep_bind(av)");
+  check(fi_enable(ep_.get()), "fi_enable");
 
   ops_.resize(2 * window_ + 4);
   free_ops_.clear();
   for (auto& op : ops_) free_ops_.push_back(&op);
 
+  const std::string hw_counters = ctx.options.get_string("fabric.hw_counters");  // validated above
   counters_on_ =
-      ctx.option("fabric.hw_counters", "auto") == "always" ||
-      (ctx.option("fabric.hw_counters", "auto") == "auto" && provider_.rfind("efa", 0) == 0);
+      hw_counters == "always" || (hw_counters == "auto" && provider_.rfind("efa", 0) == 0);
   if (counters_on_) counters_at_open_ = read_hw_counters(counters_root_);
 
   if (ctx.world_size > 1) {
@@ -383,9 +434,9 @@ void FabricTransport::start_progress_thread() {
         if (lk.owns_lock() && cq_) {
           // No operation is in flight between collectives, so anything read here is stale.
           fi_cq_tagged_entry e[8];
-          if (fi_cq_read(cq_, e, 8) == -FI_EAVAIL) {
+          if (fi_cq_read(cq_.get(), e, 8) == -FI_EAVAIL) {
             fi_cq_err_entry err{};
-            fi_cq_readerr(cq_, &err, 0);
+            fi_cq_readerr(cq_.get(), &err, 0);
           }
         }
       }
@@ -415,7 +466,8 @@ void FabricTransport::exchange_addresses(Deadline deadline) {
     rc = fi_getname(&ep_->fid, name.data(), &len);
   }
   if (rc != 0)
-    throw TransportError(ErrorKind::init_failed, who() + ": fi_getname failed: " + fi_text(rc));
+    throw TransportError(ErrorKind::init_failed,
+                         fmt::format("{}: fi_getname failed: {}", who(), fi_text(rc)));
   name.resize(len);
   local_addr_text_ = straddr(name.data());
   ctx_.store->set("addr/" + std::to_string(ctx_.rank), to_hex(name.data(), name.size()));
@@ -428,25 +480,26 @@ void FabricTransport::exchange_addresses(Deadline deadline) {
       hex = ctx_.store->get("addr/" + std::to_string(peer), deadline);
     } catch (const rendezvous::StoreError& e) {
       throw TransportError(ErrorKind::timeout,
-                           who() + ": no fabric address from rank " + std::to_string(peer) + " (" +
-                               ctx_.host_of(peer) + ") after " +
-                               seconds_text(rendezvous::seconds_since(start)) + ": " + e.what(),
+                           fmt::format("{}: no fabric address from {} after {}: {}", who(),
+                                       rank_desc(peer),
+                                       seconds_text(rendezvous::seconds_since(start)), e.what()),
                            peer);
     }
     std::vector<unsigned char> addr;
     if (!from_hex(hex, addr) || addr.empty())
       throw TransportError(ErrorKind::init_failed,
-                           who() + ": rank " + std::to_string(peer) + " (" + ctx_.host_of(peer) +
-                               ") published a malformed fabric address '" + hex.substr(0, 80) + "'",
+                           fmt::format("{}: {} published a malformed fabric address '{}'", who(),
+                                       rank_desc(peer), hex.substr(0, 80)),
                            peer);
     fi_addr_t fa = FI_ADDR_UNSPEC;
-    int n = fi_av_insert(av_, addr.data(), 1, &fa, 0, nullptr);
+    int n = fi_av_insert(av_.get(), addr.data(), 1, &fa, 0, nullptr);
     peer_addr_text_[peer] = straddr(addr.data());
     peer_addr_raw_[peer] = addr;
     if (n != 1)
       throw TransportError(ErrorKind::init_failed,
-                           who() + ": fi_av_insert of " + peer_desc(peer) + "'s address failed: " +
-                               (n < 0 ? fi_text(n) : std::string("0 addresses inserted")),
+                           fmt::format("{}: fi_av_insert of {}'s address failed: {}", who(),
+                                       peer_desc(peer),
+                                       n < 0 ? fi_text(n) : std::string("0 addresses inserted")),
                            peer);
     if (peer == left_) left_addr_ = fa;
     if (peer == right_) right_addr_ = fa;
@@ -463,36 +516,34 @@ void FabricTransport::handshake(Deadline deadline) {
   rop->kind = Op::recv;
   Op* sop = take_op();
   sop->kind = Op::send;
-  fid_mr* mr_in = nullptr;
-  fid_mr* mr_out = nullptr;
-  void* d_in = nullptr;
-  void* d_out = nullptr;
-  if (mr_local_) {
-    if (int r = fi_mr_reg(domain_, &in, sizeof in, FI_RECV, 0, 1, 0, &mr_in, nullptr); r == 0)
-      d_in = fi_mr_desc(mr_in);
-    if (int r = fi_mr_reg(domain_, &out, sizeof out, FI_SEND, 0, 2, 0, &mr_out, nullptr); r == 0)
-      d_out = fi_mr_desc(mr_out);
-  }
-  auto cleanup = [&] {
-    if (mr_in) fi_close(&mr_in->fid);
-    if (mr_out) fi_close(&mr_out->fid);
-  };
   try {
+    // Closed when the try block ends, before abort_inflight() may close their domain.
+    FiHandle<fid_mr> mr_in, mr_out;
+    void* d_in = nullptr;
+    void* d_out = nullptr;
+    if (mr_local_) {
+      if (fi_mr_reg(domain_.get(), &in, sizeof in, FI_RECV, 0, 1, 0, mr_in.out(), nullptr) == 0)
+        d_in = fi_mr_desc(mr_in.get());
+      if (fi_mr_reg(domain_.get(), &out, sizeof out, FI_SEND, 0, 2, 0, mr_out.out(), nullptr) == 0)
+        d_out = fi_mr_desc(mr_out.get());
+    }
     long rc;
-    while ((rc = fi_trecv(ep_, &in, sizeof in, d_in, FI_ADDR_UNSPEC, tag, 0, rop)) == -FI_EAGAIN) {
+    while ((rc = fi_trecv(ep_.get(), &in, sizeof in, d_in, FI_ADDR_UNSPEC, tag, 0, rop)) ==
+           -FI_EAGAIN) {
       if (expired(deadline)) break;
-      fi_cq_read(cq_, nullptr, 0);
+      fi_cq_read(cq_.get(), nullptr, 0);
     }
     if (rc) post_error("fi_trecv (handshake)", rc, left_);
-    while ((rc = fi_tsend(ep_, &out, sizeof out, d_out, right_addr_, tag, sop)) == -FI_EAGAIN) {
+    while ((rc = fi_tsend(ep_.get(), &out, sizeof out, d_out, right_addr_, tag, sop)) ==
+           -FI_EAGAIN) {
       if (expired(deadline)) break;
-      fi_cq_read(cq_, nullptr, 0);
+      fi_cq_read(cq_.get(), nullptr, 0);
     }
     if (rc) post_error("fi_tsend (handshake)", rc, right_);
     int pending = 2, idle = 0;
     while (pending > 0) {
       fi_cq_tagged_entry e[4];
-      ssize_t n = fi_cq_read(cq_, e, 4);
+      ssize_t n = fi_cq_read(cq_.get(), e, 4);
       if (n > 0) {
         for (ssize_t i = 0; i < n; ++i) release(static_cast<Op*>(e[i].op_context));
         pending -= static_cast<int>(n);
@@ -501,31 +552,29 @@ void FabricTransport::handshake(Deadline deadline) {
       }
       if (n == -FI_EAVAIL) throw_cq_error("the open() handshake");
       if (n != -FI_EAGAIN)
-        throw TransportError(ErrorKind::init_failed, who() + ": fi_cq_read failed: " + fi_text(n));
+        throw TransportError(ErrorKind::init_failed,
+                             fmt::format("{}: fi_cq_read failed: {}", who(), fi_text(n)));
       if (expired(deadline)) {
         bool recv_pending = rop->active;
         int peer = recv_pending ? left_ : right_;
-        throw TransportError(ErrorKind::timeout,
-                             who() + ": fabric handshake " +
-                                 (recv_pending ? "got no message from " : "send to ") +
-                                 peer_desc(peer) + (recv_pending ? "" : " did not complete") +
-                                 " after " + seconds_text(rendezvous::seconds_since(start)) +
-                                 " (provider " + provider_ + ", domain " + domain_name_ + ")",
-                             peer);
+        throw TransportError(
+            ErrorKind::timeout,
+            fmt::format("{}: fabric handshake {} {}{} after {} (provider {}, domain {})", who(),
+                        recv_pending ? "got no message from" : "send to", peer_desc(peer),
+                        recv_pending ? "" : " did not complete",
+                        seconds_text(rendezvous::seconds_since(start)), provider_, domain_name_),
+            peer);
       }
       idle_wait(idle);
     }
     if (in != static_cast<uint32_t>(left_))
-      throw TransportError(ErrorKind::init_failed,
-                           who() + ": handshake expected rank " + std::to_string(left_) +
-                               " but got " + std::to_string(in),
-                           left_);
+      throw TransportError(
+          ErrorKind::init_failed,
+          fmt::format("{}: handshake expected rank {} but got {}", who(), left_, in), left_);
   } catch (...) {
     abort_inflight();
-    cleanup();
     throw;
   }
-  cleanup();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -547,26 +596,28 @@ void FabricTransport::release(Op* op) {
 }
 
 void FabricTransport::post_error(const char* what, long rc, int peer) {
-  throw TransportError(
-      ErrorKind::other,
-      who() + ": " + what + " to/from " + peer_desc(peer) + " failed: " + fi_text(rc), peer);
+  throw TransportError(ErrorKind::other,
+                       fmt::format("{}: {} to/from {} failed: {}", who(), what, peer_desc(peer),
+                                   fi_text(rc)),
+                       peer);
 }
 
 void FabricTransport::throw_cq_error(const char* phase) {
   fi_cq_err_entry e{};
   char buf[256] = {};
-  ssize_t r = fi_cq_readerr(cq_, &e, 0);
+  ssize_t r = fi_cq_readerr(cq_.get(), &e, 0);
   if (r < 0)
-    throw TransportError(ErrorKind::other, who() + ": fi_cq_readerr failed: " + fi_text(r));
-  const char* prov = fi_cq_strerror(cq_, e.prov_errno, e.err_data, buf, sizeof buf);
+    throw TransportError(ErrorKind::other,
+                         fmt::format("{}: fi_cq_readerr failed: {}", who(), fi_text(r)));
+  const char* prov = fi_cq_strerror(cq_.get(), e.prov_errno, e.err_data, buf, sizeof buf);
   auto* op = static_cast<Op*>(e.op_context);
   bool is_send = op && op->kind == Op::send;
   int peer = is_send ? right_ : left_;
   release(op);
-  std::string text = who() + ": " + (is_send ? "send to " : "receive from ") + peer_desc(peer) +
-                     " failed during " + phase + ": " + fi_strerror(e.err) + " (" +
-                     std::to_string(e.err) + ")" +
-                     (prov && *prov ? std::string("; provider: ") + prov : std::string());
+  std::string text =
+      fmt::format("{}: {} {} failed during {}: {} ({}){}", who(),
+                  is_send ? "send to" : "receive from", peer_desc(peer), phase, fi_strerror(e.err),
+                  e.err, prov && *prov ? fmt::format("; provider: {}", prov) : std::string());
   if (e.err == FI_ETRUNC)
     throw TransportError(ErrorKind::other,
                          text +
@@ -594,12 +645,12 @@ void FabricTransport::abort_inflight() {
   };
   while (Clock::now() < until && recvs_active()) {
     fi_cq_tagged_entry e[8];
-    ssize_t n = fi_cq_read(cq_, e, 8);
+    ssize_t n = fi_cq_read(cq_.get(), e, 8);
     if (n > 0) {
       for (ssize_t i = 0; i < n; ++i) release(static_cast<Op*>(e[i].op_context));
     } else if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
-      if (fi_cq_readerr(cq_, &err, 0) > 0) release(static_cast<Op*>(err.op_context));
+      if (fi_cq_readerr(cq_.get(), &err, 0) > 0) release(static_cast<Op*>(err.op_context));
     } else {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
@@ -610,12 +661,13 @@ void FabricTransport::abort_inflight() {
 
 void FabricTransport::teardown() {
   stop_progress_thread();
-  if (ep_) fi_close(&ep_->fid), ep_ = nullptr;
-  if (av_) fi_close(&av_->fid), av_ = nullptr;
-  if (cq_) fi_close(&cq_->fid), cq_ = nullptr;
-  if (domain_) fi_close(&domain_->fid), domain_ = nullptr;
-  if (fabric_) fi_close(&fabric_->fid), fabric_ = nullptr;
-  if (info_) fi_freeinfo(info_), info_ = nullptr;
+  // Endpoint first, then what it was bound to, then the domain and the fabric.
+  ep_.reset();
+  av_.reset();
+  cq_.reset();
+  domain_.reset();
+  fabric_.reset();
+  info_.reset();
   for (auto& op : ops_) op.active = false;
   free_ops_.clear();
 }
@@ -659,9 +711,10 @@ std::string FabricTransport::probe_gone(int peer) const {
     }
   }
   if (err == ECONNREFUSED)
-    verdict = "its fabric address " + peer_addr_text_.at(peer) +
-              " now refuses TCP connections: its process exited or closed the endpoint (after a "
-              "failure of its own?)";
+    verdict = fmt::format(
+        "its fabric address {} now refuses TCP connections: its process exited or closed the "
+        "endpoint (after a failure of its own?)",
+        peer_addr_text_.at(peer));
   ::close(fd);
   return verdict;
 }
@@ -669,228 +722,211 @@ std::string FabricTransport::probe_gone(int peer) const {
 // ---------------------------------------------------------------------------------------------
 // the ring
 
-// Registers the buffers of one collective for providers that need FI_MR_LOCAL.
-struct LocalRegs {
-  fid_domain* domain = nullptr;
-  std::vector<fid_mr*> mrs;
-  ~LocalRegs() {
-    for (auto* m : mrs) fi_close(&m->fid);
-  }
-  void* reg(const void* buf, std::size_t len, uint64_t access, const std::string& who) {
-    if (!domain || !buf || len == 0) return nullptr;
-    fid_mr* mr = nullptr;
-    int rc = fi_mr_reg(domain, buf, len, access, 0, 100 + mrs.size(), 0, &mr, nullptr);
-    if (rc != 0)
-      throw TransportError(ErrorKind::other, who + ": fi_mr_reg of " + std::to_string(len) +
-                                                 " bytes failed: " + fi_text(rc));
-    mrs.push_back(mr);
-    return fi_mr_desc(mr);
-  }
-};
-
+// The schedule is the shared one (transports/ring_schedule.h); this backend posts it as a window
+// of tagged operations. Receives are pre-posted in schedule order, up to `window` ahead; a send
+// leaves, in order, once the receive it forwards (same chunk, previous step) has completed and
+// been reduced. One collective is: plan, register, then post / complete until done or timed out.
 void FabricTransport::allreduce(const void* send, void* recv, std::size_t count, DType dtype,
                                 ReduceOp /*op*/, Deadline deadline) {
   std::lock_guard collective(mu_);
-  if (!broken_.empty())
-    throw TransportError(
-        ErrorKind::other,
-        who() + ": the fabric endpoint was closed after an earlier failure (" + broken_ + ")");
-  if (!ep_ && ctx_.world_size > 1)
-    throw TransportError(ErrorKind::other, who() + ": allreduce before open()");
-  const std::size_t es = dtype_size(dtype);
-  const int n = ctx_.world_size, rank = ctx_.rank;
-  auto* out = static_cast<unsigned char*>(recv);
-  const auto* in = static_cast<const unsigned char*>(send);
-  const bool in_place = send == recv;
-  if (n == 1 || count == 0) {
-    if (!in_place && count) std::memcpy(out, in, count * es);
+  check_usable();
+  if (ctx_.world_size == 1 || count == 0) {
+    if (send != recv && count) std::memcpy(recv, send, count * dtype_size(dtype));
     return;
   }
-  const uint64_t seq = ++seq_;
-  auto start = Clock::now();
-
-  // Chunk size: the configured bytes, within the provider's max message size.
-  std::size_t chunk_elems = std::max<std::size_t>(1, chunk_bytes_ / es);
-  if (max_msg_size_ >= es) chunk_elems = std::min<std::size_t>(chunk_elems, max_msg_size_ / es);
-  std::size_t biggest = segment(count, n, 0).len;
-  chunk_elems = std::max(chunk_elems, (biggest + kChunkMask - 1) / kChunkMask);
-
-  // Steps 0..n-2 reduce-scatter, n-1..2n-3 all-gather. Step t receives segment recv_seg(t) from
-  // the left and sends segment send_seg(t) to the right, where send_seg(t) == recv_seg(t-1): chunk
-  // c of step t may leave once chunk c of step t-1 has arrived (and been reduced).
-  const int steps = 2 * (n - 1);
-  auto mod = [n](int x) { return ((x % n) + n) % n; };
-  auto recv_seg = [&](int t) { return t < n - 1 ? mod(rank - t - 1) : mod(rank - (t - (n - 1))); };
-  auto send_seg = [&](int t) { return t == 0 ? rank : recv_seg(t - 1); };
-  auto nchunks = [&](int seg) {
-    return (segment(count, n, seg).len + chunk_elems - 1) / chunk_elems;
-  };
-  struct Item {
-    int step;
-    std::size_t chunk, off, len;  // elements
-  };
-  std::vector<Item> recv_items, send_items;
-  std::vector<std::size_t> recv_base(steps + 1);
-  for (int t = 0; t < steps; ++t) {
-    recv_base[t] = recv_items.size();
-    for (int pass = 0; pass < 2; ++pass) {
-      int seg = pass == 0 ? recv_seg(t) : send_seg(t);
-      Segment s = segment(count, n, seg);
-      for (std::size_t c = 0; c < nchunks(seg); ++c) {
-        std::size_t off = s.off + c * chunk_elems;
-        Item it{t, c, off, std::min(chunk_elems, s.off + s.len - off)};
-        (pass == 0 ? recv_items : send_items).push_back(it);
-      }
-    }
-  }
-  recv_base[steps] = recv_items.size();
-  std::vector<char> recv_done(recv_items.size(), 0);
-
-  const std::size_t slot_bytes = chunk_elems * es;
-  if (in_place && staging_.size() < window_ * slot_bytes) staging_.assign(window_ * slot_bytes, 0);
-  std::vector<int> free_slots;
-  if (in_place)
-    for (int s = static_cast<int>(window_) - 1; s >= 0; --s) free_slots.push_back(s);
-
+  Collective c = plan(send, recv, count, dtype);
   try {
-    LocalRegs regs;
-    void *d_in = nullptr, *d_out = nullptr, *d_stage = nullptr;
-    if (mr_local_) {
-      regs.domain = domain_;
-      d_out = regs.reg(out, count * es, FI_SEND | FI_RECV, who());
-      d_in = in_place ? d_out : regs.reg(in, count * es, FI_SEND, who());
-      if (in_place) d_stage = regs.reg(staging_.data(), staging_.size(), FI_RECV, who());
-    }
-
-    std::size_t next_recv = 0, next_send = 0, recvs_done = 0, sends_done = 0;
-    std::size_t recvs_inflight = 0, sends_inflight = 0;
-    int idle = 0;
-    auto phase = [&](int t) { return t < n - 1 ? "reduce-scatter" : "all-gather"; };
-
-    while (recvs_done < recv_items.size() || sends_done < send_items.size()) {
-      bool progressed = false;
-      // Receives are pre-posted in order, up to `window` ahead.
-      while (recvs_inflight < window_ && next_recv < recv_items.size()) {
-        const Item& it = recv_items[next_recv];
-        bool staged = in_place && it.step < n - 1;
-        int slot = -1;
-        if (staged) {
-          if (free_slots.empty()) break;
-          slot = free_slots.back();
-        }
-        Op* op = take_op();
-        if (!op) break;
-        op->kind = Op::recv;
-        op->item = next_recv;
-        op->slot = slot;
-        void* dst = staged ? staging_.data() + slot * slot_bytes : out + it.off * es;
-        long rc = fi_trecv(ep_, dst, it.len * es, staged ? d_stage : d_out, FI_ADDR_UNSPEC,
-                           make_tag(seq, it.step, it.chunk), 0, op);
-        if (rc == -FI_EAGAIN) {
-          release(op);
-          break;
-        }
-        if (rc) post_error("fi_trecv", rc, left_);
-        if (staged) free_slots.pop_back();
-        ++next_recv, ++recvs_inflight, progressed = true;
-      }
-      // Sends go in order as their data becomes final.
-      while (sends_inflight < window_ && next_send < send_items.size()) {
-        const Item& it = send_items[next_send];
-        if (it.step > 0 && !recv_done[recv_base[it.step - 1] + it.chunk]) break;
-        Op* op = take_op();
-        if (!op) break;
-        op->kind = Op::send;
-        op->item = next_send;
-        const unsigned char* src = (it.step == 0 ? in : out) + it.off * es;
-        long rc = fi_tsend(ep_, src, it.len * es, it.step == 0 ? d_in : d_out, right_addr_,
-                           make_tag(seq, it.step, it.chunk), op);
-        if (rc == -FI_EAGAIN) {
-          release(op);
-          break;
-        }
-        if (rc) post_error("fi_tsend", rc, right_);
-        ++next_send, ++sends_inflight, progressed = true;
-      }
-
-      fi_cq_tagged_entry entries[16];
-      ssize_t got = fi_cq_read(cq_, entries, 16);
-      if (got > 0) {
-        progressed = true;
-        for (ssize_t i = 0; i < got; ++i) {
-          auto* op = static_cast<Op*>(entries[i].op_context);
-          if (op->kind == Op::send) {
-            --sends_inflight, ++sends_done;
-          } else {
-            const Item& it = recv_items[op->item];
-            if (entries[i].len != it.len * es)
-              throw TransportError(
-                  ErrorKind::other,
-                  who() + ": " + peer_desc(left_) + " sent " + std::to_string(entries[i].len) +
-                      " bytes for chunk " + std::to_string(it.chunk) + " of step " +
-                      std::to_string(it.step) + ", expected " + std::to_string(it.len * es) +
-                      ": do all ranks call all-reduce with the same count and dtype?",
-                  left_);
-            if (it.step < n - 1) {
-              unsigned char* dst = out + it.off * es;
-              if (op->slot >= 0) {
-                reduce_sum(dst, staging_.data() + op->slot * slot_bytes, it.len, dtype);
-                free_slots.push_back(op->slot);
-              } else {
-                reduce_sum(dst, in + it.off * es, it.len, dtype);
-              }
-            }
-            recv_done[op->item] = 1;
-            --recvs_inflight, ++recvs_done;
-          }
-          release(op);
-        }
-      } else if (got == -FI_EAVAIL) {
-        throw_cq_error("all-reduce");
-      } else if (got != -FI_EAGAIN) {
-        throw TransportError(ErrorKind::other, who() + ": fi_cq_read failed: " + fi_text(got));
-      }
-
+    LocalRegs regs = register_buffers(c);
+    for (int idle = 0; !c.done();) {
+      bool progressed = post_recvs(c);
+      progressed |= post_sends(c);
+      progressed |= complete(c);
       if (progressed) {
         idle = 0;
         continue;
       }
-      if (expired(deadline)) {
-        bool waiting_recv = recvs_done < recv_items.size();
-        int peer = waiting_recv ? left_ : right_;
-        std::string where;
-        if (waiting_recv) {
-          std::size_t k = 0;
-          while (k < recv_done.size() && recv_done[k]) ++k;
-          const Item& it = recv_items[k];
-          where = "chunk " + std::to_string(it.chunk) + " of step " + std::to_string(it.step + 1) +
-                  "/" + std::to_string(steps) + " (" + phase(it.step) + ")";
-        }
-        std::string msg =
-            who() + ": all-reduce #" + std::to_string(seq) + " of " + std::to_string(count) + " " +
-            to_string(dtype) + " timed out after " + seconds_text(rendezvous::seconds_since(start)) +
-            (waiting_recv ? " waiting for " + peer_desc(peer) + " to send " + where
-                          : " waiting for sends to " + peer_desc(peer) + " to complete") +
-            "; " + std::to_string(recvs_done) + "/" + std::to_string(recv_items.size()) +
-            " chunks received, " + std::to_string(sends_done) + "/" +
-            std::to_string(send_items.size()) + " sent";
-        std::string gone = probe_gone(peer);
-        if (!gone.empty())
-          throw TransportError(ErrorKind::peer_lost,
-                               msg + "; lost rank " + std::to_string(peer) + ": " + gone, peer);
-        throw TransportError(ErrorKind::timeout, msg, peer);
-      }
+      if (expired(deadline)) throw timeout_error(c);
       idle_wait(idle);
     }
   } catch (const TransportError& e) {
-    broken_ = e.what();
-    abort_inflight();
+    fail_collective(e.what());
     throw;
   } catch (...) {
-    broken_ = "unexpected failure";
-    abort_inflight();
+    fail_collective("unexpected failure");
     throw;
   }
+}
+
+void FabricTransport::check_usable() const {
+  if (!broken_.empty())
+    throw TransportError(
+        ErrorKind::other,
+        fmt::format("{}: the fabric endpoint was closed after an earlier failure ({})", who(),
+                    broken_));
+  if (!ep_ && ctx_.world_size > 1)
+    throw TransportError(ErrorKind::other, fmt::format("{}: allreduce before open()", who()));
+}
+
+// Chunk size: the configured bytes, within the provider's max message size, and large enough
+// that a segment's chunk index fits the tag's chunk bits.
+Collective FabricTransport::plan(const void* send, void* recv, std::size_t count, DType dtype) {
+  const std::size_t es = dtype_size(dtype);
+  std::size_t chunk_elems = std::max<std::size_t>(1, chunk_bytes_ / es);
+  if (max_msg_size_ >= es) chunk_elems = std::min<std::size_t>(chunk_elems, max_msg_size_ / es);
+  std::size_t biggest = ring_segment(count, ctx_.world_size, 0).len;
+  chunk_elems = std::max(chunk_elems, (biggest + kChunkMask - 1) / kChunkMask);
+  Collective c(RingSchedule(ctx_.rank, ctx_.world_size, count, chunk_elems), ++seq_, send, recv,
+               dtype);
+  c.slot_bytes = chunk_elems * es;
+  if (c.in_place) {
+    if (staging_.size() < window_ * c.slot_bytes) staging_.assign(window_ * c.slot_bytes, 0);
+    for (int s = static_cast<int>(window_) - 1; s >= 0; --s) c.free_slots.push_back(s);
+  }
+  return c;
+}
+
+LocalRegs FabricTransport::register_buffers(Collective& c) {
+  LocalRegs regs;
+  if (!mr_local_) return regs;
+  const std::size_t bytes = c.schedule.count() * c.es;
+  regs.domain = domain_.get();
+  c.d_out = regs.reg(c.out, bytes, FI_SEND | FI_RECV, who());
+  c.d_in = c.in_place ? c.d_out : regs.reg(c.in, bytes, FI_SEND, who());
+  if (c.in_place) c.d_stage = regs.reg(staging_.data(), staging_.size(), FI_RECV, who());
+  return regs;
+}
+
+// Pre-posts receives in schedule order while the window, a staging slot (in-place
+// reduce-scatter) and an operation context are free. True when any was posted.
+bool FabricTransport::post_recvs(Collective& c) {
+  bool posted = false;
+  while (c.recvs_inflight < window_ && c.next_recv < c.recvs.size()) {
+    const RingChunk& it = c.recvs[c.next_recv];
+    const bool staged = c.in_place && it.reduce;
+    int slot = -1;
+    if (staged) {
+      if (c.free_slots.empty()) break;
+      slot = c.free_slots.back();
+    }
+    Op* op = take_op();
+    if (!op) break;
+    op->kind = Op::recv;
+    op->item = c.next_recv;
+    op->slot = slot;
+    void* dst = staged ? staging_.data() + slot * c.slot_bytes : c.out + it.span.off * c.es;
+    long rc = fi_trecv(ep_.get(), dst, it.span.len * c.es, staged ? c.d_stage : c.d_out,
+                       FI_ADDR_UNSPEC, make_tag(c.seq, it.step, it.index), 0, op);
+    if (rc == -FI_EAGAIN) {
+      release(op);
+      break;
+    }
+    if (rc) post_error("fi_trecv", rc, left_);
+    if (staged) c.free_slots.pop_back();
+    ++c.next_recv, ++c.recvs_inflight, posted = true;
+  }
+  return posted;
+}
+
+// Sends in schedule order while each one's data is final. True when any was posted.
+bool FabricTransport::post_sends(Collective& c) {
+  bool posted = false;
+  while (c.sends_inflight < window_ && c.next_send < c.sends.size()) {
+    const RingChunk& it = c.sends[c.next_send];
+    if (it.step > 0 && !c.recv_done[c.recv_base[it.step - 1] + it.index]) break;
+    Op* op = take_op();
+    if (!op) break;
+    op->kind = Op::send;
+    op->item = c.next_send;
+    const unsigned char* src = (it.step == 0 ? c.in : c.out) + it.span.off * c.es;
+    long rc = fi_tsend(ep_.get(), src, it.span.len * c.es, it.step == 0 ? c.d_in : c.d_out,
+                       right_addr_, make_tag(c.seq, it.step, it.index), op);
+    if (rc == -FI_EAGAIN) {
+      release(op);
+      break;
+    }
+    if (rc) post_error("fi_tsend", rc, right_);
+    ++c.next_send, ++c.sends_inflight, posted = true;
+  }
+  return posted;
+}
+
+// Reads the completion queue once (this also drives manual-progress providers). True when
+// anything completed.
+bool FabricTransport::complete(Collective& c) {
+  fi_cq_tagged_entry entries[16];
+  ssize_t got = fi_cq_read(cq_.get(), entries, 16);
+  if (got == -FI_EAGAIN) return false;
+  if (got == -FI_EAVAIL) throw_cq_error("all-reduce");
+  if (got <= 0)
+    throw TransportError(ErrorKind::other,
+                         fmt::format("{}: fi_cq_read failed: {}", who(), fi_text(got)));
+  for (ssize_t i = 0; i < got; ++i) {
+    auto* op = static_cast<Op*>(entries[i].op_context);
+    if (op->kind == Op::send)
+      --c.sends_inflight, ++c.sends_done;
+    else
+      reduce_received(c, *op, entries[i].len);
+    release(op);
+  }
+  return true;
+}
+
+// A receive completed: check its size, sum it into place during the reduce-scatter (from the
+// staging slot in-place, else with the caller's input), and free its slot.
+void FabricTransport::reduce_received(Collective& c, const Op& op, std::size_t bytes) {
+  const RingChunk& it = c.recvs[op.item];
+  if (bytes != it.span.len * c.es)
+    throw TransportError(
+        ErrorKind::other,
+        fmt::format("{}: {} sent {} bytes for chunk {} of step {}, expected {}: do all ranks call "
+                    "all-reduce with the same count and dtype?",
+                    who(), peer_desc(left_), bytes, it.index, it.step, it.span.len * c.es),
+        left_);
+  if (it.reduce) {
+    unsigned char* dst = c.out + it.span.off * c.es;
+    if (op.slot >= 0) {
+      reduce_sum(dst, staging_.data() + op.slot * c.slot_bytes, it.span.len, c.dtype);
+      c.free_slots.push_back(op.slot);
+    } else {
+      reduce_sum(dst, c.in + it.span.off * c.es, it.span.len, c.dtype);
+    }
+  }
+  c.recv_done[op.item] = 1;
+  --c.recvs_inflight, ++c.recvs_done;
+}
+
+// The deadline passed: name whom this rank waited on and for which chunk, and turn the timeout
+// into peer_lost when the peer's address shows its process is gone (probe_gone).
+TransportError FabricTransport::timeout_error(const Collective& c) const {
+  const bool waiting_recv = c.recvs_done < c.recvs.size();
+  const int peer = waiting_recv ? left_ : right_;
+  std::string waiting;
+  if (waiting_recv) {
+    auto k = static_cast<std::size_t>(
+        std::find(c.recv_done.begin(), c.recv_done.end(), 0) - c.recv_done.begin());
+    const RingChunk& it = c.recvs[k];
+    waiting = fmt::format("waiting for {} to send chunk {} of step {}/{} ({})", peer_desc(peer),
+                          it.index, it.step + 1, c.schedule.steps(), c.schedule.phase(it.step));
+  } else {
+    waiting = fmt::format("waiting for sends to {} to complete", peer_desc(peer));
+  }
+  std::string msg = fmt::format(
+      "{}: all-reduce #{} of {} {} timed out after {} {}; {}/{} chunks received, {}/{} sent", who(),
+      c.seq, c.schedule.count(), to_string(c.dtype),
+      seconds_text(rendezvous::seconds_since(c.start)), waiting, c.recvs_done, c.recvs.size(),
+      c.sends_done, c.sends.size());
+  std::string gone = probe_gone(peer);
+  if (!gone.empty())
+    return TransportError(ErrorKind::peer_lost,
+                          fmt::format("{}; lost {}: {}", msg, rank_desc(peer), gone), peer);
+  return TransportError(ErrorKind::timeout, msg, peer);
+}
+
+// A failed collective closes the endpoint (abort_inflight): the provider must not write into the
+// caller's buffers after we return.
+void FabricTransport::fail_collective(const std::string& why) {
+  broken_ = why;
+  abort_inflight();
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 #pragma once
 // Ring all-reduce over libfabric reliable-datagram (FI_EP_RDM) endpoints; the provider is chosen
-// at run time, addresses are exchanged through the store. Options (TransportContext::options):
+// at run time, addresses are exchanged through the store. The ring is the shared schedule
+// (transports/ring_schedule.h) posted as a window of tagged sends/receives; every libfabric
+// object is held by an owner that closes it (fi_handle.h). Options (TransportContext::options):
 //   fabric.provider          libfabric provider name: efa, verbs, tcp, udp, shm ... (default tcp);
 //                            RDM over tcp/udp comes back as the utility stacks "tcp;ofi_rxm" and
 //                            "udp;ofi_rxd", which identify() reports as returned

@@ -323,12 +323,13 @@ class MpiTransport final : public Transport {
                            who() + ": not started by mpirun (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or "
                                "PMI_RANK in the environment): launch with mpirun ... ncclsmoke run "
                                "--transports mpi");
-    std::string mode = ctx.option("mpi.collective", "allreduce");
-    if (mode != "allreduce" && mode != "iallreduce")
-      throw TransportError(ErrorKind::init_failed,
-                           who() + ": mpi.collective is \"" + mode +
-                               "\"; expected allreduce (blocking MPI_Allreduce, the default) or "
-                               "iallreduce (MPI_Iallreduce + MPI_Test polling)");
+    std::string mode;  // declared in mpi_options.cpp: allreduce | iallreduce
+    try {
+      ctx.options.validate("mpi");
+      mode = ctx.options.get_string("mpi.collective");
+    } catch (const OptionError& e) {
+      throw TransportError(ErrorKind::init_failed, who() + ": " + e.what());
+    }
     auto& c = Child::get();
     if (!c.started()) c.spawn(who(), deadline);
     static int64_t next_id = 1;

@@ -13,7 +13,7 @@
 // evidence, and a plugin name is taken loosely ("Loaded net plugin <name>", "Initialized NET plugin
 // <name>", "NET/OFI Initializing aws-ofi-nccl X.Y.Z").
 //
-// This module only reports what the log says; results/nccl_judge.h compares it with what was
+// This module only reports what the log says; results/judging/nccl_judge.h compares it with what was
 // expected and decides whether that is a finding.
 #include <filesystem>
 #include <nlohmann/json.hpp>

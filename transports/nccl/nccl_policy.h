@@ -2,7 +2,7 @@
 // --nccl-net / --nccl-policy: which network NCCL is expected to use, and how that is enforced.
 //   pin:     NCCL_NET=<net> (or ncclConfig_t.netName) is set, so a missing plugin is a hard init
 //            error (TRANSPORT_INIT_FAILED) instead of a silent fall back to Socket.
-//   observe: NCCL chooses as training would; results/nccl_judge.h compares what the log says with
+//   observe: NCCL chooses as training would; results/judging/nccl_judge.h compares what the log says with
 //            <net> and reports SILENT_FALLBACK on a mismatch.
 // Only parsing lives here: transports measure, results/ decides (DESIGN.md).
 #include <nlohmann/json.hpp>

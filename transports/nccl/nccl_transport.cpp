@@ -298,6 +298,19 @@ class NcclTransportImpl final : public NcclTransport {
     return j;
   }
 
+  // The contract's typed network report (transport.h): the network asked for (--nccl-net,
+  // policy) and what NCCL's own log says carried the bytes (null when no log was read).
+  std::optional<NetworkReport> network_report() override {
+    NetworkReport r;
+    r.expected = net_.empty() ? nlohmann::json(nullptr)
+                              : nlohmann::json{{"network", net_}, {"policy", policy_}};
+    if (!debug_file_.empty()) {
+      auto seen = read_nccl_log(debug_file_);
+      if (seen.found) r.observed = seen.to_json();
+    }
+    return r;
+  }
+
   void close() override {
     if (api_ && comm_) {
       ncclComm_t comm = comm_;
@@ -327,19 +340,28 @@ class NcclTransportImpl final : public NcclTransport {
   }
 
  private:
+  // Declared in nccl_options.cpp, with the one default of each (nccl.policy: observe).
   void read_options(const TransportContext& ctx) {
-    cudart_opt_ = ctx.option("nccl.cudart");
-    nccl_opt_ = ctx.option("nccl.lib");
-    synthetic_ = ctx.option("nccl.share_gpu") == "1" || ctx.option("nccl.share_gpu") == "true";
-    net_ = ctx.option("nccl.net");
-    policy_ = ctx.option("nccl.policy", "pin");
-    if (policy_ != "pin" && policy_ != "observe")
-      throw TransportError(ErrorKind::other,
-                           where_ + ": nccl.policy must be \"pin\" or \"observe\", not \"" + policy_ + "\"");
-    debug_opt_ = ctx.option("nccl.debug_file");
-    std::string g = ctx.option("nccl.gpu");
-    gpu_source_ = "nccl.gpu";
-    if (g.empty() && !synthetic_) { g = env_or("LOCAL_RANK"); gpu_source_ = "LOCAL_RANK"; }
+    std::optional<std::int64_t> gpu;
+    try {
+      ctx.options.validate("nccl");
+      cudart_opt_ = ctx.options.get_string("nccl.cudart");
+      nccl_opt_ = ctx.options.get_string("nccl.lib");
+      synthetic_ = ctx.options.get_bool("nccl.share_gpu");
+      net_ = ctx.options.get_string("nccl.net");
+      policy_ = ctx.options.get_string("nccl.policy");
+      debug_opt_ = ctx.options.get_string("nccl.debug_file");
+      gpu = ctx.options.find_int("nccl.gpu");
+    } catch (const OptionError& e) {
+      throw TransportError(ErrorKind::other, where_ + ": " + e.what());
+    }
+    if (gpu) {
+      gpu_ = static_cast<int>(*gpu);
+      gpu_source_ = "nccl.gpu";
+      return;
+    }
+    std::string g;
+    if (!synthetic_) { g = env_or("LOCAL_RANK"); gpu_source_ = "LOCAL_RANK"; }
     if (g.empty()) { g = "0"; gpu_source_ = "default"; }
     if (!parse_int(g, gpu_))
       throw TransportError(ErrorKind::other,
@@ -577,7 +599,7 @@ class NcclTransportImpl final : public NcclTransport {
   std::optional<nccl::NcclApi> api_;
   int rank_ = 0, world_ = 1;
   std::string host_, where_ = "rank ?";
-  std::string cudart_opt_, nccl_opt_, net_, policy_ = "pin", debug_opt_, gpu_source_;
+  std::string cudart_opt_, nccl_opt_, net_, policy_ = "observe", debug_opt_, gpu_source_;
   bool synthetic_ = false;
   int gpu_ = 0;
   std::string pci_bus_id_;

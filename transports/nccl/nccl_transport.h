@@ -11,9 +11,9 @@
 //                   (with NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1 to keep NET). Unsupported by
 //                   NVIDIA: identify() says "synthetic": true and such rows are never baselines.
 //   nccl.net        the network expected to carry the bytes (e.g. IB, Socket, Libfabric)
-//   nccl.policy     "pin" (default when nccl.net is given): sets NCCL_NET=<net>, so a missing
+//   nccl.policy     "pin": sets NCCL_NET=<net>, so a missing
 //                   plugin fails init loudly; "observe": leaves NCCL's choice alone so a fallback
-//                   is seen, not prevented (the log parser then compares expected and observed)
+//                   is seen, not prevented (the default; the log parser then compares expected and observed)
 //   nccl.debug_file this rank's NCCL log path, used as given ("%r" is replaced by the rank,
 //                   "%h"/"%p" as NCCL does, nothing appended). Unless the user set NCCL_DEBUG_FILE, sets
 //                   NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,NET and NCCL_DEBUG_FILE before the first

@@ -8,7 +8,10 @@
 #include <cerrno>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "transports/reduce.h"
+#include "transports/ring_schedule.h"
 
 namespace ncclsmoke::transports::sock {
 namespace {
@@ -38,26 +41,19 @@ struct Cursor {
   std::size_t k = 0;  // chunk index within the step's segment
 };
 
+// The shared ring schedule (transports/ring_schedule.h) plus this engine's striping: chunk k of
+// every step rides connection k % nconn, so each connection walks its own subsequence.
 struct Plan {
-  int n = 1, r = 0, steps = 0, nconn = 1;
-  std::size_t es = 4, chunk = 1;  // element size, chunk in elements
-  std::vector<std::size_t> off, len;
+  Plan(const RingConfig& cfg, std::size_t count, std::size_t elem_size, int conns)
+      : s(cfg.rank, cfg.world_size, count, std::max<std::size_t>(1, cfg.chunk_bytes / elem_size)),
+        steps(s.steps()), nconn(conns), es(elem_size) {}
+  RingSchedule s;
+  int steps = 0, nconn = 1;
+  std::size_t es = 4;  // element size
 
-  int mod(int x) const { return ((x % n) + n) % n; }
-  // Reduce-scatter steps 0..n-2, then all-gather steps n-1..2n-3. The segment sent at step t is
-  // the one received at step t-1, so chunk k of both is the same memory.
-  int send_seg(int t) const { return t < n - 1 ? mod(r - t) : mod(r + 1 - (t - (n - 1))); }
-  int recv_seg(int t) const { return t < n - 1 ? mod(r - t - 1) : mod(r - (t - (n - 1))); }
-  bool reducing(int t) const { return t < n - 1; }
-  std::size_t chunks(int seg) const { return (len[seg] + chunk - 1) / chunk; }
-  // Element offset and length of chunk k of segment seg.
-  std::size_t chunk_off(int seg, std::size_t k) const { return off[seg] + k * chunk; }
-  std::size_t chunk_len(int seg, std::size_t k) const {
-    return std::min(chunk, len[seg] - k * chunk);
-  }
   void settle(Cursor& cur, bool send_side, int c) const {
     while (cur.t < steps) {
-      if (cur.k < chunks(send_side ? send_seg(cur.t) : recv_seg(cur.t))) return;
+      if (cur.k < (send_side ? s.send_chunks(cur.t) : s.recv_chunks(cur.t))) return;
       ++cur.t;
       cur.k = static_cast<std::size_t>(c);
     }
@@ -65,9 +61,9 @@ struct Plan {
   uint64_t stream_bytes(bool send_side, int c) const {
     uint64_t total = 0;
     for (int t = 0; t < steps; ++t) {
-      int seg = send_side ? send_seg(t) : recv_seg(t);
-      for (std::size_t k = static_cast<std::size_t>(c); k < chunks(seg); k += nconn)
-        total += chunk_len(seg, k) * es;
+      int seg = send_side ? s.send_segment(t) : s.recv_segment(t);
+      for (std::size_t k = static_cast<std::size_t>(c); k < s.chunks(seg); k += nconn)
+        total += s.chunk(seg, k).len * es;
     }
     return total;
   }
@@ -102,21 +98,11 @@ class Engine {
          std::size_t count, DType dtype, uint64_t seq, std::vector<unsigned char>& staging,
          RingStats& stats)
       : stats_(stats), cfg_(cfg), send_(static_cast<const unsigned char*>(send)),
-        recv_(static_cast<unsigned char*>(recv)), dtype_(dtype), count_(count), seq_(seq) {
-    in_place_ = send == recv;
-    p_.n = cfg.world_size;
-    p_.r = cfg.rank;
-    p_.steps = 2 * (p_.n - 1);
-    p_.nconn = static_cast<int>(links.to_next.size());
-    p_.es = dtype_size(dtype);
-    p_.chunk = std::max<std::size_t>(1, cfg.chunk_bytes / p_.es);
-    for (int i = 0; i < p_.n; ++i) {
-      auto [o, l] = ring_segment(count, p_.n, i);
-      p_.off.push_back(o);
-      p_.len.push_back(l);
-    }
+        recv_(static_cast<unsigned char*>(recv)), dtype_(dtype), count_(count), seq_(seq),
+        in_place_(send == recv),
+        p_(cfg, count, dtype_size(dtype), static_cast<int>(links.to_next.size())) {
     if (in_place_) {
-      std::size_t need = static_cast<std::size_t>(p_.nconn) * p_.chunk * p_.es;
+      std::size_t need = static_cast<std::size_t>(p_.nconn) * p_.s.chunk_elems() * p_.es;
       if (staging.size() < need) staging.resize(need);
     }
     unsigned char hdr[kHdr];
@@ -137,7 +123,8 @@ class Engine {
       y.fd = links.from_prev[c];
       y.cur.k = static_cast<std::size_t>(c);
       p_.settle(y.cur, false, c);
-      if (in_place_) y.stage = staging.data() + static_cast<std::size_t>(c) * p_.chunk * p_.es;
+      if (in_place_)
+        y.stage = staging.data() + static_cast<std::size_t>(c) * p_.s.chunk_elems() * p_.es;
       y.total = p_.stream_bytes(false, c);
     }
   }
@@ -169,8 +156,8 @@ class Engine {
         fds.push_back({ev ? x.fd : -1, ev, 0});
         tx_stuck |= ev && x.blocked;
       }
-      if (tx_stuck) note_wait((p_.r + 1) % p_.n, "send to");
-      else if (first_tx > 0) note_wait((p_.r + p_.n - 1) % p_.n, "recv from");
+      if (tx_stuck) note_wait(p_.s.next(), "send to");
+      else if (first_tx > 0) note_wait(p_.s.prev(), "recv from");
       auto before = Clock::now();
       auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - before);
       int ms = static_cast<int>(std::clamp<int64_t>(left.count(), 0, 60000));
@@ -255,12 +242,12 @@ class Engine {
     if (hdr_left) iov[niov++] = {x.hdr + x.hdr_off, hdr_left};
     std::size_t chunk_bytes = 0;
     if (x.cur.t < p_.steps) {
-      int seg = p_.send_seg(x.cur.t);
-      chunk_bytes = p_.chunk_len(seg, x.cur.k) * p_.es;
+      RingSpan ck = p_.s.chunk(p_.s.send_segment(x.cur.t), x.cur.k);
+      chunk_bytes = ck.len * p_.es;
       std::size_t avail = tx_ready(c, chunk_bytes) - x.off;
       if (avail > 0 && (hdr_left || avail >= std::min(cfg_.min_send_bytes, chunk_bytes - x.off))) {
         const unsigned char* base = x.cur.t == 0 ? send_ : recv_;
-        iov[niov++] = {const_cast<unsigned char*>(base + p_.chunk_off(seg, x.cur.k) * p_.es + x.off),
+        iov[niov++] = {const_cast<unsigned char*>(base + ck.off * p_.es + x.off),
                        avail};
       }
     }
@@ -305,10 +292,9 @@ class Engine {
     if (seq != seq_ || count != count_ || dt != static_cast<uint32_t>(dtype_)) {
       DType theirs = dt == static_cast<uint32_t>(DType::bfloat16) ? DType::bfloat16 : DType::float32;
       fail(RingFault::protocol, false, c, 0,
-           "called all-reduce #" + std::to_string(seq) + " with " + std::to_string(count) +
-               " " + to_string(theirs) + " elements, this rank all-reduce #" +
-               std::to_string(seq_) + " with " + std::to_string(count_) + " " +
-               to_string(dtype_) + " elements (every rank must call with the same count and dtype)");
+           fmt::format("called all-reduce #{} with {} {} elements, this rank all-reduce #{} with "
+                       "{} {} elements (every rank must call with the same count and dtype)",
+                       seq, count, to_string(theirs), seq_, count_, to_string(dtype_)));
     }
   }
 
@@ -319,14 +305,13 @@ class Engine {
     int niov = 0;
     std::size_t hdr_left = kHdr - y.hdr_got;
     if (hdr_left) iov[niov++] = {y.hdr + y.hdr_got, hdr_left};
-    int seg = -1;
     std::size_t chunk_bytes = 0, chunk_byte_off = 0;
     bool reduce = false;
     if (y.cur.t < p_.steps) {
-      seg = p_.recv_seg(y.cur.t);
-      chunk_bytes = p_.chunk_len(seg, y.cur.k) * p_.es;
-      chunk_byte_off = p_.chunk_off(seg, y.cur.k) * p_.es;
-      reduce = p_.reducing(y.cur.t);
+      RingSpan ck = p_.s.chunk(p_.s.recv_segment(y.cur.t), y.cur.k);
+      chunk_bytes = ck.len * p_.es;
+      chunk_byte_off = ck.off * p_.es;
+      reduce = p_.s.reduces(y.cur.t);
       unsigned char* target = reduce && in_place_ ? y.stage : recv_ + chunk_byte_off;
       iov[niov++] = {target + y.got, chunk_bytes - y.got};
     }
@@ -401,7 +386,7 @@ class Engine {
   DType dtype_;
   std::size_t count_;
   uint64_t seq_;
-  bool in_place_ = false;
+  bool in_place_;
   int waiting_on_ = -1;
   Plan p_;
   std::vector<Tx> tx_;
@@ -409,12 +394,6 @@ class Engine {
 };
 
 }  // namespace
-
-std::pair<std::size_t, std::size_t> ring_segment(std::size_t count, int n, int i) {
-  std::size_t base = count / n, rem = count % n, idx = static_cast<std::size_t>(i);
-  std::size_t off = idx * base + std::min(idx, rem);
-  return {off, base + (idx < rem ? 1 : 0)};
-}
 
 void RingAllreduce::run(const RingLinks& links, const RingConfig& cfg, const void* send,
                         void* recv, std::size_t count, DType dtype, uint64_t seq,

@@ -1,8 +1,8 @@
 #pragma once
-// The ring all-reduce engine of the socket transport: reduce-scatter then all-gather over n
-// segments (segment i is count/n elements, the first count%n one more; some may be empty), on
-// already connected sockets: `to_next[c]` carries bytes to rank (r+1)%n, `from_prev[c]` brings
-// them from (r-1+n)%n.
+// The ring all-reduce engine of the socket transport: it walks the shared schedule
+// (transports/ring_schedule.h: reduce-scatter then all-gather over n segments) on already
+// connected sockets: `to_next[c]` carries bytes to rank (r+1)%n, `from_prev[c]` brings them from
+// (r-1+n)%n. This file only moves and sums bytes; which bytes go when is the schedule's.
 //
 // Pipelining. Every step's segment is cut into chunks; chunk k rides connection k % nconn, so
 // each connection carries its own ordered stream of chunks, step after step. Sending chunk k of
@@ -31,8 +31,10 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "transports/ring_schedule.h"
 #include "transports/transport.h"
 
 namespace ncclsmoke::transports::sock {
@@ -101,7 +103,11 @@ class RingAllreduce {
   RingStats stats_;
 };
 
-// Segment i of a ring over `count` elements and `n` ranks: {offset, length} in elements.
-std::pair<std::size_t, std::size_t> ring_segment(std::size_t count, int n, int i);
+// Segment i of a ring over `count` elements and `n` ranks: {offset, length} in elements (the
+// shared schedule's transports::ring_segment, kept in this shape for existing callers).
+inline std::pair<std::size_t, std::size_t> ring_segment(std::size_t count, int n, int i) {
+  RingSpan s = transports::ring_segment(count, n, i);
+  return {s.off, s.len};
+}
 
 }  // namespace ncclsmoke::transports::sock

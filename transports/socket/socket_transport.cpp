@@ -15,7 +15,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <fmt/format.h>
+
 #include "rendezvous/connect.h"
+#include "rendezvous/net.h"
+#include "rendezvous/rank_ref.h"
 #include "transports/socket/ifname.h"
 #include "transports/socket/ring.h"
 
@@ -52,44 +56,6 @@ uint32_t get_u32(const unsigned char* p) {
 }
 
 using rendezvous::seconds_text_fine;
-
-// "524288", "512K", "512KiB", "4M" ... (binary multiples).
-bool parse_bytes(const std::string& text, uint64_t& out) {
-  if (text.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long v = std::strtoull(text.c_str(), &end, 10);
-  if (errno || end == text.c_str()) return false;
-  std::string suffix(end);
-  uint64_t mul = 1;
-  if (suffix.empty() || suffix == "B") mul = 1;
-  else if (suffix == "K" || suffix == "k" || suffix == "KiB" || suffix == "KB") mul = 1ull << 10;
-  else if (suffix == "M" || suffix == "m" || suffix == "MiB" || suffix == "MB") mul = 1ull << 20;
-  else if (suffix == "G" || suffix == "g" || suffix == "GiB" || suffix == "GB") mul = 1ull << 30;
-  else return false;
-  out = v * mul;
-  return true;
-}
-
-bool split_host_port(const std::string& s, std::string& host, uint16_t& port) {
-  std::string p;
-  if (!s.empty() && s[0] == '[') {
-    auto close = s.find(']');
-    if (close == std::string::npos || close + 1 >= s.size() || s[close + 1] != ':') return false;
-    host = s.substr(1, close - 1);
-    p = s.substr(close + 2);
-  } else {
-    auto colon = s.rfind(':');
-    if (colon == std::string::npos) return false;
-    host = s.substr(0, colon);
-    p = s.substr(colon + 1);
-  }
-  char* end = nullptr;
-  long v = std::strtol(p.c_str(), &end, 10);
-  if (host.empty() || p.empty() || *end || v <= 0 || v > 65535) return false;
-  port = static_cast<uint16_t>(v);
-  return true;
-}
 
 void close_fd(int& fd) {
   if (fd >= 0) ::close(fd);
@@ -297,6 +263,20 @@ class SocketTransport final : public Transport {
     return j;
   }
 
+  // The contract's typed link stats (transport.h), the same figures as identify()'s link_stats.
+  std::optional<LinkStats> link_stats() const override {
+    if (n_ <= 1) return std::nullopt;  // no links in a world of one
+    const sock::RingStats& st = ring_.stats();
+    LinkStats ls;
+    ls.next_rank = next_;
+    ls.send_blocked_s = std::chrono::duration<double>(st.send_blocked).count();
+    ls.bytes_sent = static_cast<std::int64_t>(st.bytes_sent);
+    ls.prev_rank = prev_;
+    ls.recv_wait_s = std::chrono::duration<double>(st.recv_wait).count();
+    ls.bytes_received = static_cast<std::int64_t>(st.bytes_received);
+    return ls;
+  }
+
   void close() override {
     for (int& fd : links_.to_next) close_fd(fd);
     for (int& fd : links_.from_prev) close_fd(fd);
@@ -306,45 +286,31 @@ class SocketTransport final : public Transport {
 
  private:
   std::string who() const {
-    return "rank " + std::to_string(ctx_.rank) + " (host " + ctx_.host_of(ctx_.rank) + ")";
+    return fmt::format("{}", rendezvous::RankRef{ctx_.rank, ctx_.host_of(ctx_.rank)});
   }
+  // "rank 3 (host node-b, 10.0.0.8:41000)": the peer and the address it published.
   std::string peer(int r) const {
     std::string addr = r == next_ ? next_addr_ : r == prev_ ? prev_addr_ : "";
-    return "rank " + std::to_string(r) + " (host " + ctx_.host_of(r) +
-           (addr.empty() ? "" : ", " + addr) + ")";
+    std::string host = ctx_.host_of(r);
+    if (addr.empty()) return fmt::format("{}", rendezvous::RankRef{r, host});
+    return fmt::format("rank {} (host {}, {})", r, host, addr);
   }
 
+  // Declared in socket_options.cpp; checked at the door, and again here for a context a test built.
   void read_options() {
-    std::string v = ctx_.option("socket.nconn");
-    if (!v.empty()) {
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (*end || n < 1 || n > 16)
-        throw TransportError(ErrorKind::init_failed,
-                             who() + ": socket.nconn=\"" + v + "\" is not a number in 1..16");
-      nconn_ = static_cast<int>(n);
-    }
-    v = ctx_.option("socket.chunk");
-    if (!v.empty()) {
-      uint64_t b = 0;
-      if (!parse_bytes(v, b) || b < 1024 || b > (256ull << 20))
-        throw TransportError(ErrorKind::init_failed,
-                             who() + ": socket.chunk=\"" + v + "\" is not a size in 1 KiB..256 MiB");
-      chunk_ = static_cast<std::size_t>(b);
-    }
-    v = ctx_.option("socket.bufsize");
-    if (!v.empty()) {
-      uint64_t b = 0;
-      if (!parse_bytes(v, b) || b > (1ull << 30))
-        throw TransportError(ErrorKind::init_failed,
-                             who() + ": socket.bufsize=\"" + v + "\" is not a size up to 1 GiB (0: kernel autotuning)");
-      buf_bytes_ = static_cast<int>(b);
+    try {
+      nconn_ = static_cast<int>(ctx_.options.get_int("socket.nconn"));
+      chunk_ = static_cast<std::size_t>(ctx_.options.get_size("socket.chunk"));
+      buf_bytes_ = static_cast<int>(ctx_.options.get_size("socket.bufsize"));
+      ctx_.options.validate("socket");
+    } catch (const OptionError& e) {
+      throw TransportError(ErrorKind::init_failed, who() + ": " + e.what());
     }
   }
 
   void choose_address() {
     std::string source = "socket.ifname";
-    rule_text_ = ctx_.option("socket.ifname");
+    rule_text_ = ctx_.options.get_string("socket.ifname");
     if (rule_text_.empty()) {
       const char* env = std::getenv("NCCL_SOCKET_IFNAME");
       if (env && *env) {
@@ -399,17 +365,10 @@ class SocketTransport final : public Transport {
   void listen_now() {
     sockaddr_storage ss{};
     socklen_t len = 0;
-    if (family_ == AF_INET) {
-      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-      in->sin_family = AF_INET;
-      ::inet_pton(AF_INET, address_.c_str(), &in->sin_addr);
-      len = sizeof(sockaddr_in);
-    } else {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
-      in6->sin6_family = AF_INET6;
-      ::inet_pton(AF_INET6, address_.c_str(), &in6->sin6_addr);
-      len = sizeof(sockaddr_in6);
-    }
+    if (!rendezvous::fill_sockaddr(address_, ss, 0, &len) || ss.ss_family != family_)
+      throw TransportError(ErrorKind::init_failed,
+                           fmt::format("{}: interface {} has no usable numeric address ('{}')",
+                                       who(), iface_, address_));
     listen_fd_ = ::socket(family_, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (listen_fd_ < 0)
       throw TransportError(ErrorKind::init_failed,
@@ -441,22 +400,22 @@ class SocketTransport final : public Transport {
     }
     std::string host;
     uint16_t port = 0;
-    if (!split_host_port(next_addr_, host, port))
+    if (!rendezvous::split_host_port(next_addr_, host, port))
       throw TransportError(ErrorKind::init_failed,
                            who() + ": " + peer(next_) + " published an unusable address \"" +
                                next_addr_ + "\"", next_);
     for (int c = 0; c < nconn_; ++c) {
-      int fd = -1;
-      try {
-        fd = rendezvous::connect_tcp(host, port, deadline).fd;
-      } catch (const StoreError& e) {
-        bool late = e.error_class() == rendezvous::ErrorClass::timed_out;
+      // The net layer's classified connect, without an exception to re-wrap: its class says
+      // whether the deadline ran out (timeout) or the peer could not be reached (init_failed).
+      auto conn = rendezvous::try_connect_tcp(host, port, deadline);
+      if (!conn.ok()) {
+        bool late = conn.error_class == rendezvous::ErrorClass::timed_out;
         throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
-                             who() + ": cannot connect to " + peer(next_) + " (connection " +
-                                 std::to_string(c + 1) + " of " + std::to_string(nconn_) +
-                                 "): " + e.what(),
+                             fmt::format("{}: cannot connect to {} (connection {} of {}): {}",
+                                         who(), peer(next_), c + 1, nconn_, conn.error),
                              next_);
       }
+      int fd = conn.fd;
       links_.to_next.push_back(fd);
       ::fcntl(fd, F_SETFD, FD_CLOEXEC);
       set_nonblocking(fd);

@@ -1,0 +1,144 @@
+#include "harness/gather.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "harness/progress.h"
+#include "results/history/history.h"
+#include "results/judging/classify.h"
+#include "results/judging/judge.h"
+#include "results/judging/merge.h"
+#include "results/judging/run_rules.h"
+
+namespace ncclsmoke::harness {
+
+using namespace ncclsmoke::rendezvous;
+
+namespace {
+
+// --history: the global verdict goes into the run history too. A history that cannot be written
+// costs nothing else: the verdict file is already on disk, and the error names the file.
+void record_history(const RunContext& ctx, const results::Verdict& global) {
+  if (ctx.o.history_path.empty()) return;
+  try {
+    results::History h(ctx.o.history_path, true);
+    h.add(global, "run");
+  } catch (const std::exception& e) {
+    // An error line: --history asked for it, and --quiet must still say it did not happen.
+    log_error(fmt::format("ncclsmoke: rank 0: run {} not recorded in history {}: {} (the verdict "
+                          "is in {}; import it later with `ncclsmoke history import`)",
+                          global.run_id, results::redact_history_url(ctx.o.history_path),
+                          e.what(), ctx.global_path()));
+  }
+}
+
+}  // namespace
+
+void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& live,
+                const results::Verdict& local) {
+  if (s.frozen) return;              // a post would only wait out its timeout
+  if (live.rank0_stopped()) return;  // rank 0 (the store) is gone or frozen: our file says so
+  try {
+    s.store->set(fmt::format("verdict/{}", ctx.world.rank),
+                 results::to_json(local).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace));
+  } catch (const StoreError&) {
+    // Rank 0 is gone; our local verdict on disk already says so.
+  }
+}
+
+results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const MeshResult& mesh,
+                               const Liveness& live, const results::Verdict& local) {
+  std::vector<results::Verdict> views{local};
+  // A rank is late only when no verdict at all has arrived for `window`: rank 0 looks at every
+  // pending rank in turn, without blocking on one. Waiting on each rank in join order with one
+  // shared window named healthy ranks lost at 1024 ranks on 2 CPUs: rank 0 sat on rank 2's key
+  // while a thousand others posted, and its own parsing ate the window. Never past the run's own
+  // deadline.
+  const auto window = ms(std::max(5.0, ctx.o.pair_timeout_s * 2));
+  const Deadline hard_stop = ctx.run_deadline + Millis{2000};
+  std::map<int, results::Verdict> got;
+  std::vector<const Identity*> pending, late;
+  for (const auto& id : s.join.present)
+    if (id.rank != 0) pending.push_back(&id);
+  auto last_arrival = Clock::now();
+  while (!pending.empty()) {
+    bool progressed = false;
+    // A rank the mesh probe found silent, or the watch saw die, is dead: its verdict will not
+    // come, and waiting for it only delays the global verdict (the kill -9 scenario). Even so it
+    // may have stopped on its own error (a WORLD_SIZE of its own, a port range too small) and
+    // posted its verdict before leaving: it is looked at once. The watch is asked each round: a
+    // rank may die while the others are being gathered.
+    const auto lost = live.stopped_ranks();
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto& id = **it;
+      const bool known_dead =
+          std::find(mesh.silent_ranks.begin(), mesh.silent_ranks.end(), id.rank) !=
+              mesh.silent_ranks.end() ||
+          std::find(lost.begin(), lost.end(), id.rank) != lost.end();
+      const std::string key = fmt::format("verdict/{}", id.rank);
+      bool fetched = false;
+      try {
+        if (s.store->check({key})) {
+          auto text = s.store->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
+          // The one-pass reader first (what the schema surely accepts); anything unusual takes
+          // the full, validating path, which names the problem.
+          auto fast = results::verdict_from_text_fast(text);
+          auto v = fast ? std::move(*fast) : results::verdict_from_json(nlohmann::json::parse(text));
+          // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+          v.transports.clear();
+          if (known_dead) results::explained_by_itself(views.front(), v, id.rank);
+          got.emplace(id.rank, std::move(v));
+          fetched = true;
+        }
+      } catch (const std::exception&) {
+      }
+      if (fetched || known_dead) {
+        if (!fetched) late.push_back(&id);
+        progressed = progressed || fetched;
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const auto now = Clock::now();
+    if (progressed) last_arrival = now;
+    if (pending.empty() || now >= hard_stop || now - last_arrival >= window) break;
+    if (!progressed) std::this_thread::sleep_for(Millis{20});
+  }
+  late.insert(late.end(), pending.begin(), pending.end());
+  for (const auto& id : s.join.present) {
+    auto it = got.find(id.rank);
+    if (it != got.end()) views.push_back(std::move(it->second));
+  }
+  // Named in rank 0's own view, so the merge knows why this rank's view is absent.
+  for (const auto* id : late) results::name_unreported_rank(views.front(), RankRef{id->rank, id->host});
+  results::MergeOptions mo;
+  mo.reporting_rank = 0;
+  mo.world_size = ctx.world.world_size;
+  auto global = results::merge_rank_verdicts(views, mo);
+  global.duration_s = seconds_since(ctx.start);
+  // Measurement done; now judge it against the profile's identities and baselines.
+  if (ctx.profile) {
+    auto tj = Clock::now();
+    auto before = global.findings.size();
+    log_info(phase_start_line("judge", fmt::format("profile {}", ctx.o.profile)));
+    results::add_judged_findings(global.findings, results::judge(global, ctx.profile));
+    log_info(phase_end_line("judge", "done", seconds_since(tj),
+                            fmt::format("{} findings added", global.findings.size() - before)));
+    global.baseline = results::baseline_record(ctx.profile, global);
+  }
+  results::apply_verdict(global);
+  auto tw = Clock::now();
+  log_info(phase_start_line("write", ctx.global_path()));
+  ctx.write(ctx.global_path(), global);
+  log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),
+                          fmt::format("verdict {} (exit {})", global.verdict, ctx.exit_code(global))));
+  record_history(ctx, global);
+  return global;
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,24 @@
+#pragma once
+// The end of a run's verdict: every rank but 0 posts its local verdict to the store; rank 0
+// gathers them, merges the global verdict, judges it against the profile, writes it, and records
+// it in the history (--history). A rank whose verdict never comes is named (results/judging).
+#include "harness/liveness.h"
+#include "harness/rendezvous_step.h"
+#include "harness/run_context.h"
+#include "rendezvous/mesh.h"
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::harness {
+
+// Not while the store is known frozen, or rank 0 (the store) is known gone: a post would only
+// wait out its timeout, and our file already says so.
+void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& live,
+                const results::Verdict& local);
+
+// Rank 0: collects every present rank's local verdict (never past the run's deadline + 2 s),
+// merges, judges, writes the global verdict and records it in the history. Returns it.
+results::Verdict gather_global(RunContext& ctx, const StoreSession& s,
+                               const rendezvous::MeshResult& mesh, const Liveness& live,
+                               const results::Verdict& local);
+
+}  // namespace ncclsmoke::harness

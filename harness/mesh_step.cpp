@@ -1,0 +1,64 @@
+#include "harness/mesh_step.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+#include "harness/probe_findings.h"
+#include "harness/progress.h"
+#include "harness/transport_phase.h"  // test_pause_point
+#include "rendezvous/net.h"
+#include "results/judging/run_rules.h"
+
+namespace ncclsmoke::harness {
+
+using namespace ncclsmoke::rendezvous;
+
+bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, MeshResult& mesh) {
+  const auto& w = ctx.world;
+  const auto& join = s.join;
+  auto t0 = Clock::now();
+  log_info(phase_start_line("mesh", fmt::format("{} ranks", join.present.size())));
+  MeshOptions m;
+  m.rank = w.rank;
+  for (const auto& id : join.present) m.ranks.push_back(id.rank);
+  m.bind_address = ctx.o.mesh_bind.empty() ? s.self.local_address : ctx.o.mesh_bind;
+  m.advertise_address = m.bind_address;
+  parse_port_range(ctx.o.mesh_port_range, m.port_min, m.port_max);
+  m.full_mesh_threshold = ctx.o.mesh_threshold;
+  m.random_peers = ctx.o.mesh_random_peers;
+  m.pair_timeout = ms(ctx.o.pair_timeout_s);
+  m.deadline = earliest(Clock::now() + ms(ctx.o.mesh_timeout_s), ctx.run_deadline);
+  const int rank = w.rank;
+  m.after_publish = [rank] { test_pause_point("mesh", rank); };
+  try {
+    mesh = run_mesh_probe(*s.store, m);
+  } catch (const StoreError& e) {
+    if (e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other)
+      ctx.record.add(results::mesh_not_run_finding(ctx.self(), e.what()));
+    else
+      ctx.record.add(lost_finding(e, w, "the mesh probe"));
+    ctx.end_phase("mesh", "fail", t0, e.what());
+    return false;
+  }
+  std::map<int, std::string> hosts;
+  for (const auto& id : join.present) hosts[id.rank] = id.host;
+  // A probe the deadline cut short is inconclusive (pairs not tested), not failed; the
+  // transports still run then, under their own deadlines.
+  MeshResult seen = mesh;
+  auto stopped = live.stopped_ranks_for_mesh(seen);
+  auto aside = set_aside_stopped_ranks(seen, stopped);
+  MeshJudgement judged = judge_mesh(seen, w, hosts);
+  for (int r : seen.silent_ranks) ctx.record.mark_rank(r, "lost", "stopped answering after joining");
+  for (auto& f : judged.findings) ctx.record.add(std::move(f));
+  auto outcome = results::mesh_outcome_with_stopped({judged.status, judged.detail}, stopped,
+                                                    !aside.empty());
+  if (!stopped.empty()) {
+    std::lock_guard lock(ctx.record.mu);
+    live.demote_consequences_locked(ctx.record.verdict);
+  }
+  ctx.end_phase("mesh", outcome.status, t0, outcome.detail);
+  return outcome.status != "fail";
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,18 @@
+#pragma once
+// The mesh step of `ncclsmoke run`: every present rank probes its peers (rendezvous/mesh.h).
+// Pairs that failed because one end froze or died are that rank's consequence, not a network
+// verdict: the liveness watch's own PEER_STALLED / PEER_LOST names it, so the step asks the watch
+// first and sets those pairs aside. The findings and the phase status come from results/judging.
+#include "harness/liveness.h"
+#include "harness/rendezvous_step.h"
+#include "harness/run_context.h"
+#include "rendezvous/mesh.h"
+
+namespace ncclsmoke::harness {
+
+// Records the mesh phase; `mesh` receives what the probe measured. Returns false when the phase
+// failed (the transports are then not run).
+bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
+               rendezvous::MeshResult& mesh);
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,289 @@
+#include "harness/rendezvous_step.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+
+#include "harness/probe_findings.h"
+#include "harness/progress.h"
+#include "harness/transport_phase.h"  // test_pause_point
+#include "rendezvous/net.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/store_owner.h"
+#include "results/judging/run_rules.h"
+
+namespace ncclsmoke::harness {
+
+using namespace ncclsmoke::rendezvous;
+
+namespace {
+
+std::string random_token() {
+  std::random_device rd;
+  std::uniform_int_distribution<uint64_t> dist;
+  return fmt::format("{:016x}", dist(rd));
+}
+
+std::string loopback_host(const RunOptions& o) {
+  // The server listens dual-stack unless --store-bind says otherwise; follow an explicit bind.
+  if (!o.store_bind.empty() && o.store_bind != "0.0.0.0" && o.store_bind != "::") return o.store_bind;
+  return o.store_bind == "::" ? "::1" : "127.0.0.1";
+}
+
+// Who holds MASTER_PORT when rank 0 cannot bind it: an ncclsmoke store names its job; anything
+// else stays "another process". Bounded (1 s), never throws.
+std::string port_holder(const RunContext& ctx) {
+  try {
+    TcpStoreOptions opt;
+    opt.host = loopback_host(ctx.o);
+    opt.port = ctx.world.master_port;
+    opt.dialect = wire::Dialect::modern;
+    opt.op_timeout = Millis{1000};
+    auto probe = TcpStore::connect(opt, deadline_after(Millis{1000}));
+    PrefixStore raw("ncclsmoke", *probe);
+    if (!raw.check({"owner"})) return "";
+    auto owner = StoreOwner::from_json(raw.get("owner", deadline_after(Millis{1000})));
+    if (!owner) return "";
+    return fmt::format("ncclsmoke job {} (world size {}, pid {})",
+                       owner->job_id.empty() ? std::string("(no job id)") : owner->job_id,
+                       owner->world_size, owner->pid);
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
+bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
+  TcpStoreServerOptions so;
+  so.host = ctx.o.store_bind;
+  so.port = ctx.world.master_port;
+  so.log = [](const std::string& line) { log_warn(fmt::format("store: {}", line)); };
+  try {
+    s.server = TcpStoreServer::start(so);
+    return true;
+  } catch (const StoreError& e) {
+    ctx.record.add(results::store_port_finding(RankRef{0, ctx.world.hostname}, ctx.world.job_id,
+                                               ctx.world.master_port, e.what(), port_holder(ctx)));
+    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    return false;
+  }
+}
+
+void record_store_info(RunContext& ctx, const StoreSession& s) {
+  results::StoreInfo info;
+  info.host = ctx.world.store_host;
+  info.port = ctx.world.store_port;
+  info.hosted_by = !ctx.world.external_store              ? "rank 0"
+                   : ctx.world.store_source == "--store" ? "external (--store)"
+                                                         : "torchelastic agent";
+  info.dialect = wire::to_string(s.client->options().dialect);
+  if (auto n = s.client->negotiation())
+    info.era = to_string(n->era);
+  else
+    info.era = "ncclsmoke";
+  info.key_prefix = fmt::format("ncclsmoke/{}/", ctx.job_namespace());
+  std::lock_guard lock(ctx.record.mu);
+  ctx.record.verdict.world.store = info;
+}
+
+Identity self_identity(const RunContext& ctx, const StoreSession& s) {
+  const auto& w = ctx.world;
+  const auto& rep = s.client->connect_report();
+  Identity self;
+  self.rank = w.rank;
+  self.world_size = w.world_size;
+  self.host = w.hostname;
+  self.node = w.node_name;
+  self.pid = static_cast<int>(::getpid());
+  self.token = random_token();
+  if (w.rank == 0) {
+    self.local_address = route_source_address(w.master_addr, w.master_port);
+    if (self.local_address.empty()) self.local_address = host_part(rep.local_address);
+  } else {
+    self.local_address = host_part(rep.local_address);
+  }
+  self.interface = rep.local_interface;
+  if (w.rank == 0 || self.interface.empty()) {
+    sockaddr_storage ss{};
+    if (fill_sockaddr(self.local_address, ss))
+      self.interface = interface_of(reinterpret_cast<sockaddr*>(&ss));
+  }
+  return self;
+}
+
+// A store rank 0 hosts belongs to its job: rank 0 claims it, the others make sure the store they
+// reached is their own job's before joining. One that reached another job's store (two jobs on
+// one MASTER_PORT) says so and stops; it never touched that job's keys.
+bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::time_point t0) {
+  const auto& w = ctx.world;
+  if (w.external_store) return true;
+  StoreOwner me;
+  me.job_id = w.job_id;
+  me.world_size = w.world_size;
+  me.host = w.hostname;
+  me.pid = static_cast<int>(::getpid());
+  me.key_prefix = fmt::format("ncclsmoke/{}/", ctx.job_namespace());
+  if (w.rank == 0) {
+    claim_store(*s.raw_store, me);
+    return true;
+  }
+  auto met = wait_for_own_job(*s.raw_store, *s.store, "join/world_size", me.job_id, deadline);
+  if (!met.other_owner) return true;  // ours, or nobody yet: the join reports who is missing
+  const auto& other = *met.other_owner;
+  results::ForeignStore fs;
+  fs.self = ctx.self();
+  fs.this_job = me.job_id;
+  fs.job_id_source = w.job_id_source;
+  fs.store = fmt::format("{}:{}", w.store_host, w.store_port);
+  fs.port = w.store_port;
+  fs.waited_s = seconds_since(t0);
+  fs.other_job = other.job_id;
+  fs.other_world_size = other.world_size;
+  fs.other_host = other.host;
+  fs.other_pid = other.pid;
+  ctx.record.add(results::store_foreign_job_finding(fs));
+  ctx.end_phase("rendezvous", "fail", t0,
+                fmt::format("the store belongs to job {}",
+                            other.job_id.empty() ? std::string("(none)") : other.job_id));
+  return false;
+}
+
+// Every rank's verdict carries rank 0's run id, so the local views of one run can be found
+// together (the history and the CronJob key on it).
+void adopt_run_id(RunContext& ctx, StoreSession& s, Deadline deadline) {
+  std::string id;
+  {
+    std::lock_guard lock(ctx.record.mu);
+    id = ctx.record.verdict.run_id;
+  }
+  if (ctx.world.rank == 0) {
+    s.store->set("run/id", id);
+    return;
+  }
+  try {
+    id = s.store->get("run/id", deadline);
+  } catch (const StoreError& e) {
+    if (e.error_class() != ErrorClass::timed_out) throw;
+    return;  // rank 0 never got this far: the join reports it
+  }
+  std::lock_guard lock(ctx.record.mu);
+  ctx.record.verdict.run_id = id;
+}
+
+// A store operation that timed out on a connection that was made: a store that still answers a
+// fresh 1 s probe was only slow to get the key (timed_out stays); one that accepts but does not
+// answer is frozen (SIGSTOP, swap) and the error becomes stalled (RENDEZVOUS_STALLED, not
+// "lost"). Bounded (about 1 s).
+StoreError stalled_if_silent(const RunContext& ctx, StoreSession& s, const StoreError& e) {
+  if (e.error_class() != ErrorClass::timed_out) return e;
+  try {
+    TcpStoreOptions opt;
+    opt.host = store_dial_host(ctx);
+    opt.port = ctx.world.store_port;
+    opt.dialect = s.client ? s.client->options().dialect : wire::Dialect::modern;
+    opt.op_timeout = Millis{1000};
+    auto probe = TcpStore::connect(opt, deadline_after(Millis{1000}));
+    probe->check({"owner"});
+    return e;
+  } catch (const StoreError& probe_error) {
+    // Refused / reset: nothing listens any more, the store is gone (lost), not frozen.
+    if (probe_error.error_class() != ErrorClass::timed_out &&
+        probe_error.error_class() != ErrorClass::stalled)
+      return e;
+    s.frozen = true;
+    return StoreError(ErrorClass::stalled,
+                      fmt::format("{}; a fresh connection's probe got no answer within 1 s either "
+                                  "({})",
+                                  e.what(), probe_error.what()));
+  }
+}
+
+void record_ranks(RunContext& ctx, const JoinResult& join) {
+  std::lock_guard lock(ctx.record.mu);
+  auto& ranks = ctx.record.verdict.ranks;
+  ranks.clear();
+  for (const auto& id : join.present) {
+    results::RankInfo ri;
+    ri.rank = id.rank;
+    ri.host = id.host;
+    ri.node = id.node;
+    ri.pid = id.pid;
+    ri.local_address = id.local_address;
+    ri.interface = id.interface;
+    ranks.push_back(ri);
+  }
+  for (int r : join.missing) {
+    results::RankInfo ri;
+    ri.rank = r;
+    ri.status = "missing";
+    ri.detail = "never joined";
+    ranks.push_back(ri);
+  }
+  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+}
+
+}  // namespace
+
+std::string store_dial_host(const RunContext& ctx) {
+  return ctx.hosts_store() ? loopback_host(ctx.o) : ctx.world.store_host;
+}
+
+bool rendezvous_step(RunContext& ctx, StoreSession& s) {
+  const auto& w = ctx.world;
+  auto t0 = Clock::now();
+  log_info(phase_start_line(
+      "rendezvous", ctx.hosts_store()
+                        ? fmt::format("serving the store on port {}", w.master_port)
+                        : fmt::format("store at {}:{}", w.store_host, w.store_port)));
+  if (ctx.hosts_store() && !start_server(ctx, s, t0)) return false;
+
+  // Rank 0 reaches its own store over loopback: a firewall rule against the master port must
+  // only show on the other ranks, as it does in a cluster. A store someone else hosts (torch's
+  // elastic agent, --store) is reached like any rank would, in whatever dialect it speaks.
+  TcpStoreOptions opt;
+  opt.host = store_dial_host(ctx);
+  opt.port = w.store_port;
+  opt.dialect = wire::Dialect::modern;
+  opt.negotiate = w.external_store;
+  opt.op_timeout = ms(std::max(5.0, ctx.o.mesh_timeout_s));
+  auto connect_deadline = earliest(ctx.start + ms(ctx.o.connect_timeout_s), ctx.run_deadline);
+  try {
+    s.client = TcpStore::connect(opt, connect_deadline);
+  } catch (const StoreError& e) {
+    ctx.record.add(connect_finding(e, w, seconds_since(t0)));
+    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    return false;
+  }
+  s.raw_store = std::make_shared<PrefixStore>("ncclsmoke", *s.client);
+  s.store = std::make_shared<PrefixStore>(ctx.job_namespace(), s.raw_store);
+  record_store_info(ctx, s);
+  test_pause_point("rendezvous", w.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
+  s.self = self_identity(ctx, s);
+
+  auto join_deadline = earliest(ctx.start + ms(ctx.o.join_timeout_s), ctx.run_deadline);
+  try {
+    if (!meet_own_job(ctx, s, join_deadline, t0)) return false;
+    adopt_run_id(ctx, s, join_deadline);
+    JoinWatch jw;  // rank 0: a line every 5 s while ranks are missing
+    jw.on_progress = [&ctx](const JoinProgress& p) {
+      // The join deadline is --join-timeout from the start, cut by --timeout.
+      log_info(join_wait_line(p, seconds_since(ctx.start),
+                              std::min(ctx.o.join_timeout_s, ctx.o.timeout_s)));
+    };
+    s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
+  } catch (const StoreError& e) {
+    ctx.record.add(lost_finding(stalled_if_silent(ctx, s, e), w, "the join barrier"));
+    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    return false;
+  }
+  record_ranks(ctx, s.join);
+  for (auto& f : join_findings(s.join, w, ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
+  // The phase line and table carry the duration.
+  ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,
+                fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
+  return s.join.roster_received && !s.join.master_world_size && !s.join.rank_taken_by;
+}
+
+}  // namespace ncclsmoke::harness

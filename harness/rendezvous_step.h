@@ -1,0 +1,38 @@
+#pragma once
+// The rendezvous step of `ncclsmoke run`: rank 0 serves the store (unless one is given), every
+// rank connects, makes sure the store is its own job's, adopts rank 0's run id and joins the
+// world. Its findings are made by results/judging (probe_rules for the store errors and the
+// roster, run_rules for STORE_FOREIGN_JOB and the busy port); this file only measures and
+// records.
+#include <atomic>
+#include <memory>
+
+#include "harness/run_context.h"
+#include "rendezvous/join.h"
+#include "rendezvous/store.h"
+#include "rendezvous/tcp_client.h"
+#include "rendezvous/tcp_server.h"
+
+namespace ncclsmoke::harness {
+
+// The store connection and what the join gave; the later steps read it.
+struct StoreSession {
+  std::unique_ptr<rendezvous::TcpStoreServer> server;  // rank 0 hosting the store
+  std::unique_ptr<rendezvous::TcpStore> client;
+  std::shared_ptr<rendezvous::Store> raw_store;  // "ncclsmoke/": the owner key
+  std::shared_ptr<rendezvous::Store> store;      // "ncclsmoke/<job>/<restart>/": every run key
+  rendezvous::Identity self;
+  rendezvous::JoinResult join;
+  std::atomic<bool> frozen{false};  // a probe found the store accepting but silent
+};
+
+// Records the rendezvous phase (and the ranks roster). Returns whether the run goes on: missing
+// ranks don't stop the others (the mesh among those present is still worth knowing), a roster
+// that never came, another world size or a taken rank do.
+bool rendezvous_step(RunContext& ctx, StoreSession& s);
+
+// The host this rank reaches its own store on: rank 0 over loopback (following --store-bind),
+// anyone else the store's host.
+std::string store_dial_host(const RunContext& ctx);
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,77 @@
+#include "harness/run_context.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "harness/commands.h"
+#include "harness/progress.h"
+#include "ncclsmoke/version.h"
+#include "results/verdict/env_allowlist.h"
+#include "results/verdict/write.h"
+
+namespace ncclsmoke::harness {
+
+namespace fs = std::filesystem;
+
+RunContext::RunContext(RunOptions options, std::string env)
+    : o(std::move(options)), log_env(std::move(env)), start(Clock::now()) {
+  run_deadline = start + ms(o.timeout_s);
+  record.verdict = results::new_verdict(-1);
+  record.verdict.env = results::allowlisted_env();
+  record.verdict.versions["ncclsmoke"] = kVersion;
+}
+
+std::string RunContext::job_namespace() const {
+  return fmt::format("{}/{}", world.job_id.empty() ? std::string("local") : world.job_id,
+                     world.restart_count);
+}
+
+std::vector<std::string> RunContext::requested_transports() const {
+  std::vector<std::string> out;
+  std::stringstream ss(o.transports);
+  for (std::string item; std::getline(ss, item, ',');)
+    if (!item.empty() && item != "none") out.push_back(item);
+  return out;
+}
+
+void RunContext::end_phase(const std::string& name, const std::string& status,
+                           Clock::time_point t0, const std::string& detail) {
+  results::Phase p;
+  p.name = name;
+  p.status = status;
+  p.duration_s = rendezvous::seconds_since(t0);
+  p.detail = detail;
+  log_line(status == "fail" ? LogLevel::error : status == "pass" ? LogLevel::info : LogLevel::warn,
+           phase_end_line(name, status, p.duration_s, detail));
+  record.add_phase(std::move(p));
+}
+
+std::string RunContext::local_path() const {
+  std::string name = have_world ? fmt::format("verdict.rank{}.json", world.rank)
+                                : fmt::format("verdict.invalid-config.{}.json", ::getpid());
+  return (fs::path(o.out_dir) / name).string();
+}
+
+std::string RunContext::global_path() const {
+  return o.json_path.empty() ? (fs::path(o.out_dir) / "verdict.json").string() : o.json_path;
+}
+
+void RunContext::write(const std::string& path, const results::Verdict& v) {
+  try {
+    results::write_json_atomically(path, results::to_json(v));
+  } catch (const std::exception& e) {
+    log_error(fmt::format("ncclsmoke: {}: error: the {} verdict ({}) was NOT written to {}: {} "
+                          "(exit {}; free space or fix --out-dir/--json and run again)",
+                          self(), v.scope, v.verdict, path, e.what(), kExitVerdictNotWritten));
+    write_failed = true;
+  }
+}
+
+int RunContext::exit_code(const results::Verdict& shown) const {
+  return write_failed ? kExitVerdictNotWritten : shown.exit_code;
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,99 @@
+#pragma once
+// What every step of one `ncclsmoke run` shares: the options, the world once discovered, the
+// run's clock and deadline, the profile, and the verdict being built (RunRecord).
+//
+// Locking: RunRecord::mu guards the verdict. Three threads write it: the run thread (the steps),
+// the liveness watch's callbacks (harness/liveness.h) and the watchdog (harness/run_session.h).
+// Liveness's own lock may be taken while mu is held, never the other way round: stopping the
+// watch joins its thread, whose callbacks take mu.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "harness/cli_util.h"
+#include "harness/log.h"
+#include "harness/run_options.h"
+#include "harness/world.h"
+#include "rendezvous/deadline.h"
+#include "rendezvous/rank_ref.h"
+#include "results/judging/profile.h"
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::harness {
+
+using rendezvous::Clock;
+using rendezvous::Deadline;
+using rendezvous::Millis;
+
+// Flags are checked at the door (run_options.cpp); this stays defined for any other caller: a
+// non-finite or non-positive value is no time at all, a huge one is capped.
+inline Millis ms(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0) return Millis(0);
+  return Millis(static_cast<long long>(std::min(seconds, kMaxSeconds) * 1000));
+}
+
+// The verdict under construction and its lock.
+struct RunRecord {
+  std::mutex mu;
+  results::Verdict verdict;  // guarded by mu
+
+  void add(results::Finding f) {
+    std::lock_guard lock(mu);
+    verdict.findings.push_back(std::move(f));
+  }
+  void add_phase(results::Phase p) {
+    std::lock_guard lock(mu);
+    verdict.phases.push_back(std::move(p));
+  }
+  void mark_rank(int rank, const std::string& status, const std::string& detail) {
+    std::lock_guard lock(mu);
+    for (auto& ri : verdict.ranks)
+      if (ri.rank == rank) {
+        ri.status = status;
+        ri.detail = detail;
+      }
+  }
+};
+
+struct RunContext {
+  RunContext(RunOptions options, std::string log_env);
+  RunContext(const RunContext&) = delete;
+  RunContext& operator=(const RunContext&) = delete;
+
+  RunOptions o;                      // the gate may narrow the sweep (discover step)
+  std::string log_env;               // NCCLSMOKE_LOG_LEVEL as given ("" unset)
+  LogLevel log_level = LogLevel::warn;  // set before the rank is known; used once it is
+  Clock::time_point start;
+  Deadline run_deadline;
+  World world;
+  bool have_world = false;
+  std::vector<results::Profile> profiles;
+  const results::Profile* profile = nullptr;
+  RunRecord record;
+  std::atomic<bool> write_failed{false};
+
+  rendezvous::RankRef self() const { return {world.rank, world.hostname}; }
+  bool hosts_store() const { return world.rank == 0 && !world.external_store; }
+  // The run's namespace in the store: <job>/<restart>, so nothing collides with torch's agent
+  // keys, a training job sharing the store, another job on the same port, or an earlier attempt
+  // of this one under torchrun.
+  std::string job_namespace() const;
+  // The --transports list without "none".
+  std::vector<std::string> requested_transports() const;
+
+  // Records the phase and logs its end line.
+  void end_phase(const std::string& name, const std::string& status, Clock::time_point t0,
+                 const std::string& detail);
+
+  std::string local_path() const;   // verdict.rank<N>.json (or invalid-config.<pid>) in --out-dir
+  std::string global_path() const;  // --json or verdict.json in --out-dir
+  // A verdict that cannot be written is loud: stderr names the path and the error, and the exit
+  // code is kExitVerdictNotWritten whatever the verdict said (never a silent pass).
+  void write(const std::string& path, const results::Verdict& v);
+  int exit_code(const results::Verdict& shown) const;
+};
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,139 @@
+#include "harness/run_session.h"
+
+#include <fmt/format.h>
+
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "harness/commands.h"  // kExitVerdictNotWritten
+#include "harness/gather.h"
+#include "harness/mesh_step.h"
+#include "harness/transport_phase.h"  // transport_table
+#include "harness/transports_step.h"
+#include "harness/world_step.h"
+#include "results/judging/classify.h"
+#include "results/judging/merge.h"
+#include "results/judging/run_rules.h"
+#include "results/report/summary.h"
+#include "results/verdict/ordering.h"
+
+namespace ncclsmoke::harness {
+
+namespace {
+
+// Set by SIGTERM/SIGINT; the watchdog turns it into a verdict (async-signal-safe: the handler
+// only stores).
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+}  // namespace
+
+int RunSession::run() {
+  // SIGTERM/SIGINT (a Job's activeDeadlineSeconds, a deleted pod) still end in a verdict: the
+  // watchdog sees the flag and writes what this rank knows, with a RUN_TERMINATED finding.
+  std::signal(SIGTERM, on_stop_signal);
+  std::signal(SIGINT, on_stop_signal);
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] { watch(finished); });
+  int code = run_steps();
+  finished = true;
+  watchdog.join();
+  return code;
+}
+
+int RunSession::run_steps() {
+  // --out-dir is created (with parents) so a pod's emptyDir path or a fresh directory works; a
+  // failure shows when the verdict is written, which names the path.
+  if (!ctx_.o.out_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(ctx_.o.out_dir, ec);
+  }
+  if (!world_step(ctx_)) return finish();
+  if (!rendezvous_step(ctx_, store_)) return finish();
+  if (ctx_.o.hold_after_join_s > 0) std::this_thread::sleep_for(ms(ctx_.o.hold_after_join_s));
+  // The liveness watch runs from here on, so a rank frozen or killed during the mesh probe is
+  // named (PEER_STALLED / PEER_LOST) and the pairs it failed are its consequences.
+  if (live_.fits_before_mesh(store_.join))
+    live_.start(*store_.store, store_.join, store_.self.local_address);
+  bool mesh_ok = mesh_step(ctx_, store_, live_, mesh_);
+  transports_phase(ctx_, store_, live_, mesh_ok);
+  return finish();
+}
+
+int RunSession::finish() {
+  results::Verdict local;
+  {
+    std::lock_guard lock(ctx_.record.mu);
+    auto& v = ctx_.record.verdict;
+    // A phase that never ran is listed as such: fail closed, a missing phase is never a pass.
+    results::list_phases_not_run(v.phases);
+    live_.demote_consequences_locked(v);  // whatever phase stopped: a frozen/dead rank's effects are info
+    v.duration_s = rendezvous::seconds_since(ctx_.start);
+    results::apply_verdict(v);
+    local = v;
+  }
+  ctx_.write(ctx_.local_path(), local);
+
+  results::Verdict shown = local;
+  if (ctx_.have_world && ctx_.world.rank == 0 && store_.store)
+    shown = gather_global(ctx_, store_, mesh_, live_, local);
+  else if (store_.store)
+    post_local(ctx_, store_, live_, local);
+  // A clean goodbye: peers must not read this rank's exit as a death.
+  live_.stop();
+  if (store_.server) store_.server->stop();
+  if (!ctx_.o.quiet) std::cout << results::human_summary(shown) << transport_table(shown) << std::flush;
+  return ctx_.exit_code(shown);
+}
+
+// Past the run deadline (+ a grace for the verdict itself), write what we know and leave.
+void RunSession::watch(const std::atomic<bool>& finished) {
+  auto hard = ctx_.run_deadline + Millis{3000};
+  while (!finished && Clock::now() < hard && g_stop_signal == 0)
+    std::this_thread::sleep_for(Millis{50});
+  if (finished) return;
+  // mpirun SIGTERMs every survivor at once: say goodbye before anything else, so the others do
+  // not name this rank lost while they write their own verdicts. (Not holding record.mu: the
+  // watch's callbacks take it.)
+  live_.stop();
+  results::Verdict v;
+  {
+    std::lock_guard lock(ctx_.record.mu);
+    auto& rv = ctx_.record.verdict;
+    std::string phase = rv.phases.empty() ? "none" : rv.phases.back().name;
+    if (int sig = g_stop_signal)
+      rv.findings.push_back(results::run_terminated_finding(
+          ctx_.self(), sig == SIGTERM ? "SIGTERM" : "SIGINT",
+          rendezvous::seconds_since(ctx_.start), phase));
+    else
+      rv.findings.push_back(results::run_timeout_finding(ctx_.self(), ctx_.o.timeout_s, phase));
+    rv.duration_s = rendezvous::seconds_since(ctx_.start);
+    results::apply_verdict(rv);
+    v = rv;
+  }
+  // The stuck phase, said on stderr too (the verdict's last finding is this one).
+  if (!v.findings.empty())
+    log_error(fmt::format("run: {}: {} (last phase finished: {})", v.findings.back().code,
+                          v.findings.back().message,
+                          v.phases.empty() ? std::string("none") : v.phases.back().name));
+  ctx_.write(ctx_.local_path(), v);
+  // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
+  // far) is the world's verdict for whoever reads verdict.json.
+  if (ctx_.have_world && ctx_.world.rank == 0) {
+    results::MergeOptions mo;
+    mo.reporting_rank = 0;
+    mo.world_size = ctx_.world.world_size;
+    auto global = results::merge_rank_verdicts({v}, mo);
+    global.duration_s = rendezvous::seconds_since(ctx_.start);
+    results::apply_verdict(global);
+    ctx_.write(ctx_.global_path(), global);
+    v = global;
+  }
+  if (!ctx_.o.quiet) std::cout << results::human_summary(v) << std::flush;
+  std::_Exit(ctx_.write_failed ? kExitVerdictNotWritten : results::exit_code_for(v.verdict));
+}
+
+}  // namespace ncclsmoke::harness

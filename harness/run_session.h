@@ -1,0 +1,37 @@
+#pragma once
+// One rank's `ncclsmoke run`: the sequencer (world -> rendezvous -> mesh -> transports -> the
+// verdict) plus the watchdog. Every step has its own deadline and the run has one (--timeout);
+// past it (+ 3 s for the verdict itself), or on SIGTERM/SIGINT, the watchdog writes what this
+// rank knows (RUN_TIMEOUT / RUN_TERMINATED) and exits, so no rank hangs past --timeout.
+//
+// The steps live in their own files (world_step, rendezvous_step, mesh_step, transports_step,
+// gather; liveness for the peer watch); the rules they apply in results/judging/. The watchdog
+// and the steps share RunContext::record under its one mutex (harness/run_context.h).
+#include <atomic>
+#include <string>
+
+#include "harness/liveness.h"
+#include "harness/rendezvous_step.h"
+#include "harness/run_context.h"
+#include "harness/run_options.h"
+#include "rendezvous/mesh.h"
+
+namespace ncclsmoke::harness {
+
+class RunSession {
+ public:
+  RunSession(RunOptions o, std::string log_env) : ctx_(std::move(o), std::move(log_env)) {}
+  int run();  // the exit code
+
+ private:
+  int run_steps();
+  int finish();                               // this rank's verdict, then the world's on rank 0
+  void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
+
+  RunContext ctx_;
+  Liveness live_{ctx_};
+  StoreSession store_;
+  rendezvous::MeshResult mesh_;
+};
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,83 @@
+#include "harness/transports_step.h"
+
+#include <fmt/format.h>
+
+#include "harness/progress.h"
+#include "harness/transport_phase.h"
+#include "results/judging/run_rules.h"
+#include "results/judging/transport_rules.h"
+
+namespace ncclsmoke::harness {
+
+void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bool mesh_ok) {
+  const auto& o_ = ctx.o;
+  const auto& world_ = ctx.world;
+  const auto& join = s.join;
+  auto names = ctx.requested_transports();
+  if (names.empty()) return;
+  bool ready = mesh_ok && join.complete() && join.roster_received &&
+               static_cast<int>(join.present.size()) == world_.world_size;
+  if (!ready) {
+    std::lock_guard lock(ctx.record.mu);
+    for (const auto& n : names)
+      ctx.record.verdict.phases.push_back(results::not_run_phase(
+          fmt::format("transport:{}", n), "not every rank joined and reached every other"));
+    return;
+  }
+  TransportPhaseOptions to;
+  to.transports = names;
+  parse_size(o_.min_bytes, to.sweep.min_bytes);
+  parse_size(o_.max_bytes, to.sweep.max_bytes);
+  parse_size(o_.gate_bytes, to.sweep.gate_bytes);
+  if (to.sweep.max_bytes < to.sweep.min_bytes) to.sweep.max_bytes = to.sweep.min_bytes;
+  to.sweep.factor = o_.factor;
+  to.sweep.iters = o_.iters;
+  to.sweep.warmup_iters = o_.warmup_iters;
+  transports::parse_dtype(o_.dtype, to.sweep.dtype);
+  to.sweep.check = !o_.no_check;
+  to.sweep.op_timeout = ms(o_.op_timeout_s);
+  to.timeout_s = o_.transport_timeout_s;
+  // The backends' options: the declared flags given, plus the per-rank GPU and NCCL log
+  // (harness/run_options.h).
+  to.backend_options = backend_options_for_run(o_, world_.rank, world_.local_rank);
+
+  if (!live.started()) live.start(*s.store, join, s.self.local_address);
+  TransportPhaseInput in;
+  in.rank = world_.rank;
+  in.world_size = world_.world_size;
+  in.host = world_.hostname;
+  for (const auto& id : join.present) in.hosts[id.rank] = id.host;
+  in.local_address = s.self.local_address;
+  in.store = s.store.get();
+  // Each size as it is measured, nccl-tests' table (harness/progress.h).
+  to.sweep.on_start = [shown = to.sweep](const transports::SweepProgress& p) {
+    if (!log_enabled(LogLevel::info)) return;
+    std::string lines = phase_start_line(fmt::format("transport:{}", p.transport),
+                                         fmt::format("open; sweep of {} sizes", p.sizes));
+    for (const auto& h : sweep_header_lines(p, shown)) lines += fmt::format("\n{}", h);
+    log_info(lines);
+  };
+  to.sweep.on_size = [](const transports::SweepProgress& p) { log_info(sweep_row_line(p)); };
+  log_info(phase_start_line("transports", o_.transports));
+  in.set_wait_state = [&live](const rendezvous::WaitState& w) { live.set_wait_state(w); };
+  in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };
+  // Measure, then judge: the phase only measures; results/judging/transport_rules.h decides.
+  auto outcomes = measure_transports(in, to);
+  auto out = results::judge_transports(outcomes, {in.rank, in.host, in.hosts});
+  live.settle(out.findings);
+  live.attach_wait_chains(out.findings, in.hosts);
+  for (const auto& p : out.phases)
+    log_line(p.status == "fail"                               ? LogLevel::error
+             : p.status == "pass" || p.status == "skipped" ? LogLevel::info
+                                                            : LogLevel::warn,
+             phase_end_line(p.name, p.status, p.duration_s, p.detail));
+  std::lock_guard lock(ctx.record.mu);
+  auto& v = ctx.record.verdict;
+  for (auto& p : out.phases) v.phases.push_back(std::move(p));
+  for (auto& r : out.rows) v.transports.push_back(std::move(r));
+  for (auto& i : out.identities) v.identities.push_back(std::move(i));
+  for (auto& f : out.findings) v.findings.push_back(std::move(f));
+  live.demote_consequences_locked(v);
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,92 @@
+#include "harness/world_step.h"
+
+#include <set>
+#include <sstream>
+
+#include "harness/probe_findings.h"
+#include "harness/progress.h"
+#include "results/judging/run_rules.h"
+
+namespace ncclsmoke::harness {
+
+namespace {
+
+bool load_profile(RunContext& ctx) {
+  const auto& o = ctx.o;
+  if (o.profile.empty()) return true;
+  try {
+    ctx.profiles = results::load_profiles_file(o.profiles_file);
+  } catch (const std::exception& e) {
+    ctx.record.add(results::profiles_unreadable_finding(ctx.self(), o.profiles_file, e.what()));
+    return false;
+  }
+  ctx.profile = results::find_profile(ctx.profiles, o.profile);
+  if (!ctx.profile) {
+    std::vector<std::string> names;
+    for (const auto& p : ctx.profiles) names.push_back(p.name);
+    ctx.record.add(results::profile_unknown_finding(ctx.self(), o.profile, o.profiles_file, names));
+    return false;
+  }
+  return true;
+}
+
+// --gate without sweep flags: measure exactly the gate size the profile's bands use for this
+// world size (when the requested transports' bands agree on one), so the gate is one quick size
+// and never inconclusive for a size mismatch.
+void gate_sweep_from_profile(RunContext& ctx) {
+  auto& o = ctx.o;
+  if (!o.gate || o.sweep_explicit || !ctx.profile) return;
+  std::set<std::int64_t> sizes;
+  std::stringstream list(o.transports);
+  for (std::string t; std::getline(list, t, ',');) {
+    const auto* te = results::find_transport(*ctx.profile, t);
+    const auto* band = te ? results::find_band(*te, ctx.world.world_size) : nullptr;
+    if (band) sizes.insert(band->gate_bytes);
+  }
+  if (sizes.size() != 1) return;
+  o.min_bytes = o.max_bytes = o.gate_bytes = std::to_string(*sizes.begin());
+}
+
+}  // namespace
+
+bool world_step(RunContext& ctx) {
+  auto t0 = Clock::now();
+  auto wr = discover_world(ctx.o.world, process_environment());
+  for (const auto& c : wr.findings) {
+    auto f = config_finding(c);
+    f.hosts.push_back(local_hostname());
+    ctx.record.add(std::move(f));
+  }
+  if (!wr.world) {
+    ctx.end_phase("world", "fail", t0, "invalid configuration");
+    return false;
+  }
+  ctx.world = *wr.world;
+  ctx.have_world = true;
+  const auto& w = ctx.world;
+  ctx.log_level = run_log_level(w.rank, ctx.o.quiet, ctx.o.verbose, ctx.log_env);
+  log_for_rank(w.rank, ctx.log_level);
+  log_info(phase_start_line("world"));
+  {
+    std::lock_guard lock(ctx.record.mu);
+    auto& v = ctx.record.verdict;
+    v.reporting_rank = w.rank;
+    v.world.size = w.world_size;
+    v.world.master_addr = w.master_addr;
+    v.world.master_port = w.master_port;
+    v.world.source = w.source;
+    v.world.job_id = w.job_id;
+    v.world.job_id_source = w.job_id_source;
+    v.world.restart_count = w.restart_count;
+    v.world.sources = w.sources_by_field;
+  }
+  if (!load_profile(ctx)) {
+    ctx.end_phase("world", "fail", t0, "invalid profile");
+    return false;
+  }
+  gate_sweep_from_profile(ctx);
+  ctx.end_phase("world", "pass", t0, describe(w));
+  return true;
+}
+
+}  // namespace ncclsmoke::harness

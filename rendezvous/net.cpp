@@ -1,0 +1,187 @@
+#include "rendezvous/net.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace ncclsmoke::rendezvous {
+namespace {
+
+// Digits only, at most 5, value in [min, 65535]; -1 otherwise.
+long port_value(std::string_view text, long min) {
+  if (text.empty() || text.size() > 5) return -1;
+  long v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v < min || v > 65535 ? -1 : v;
+}
+
+}  // namespace
+
+std::string format_address(const sockaddr* addr, socklen_t len) {
+  char ip[INET6_ADDRSTRLEN] = "?";
+  if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, ip, sizeof ip);
+    return fmt::format("{}:{}", ip, ntohs(in->sin_port));
+  }
+  if (addr->sa_family == AF_INET6 && len >= sizeof(sockaddr_in6)) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(addr);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      ::inet_ntop(AF_INET, in6->sin6_addr.s6_addr + 12, ip, sizeof ip);
+      return fmt::format("{}:{}", ip, ntohs(in6->sin6_port));
+    }
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof ip);
+    std::string scope;
+    if (in6->sin6_scope_id) {
+      char name[IF_NAMESIZE] = {0};
+      scope = ::if_indextoname(in6->sin6_scope_id, name)
+                  ? fmt::format("%{}", name)
+                  : fmt::format("%{}", in6->sin6_scope_id);
+    }
+    return fmt::format("[{}{}]:{}", ip, scope, ntohs(in6->sin6_port));
+  }
+  return fmt::format("(unknown address family {})", addr->sa_family);
+}
+
+bool split_host_port(std::string_view text, std::string& host, uint16_t& port) {
+  std::string_view h, p;
+  if (!text.empty() && text[0] == '[') {
+    auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return false;
+    h = text.substr(1, close - 1);
+    p = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string_view::npos || text.find(':') != colon) return false;
+    h = text.substr(0, colon);
+    p = text.substr(colon + 1);
+  }
+  long v = port_value(p, 1);
+  if (h.empty() || v < 0) return false;
+  host = std::string(h);
+  port = static_cast<uint16_t>(v);
+  return true;
+}
+
+std::string join_host_port(std::string_view host, uint16_t port) {
+  if (host.find(':') != std::string_view::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+std::string host_part(const std::string& host_port) {
+  std::string h;
+  uint16_t p = 0;
+  return split_host_port(host_port, h, p) ? h : host_port;
+}
+
+bool is_numeric_address(const std::string& text) {
+  in6_addr scratch{};
+  return ::inet_pton(AF_INET, text.c_str(), &scratch) == 1 ||
+         ::inet_pton(AF_INET6, text.c_str(), &scratch) == 1;
+}
+
+bool fill_sockaddr(const std::string& ip, sockaddr_storage& ss, uint16_t port, socklen_t* len) {
+  ss = sockaddr_storage{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    if (len) *len = sizeof(sockaddr_in);
+    return true;
+  }
+  if (::inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    if (len) *len = sizeof(sockaddr_in6);
+    return true;
+  }
+  ss = sockaddr_storage{};
+  return false;
+}
+
+std::string interface_of(const sockaddr* addr) {
+  in_addr v4{};
+  bool is_v4 = false;
+  const in6_addr* v6 = nullptr;
+  if (addr->sa_family == AF_INET) {
+    v4 = reinterpret_cast<const sockaddr_in*>(addr)->sin_addr;
+    is_v4 = true;
+  } else if (addr->sa_family == AF_INET6) {
+    v6 = &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(v6)) {
+      std::memcpy(&v4, v6->s6_addr + 12, 4);
+      is_v4 = true;
+    }
+  } else {
+    return "";
+  }
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    if (is_v4 && i->ifa_addr->sa_family == AF_INET) {
+      if (reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr == v4.s_addr)
+        name = i->ifa_name;
+    } else if (!is_v4 && i->ifa_addr->sa_family == AF_INET6) {
+      if (std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, v6,
+                      sizeof(in6_addr)) == 0)
+        name = i->ifa_name;
+    }
+  }
+  ::freeifaddrs(list);
+  return name;
+}
+
+std::string route_source_address(const std::string& host, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* res = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) return "";
+  std::string out;
+  for (addrinfo* ai = res; ai && out.empty(); ai = ai->ai_next) {
+    int fd = ::socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) continue;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      if (::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) == 0) {
+        std::string h;
+        uint16_t p = 0;
+        if (split_host_port(format_address(reinterpret_cast<sockaddr*>(&ss), len), h, p)) out = h;
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  return out;
+}
+
+std::string parse_port_range(std::string_view text, uint16_t& lo, uint16_t& hi) {
+  lo = hi = 0;
+  if (text.empty()) return "";
+  auto dash = text.find('-');
+  long a = port_value(text.substr(0, dash), 0);
+  long b = dash == std::string_view::npos ? a : port_value(text.substr(dash + 1), 0);
+  if (a < 0 || b < 0)
+    return fmt::format("'{}' is not a port range (accepted: A-B or a single port, ports 0 to "
+                       "65535 in digits)",
+                       text);
+  if (a > b) return fmt::format("'{}' is reversed (the first port must not exceed the second)", text);
+  lo = static_cast<uint16_t>(a);
+  hi = static_cast<uint16_t>(b);
+  return "";
+}
+
+}  // namespace ncclsmoke::rendezvous

@@ -1,0 +1,34 @@
+#pragma once
+// One way to name a rank in a message: "rank 3 (host node-a)", or "rank 3" when the host is not
+// known. Every error and finding names its ranks through this, so a grep or an alert template
+// meets one spelling. Formats with fmt (header-only: the image needs no libfmt):
+//   fmt::format("{} lost {}", RankRef{me, my_host}, RankRef{peer, peer_host})
+// rank < 0 reads "no rank" (a process whose rank was never known, e.g. a bad configuration).
+#include <fmt/format.h>
+
+#include <string>
+#include <string_view>
+
+namespace ncclsmoke::rendezvous {
+
+struct RankRef {
+  int rank = -1;
+  std::string_view host;
+};
+
+inline std::string rank_text(int rank, std::string_view host = {}) {
+  if (rank < 0) return host.empty() ? std::string("no rank") : fmt::format("host {}", host);
+  if (host.empty()) return fmt::format("rank {}", rank);
+  return fmt::format("rank {} (host {})", rank, host);
+}
+
+}  // namespace ncclsmoke::rendezvous
+
+template <>
+struct fmt::formatter<ncclsmoke::rendezvous::RankRef> : fmt::formatter<std::string_view> {
+  template <typename FormatContext>
+  auto format(const ncclsmoke::rendezvous::RankRef& r, FormatContext& ctx) const {
+    return fmt::formatter<std::string_view>::format(
+        ncclsmoke::rendezvous::rank_text(r.rank, r.host), ctx);
+  }
+};

@@ -1,0 +1,338 @@
+#include "results/judging/merge.h"
+
+#include <algorithm>
+#include <cctype>
+#include <iterator>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "results/judging/classify.h"
+#include "results/verdict/finding_codes.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+template <typename T>
+void sorted_union(std::vector<T>& into, const std::vector<T>& from) {
+  into.insert(into.end(), from.begin(), from.end());
+  std::sort(into.begin(), into.end());
+  into.erase(std::unique(into.begin(), into.end()), into.end());
+}
+
+// Appends the values of `from` that `into` lacks, keeping first-appearance order (and dropping
+// duplicates already in `into`): a finding's hosts[0] names its subject (MESH_BLOCKED: the
+// suspect host) and must stay first.
+void ordered_union(std::vector<std::string>& into, const std::vector<std::string>& from) {
+  std::vector<std::string> out;
+  auto add = [&out](const std::vector<std::string>& v) {
+    for (const auto& x : v)
+      if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+  };
+  add(into);
+  add(from);
+  into = std::move(out);
+}
+
+void fill_empty(std::string& into, const std::string& from) {
+  if (into.empty()) into = from;
+}
+
+// A message cut at each "rank N" whose N is one of the finding's ranks: literal text around the
+// slots, and the slots' numbers. key() joins the literals with "rank #".
+struct RankSlots {
+  std::vector<std::string> literals;  // slots.size() + 1 pieces
+  std::vector<int> slots;
+
+  RankSlots(const std::string& message, const std::vector<int>& ranks) {
+    auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+    std::size_t from = 0, p = 0;
+    while ((p = message.find("rank ", p)) != std::string::npos) {
+      std::size_t d = p + 5, e = d;
+      while (e < message.size() && std::isdigit(static_cast<unsigned char>(message[e]))) ++e;
+      bool word = (p == 0 || !alnum(message[p - 1])) && e > d && e - d < 9 &&
+                  (e == message.size() || !alnum(message[e]));
+      if (word) {
+        int n = std::stoi(message.substr(d, e - d));
+        if (std::find(ranks.begin(), ranks.end(), n) != ranks.end()) {
+          literals.push_back(message.substr(from, p - from));
+          slots.push_back(n);
+          from = e;
+        }
+      }
+      p = e > d ? e : p + 5;
+    }
+    literals.push_back(message.substr(from));
+  }
+
+  std::string key() const {
+    std::string k = literals[0];
+    for (std::size_t i = 1; i < literals.size(); ++i) k += "rank #" + literals[i];
+    return k;
+  }
+};
+
+// "0-3", "1, 4, 7", "0-2, 5".
+std::string rank_list(const std::set<int>& ranks) {
+  std::string out;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    int lo = *it, hi = lo;
+    auto next = std::next(it);
+    while (next != ranks.end() && *next == hi + 1) hi = *next++;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(lo);
+    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
+    it = next;
+  }
+  return out;
+}
+
+bool joined_by_rank(const std::string& code) {
+  return code == "PEER_LOST" || code == "PEER_STALLED";
+}
+
+}  // namespace
+
+namespace {
+std::string dedupe_key(const std::string& code, const std::string& message,
+                       const RankSlots& slots) {
+  return code + '\x1f' + (joined_by_rank(code) ? message : slots.key());
+}
+}  // namespace
+
+std::string finding_dedupe_key(const std::string& code, const std::string& message,
+                               const std::vector<int>& ranks) {
+  return dedupe_key(code, message, RankSlots(message, ranks));
+}
+
+void dedupe_findings(std::vector<Finding>& findings) {
+  std::vector<Finding> out;
+  std::vector<RankSlots> shape;                    // of each out[i]'s first message
+  std::vector<std::vector<std::set<int>>> values;  // per out[i], per slot: the numbers seen
+  std::map<std::string, std::size_t> index;
+  for (auto& f : findings) {
+    RankSlots rs(f.message, f.ranks);
+    std::string key = dedupe_key(f.code, f.message, rs);
+    auto [it, fresh] = index.try_emplace(key, out.size());
+    if (fresh) {
+      std::vector<std::set<int>> v;
+      for (int n : rs.slots) v.push_back({n});
+      values.push_back(std::move(v));
+      shape.push_back(std::move(rs));
+      out.push_back(std::move(f));
+      sorted_union(out.back().ranks, {});
+      ordered_union(out.back().hosts, {});
+      continue;
+    }
+    std::size_t i = it->second;
+    Finding& g = out[i];
+    for (std::size_t k = 0; k < rs.slots.size() && k < values[i].size(); ++k)
+      values[i][k].insert(rs.slots[k]);
+    sorted_union(g.ranks, f.ranks);
+    ordered_union(g.hosts, f.hosts);
+    if (severity_rank(f.severity) > severity_rank(g.severity)) g.severity = f.severity;
+    fill_empty(g.hint, f.hint);
+    if (!g.evidence.is_object() && f.evidence.is_object()) g.evidence = f.evidence;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    bool varied = false;
+    for (const auto& v : values[i]) varied = varied || v.size() > 1;
+    if (!varied) continue;
+    const RankSlots& rs = shape[i];
+    std::string msg = rs.literals[0];
+    for (std::size_t k = 0; k < rs.slots.size(); ++k) {
+      const auto& v = values[i][k];
+      msg += (v.size() > 1 ? "ranks " + rank_list(v) : "rank " + std::to_string(rs.slots[k])) +
+             rs.literals[k + 1];
+    }
+    out[i].message = std::move(msg);
+  }
+  findings = std::move(out);
+}
+
+Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const MergeOptions& options) {
+  if (local_views.empty()) {
+    throw std::invalid_argument("merge_rank_verdicts: no local verdicts to merge");
+  }
+  const Verdict* head = &local_views.front();
+  for (const auto& v : local_views) {
+    if (v.reporting_rank == options.reporting_rank) {
+      head = &v;
+      break;
+    }
+  }
+
+  Verdict out;
+  out.schema_version = head->schema_version;
+  out.tool = head->tool;
+  out.run_id = head->run_id;
+  out.started_at = head->started_at;
+  out.world = head->world;
+  out.env = head->env;
+  out.versions = head->versions;
+  out.baseline = head->baseline;
+  out.scope = "global";
+  out.reporting_rank = options.reporting_rank;
+
+  int world_size = options.world_size;
+  std::set<int> reported;
+  for (const auto& v : local_views) {
+    out.duration_s = std::max(out.duration_s, v.duration_s);
+    if (options.world_size == 0) world_size = std::max(world_size, v.world.size);
+    if (v.reporting_rank >= 0) reported.insert(v.reporting_rank);
+  }
+  if (world_size > 0) out.world.size = world_size;
+
+  // ranks
+  std::map<int, RankInfo> ranks;
+  for (const auto& v : local_views) {
+    for (const auto& r : v.ranks) {
+      auto [it, fresh] = ranks.try_emplace(r.rank, r);
+      if (fresh) continue;
+      RankInfo& m = it->second;
+      if (rank_status_rank(r.status) > rank_status_rank(m.status)) {
+        m.status = r.status;
+        if (!r.detail.empty()) m.detail = r.detail;
+      }
+      fill_empty(m.host, r.host);
+      fill_empty(m.node, r.node);
+      if (m.pid == 0) m.pid = r.pid;
+      fill_empty(m.local_address, r.local_address);
+      fill_empty(m.interface, r.interface);
+      fill_empty(m.detail, r.detail);
+    }
+  }
+  for (int r = 0; r < world_size; ++r) {
+    if (!ranks.count(r)) {
+      RankInfo m;
+      m.rank = r;
+      m.status = "missing";
+      m.detail = "described by no rank's verdict";
+      ranks.emplace(r, m);
+    }
+  }
+  for (auto& [_, r] : ranks) out.ranks.push_back(r);
+
+  // phases
+  for (const auto& v : local_views) {
+    for (const auto& p : v.phases) {
+      auto it = std::find_if(out.phases.begin(), out.phases.end(),
+                             [&](const Phase& q) { return q.name == p.name; });
+      if (it == out.phases.end()) {
+        out.phases.push_back(p);
+        continue;
+      }
+      if (phase_status_rank(p.status) > phase_status_rank(it->status)) {
+        it->status = p.status;
+        it->detail = p.detail;
+      }
+      it->duration_s = std::max(it->duration_s, p.duration_s);
+      it->required = it->required || p.required;
+    }
+  }
+
+  // findings. One dead (or frozen) rank is seen by every survivor (and by its transport and the
+  // liveness watch): PEER_LOST / PEER_STALLED about the same ranks is one finding, with the ranks
+  // that saw it in evidence.reported_by, whatever each message said.
+  auto same_ranks = [](std::vector<int> a, std::vector<int> b) {
+    sorted_union(a, {});
+    sorted_union(b, {});
+    return a == b;
+  };
+  auto per_rank_code = [](const std::string& code) {
+    return code == "PEER_LOST" || code == "PEER_STALLED";
+  };
+  auto note_reporter = [&](Finding& g, int reporter) {
+    if (!per_rank_code(g.code) || reporter < 0) return;
+    if (!g.evidence.is_object()) g.evidence = nlohmann::json::object();
+    auto& by = g.evidence["reported_by"];
+    if (!by.is_array()) by = nlohmann::json::array();
+    if (std::find(by.begin(), by.end(), reporter) == by.end()) by.push_back(reporter);
+    std::sort(by.begin(), by.end());
+  };
+  for (const auto& v : local_views) {
+    for (const auto& f : v.findings) {
+      auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
+        if (g.code != f.code) return false;
+        if (per_rank_code(f.code)) return same_ranks(g.ranks, f.ranks);
+        return g.message == f.message;
+      });
+      if (it == out.findings.end()) {
+        out.findings.push_back(f);
+        Finding& n = out.findings.back();
+        sorted_union(n.ranks, {});
+        ordered_union(n.hosts, {});
+        note_reporter(n, v.reporting_rank);
+        continue;
+      }
+      note_reporter(*it, v.reporting_rank);
+      sorted_union(it->ranks, f.ranks);
+      ordered_union(it->hosts, f.hosts);
+      if (severity_rank(f.severity) > severity_rank(it->severity)) it->severity = f.severity;
+      fill_empty(it->hint, f.hint);
+      if (!it->evidence.is_object() && f.evidence.is_object()) it->evidence = f.evidence;
+    }
+  }
+
+  // transports and identities
+  for (const auto& v : local_views) {
+    // Rows keep their rank: -1 marks a world row (figures already exchanged among the ranks).
+    for (auto t : v.transports) out.transports.push_back(std::move(t));
+    for (auto t : v.identities) {
+      if (t.rank < 0) t.rank = v.reporting_rank;
+      out.identities.push_back(std::move(t));
+    }
+  }
+
+  // A rank that stopped on its own error (its view has an error finding naming itself) and still
+  // sent its view was not lost: the others' PEER_LOST about it alone was a guess, and its own
+  // finding is the cause the operator must read.
+  std::set<int> self_explained;
+  for (const auto& v : local_views)
+    for (const auto& f : v.findings)
+      if (v.reporting_rank >= 0 && f.severity == "error" && f.code != "PEER_LOST" &&
+          std::find(f.ranks.begin(), f.ranks.end(), v.reporting_rank) != f.ranks.end())
+        self_explained.insert(v.reporting_rank);
+  std::erase_if(out.findings, [&](const Finding& f) {
+    return f.code == "PEER_LOST" && !f.ranks.empty() &&
+           std::all_of(f.ranks.begin(), f.ranks.end(),
+                       [&](int r) { return self_explained.count(r) > 0; });
+  });
+
+  // ranks that sent nothing and that nothing explains
+  std::set<int> explained;
+  for (const auto& f : out.findings) {
+    if (severity_rank(f.severity) >= severity_rank("warning")) {
+      explained.insert(f.ranks.begin(), f.ranks.end());
+    }
+  }
+  std::vector<int> silent;
+  std::vector<std::string> silent_hosts;
+  for (int r = 0; r < world_size; ++r) {
+    if (reported.count(r) || explained.count(r)) continue;
+    silent.push_back(r);
+    const std::string& host = ranks[r].host;
+    if (!host.empty()) silent_hosts.push_back(host);
+  }
+  if (!silent.empty()) {
+    std::string list;
+    for (int r : silent) list += (list.empty() ? "" : ", ") + std::to_string(r);
+    out.findings.push_back(make_finding(
+        "RESULTS_MISSING",
+        "rank " + std::to_string(options.reporting_rank) +
+            " received no local verdict from rank" + std::string(silent.size() > 1 ? "s " : " ") +
+            list + " (" + std::to_string(local_views.size()) + " of " +
+            std::to_string(world_size) + " views merged)",
+        silent, silent_hosts));
+    sorted_union(out.findings.back().hosts, {});
+  }
+
+  // The same finding from several ranks (of a host): one, naming them all.
+  dedupe_findings(out.findings);
+
+  apply_verdict(out, options.required_phases);
+  return out;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,143 @@
+#pragma once
+// The run's own rules: what a rank's run (not one probe or one transport) concludes from what it
+// saw. The harness's RunSession only measures and records; every finding, rank status and phase
+// status it used to decide inline is decided here, over typed inputs, and every finding is made
+// through the finding table (make_finding), so its severity and layer are the table's.
+//
+//  - the liveness watch's observations: a rank died (PEER_LOST) or froze (PEER_STALLED), and a
+//    frozen one that answered again (the stall is downgraded to a warning);
+//  - "blame the root": once the watch names a frozen or dead rank, the timeouts and lost
+//    connections its neighbours then saw are its consequences (info), not theirs;
+//  - the wait chain ("3 waits on 2, 2 on 1, 1 on 0") attached to the findings it explains;
+//  - the run's own endings: RUN_TIMEOUT, RUN_TERMINATED;
+//  - the store and config errors RunSession meets: STORE_FOREIGN_JOB, CONFIG_INVALID for the
+//    store port and for --profiles/--profile, MESH_BLOCKED when the mesh probe could not run;
+//  - rank 0's gather: PEER_LOST for a rank that joined but never reported, and a rank whose own
+//    verdict explains why it stopped;
+//  - the rendezvous and mesh phase statuses, and the phases listed as not run.
+//
+// Pure functions: no I/O, no clock, no lock. The caller holds whatever lock guards the verdict.
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "rendezvous/join.h"
+#include "rendezvous/peer_watch.h"
+#include "rendezvous/rank_ref.h"
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::results {
+
+// Whether a finding with `code` already names `rank` (one finding per dead or frozen rank).
+bool names_rank(const std::vector<Finding>& findings, std::string_view code, int rank);
+
+// ---- liveness watch ----------------------------------------------------------------------------
+
+// PEER_LOST from the watch (evidence.source = "liveness watch"): `seen_by` is this rank.
+Finding peer_lost_finding(const rendezvous::LostPeer& lost, rendezvous::RankRef seen_by);
+// PEER_STALLED from the watch; `this_rank` names the witness when the watch's own is unknown.
+Finding peer_stalled_finding(const rendezvous::SilentPeer& silent, int this_rank);
+// Whether `f` is a PEER_LOST the liveness watch made (a seen death, not a guess).
+bool from_liveness_watch(const Finding& f);
+
+// What the watch's callbacks record in this rank's verdict: the finding (once per rank) and the
+// rank's status in the roster ("lost" / "failed", and back to "joined" on a resume).
+void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, rendezvous::RankRef seen_by);
+void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& silent, int this_rank);
+// It came back: its PEER_STALLED error becomes a warning ("was unresponsive for ..."), which is
+// still worth reading but did not end the run.
+void note_peer_resumed(Verdict& v, const rendezvous::SilentPeer& silent);
+
+// Blame the root, not the neighbour: once the watch knows a rank is frozen (PEER_STALLED) or dead
+// (its PEER_LOST), the TRANSPORT_TIMEOUT / PEER_LOST / TRANSPORT_INIT_FAILED and store findings
+// (RENDEZVOUS_LOST / _STALLED, when `rank0_hosts_store` and rank 0 is the one) that followed
+// become info, pointing at that rank (evidence.consequence_of). A PEER_LOST about the stopped
+// rank itself stays, unless it is a mesh guess about a rank the watch saw frozen, not dead
+// (`watch_lost`: the ranks the watch saw die).
+void demote_consequences(std::vector<Finding>& findings, const std::set<int>& watch_lost,
+                         bool rank0_hosts_store);
+
+// Whether the transports' findings are the kind a peer's death explains (an error PEER_LOST,
+// TRANSPORT_TIMEOUT or TRANSPORT_INIT_FAILED): then the watch is given a moment to name it.
+bool worth_settling_watch(const std::vector<Finding>& transport_findings);
+
+// The wait chain as the harness read it from the watch.
+struct WaitChainEvidence {
+  nlohmann::json wait_states = nlohmann::json::object();  // rank -> {phase, what, waiting_on, waited_s}
+  rendezvous::WaitChain chain;
+  bool reaches_stopped = false;  // the chain's root is a rank the watch saw frozen or dead
+  std::string text;              // wait_chain_text(): "rank 3 (host-3) waits on rank 2 ..."
+};
+// A TRANSPORT_TIMEOUT is what a chain explains: it gets the evidence (and the text when the chain
+// is longer than this rank); a PEER_LOST names its peer itself, so only a chain that runs on to a
+// frozen or dead rank is added to it.
+void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& e);
+
+// ---- the run's endings -------------------------------------------------------------------------
+
+// `last_phase`: the last phase that finished ("none" before the first).
+Finding run_timeout_finding(rendezvous::RankRef self, double timeout_s, std::string_view last_phase);
+// `signal_name`: "SIGTERM" / "SIGINT".
+Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal_name,
+                               double after_s, std::string_view last_phase);
+
+// ---- store and configuration -------------------------------------------------------------------
+
+struct ForeignStore {
+  rendezvous::RankRef self;
+  std::string this_job;         // "" = none
+  std::string job_id_source;    // where this job's id came from ("" = not said)
+  std::string store;            // "host:port"
+  int port = 0;
+  double waited_s = 0;
+  std::string other_job;        // "" = none
+  int other_world_size = 0;
+  std::string other_host;
+  int other_pid = 0;
+};
+Finding store_foreign_job_finding(const ForeignStore& s);
+
+// Rank 0 cannot listen on MASTER_PORT; `holder` names who holds it ("" = unknown).
+Finding store_port_finding(rendezvous::RankRef rank0, std::string_view job_id, int port,
+                           std::string_view error, std::string_view holder);
+
+// --profiles cannot be read / --profile is not in it (`names`: the profiles the file has).
+Finding profiles_unreadable_finding(rendezvous::RankRef self, std::string_view profiles_file,
+                                    std::string_view error);
+Finding profile_unknown_finding(rendezvous::RankRef self, std::string_view profile,
+                                std::string_view profiles_file,
+                                const std::vector<std::string>& names);
+
+// The mesh probe itself could not run on this rank (bad --mesh-bind / --mesh-port-range).
+Finding mesh_not_run_finding(rendezvous::RankRef self, std::string_view error);
+
+// ---- rank 0's gather ---------------------------------------------------------------------------
+
+// A rank that joined but whose verdict never came: PEER_LOST in rank 0's own view (unless a
+// PEER_LOST / PEER_STALLED already names it) and its roster status "lost".
+void name_unreported_rank(Verdict& mine, rendezvous::RankRef rank);
+// A rank rank 0 took for dead posted a verdict whose own error names itself: that error is the
+// cause, and the rank reads "failed" with its own code (the merge drops the PEER_LOST guesses).
+void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank);
+
+// ---- phase statuses ----------------------------------------------------------------------------
+
+struct PhaseOutcome {
+  std::string status;  // "pass" | "inconclusive" | "fail"
+  std::string detail;
+};
+// "pass" when every rank joined and the roster came, else "fail".
+std::string rendezvous_phase_status(const rendezvous::JoinResult& join);
+// The mesh phase when the watch saw ranks stop: "fail", and the detail says who (and that their
+// pairs were set aside, untested). Unchanged when `stopped` is empty.
+PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<int>& stopped,
+                                       bool pairs_set_aside);
+Phase not_run_phase(std::string name, std::string detail);
+// Fail closed: world / rendezvous / mesh not in `phases` are added as not run.
+void list_phases_not_run(std::vector<Phase>& phases);
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,245 @@
+#include "results/judging/transport_rules.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <set>
+
+#include "rendezvous/deadline.h"
+#include "rendezvous/rank_ref.h"
+#include "results/judging/nccl_judge.h"
+#include "results/verdict/finding_codes.h"
+
+namespace ncclsmoke::results {
+namespace {
+
+using nlohmann::json;
+using rendezvous::RankRef;
+using transports::ErrorKind;
+using transports::SweepRow;
+using transports::TransportFailure;
+using transports::TransportOutcome;
+
+std::string host_of(const TransportJudgeContext& ctx, int rank) {
+  if (rank == ctx.rank && !ctx.host.empty()) return ctx.host;
+  auto it = ctx.hosts.find(rank);
+  return it == ctx.hosts.end() ? std::string() : it->second;
+}
+
+TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
+  TransportRow row;
+  row.transport = name;
+  row.rank = -1;
+  row.bytes = static_cast<int64_t>(r.bytes);
+  row.count = static_cast<int64_t>(r.count);
+  row.dtype = transports::to_string(r.dtype);
+  row.in_place = r.in_place;
+  row.time_us = r.time_us;
+  row.algbw_gbps = r.algbw_gbps;
+  row.busbw_gbps = r.busbw_gbps;
+  row.wrong = r.wrong;
+  row.gate = r.gate;
+  row.synthetic = synthetic;
+  return row;
+}
+
+// A row's per-rank figures, as the sweep computed them (sweep.h: one bandwidth formula).
+TransportRow rank_row(const std::string& name, const SweepRow& r, bool synthetic, std::size_t k) {
+  auto at = [k](const auto& v, auto fallback) { return k < v.size() ? v[k] : fallback; };
+  TransportRow row = world_row(name, r, synthetic);
+  row.rank = static_cast<int>(k);
+  row.time_us = at(r.rank_time_us, double{NAN});
+  row.algbw_gbps = at(r.rank_algbw_gbps, double{NAN});
+  row.busbw_gbps = at(r.rank_busbw_gbps, double{NAN});
+  row.wrong = at(r.rank_wrong, int64_t{-1});
+  row.gate = false;
+  return row;
+}
+
+Finding failure_finding(const TransportFailure& e, const std::string& name,
+                        const std::string& stage, const TransportJudgeContext& ctx) {
+  const std::string me = rendezvous::rank_text(ctx.rank, ctx.host);
+  if (e.source == TransportFailure::Source::store)
+    return make_finding("RENDEZVOUS_LOST",
+                        fmt::format("{} lost the store during transport {} ({}): {}", me, name,
+                                    stage, e.message),
+                        {ctx.rank}, {ctx.host});
+
+  std::vector<int> ranks{ctx.rank};
+  std::vector<std::string> hosts{ctx.host};
+  const bool named_peer = e.peer >= 0 && e.peer != ctx.rank;
+  const std::string peer_host = named_peer ? host_of(ctx, e.peer) : std::string();
+  if (named_peer) {
+    ranks.push_back(e.peer);
+    if (!peer_host.empty()) hosts.push_back(peer_host);
+  }
+  std::map<std::string, std::string> vars{{"transport", name}, {"phase", "transport:" + name}};
+  const std::string waited = rendezvous::seconds_text(e.waited_s);
+  Finding f;
+  switch (e.kind) {
+    case ErrorKind::unavailable:
+      f = make_finding("TRANSPORT_UNAVAILABLE",
+                       fmt::format("transport {} skipped on {}: {}", name, me, e.message), ranks,
+                       hosts, vars);
+      break;
+    case ErrorKind::init_failed:
+      vars["interface"] = "see evidence";
+      f = make_finding("TRANSPORT_INIT_FAILED",
+                       fmt::format("transport {} failed to initialise on {} after {}: {}", name,
+                                   me, waited, e.message),
+                       ranks, hosts, vars);
+      break;
+    case ErrorKind::timeout:
+      f = make_finding("TRANSPORT_TIMEOUT",
+                       fmt::format("transport {} timed out on {} after {}: {}", name, me, waited,
+                                   e.message),
+                       ranks, hosts, vars);
+      break;
+    case ErrorKind::peer_lost: {
+      // The peer is the rank the backend named; without one, say so rather than "rank -1".
+      std::string lost = e.peer >= 0 ? rendezvous::rank_text(e.peer, host_of(ctx, e.peer))
+                                     : std::string("a peer (the transport does not say which)");
+      f = make_finding("PEER_LOST",
+                       fmt::format("transport {} on {} lost {}: {}", name, me, lost, e.message),
+                       e.peer >= 0 ? std::vector<int>{e.peer} : ranks, hosts, vars);
+      break;
+    }
+    case ErrorKind::other:
+      f = make_finding("TRANSPORT_INIT_FAILED",
+                       fmt::format("transport {} failed on {}: {}", name, me, e.message), ranks,
+                       hosts, vars);
+      break;
+  }
+  f.evidence = {{"error_kind", transports::to_string(e.kind)}, {"waited_s", e.waited_s}};
+  if (!e.evidence.is_null()) f.evidence["detail"] = e.evidence;
+  return f;
+}
+
+// A measured backend: rows, identity, the network report, the data check, completeness.
+void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx, Phase& phase,
+                    TransportJudgement& out) {
+  TransportIdentity id;
+  id.transport = o.name;
+  id.rank = ctx.rank;
+  id.observed = o.identity.is_null() ? json::object() : o.identity;
+  if (o.links && id.observed.is_object()) write_link_stats(id.observed, *o.links);
+  if (o.network) id.expected = o.network->expected;
+  out.identities.push_back(id);
+  if (o.network) {
+    if (auto f = judge_nccl_network(o.network->expected, o.network->observed, ctx.rank, ctx.host))
+      out.findings.push_back(std::move(*f));
+  }
+
+  std::set<int> corrupt_ranks;
+  int64_t wrong_total = 0;
+  json wrong_by_rank = json::object();
+  for (const auto& r : o.sweep.rows) {
+    out.rows.push_back(world_row(o.name, r, o.synthetic));
+    for (std::size_t k = 0; k < r.rank_time_us.size(); ++k) {
+      TransportRow row = rank_row(o.name, r, o.synthetic, k);
+      if (row.wrong > 0) {
+        corrupt_ranks.insert(row.rank);
+        wrong_total += row.wrong;
+        const std::string key = std::to_string(row.rank);
+        wrong_by_rank[key] = wrong_by_rank.value(key, int64_t{0}) + row.wrong;
+      }
+      out.rows.push_back(row);
+    }
+  }
+  if (!corrupt_ranks.empty()) {
+    std::vector<int> ranks(corrupt_ranks.begin(), corrupt_ranks.end());
+    std::vector<std::string> hosts;
+    for (int r : ranks)
+      if (auto h = host_of(ctx, r); !h.empty()) hosts.push_back(h);
+    auto f = make_finding("DATA_CORRUPTION",
+                          fmt::format("transport {}: all-reduce returned {} wrong elements on {} "
+                                      "rank(s)",
+                                      o.name, wrong_total, ranks.size()),
+                          ranks, hosts);
+    f.evidence = {{"wrong_by_rank", wrong_by_rank}};
+    out.findings.push_back(std::move(f));
+  }
+  if (!o.sweep.complete) {
+    out.findings.push_back(make_finding(
+        "RESULTS_MISSING",
+        fmt::format("transport {}: some ranks' sweep figures never arrived on rank {}", o.name,
+                    ctx.rank),
+        {ctx.rank}, {ctx.host}));
+  }
+  phase.status = corrupt_ranks.empty() ? "pass" : "fail";
+  phase.detail = fmt::format("{} sizes/modes measured", o.sweep.rows.size());
+}
+
+}  // namespace
+
+TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcomes,
+                                    const TransportJudgeContext& ctx) {
+  TransportJudgement out;
+  for (const auto& o : outcomes) {
+    Phase phase;
+    phase.name = "transport:" + o.name;
+    phase.duration_s = o.duration_s;
+    if (o.not_built) {
+      phase.status = "skipped";
+      phase.detail = *o.not_built;
+      out.findings.push_back(make_finding(
+          "TRANSPORT_UNAVAILABLE",
+          fmt::format("transport {} skipped on {}: {}", o.name, RankRef{ctx.rank, ctx.host},
+                      *o.not_built),
+          {ctx.rank}, {ctx.host}, {{"transport", o.name}}));
+    } else if (o.error) {
+      const std::string stage = transports::to_string(o.stage);
+      out.findings.push_back(failure_finding(*o.error, o.name, stage, ctx));
+      bool skipped = o.error->source == TransportFailure::Source::transport &&
+                     o.error->kind == ErrorKind::unavailable;
+      phase.status = skipped ? "skipped" : "fail";
+      phase.detail = fmt::format("{}: {}", stage, o.error->message);
+    } else {
+      judge_measured(o, ctx, phase, out);
+    }
+    out.phases.push_back(std::move(phase));
+  }
+  return out;
+}
+
+void write_link_stats(json& observed, const transports::LinkStats& s) {
+  json& ls = observed[kLinkStatsKey];
+  if (!ls.is_object()) ls = json::object();
+  json& to = ls["to_next"];
+  if (!to.is_object()) to = json::object();
+  to["rank"] = s.next_rank;
+  to["send_blocked_s"] = s.send_blocked_s;
+  to["bytes"] = s.bytes_sent;
+  json& from = ls["from_prev"];
+  if (!from.is_object()) from = json::object();
+  from["rank"] = s.prev_rank;
+  from["recv_wait_s"] = s.recv_wait_s;
+  from["bytes"] = s.bytes_received;
+}
+
+std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id) {
+  if (!id.observed.is_object()) return std::nullopt;
+  auto ls = id.observed.find(kLinkStatsKey);
+  if (ls == id.observed.end() || !ls->is_object()) return std::nullopt;
+  auto to = ls->find("to_next");
+  if (to == ls->end() || !to->is_object()) return std::nullopt;
+  auto blocked = to->find("send_blocked_s");
+  if (blocked == to->end() || !blocked->is_number() || !std::isfinite(blocked->get<double>()))
+    return std::nullopt;
+  auto num = [](const json& obj, const char* key, auto fallback) {
+    if (!obj.is_object()) return fallback;
+    auto it = obj.find(key);
+    return it != obj.end() && it->is_number() ? it->get<decltype(fallback)>() : fallback;
+  };
+  transports::LinkStats s;
+  s.send_blocked_s = blocked->get<double>();
+  s.next_rank = num(*to, "rank", -1);
+  s.bytes_sent = num(*to, "bytes", int64_t{0});
+  const json from = ls->value("from_prev", json());
+  s.prev_rank = num(from, "rank", -1);
+  s.recv_wait_s = num(from, "recv_wait_s", 0.0);
+  s.bytes_received = num(from, "bytes", int64_t{0});
+  return s;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,60 @@
+#pragma once
+// The rules of the transports phase: what each backend's measured outcome
+// (transports::TransportOutcome, filled by harness/transport_phase.h's measure_transports) means,
+// as the phase's status, the verdict's rows and identities, and findings. Pure: no I/O, no clock,
+// no branch on a backend's name or on its private JSON; every finding through the table.
+//
+// Per outcome, in the order given (phase "transport:<name>"):
+// - not_built (no such backend, or not compiled here) -> "skipped", detail = why,
+//   TRANSPORT_UNAVAILABLE naming this rank.
+// - error from the backend (TransportError): unavailable -> "skipped" + TRANSPORT_UNAVAILABLE;
+//   init_failed and other -> "fail" + TRANSPORT_INIT_FAILED; timeout -> "fail" +
+//   TRANSPORT_TIMEOUT; peer_lost -> "fail" + PEER_LOST naming the peer ("a peer (the transport
+//   does not say which)" when it does not), with the table's layer ("run"). Detail
+//   "<stage>: <message>"; evidence {error_kind, waited_s, detail: the backend's evidence}.
+// - error from the store during the transport (StoreError) -> "fail" + RENDEZVOUS_LOST.
+// - measured (stage done): world rows (rank -1) and per-rank rows (the sweep's per-rank figures),
+//   one identity row (observed = identify(), plus the typed link stats under "link_stats"; expected
+//   = the network report's expectation); the network report, when the backend gave one, is judged
+//   by judge_nccl_network (nccl_judge.h); any wrong element -> DATA_CORRUPTION and "fail"; a sweep
+//   whose figures did not all arrive -> RESULTS_MISSING (warning); else "pass", detail
+//   "<n> sizes/modes measured".
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "results/verdict/verdict.h"
+#include "transports/sweep.h"
+
+namespace ncclsmoke::results {
+
+// Who judges: this rank, and the hosts of the others (for the ranks a finding names).
+struct TransportJudgeContext {
+  int rank = 0;
+  std::string host;
+  std::map<int, std::string> hosts;  // rank -> host
+};
+
+struct TransportJudgement {
+  std::vector<Phase> phases;
+  std::vector<TransportRow> rows;
+  std::vector<TransportIdentity> identities;
+  std::vector<Finding> findings;
+};
+
+TransportJudgement judge_transports(const std::vector<transports::TransportOutcome>& outcomes,
+                                    const TransportJudgeContext& ctx);
+
+// Link stats in a verdict's identity rows (the one documented layout, read by STRAGGLER in
+// judge.h, written here): observed["link_stats"] = {"to_next": {"rank", "send_blocked_s",
+// "bytes"}, "from_prev": {"rank", "recv_wait_s", "bytes"}} (other members, e.g. a backend's
+// "host" or "collectives", are kept). Verdicts written before the typed stats use this layout too.
+inline constexpr const char* kLinkStatsKey = "link_stats";
+void write_link_stats(nlohmann::json& observed, const transports::LinkStats& stats);
+// nullopt unless to_next.send_blocked_s is a finite number; absent members read as the defaults
+// (ranks -1, zeros).
+std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id);
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,188 @@
+#include "results/report/summary.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+
+#include "results/judging/classify.h"
+#include "results/judging/merge.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string pad(const std::string& s, size_t width) {
+  return s.size() >= width ? s : s + std::string(width - s.size(), ' ');
+}
+
+std::string fixed(double x, int digits) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
+  return buf;
+}
+
+void add_unique(std::vector<std::string>& v, const std::string& s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+std::string bytes_text(std::int64_t b) {
+  if (b >= (1 << 30) && b % (1 << 30) == 0) return std::to_string(b >> 30) + " GiB";
+  if (b >= (1 << 20) && b % (1 << 20) == 0) return std::to_string(b >> 20) + " MiB";
+  if (b >= (1 << 10) && b % (1 << 10) == 0) return std::to_string(b >> 10) + " KiB";
+  return std::to_string(b) + " B";
+}
+
+}  // namespace
+
+std::vector<GateHeadline> gate_headlines(const Verdict& v) {
+  std::vector<GateHeadline> out;
+  for (auto& g : gates_of(v)) {
+    GateHeadline h;
+    h.gate = std::move(g);
+    if (std::isfinite(h.gate.busbw_gbps)) {
+      bool world = std::any_of(v.transports.begin(), v.transports.end(), [&](const TransportRow& r) {
+        return r.transport == h.gate.transport && r.bytes == h.gate.gate_bytes && r.rank < 0 &&
+               std::isfinite(r.busbw_gbps);
+      });
+      for (const auto& r : v.transports) {
+        if (r.transport != h.gate.transport || r.bytes != h.gate.gate_bytes ||
+            (r.rank < 0) != world || r.busbw_gbps != h.gate.busbw_gbps)
+          continue;
+        h.row = &r;  // ties: the first (out-of-place comes first in a sweep)
+        break;
+      }
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+std::string human_summary(const Verdict& verdict) {
+  constexpr const char* kRunWide = "(run)";
+  // Verdicts merged before dedupe_findings existed (or one rank's local view) may still carry
+  // the same finding once per rank: print it once, naming every rank.
+  std::vector<Finding> findings = verdict.findings;
+  dedupe_findings(findings);
+  const Verdict& v = verdict;
+  std::string out = "ncclsmoke " + v.verdict + " (exit " + std::to_string(v.exit_code) + "): run " +
+                    (v.run_id.empty() ? "?" : v.run_id) + ", " + v.scope;
+  if (v.scope == "local" && v.reporting_rank >= 0) {
+    out += " view of rank " + std::to_string(v.reporting_rank);
+  }
+  out += ", " + std::to_string(v.world.size) + " rank" + (v.world.size == 1 ? "" : "s") + ", " +
+         std::to_string(findings.size()) + " finding" + (findings.size() == 1 ? "" : "s") +
+         ", " + fixed(v.duration_s, 1) + " s\n";
+  if (!v.world.store.host.empty()) {
+    const auto& st = v.world.store;
+    out += "store " + st.host + ":" + std::to_string(st.port) + " hosted by " + st.hosted_by +
+           ", " + st.dialect + " dialect (" + st.era + "), launcher " + v.world.source +
+           (v.world.job_id.empty() ? "" : ", job " + v.world.job_id + " from " + v.world.job_id_source) +
+           "\n";
+  }
+
+  std::map<int, std::string> host_of_rank;
+  std::vector<std::string> hosts;  // display order
+  for (const auto& r : v.ranks) {
+    if (!r.host.empty()) {
+      host_of_rank[r.rank] = r.host;
+      add_unique(hosts, r.host);
+    }
+  }
+
+  // host -> lines, in finding order
+  std::map<std::string, std::vector<std::string>> lines;
+  std::map<std::string, bool> troubled;
+  for (const auto& f : findings) {
+    std::vector<std::string> named;
+    for (const auto& h : f.hosts) add_unique(named, h);
+    for (int r : f.ranks) {
+      auto it = host_of_rank.find(r);
+      if (it != host_of_rank.end()) add_unique(named, it->second);
+    }
+    if (named.empty()) named.push_back(kRunWide);
+    std::string line = upper(f.severity) + ": " + f.message + " [" + f.code + "]";
+    for (const auto& h : named) {
+      add_unique(hosts, h);
+      lines[h].push_back(line);
+      if (f.severity != "info") troubled[h] = true;
+    }
+  }
+  // "(run)" last
+  auto run_it = std::find(hosts.begin(), hosts.end(), kRunWide);
+  if (run_it != hosts.end()) {
+    hosts.erase(run_it);
+    hosts.push_back(kRunWide);
+  }
+
+  size_t width = 0;
+  for (const auto& h : hosts) width = std::max(width, h.size());
+  for (const auto& h : hosts) {
+    if (!troubled[h] && h != kRunWide) out += pad(h, width) + " | OK\n";
+    for (const auto& l : lines[h]) out += pad(h, width) + " | " + l + "\n";
+  }
+  if (hosts.empty()) out += "(no hosts known)\n";
+
+  if (!v.phases.empty()) {
+    size_t name_w = 5, status_w = 6;
+    for (const auto& p : v.phases) {
+      name_w = std::max(name_w, p.name.size());
+      status_w = std::max(status_w, p.status.size());
+    }
+    out += "\n" + pad("phase", name_w) + "  " + pad("status", status_w) + "  seconds\n";
+    for (const auto& p : v.phases) {
+      std::string secs = fixed(p.duration_s, 2);
+      out += pad(p.name, name_w) + "  " + pad(p.status, status_w) + "  " +
+             std::string(secs.size() < 7 ? 7 - secs.size() : 0, ' ') + secs;
+      if (!p.detail.empty()) out += "  " + p.detail;
+      out += "\n";
+    }
+  }
+
+  // The headline number per transport, the one the judge, the metrics and the report use.
+  auto heads = gate_headlines(v);
+  if (!heads.empty()) {
+    size_t tw = 0;
+    for (const auto& h : heads) tw = std::max(tw, h.gate.transport.size());
+    out += "\ngate (busbw at the gate size, the lower of out-of-place and in-place):\n";
+    for (const auto& h : heads) {
+      const auto& g = h.gate;
+      out += "  " + pad(g.transport, tw) + "  ";
+      if (!std::isfinite(g.busbw_gbps)) {
+        out += "not measured at " + bytes_text(g.gate_bytes);
+      } else {
+        out += fixed(g.busbw_gbps, 3) + " GB/s at " + bytes_text(g.gate_bytes);
+        if (h.row) out += std::string(" (") + (h.row->in_place ? "in-place" : "out-of-place") +
+                          (h.row->rank >= 0 ? ", rank " + std::to_string(h.row->rank) : "") + ")";
+      }
+      if (std::isfinite(g.baseline_gbps) && g.baseline_gbps > 0) {
+        out += ", baseline " + fixed(g.baseline_gbps, 3) + " GB/s";
+        if (std::isfinite(g.busbw_gbps))
+          out += " (" + fixed(100 * g.busbw_gbps / g.baseline_gbps, 0) + "%)";
+      } else {
+        out += ", no baseline";
+      }
+      if (g.synthetic) out += ", synthetic (not judged)";
+      out += "\n";
+    }
+  }
+
+  std::vector<std::string> hint_lines;
+  for (const auto& f : findings) {
+    if (!f.hint.empty()) add_unique(hint_lines, "  " + f.code + ": " + f.hint);
+  }
+  if (!hint_lines.empty()) {
+    out += "\nhints:\n";
+    for (const auto& h : hint_lines) out += h + "\n";
+  }
+  return out;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,218 @@
+#include "results/verdict/finding_codes.h"
+
+#include <stdexcept>
+
+namespace ncclsmoke::results {
+
+namespace {
+
+const std::vector<FindingCode> kCodes = {
+    // --- config -----------------------------------------------------------------------------
+    {"CONFIG_INVALID", "error", "config", "degraded",
+     "A flag or launcher variable has a value ncclsmoke cannot use; the run stopped before "
+     "touching the network.",
+     "Fix {variable} (value {value}): {fix}"},
+    {"CONFIG_MISSING", "error", "config", "degraded",
+     "Something the run needs (rank, world size, master address or port) was given neither by "
+     "flag nor by the launcher's environment.",
+     "Set {variable} or pass {flag}; under Kubernetes check the Job's env and the downward API."},
+    // --- rendezvous -------------------------------------------------------------------------
+    {"RENDEZVOUS_DNS", "error", "rendezvous", "degraded",
+     "The master's name did not resolve within the deadline; this is DNS, not TCP reachability.",
+     "Check that {master} exists (headless Service published, pod Ready, subdomain matches) and "
+     "that CoreDNS answers from this node."},
+    {"RENDEZVOUS_REFUSED", "error", "rendezvous", "degraded",
+     "The master's host answered the connection with a reset: it is up, but nothing listens on the "
+     "port or a REJECT rule is in the way.",
+     "Check that rank 0 is running and listens on {master}, that MASTER_PORT is the same on every "
+     "rank, and for REJECT rules on that port."},
+    {"RENDEZVOUS_TIMEOUT", "error", "rendezvous", "degraded",
+     "Nothing answered the connection to the master before the deadline: the SYN was dropped. "
+     "This is the signature of a security group or NetworkPolicy that blocks the port.",
+     "Allow TCP {master} from every node to rank 0's host (e.g. restore the security group's "
+     "self-referencing rule, or the NetworkPolicy ingress for the job's pods)."},
+    {"RENDEZVOUS_STALLED", "error", "rendezvous", "degraded",
+     "The master's store accepted the TCP connection but never answered the handshake or the "
+     "first request: the process is stopped (SIGSTOP, a debugger), swapping or overloaded. Not a "
+     "firewall: a dropped SYN never lets the connection complete (that is RENDEZVOUS_TIMEOUT).",
+     "Look at rank 0's process behind {master}: its state (T = stopped, D = blocked in I/O), CPU "
+     "and memory pressure (swap), an attached debugger or a frozen container."},
+    {"RENDEZVOUS_UNREACHABLE", "error", "rendezvous", "degraded",
+     "The network reported no route to the master (host or network unreachable).",
+     "Check routes and subnets between this node and {master}; the address may belong to a "
+     "network this node is not attached to."},
+    {"RANKS_MISSING", "error", "rendezvous", "degraded",
+     "Some ranks never joined the rendezvous before the deadline.",
+     "Check that the pods/processes for the named ranks started (pending pod, crash loop, "
+     "wrong WORLD_SIZE on the launcher) and can reach {master}."},
+    {"WORLD_MISMATCH", "error", "rendezvous", "degraded",
+     "Ranks disagree about the world: a different world size, a duplicate rank, or a rank outside "
+     "the world joined the same store.",
+     "Make WORLD_SIZE and the rank assignment identical on every rank; check for a leftover job "
+     "using the same master address and port."},
+    {"STORE_FOREIGN_JOB", "error", "rendezvous", "degraded",
+     "The rank reached a store that belongs to another job (two jobs on one MASTER_ADDR:PORT); "
+     "it did not touch that job's keys, and that job is not affected.",
+     "Give every job its own MASTER_PORT (port {port} is shared by job {this_job} and job "
+     "{other_job}); under Slurm leave MASTER_PORT unset and ncclsmoke derives one from "
+     "SLURM_JOB_ID."},
+    {"RENDEZVOUS_LOST", "error", "rendezvous", "degraded",
+     "The connection to the rendezvous store broke after the rank had joined.",
+     "Check whether rank 0 ({master}) was killed, OOM-killed or evicted, or whether a connection "
+     "tracking / idle timeout cut the connection."},
+    // --- mesh -------------------------------------------------------------------------------
+    {"MESH_BLOCKED", "error", "mesh", "degraded",
+     "Ranks can reach the master but not each other on the probed pairs; a collective would hang "
+     "on these pairs.",
+     "Open the rank-to-rank ports (NCCL/Gloo use ephemeral ports) between the named hosts; "
+     "suspect host: {suspect}."},
+    {"MESH_INCOMPLETE", "warning", "mesh", "inconclusive",
+     "The mesh probe's deadline ended before every probed pair was tried or answered; the pairs "
+     "left are not tested (neither passed nor blocked), and ranks still probing are not lost.",
+     "Raise --mesh-timeout (it was {timeout} for {ranks} ranks), or look for an overloaded host "
+     "(CPU, many ranks per node); a blocked path shows as MESH_BLOCKED, not as this."},
+    // --- run --------------------------------------------------------------------------------
+    {"PEER_LOST", "error", "run", "degraded",
+     "A rank that had joined disappeared mid-run (killed, crashed, or its connection reset).",
+     "Look at the named rank's pod/process (exit code, OOM, eviction) and at its node's kernel log."},
+    {"PEER_STALLED", "error", "run", "degraded",
+     "A rank that had joined stopped answering, not even the liveness heartbeat, while its "
+     "connections stayed open: the process is frozen (SIGSTOP, a debugger), swapping or starved. "
+     "Every collective waits on it; the ranks that time out next to it are not the cause.",
+     "Check the named rank's process state on its host (state T = stopped, an attached debugger), "
+     "its memory pressure and swap, and its CPU; its neighbours' timeouts follow from it."},
+    {"RUN_TIMEOUT", "error", "run", "degraded",
+     "The whole run exceeded its global deadline; the phase that was running is named.",
+     "Raise the deadline only if the phase is known to be slow here; otherwise treat it as a hang "
+     "in {phase}."},
+    {"RUN_TERMINATED", "error", "run", "inconclusive",
+     "The rank was stopped by a signal (SIGTERM/SIGINT) before it finished: a Job's "
+     "activeDeadlineSeconds, a deleted pod or an operator; the verdict holds what was done so far.",
+     "Look at the last phase that finished in this rank's verdict: a run that keeps being killed "
+     "there is hanging in that phase; if the deadline is simply too short, raise "
+     "activeDeadlineSeconds above --timeout."},
+    {"RESULTS_MISSING", "warning", "run", "inconclusive",
+     "A rank's local verdict never reached rank 0, so its measurements are missing from the "
+     "global verdict.",
+     "Read the named rank's local verdict file and log; it holds that rank's own view."},
+    // --- transport --------------------------------------------------------------------------
+    {"TRANSPORT_INIT_FAILED", "error", "transport", "degraded",
+     "A transport failed to initialise (NCCL or libfabric init, communicator creation); its own "
+     "last error is in the evidence.",
+     "Read the library's error in the evidence; check the interface chosen ({interface}) and "
+     "NCCL_SOCKET_IFNAME / FI_PROVIDER."},
+    {"TRANSPORT_UNAVAILABLE", "warning", "transport", "inconclusive",
+     "A transport that was asked for does not exist on this node (no such libfabric provider, no "
+     "MPI, no GPU for NCCL).",
+     "Install or enable {transport} on the node image, or stop requesting it for this node class."},
+    {"TRANSPORT_TIMEOUT", "error", "transport", "degraded",
+     "A collective did not complete within its deadline and was aborted.",
+     "A peer or a path is stuck: look at the named ranks' hosts and at MESH findings; raise the "
+     "deadline only for very large message sizes."},
+    {"SILENT_FALLBACK", "error", "transport", "degraded",
+     "The bytes went over a slower transport than the one expected (e.g. Socket instead of EFA), "
+     "usually because a plugin or driver is missing.",
+     "Expected {expected}, observed {observed}: check the NCCL network plugin (aws-ofi-nccl), "
+     "FI_PROVIDER, and the device plugin on the node."},
+    {"BANDWIDTH_REGRESSION", "warning", "transport", "degraded",
+     "Bus bandwidth at the gate size is below the baseline's tolerance (severity error below the "
+     "second threshold).",
+     "Compare with the baseline in the verdict; look for a degraded link, a changed instance type, "
+     "or noisy neighbours on {hosts}."},
+    {"STRAGGLER", "warning", "transport", "degraded",
+     "One rank's collective times are far from its peers'; the whole job runs at its speed.",
+     "Check the named host's NIC (errors, link speed), CPU throttling and co-located workloads."},
+    // --- data -------------------------------------------------------------------------------
+    {"DATA_CORRUPTION", "error", "data", "degraded",
+     "An all-reduce returned wrong values; the count of wrong elements per rank is in the evidence.",
+     "Do not train on these nodes; drain the named hosts and check GPU/NIC health (ECC, link "
+     "errors) before reuse."},
+    // --- judging ----------------------------------------------------------------------------
+    {"BASELINE_MISSING", "warning", "run", "inconclusive",
+     "Bandwidth could not be judged: no baseline band for this (transport, world size, profile), "
+     "the run's sweep did not include the band's gate size, or nothing was measured.",
+     "The finding's own hint names which: no band -> record healthy runs and run `ncclsmoke "
+     "baseline learn` for profile {profile}; gate size not measured -> widen "
+     "--min-bytes/--max-bytes to include it (or use --gate)."},
+};
+
+}  // namespace
+
+const std::vector<FindingCode>& finding_codes() { return kCodes; }
+
+const FindingCode* find_code(std::string_view code) {
+  for (const auto& c : kCodes) {
+    if (c.code == code) return &c;
+  }
+  return nullptr;
+}
+
+std::string fill_template(std::string_view tmpl, const std::map<std::string, std::string>& vars) {
+  std::string out;
+  out.reserve(tmpl.size());
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    if (tmpl[i] == '{') {
+      size_t close = tmpl.find('}', i + 1);
+      if (close != std::string_view::npos) {
+        std::string name(tmpl.substr(i + 1, close - i - 1));
+        auto it = vars.find(name);
+        out += it != vars.end() ? it->second : "<" + name + ">";
+        i = close + 1;
+        continue;
+      }
+    }
+    out += tmpl[i++];
+  }
+  return out;
+}
+
+Finding make_finding(std::string_view code, std::string message, std::vector<int> ranks,
+                     std::vector<std::string> hosts,
+                     const std::map<std::string, std::string>& hint_vars) {
+  const FindingCode* c = find_code(code);
+  if (!c) throw std::invalid_argument("unknown finding code '" + std::string(code) + "'");
+  Finding f;
+  f.code = std::string(c->code);
+  f.severity = std::string(c->severity);
+  f.layer = std::string(c->layer);
+  f.ranks = std::move(ranks);
+  f.hosts = std::move(hosts);
+  f.message = std::move(message);
+  f.hint = fill_template(c->hint, hint_vars);
+  return f;
+}
+
+std::string findings_markdown() {
+  std::string md =
+      "# Finding codes\n\n"
+      "<!-- Generated from results/verdict/finding_codes.cpp (findings_markdown()); "
+      "tests/results keeps this file identical. -->\n\n"
+      "Every problem a run finds is a finding in the verdict's `findings[]` with one of these "
+      "codes, the ranks and hosts it concerns, a one-line message and a hint. Severity `error` "
+      "makes the run `fail` (exit 1); `warning` makes it `degraded` (exit 3) or `inconclusive` "
+      "(exit 4) as the column *warning means* says; `info` changes nothing. Placeholders in braces are "
+      "filled in by the run.\n\n"
+      "| code | layer | default severity | warning means | what it means for an operator | hint |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const auto& c : kCodes) {
+    md += "| `" + std::string(c.code) + "` | " + std::string(c.layer) + " | " +
+          std::string(c.severity) + " | " + std::string(c.warning_effect) + " | " +
+          std::string(c.meaning) + " | " + std::string(c.hint) + " |\n";
+  }
+  // One heading per code, so an alert's runbook_url can point at docs/findings.md#<code in
+  // lower case> (GitHub's heading anchor).
+  md += "\n## By code\n";
+  for (const auto& c : kCodes) {
+    md += "\n### " + std::string(c.code) + "\n\n" + std::string(c.meaning) + "\n\n*Layer* " +
+          std::string(c.layer) + ", *default severity* " + std::string(c.severity) +
+          ". *What to do:* " + std::string(c.hint) + "\n";
+  }
+  md +=
+      "\nExit codes: 0 pass, 1 fail, 2 usage error, 3 degraded, 4 inconclusive. "
+      "`inconclusive` (a required phase skipped or not run, a missing measurement or baseline) is "
+      "never `pass`.\n";
+  return md;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,43 @@
+#pragma once
+// The table of known finding codes: default severity and layer, what the code means for an
+// operator, and a hint template. docs/findings.md is generated from this table
+// (findings_markdown(); a test keeps the two identical).
+//
+// Codes are stable identifiers: dashboards and alert rules match on them. Add, never rename.
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::results {
+
+struct FindingCode {
+  std::string_view code;
+  std::string_view severity;        // default severity
+  std::string_view layer;
+  std::string_view warning_effect;  // what severity "warning" does: "degraded" | "inconclusive"
+  std::string_view meaning;         // one line: what it means for an operator
+  std::string_view hint;            // template; {name} is replaced from make_finding()'s vars
+};
+
+const std::vector<FindingCode>& finding_codes();
+// nullptr when the code is not in the table.
+const FindingCode* find_code(std::string_view code);
+
+// A finding with severity, layer and hint taken from the table; `{name}` placeholders in the hint
+// are replaced from `hint_vars` ("<name>" when a variable is not given). Throws
+// std::invalid_argument for a code that is not in the table (a typo must not ship).
+Finding make_finding(std::string_view code, std::string message,
+                     std::vector<int> ranks = {}, std::vector<std::string> hosts = {},
+                     const std::map<std::string, std::string>& hint_vars = {});
+
+// Replaces {name} in `tmpl` from `vars`; unknown names become "<name>".
+std::string fill_template(std::string_view tmpl, const std::map<std::string, std::string>& vars);
+
+// docs/findings.md: the table as Markdown.
+std::string findings_markdown();
+
+}  // namespace ncclsmoke::results

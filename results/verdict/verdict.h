@@ -1,0 +1,166 @@
+#pragma once
+// The verdict model: what one run concluded, as written to JSON (results/verdict/verdict.schema.json).
+// Every rank fills one with its own view (scope "local"); rank 0 merges them (merge.h) into the
+// "global" one. Measurement code fills ranks/phases/transports/findings; only results/ decides the
+// verdict (classify.h), so a skipped or missing number can never read as a pass.
+//
+// Enumerated fields are plain strings spelled as in the schema; verdict_from_json() rejects any
+// other spelling, and classify.h treats an unknown spelling as the worst case.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ncclsmoke::results {
+
+inline constexpr int kSchemaVersion = 1;
+
+// One thing an operator must read. `code` is from finding_codes.h (make_finding() fills
+// severity/layer/hint from its table). Messages name ranks, hosts, peers and time waited.
+struct Finding {
+  std::string code;      // e.g. "RENDEZVOUS_TIMEOUT"
+  std::string severity;  // "error" | "warning" | "info"
+  std::string layer;     // "config" | "rendezvous" | "mesh" | "transport" | "data" | "run"
+  std::vector<int> ranks;
+  std::vector<std::string> hosts;
+  std::string message;   // one line
+  std::string hint;      // what to do about it
+  nlohmann::json evidence;  // optional object (null = absent): numbers, pairs, NCCL's last error ...
+};
+
+struct RankInfo {
+  int rank = 0;
+  std::string status = "joined";  // "joined" | "missing" | "lost" | "failed"
+  std::string host;               // hostname (empty: unknown)
+  std::string node;               // Kubernetes node name (NODE_NAME) if known
+  std::int64_t pid = 0;           // 0: unknown
+  std::string local_address;      // the address this rank used to reach the store
+  std::string interface;          // the interface that address belongs to
+  std::string detail;             // e.g. "killed after joining"
+};
+
+struct Phase {
+  std::string name;               // "world", "rendezvous", "mesh", "transport:socket" ...
+  std::string status = "not_run"; // "pass"|"fail"|"skipped"|"degraded"|"inconclusive"|"not_run"
+  double duration_s = 0;
+  bool required = true;           // a required phase that is skipped/not_run => inconclusive
+  std::string detail;             // e.g. the reason a phase was skipped
+};
+
+// One measurement row, nccl-tests style. Not-measured numbers are NaN here and null in JSON.
+struct TransportRow {
+  std::string transport;          // "socket", "fabric", "mpi", "nccl"
+  int rank = -1;                  // -1: the row describes the whole world
+  std::int64_t bytes = 0;
+  std::int64_t count = 0;
+  std::string dtype = "float32";
+  bool in_place = false;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  std::int64_t wrong = -1;        // wrong elements; -1: not checked (null in JSON)
+  bool gate = false;              // the gate size the judging step compares with baselines
+  bool synthetic = false;         // several ranks sharing one GPU; never compared with baselines
+};
+
+// What a transport was expected to be vs what actually carried the bytes (free-form objects:
+// e.g. {"network":"Socket","provider":"tcp","interface":"eth0"}).
+struct TransportIdentity {
+  std::string transport;
+  int rank = -1;                  // -1: world-wide
+  nlohmann::json expected;        // object or null (no expectation)
+  nlohmann::json observed = nlohmann::json::object();
+};
+
+struct Tool {
+  std::string name = "ncclsmoke";
+  std::string version;
+};
+
+// The store the ranks met at, and how the client spoke to it. Written once the rank reached it.
+struct StoreInfo {
+  std::string host;               // empty: the rank never got as far as the store
+  int port = 0;
+  std::string hosted_by;          // "rank 0" | "torchelastic agent" | "external (--store)"
+  std::string dialect;            // "legacy" | "modern"
+  std::string era;                // "torch<=2.0" | "torch2.1-2.4" | "torch>=2.5" | "ncclsmoke"
+  std::string key_prefix;         // the run's namespace in the store, e.g. "ncclsmoke/<job>/0/"
+};
+
+struct World {
+  int size = 0;                   // 0: unknown
+  std::string master_addr;        // empty: unknown
+  int master_port = 0;            // 0: unknown
+  std::string source;             // "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job"
+  std::string job_id;             // the job identity (harness/job_identity.h); empty: none
+  std::string job_id_source;      // where it came from: "SLURM_JOB_ID", "--job-id", ...
+  int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT (0 elsewhere)
+  // Field ("rank", "world_size", "master_addr", "master_port", ...) -> the flag or variable it
+  // was read from ("--rank", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "default"...); empty: unknown.
+  std::map<std::string, std::string> sources;
+  StoreInfo store;
+};
+
+struct Verdict {
+  int schema_version = kSchemaVersion;
+  Tool tool;
+  std::string run_id;
+  std::string started_at;         // RFC 3339, UTC
+  double duration_s = 0;
+  std::string scope = "local";    // "global" | "local"
+  int reporting_rank = -1;        // -1: unknown (e.g. invalid configuration)
+  std::string verdict = "inconclusive";  // "pass" | "degraded" | "fail" | "inconclusive"
+  int exit_code = 4;
+  World world;
+  std::vector<RankInfo> ranks;
+  std::vector<Phase> phases;
+  std::vector<TransportRow> transports;
+  std::vector<TransportIdentity> identities;
+  nlohmann::json baseline;        // object or null: profile/baseline used by the judging step
+  std::vector<Finding> findings;
+  std::map<std::string, std::string> env;       // allow-listed only (env_allowlist.h)
+  std::map<std::string, std::string> versions;
+};
+
+// Thrown by verdict_from_json(): the message lists each problem with its JSON path.
+class VerdictFormatError : public std::runtime_error {
+ public:
+  VerdictFormatError(const std::string& message, std::vector<std::string> problems)
+      : std::runtime_error(message), problems_(std::move(problems)) {}
+  const std::vector<std::string>& problems() const { return problems_; }
+
+ private:
+  std::vector<std::string> problems_;
+};
+
+nlohmann::json to_json(const Verdict& v);
+// Validates against the embedded schema first; throws VerdictFormatError naming every bad path.
+Verdict verdict_from_json(const nlohmann::json& j);
+
+// The import's fast path (`history import` reads ~12 KB a run, 100,000 runs and more): reads the
+// text once, checking each member against the schema while it fills the Verdict, without building
+// a JSON tree or running the schema validator. It returns a verdict only for a document it is sure
+// the schema accepts, equal to verdict_from_json(json::parse(text)); for anything else (a bad
+// document, or an unusual one: escaped keys, duplicate keys, 1.0 for an integer, non-ASCII in a
+// patterned field ...) it returns nullopt and the caller takes the full path, which decides and
+// names the problems. So what is accepted stays exactly what the schema accepts; the results
+// tests check that on a corpus of mutated verdicts.
+std::optional<Verdict> verdict_from_text_fast(std::string_view text);
+
+nlohmann::json to_json(const Finding& f);
+
+// "20240501T101500Z-3fa9c2d1": sortable by time, unique enough across a cluster's ranks when one
+// rank generates it and the others adopt it.
+std::string new_run_id();
+// "2024-05-01T10:15:00.123Z"
+std::string rfc3339_utc(std::chrono::system_clock::time_point t);
+
+// A fresh local verdict: schema version, tool name/version, started_at = now, new run_id.
+Verdict new_verdict(int reporting_rank);
+
+}  // namespace ncclsmoke::results
