@@ -121,7 +121,7 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
   Family verdict{"ncclsmoke_verdict",
                  "Verdict of the last smoke run: 1 for its verdict, 0 for the others.", {}};
   for (const char* name : kVerdicts)
-    verdict.samples.push_back({labels({{"verdict", name}}), v.verdict == name ? 1.0 : 0.0});
+    verdict.samples.push_back({labels({{"verdict", name}}), results::to_string(v.verdict) == name ? 1.0 : 0.0});
   fs.push_back(std::move(verdict));
 
   fs.push_back({"ncclsmoke_exit_code",
@@ -136,7 +136,7 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
   Family ranks{"ncclsmoke_ranks", "Ranks of the last smoke run by status.", {}};
   std::map<std::string, int> rank_counts;
   for (const char* s : kRankStatuses) rank_counts[s] = 0;
-  for (const auto& r : v.ranks) ++rank_counts[r.status];
+  for (const auto& r : v.ranks) ++rank_counts[results::to_string(r.status)];
   for (const auto& [status, n] : rank_counts)
     ranks.samples.push_back({labels({{"status", status}}), static_cast<double>(n)});
   fs.push_back(std::move(ranks));
@@ -146,7 +146,7 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
     fs.push_back({"ncclsmoke_last_run_timestamp_seconds",
                   "When the last smoke run ended, seconds since the epoch.", {{labels(), end}}});
   double success = options.last_success_unix;
-  if (v.verdict == "pass" && std::isfinite(end))
+  if (v.verdict == results::Outcome::pass && std::isfinite(end))
     success = std::isfinite(success) ? std::max(success, end) : end;
   if (std::isfinite(success))
     fs.push_back({"ncclsmoke_last_success_timestamp_seconds",
@@ -192,11 +192,11 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
     std::string name = p.name.substr(prefix.size());
     bool known = false;
     for (const char* s : kPhaseStatuses) {
-      known |= p.status == s;
+      known |= results::to_string(p.status) == s;
       transport.samples.push_back(
-          {labels({{"transport", name}, {"status", s}}), p.status == s ? 1.0 : 0.0});
+          {labels({{"transport", name}, {"status", s}}), results::to_string(p.status) == s ? 1.0 : 0.0});
     }
-    if (!known) transport.samples.push_back({labels({{"transport", name}, {"status", p.status}}), 1});
+    if (!known) transport.samples.push_back({labels({{"transport", name}, {"status", results::to_string(p.status)}}), 1});
   }
   fs.push_back(std::move(transport));
 
@@ -205,10 +205,10 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
                   {}};
   std::map<std::pair<std::string, std::string>, int> counts;
   for (const auto& c : results::finding_codes())
-    counts[{std::string(c.code), std::string(c.severity)}] = 0;
+    counts[{results::to_string(c.code), results::to_string(c.severity)}] = 0;
   for (const char* code : kAlertCodes)
     for (const char* sev : kAlertSeverities) counts[{code, sev}] = 0;
-  for (const auto& f : v.findings) ++counts[{f.code, f.severity}];
+  for (const auto& f : v.findings) ++counts[{results::to_string(f.code), results::to_string(f.severity)}];
   for (const auto& [key, n] : counts)
     findings.samples.push_back(
         {labels({{"code", key.first}, {"severity", key.second}}), static_cast<double>(n)});
@@ -246,7 +246,8 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
         auto it = node_of.find(h);
         nodes.insert(it == node_of.end() ? h : it->second);
       }
-      for (const auto& n : nodes) suspects.insert({severity_rank(f.severity), f.code, f.severity, h, n});
+      for (const auto& n : nodes) suspects.insert({severity_rank(results::to_string(f.severity)), results::to_string(f.code),
+                                             results::to_string(f.severity), h, n});
     }
   Family suspect{"ncclsmoke_suspect_host",
                  "1 per (finding code, severity, host) a finding of the last smoke run names; node "

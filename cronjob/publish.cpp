@@ -32,7 +32,7 @@ std::string join(const std::vector<std::string>& v) {
 // The newest passing run of `profile` in the history: its end time, or NaN.
 double last_success_in(const results::History& h, const std::string& profile) {
   results::HistoryQuery q;
-  q.verdict = "pass";
+  q.verdict = results::Outcome::pass;
   q.profile = profile;  // "" matches any profile: filtered below
   double best = std::nan("");
   for (const auto& r : h.runs(q)) {
@@ -162,9 +162,9 @@ results::Verdict load_verdict(const std::string& path) {
   }
 }
 
-int policy_exit_code(const std::string& verdict, const std::vector<std::string>& fail_on) {
-  if (verdict == "pass") return 0;
-  if (!contains(fail_on, verdict)) return 0;
+int policy_exit_code(results::Outcome verdict, const std::vector<std::string>& fail_on) {
+  if (verdict == results::Outcome::pass) return 0;
+  if (!contains(fail_on, results::to_string(verdict))) return 0;
   return results::exit_code_for(verdict);
 }
 

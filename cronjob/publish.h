@@ -75,7 +75,7 @@ std::vector<std::string> parse_fail_on(const std::string& text);
 results::Verdict load_verdict(const std::string& path);
 
 // The verdict's own code (1/3/4) when its verdict is in `fail_on`, else 0.
-int policy_exit_code(const std::string& verdict, const std::vector<std::string>& fail_on);
+int policy_exit_code(results::Outcome verdict, const std::vector<std::string>& fail_on);
 
 // The process exit code from the policy code and what was delivered (see the table above).
 int exit_code(int policy_code, bool metrics_delivered, bool history_written);

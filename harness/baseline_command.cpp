@@ -81,10 +81,10 @@ int learn(const LearnFlags& f) {
     all_runs = h.runs(q);
     if (f.include_degraded) {
       HistoryQuery qd = q;
-      qd.verdict = "degraded";
+      qd.verdict = Outcome::degraded;
       degraded_ok = degraded_only_by_bandwidth(h.findings(qd));
     } else {
-      q.verdict = "pass";
+      q.verdict = Outcome::pass;
     }
     gates = h.gates(q);
   } catch (const HistoryError& e) {
@@ -107,7 +107,7 @@ int learn(const LearnFlags& f) {
 
   if (r.runs_accepted == 0) {
     std::map<std::string, int> verdicts;
-    for (const auto& run : all_runs) ++verdicts[run.verdict];
+    for (const auto& run : all_runs) ++verdicts[results::to_string(run.verdict)];
     std::string seen;
     for (const auto& [v, n] : verdicts) seen += (seen.empty() ? "" : ", ") + std::to_string(n) + " " + v;
     log_error("ncclsmoke baseline learn: no passing runs of profile '" + f.profile + "' in " +

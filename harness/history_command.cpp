@@ -302,7 +302,7 @@ int run_list(const ListFlags& f) {
     return kExitUsage;
   }
   q.profile = f.profile;
-  q.verdict = f.verdict;
+  if (!f.verdict.empty()) q.verdict = results::parse_outcome(f.verdict);  // CLI: IsMember-checked
   q.cluster = f.cluster;
   q.limit = f.limit;
   try {
@@ -314,7 +314,7 @@ int run_list(const ListFlags& f) {
     std::map<std::string, std::vector<results::HistoryGate>> gates;
     for (auto& g : h.gates(gq)) gates[g.run_id].push_back(std::move(g));
     std::map<std::string, std::vector<std::string>> codes;
-    for (auto& fd : h.findings(gq)) codes[fd.run_id].push_back(fd.code);
+    for (auto& fd : h.findings(gq)) codes[fd.run_id].push_back(results::to_string(fd.code));
     if (f.json) {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& r : runs) {
@@ -326,7 +326,7 @@ int run_list(const ListFlags& f) {
                         {"baseline_gbps", std::isnan(g.baseline_gbps) ? nlohmann::json() : nlohmann::json(g.baseline_gbps)},
                         {"identity", g.identity}});
         out.push_back({{"run_id", r.run_id}, {"started_at", r.started_at},
-                       {"verdict", r.verdict}, {"exit_code", r.exit_code},
+                       {"verdict", results::to_string(r.verdict)}, {"exit_code", r.exit_code},
                        {"world_size", r.world_size}, {"profile", r.profile},
                        {"hosts", r.hosts}, {"source", r.source}, {"cluster", r.cluster},
                        {"gates", gj},
@@ -346,7 +346,7 @@ int run_list(const ListFlags& f) {
       std::string c_text;
       for (const auto& c : codes[r.run_id]) c_text += (c_text.empty() ? "" : ",") + c;
       std::printf("%-24s %-27s %-12s n=%-3d %-16s %s%s%s\n", r.started_at.c_str(),
-                  r.run_id.c_str(), r.verdict.c_str(), r.world_size,
+                  r.run_id.c_str(), results::to_string(r.verdict).c_str(), r.world_size,
                   r.profile.empty() ? "-" : r.profile.c_str(),
                   g_text.empty() ? "" : ("busbw GB/s " + g_text).c_str(),
                   c_text.empty() ? "" : "  ", c_text.c_str());

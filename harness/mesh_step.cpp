@@ -4,7 +4,7 @@
 
 #include <map>
 
-#include "harness/probe_findings.h"
+#include "results/judging/probe_rules.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
@@ -37,8 +37,8 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     if (e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other)
       ctx.record.add(results::mesh_not_run_finding(ctx.self(), e.what()));
     else
-      ctx.record.add(lost_finding(e, w, "the mesh probe"));
-    ctx.end_phase("mesh", "fail", t0, e.what());
+      ctx.record.add(results::lost_finding(e, probe_context(w), "the mesh probe"));
+    ctx.end_phase("mesh", results::PhaseStatus::fail, t0, e.what());
     return false;
   }
   std::map<int, std::string> hosts;
@@ -48,8 +48,8 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   MeshResult seen = mesh;
   auto stopped = live.stopped_ranks_for_mesh(seen);
   auto aside = set_aside_stopped_ranks(seen, stopped);
-  MeshJudgement judged = judge_mesh(seen, w, hosts);
-  for (int r : seen.silent_ranks) ctx.record.mark_rank(r, "lost", "stopped answering after joining");
+  results::MeshJudgement judged = results::judge_mesh(seen, probe_context(w), hosts);
+  for (int r : seen.silent_ranks) ctx.record.mark_rank(r, results::RankStatus::lost, "stopped answering after joining");
   for (auto& f : judged.findings) ctx.record.add(std::move(f));
   auto outcome = results::mesh_outcome_with_stopped({judged.status, judged.detail}, stopped,
                                                     !aside.empty());
@@ -58,7 +58,7 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     live.demote_consequences_locked(ctx.record.verdict);
   }
   ctx.end_phase("mesh", outcome.status, t0, outcome.detail);
-  return outcome.status != "fail";
+  return outcome.status != results::PhaseStatus::fail;
 }
 
 }  // namespace ncclsmoke::harness

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <random>
 
-#include "harness/probe_findings.h"
+#include "results/judging/probe_rules.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
@@ -66,7 +66,7 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
   } catch (const StoreError& e) {
     ctx.record.add(results::store_port_finding(RankRef{0, ctx.world.hostname}, ctx.world.job_id,
                                                ctx.world.master_port, e.what(), port_holder(ctx)));
-    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
     return false;
   }
 }
@@ -144,7 +144,7 @@ bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::ti
   fs.other_host = other.host;
   fs.other_pid = other.pid;
   ctx.record.add(results::store_foreign_job_finding(fs));
-  ctx.end_phase("rendezvous", "fail", t0,
+  ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0,
                 fmt::format("the store belongs to job {}",
                             other.job_id.empty() ? std::string("(none)") : other.job_id));
   return false;
@@ -204,20 +204,18 @@ void record_ranks(RunContext& ctx, const JoinResult& join) {
   std::lock_guard lock(ctx.record.mu);
   auto& ranks = ctx.record.verdict.ranks;
   ranks.clear();
-  for (const auto& id : join.present) {
-    results::RankInfo ri;
-    ri.rank = id.rank;
-    ri.host = id.host;
-    ri.node = id.node;
-    ri.pid = id.pid;
-    ri.local_address = id.local_address;
-    ri.interface = id.interface;
-    ranks.push_back(ri);
-  }
+  for (const auto& id : join.present)
+    ranks.push_back({.rank = id.rank,
+                     .host = id.host,
+                     .node = id.node,
+                     .pid = id.pid,
+                     .local_address = id.local_address,
+                     .interface = id.interface,
+                     .detail = {}});
   for (int r : join.missing) {
     results::RankInfo ri;
     ri.rank = r;
-    ri.status = "missing";
+    ri.status = results::RankStatus::missing;
     ri.detail = "never joined";
     ranks.push_back(ri);
   }
@@ -252,8 +250,8 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   try {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
-    ctx.record.add(connect_finding(e, w, seconds_since(t0)));
-    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    ctx.record.add(results::connect_finding(e, probe_context(w), seconds_since(t0)));
+    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
     return false;
   }
   s.raw_store = std::make_shared<PrefixStore>("ncclsmoke", *s.client);
@@ -274,12 +272,12 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     };
     s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
   } catch (const StoreError& e) {
-    ctx.record.add(lost_finding(stalled_if_silent(ctx, s, e), w, "the join barrier"));
-    ctx.end_phase("rendezvous", "fail", t0, e.what());
+    ctx.record.add(results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w), "the join barrier"));
+    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
     return false;
   }
   record_ranks(ctx, s.join);
-  for (auto& f : join_findings(s.join, w, ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
+  for (auto& f : results::join_findings(s.join, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
   ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));

@@ -37,15 +37,24 @@ std::vector<std::string> RunContext::requested_transports() const {
   return out;
 }
 
-void RunContext::end_phase(const std::string& name, const std::string& status,
+namespace {
+// A failed phase is an error line, a passed one info, anything else (skipped, inconclusive ...) a
+// warning.
+LogLevel phase_log_level(results::PhaseStatus s) {
+  return s == results::PhaseStatus::fail ? LogLevel::error
+         : s == results::PhaseStatus::pass ? LogLevel::info
+                                           : LogLevel::warn;
+}
+}  // namespace
+
+void RunContext::end_phase(const std::string& name, results::PhaseStatus status,
                            Clock::time_point t0, const std::string& detail) {
   results::Phase p;
   p.name = name;
   p.status = status;
   p.duration_s = rendezvous::seconds_since(t0);
   p.detail = detail;
-  log_line(status == "fail" ? LogLevel::error : status == "pass" ? LogLevel::info : LogLevel::warn,
-           phase_end_line(name, status, p.duration_s, detail));
+  log_line(phase_log_level(status), phase_end_line(name, results::to_string(status), p.duration_s, detail));
   record.add_phase(std::move(p));
 }
 

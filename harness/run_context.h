@@ -48,7 +48,7 @@ struct RunRecord {
     std::lock_guard lock(mu);
     verdict.phases.push_back(std::move(p));
   }
-  void mark_rank(int rank, const std::string& status, const std::string& detail) {
+  void mark_rank(int rank, results::RankStatus status, const std::string& detail) {
     std::lock_guard lock(mu);
     for (auto& ri : verdict.ranks)
       if (ri.rank == rank) {
@@ -85,7 +85,7 @@ struct RunContext {
   std::vector<std::string> requested_transports() const;
 
   // Records the phase and logs its end line.
-  void end_phase(const std::string& name, const std::string& status, Clock::time_point t0,
+  void end_phase(const std::string& name, results::PhaseStatus status, Clock::time_point t0,
                  const std::string& detail);
 
   std::string local_path() const;   // verdict.rank<N>.json (or invalid-config.<pid>) in --out-dir

@@ -146,10 +146,6 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
   return out;
 }
 
-TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o) {
-  return results::judge_transports(measure_transports(in, o), {in.rank, in.host, in.hosts});
-}
-
 std::string transport_table(const results::Verdict& v) {
   std::ostringstream os;
   std::string current;

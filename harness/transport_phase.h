@@ -1,9 +1,9 @@
 #pragma once
-// The transports phase of a run: for each requested backend (in the order given), open it under
-// its deadline, run the shared sweep, ask it what carried the bytes (measure_transports: typed
-// outcomes, no finding, no status), then judge what happened (results/judging/transport_rules.h:
-// rows, identities, phases, findings). A backend that cannot run here is "skipped" with the
-// reason (TRANSPORT_UNAVAILABLE), never "pass".
+// The transports phase of a run, measurement only: for each requested backend (in the order
+// given), open it under its deadline, run the shared sweep and ask it what carried the bytes
+// (measure_transports: typed outcomes, no finding, no status). What happened is judged by
+// results/judging/transport_rules.h (rows, identities, phases, findings); a backend that cannot
+// run here becomes "skipped" with the reason (TRANSPORT_UNAVAILABLE) there, never "pass".
 #include <functional>
 #include <map>
 #include <string>
@@ -11,7 +11,6 @@
 
 #include "rendezvous/peer_watch.h"
 #include "rendezvous/store.h"
-#include "results/judging/transport_rules.h"
 #include "results/verdict/verdict.h"
 #include "transports/options.h"
 #include "transports/sweep.h"
@@ -52,10 +51,6 @@ struct TransportPhaseInput {
 // behave as documented on TransportPhaseInput and test_pause_point.
 std::vector<transports::TransportOutcome> measure_transports(const TransportPhaseInput& in,
                                                             const TransportPhaseOptions& o);
-
-// measure_transports() judged by results::judge_transports() for this rank.
-using TransportPhaseOutput = results::TransportJudgement;
-TransportPhaseOutput run_transports(const TransportPhaseInput& in, const TransportPhaseOptions& o);
 
 // Test-only hook (tests/harness/fault_matrix_test.py). With NCCLSMOKE_TEST_PAUSE_AT=<point> in
 // its environment, a rank that reaches <point> writes "ncclsmoke: test hook: rank R stops itself

@@ -67,10 +67,11 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   live.settle(out.findings);
   live.attach_wait_chains(out.findings, in.hosts);
   for (const auto& p : out.phases)
-    log_line(p.status == "fail"                               ? LogLevel::error
-             : p.status == "pass" || p.status == "skipped" ? LogLevel::info
-                                                            : LogLevel::warn,
-             phase_end_line(p.name, p.status, p.duration_s, p.detail));
+    log_line(p.status == results::PhaseStatus::fail ? LogLevel::error
+             : p.status == results::PhaseStatus::pass || p.status == results::PhaseStatus::skipped
+                 ? LogLevel::info
+                 : LogLevel::warn,
+             phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
   std::lock_guard lock(ctx.record.mu);
   auto& v = ctx.record.verdict;
   for (auto& p : out.phases) v.phases.push_back(std::move(p));

@@ -1,7 +1,7 @@
 #pragma once
 // The transports step of `ncclsmoke run`: builds the sweep and backend options from the flags,
-// hands the work to run_transports (harness/transport_phase.h), lets the liveness watch settle
-// and attach its wait chains, and records what came back. Collectives need every rank and every
+// measures (measure_transports, harness/transport_phase.h), judges (results::judge_transports),
+// lets the liveness watch settle and attach its wait chains, and records what came back. Collectives need every rank and every
 // path: with a rank missing or a pair blocked they would only hang, so the transports are then
 // listed as not run (which keeps the verdict from pass).
 #include "harness/liveness.h"

@@ -986,4 +986,14 @@ std::string describe(const World& w) {
   return line;
 }
 
+results::ProbeContext probe_context(const World& world) {
+  return {.rank = world.rank,
+          .world_size = world.world_size,
+          .host = world.hostname,
+          .master_addr = world.master_addr,
+          .master_port = static_cast<std::uint16_t>(world.master_port),
+          .external_store = world.external_store,
+          .pid = ::getpid()};
+}
+
 }  // namespace ncclsmoke::harness

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "results/judging/config_problem.h"
+#include "results/judging/probe_rules.h"
 
 namespace ncclsmoke::harness {
 
@@ -116,5 +117,9 @@ inline constexpr uint16_t kSlurmPortBase = 20000;  // derived Slurm ports: 20000
 inline constexpr uint16_t kSlurmPortSpan = 10000;
 // The derived Slurm port for SLURM_JOB_ID / SLURM_STEP_ID values (step: nullopt = 0).
 uint16_t slurm_derived_port(uint64_t job_id, std::optional<uint64_t> step_id);
+
+// The facts of `world` the probe rules (results/judging/probe_rules.h) name; pid is this
+// process's.
+results::ProbeContext probe_context(const World& world);
 
 }  // namespace ncclsmoke::harness

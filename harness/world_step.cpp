@@ -3,7 +3,7 @@
 #include <set>
 #include <sstream>
 
-#include "harness/probe_findings.h"
+#include "results/judging/probe_rules.h"
 #include "harness/progress.h"
 #include "results/judging/run_rules.h"
 
@@ -53,12 +53,12 @@ bool world_step(RunContext& ctx) {
   auto t0 = Clock::now();
   auto wr = discover_world(ctx.o.world, process_environment());
   for (const auto& c : wr.findings) {
-    auto f = config_finding(c);
+    auto f = results::config_finding(c);
     f.hosts.push_back(local_hostname());
     ctx.record.add(std::move(f));
   }
   if (!wr.world) {
-    ctx.end_phase("world", "fail", t0, "invalid configuration");
+    ctx.end_phase("world", results::PhaseStatus::fail, t0, "invalid configuration");
     return false;
   }
   ctx.world = *wr.world;
@@ -81,11 +81,11 @@ bool world_step(RunContext& ctx) {
     v.world.sources = w.sources_by_field;
   }
   if (!load_profile(ctx)) {
-    ctx.end_phase("world", "fail", t0, "invalid profile");
+    ctx.end_phase("world", results::PhaseStatus::fail, t0, "invalid profile");
     return false;
   }
   gate_sweep_from_profile(ctx);
-  ctx.end_phase("world", "pass", t0, describe(w));
+  ctx.end_phase("world", results::PhaseStatus::pass, t0, describe(w));
   return true;
 }
 

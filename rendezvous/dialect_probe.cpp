@@ -1,4 +1,5 @@
 #include "rendezvous/dialect_probe.h"
+#include "rendezvous/socket_io.h"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -43,21 +44,13 @@ struct Fd {
 };
 
 Outcome send_all(int fd, const std::string& bytes, Deadline d) {
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n > 0) {
-      off += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return {Io::reset, errno, 0};
-    pollfd p{fd, POLLOUT, 0};
-    int r = ::poll(&p, 1, poll_ms(d));
-    if (r < 0 && errno != EINTR) return {Io::reset, errno, 0};
-    if (r == 0 && expired(d)) return {Io::timeout, 0, 0};
+  int err = 0;
+  switch (send_bytes(fd, bytes.data(), bytes.size(), d, &err)) {
+    case SendResult::ok: return {};
+    case SendResult::timeout: return {Io::timeout, 0, 0};
+    case SendResult::error: break;
   }
-  return {};
+  return {Io::reset, err, 0};
 }
 
 Outcome read_exact(int fd, std::string& out, std::size_t n, Deadline d) {

@@ -153,7 +153,7 @@ std::optional<PairFailure> dial_hello(int self, int peer, const std::string& add
   f.from = self;
   f.to = peer;
   f.to_address = addr;
-  const RankRef me{self}, them{peer};
+  const RankRef me{self, {}}, them{peer, {}};
   std::string host;
   uint16_t port = 0;
   if (!split_host_port(addr, host, port)) {

@@ -71,24 +71,32 @@ namespace {
 int poll_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
 }  // namespace
 
-bool send_all(int fd, const std::string& data, Deadline deadline) {
+SendResult send_bytes(int fd, const char* data, std::size_t len, Deadline deadline, int* err) {
   std::size_t off = 0;
-  while (off < data.size()) {
-    pollfd p{fd, POLLOUT, 0};
-    int rc = ::poll(&p, 1, poll_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc <= 0) {
-      if (expired(deadline)) return false;
+  while (off < len) {
+    ssize_t n = ::send(fd, data + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<std::size_t>(n);
       continue;
     }
-    ssize_t n = ::send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-    if (n <= 0) {
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      return false;
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      if (err) *err = n == 0 ? EPIPE : errno;
+      return SendResult::error;
     }
-    off += static_cast<std::size_t>(n);
+    pollfd p{fd, POLLOUT, 0};
+    int r = ::poll(&p, 1, poll_ms(deadline));
+    if (r < 0 && errno != EINTR) {
+      if (err) *err = errno;
+      return SendResult::error;
+    }
+    if (r == 0 && expired(deadline)) return SendResult::timeout;
   }
-  return true;
+  return SendResult::ok;
+}
+
+bool send_all(int fd, const std::string& data, Deadline deadline) {
+  return send_bytes(fd, data.data(), data.size(), deadline, nullptr) == SendResult::ok;
 }
 
 std::string recv_exact(int fd, std::size_t n, std::string& out, Deadline deadline) {

@@ -23,8 +23,13 @@ struct Listening {
 Listening listen_in_range(const std::string& bind_address, uint16_t port_min, uint16_t port_max,
                           int backlog, const std::string& who);
 
-// Sends all of `data` before `deadline` (EINTR and a non-blocking socket's EAGAIN are retried);
-// false on timeout, EOF or error.
+// Sends all `len` bytes before `deadline`: a send first (MSG_DONTWAIT), poll only when the socket
+// is full; EINTR and EAGAIN are retried. The one send loop of the store client, the dialect probe,
+// the mesh and the watch. On `error`, *err is the errno.
+enum class SendResult { ok, timeout, error };
+SendResult send_bytes(int fd, const char* data, std::size_t len, Deadline deadline, int* err);
+
+// send_bytes() of `data`; false on timeout or error.
 bool send_all(int fd, const std::string& data, Deadline deadline);
 
 // Receives exactly `n` bytes into `out` before `deadline`. "" on success, else why: "timed out",

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "rendezvous/store_util.h"
+#include "rendezvous/socket_io.h"
 
 // Implementation notes (the header states the contract):
 // - The socket from connect_tcp stays blocking; every send/recv uses MSG_DONTWAIT behind a poll()
@@ -236,19 +237,11 @@ struct TcpStore::Impl {
   void send_all(const std::string& bytes, Deadline d, const char* op,
                 const std::vector<std::string>& keys) {
     auto start = Clock::now();
-    std::size_t off = 0;
-    while (off < bytes.size()) {
-      ssize_t n = ::send(fd, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n > 0) {
-        off += static_cast<std::size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) io_failure(errno, op, keys, start);
-      pollfd p{fd, POLLOUT, 0};
-      int r = ::poll(&p, 1, poll_ms(d));
-      if (r < 0 && errno != EINTR) io_failure(errno, op, keys, start);
-      if (r == 0 && expired(d)) throw IoTimeout{};
+    int err = 0;
+    switch (send_bytes(fd, bytes.data(), bytes.size(), d, &err)) {
+      case SendResult::ok: return;
+      case SendResult::timeout: throw IoTimeout{};
+      case SendResult::error: io_failure(err, op, keys, start);
     }
   }
 

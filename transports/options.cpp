@@ -149,24 +149,30 @@ OptionSpec string_option(std::string backend, std::string name, std::string help
   return s;
 }
 
-OptionSpec size_option(std::string backend, std::string name, std::string help,
-                       std::string default_text, std::uint64_t min, std::uint64_t max) {
+namespace {
+// A string option whose value is a number of `kind` in [min, max].
+OptionSpec ranged_option(OptionKind kind, std::string backend, std::string name, std::string help,
+                         std::string default_text, std::int64_t min, std::int64_t max) {
   OptionSpec s = string_option(std::move(backend), std::move(name), std::move(help),
                                std::move(default_text));
-  s.kind = OptionKind::size;
-  s.min = static_cast<std::int64_t>(min);
-  s.max = static_cast<std::int64_t>(std::min(max, kMaxSize));
+  s.kind = kind;
+  s.min = min;
+  s.max = max;
   return s;
+}
+}  // namespace
+
+OptionSpec size_option(std::string backend, std::string name, std::string help,
+                       std::string default_text, std::uint64_t min, std::uint64_t max) {
+  return ranged_option(OptionKind::size, std::move(backend), std::move(name), std::move(help),
+                       std::move(default_text), static_cast<std::int64_t>(min),
+                       static_cast<std::int64_t>(std::min(max, kMaxSize)));
 }
 
 OptionSpec int_option(std::string backend, std::string name, std::string help,
                       std::string default_text, std::int64_t min, std::int64_t max) {
-  OptionSpec s = string_option(std::move(backend), std::move(name), std::move(help),
-                               std::move(default_text));
-  s.kind = OptionKind::integer;
-  s.min = min;
-  s.max = max;
-  return s;
+  return ranged_option(OptionKind::integer, std::move(backend), std::move(name), std::move(help),
+                       std::move(default_text), min, max);
 }
 
 OptionSpec bool_option(std::string backend, std::string name, std::string help) {

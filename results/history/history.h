@@ -108,7 +108,7 @@ struct HistoryRun {
   std::string started_at;      // RFC 3339 as in the verdict
   double started_unix = 0;     // seconds since the epoch (parsed from started_at)
   double duration_s = 0;
-  std::string verdict;         // pass | degraded | fail | inconclusive
+  Outcome verdict = Outcome::inconclusive;
   int exit_code = 0;
   int world_size = 0;
   std::string profile;         // empty: no profile selected
@@ -126,7 +126,7 @@ struct HistoryRun {
 struct HistoryGate {
   std::string run_id;
   double started_unix = 0;
-  std::string verdict;         // the run's verdict
+  Outcome verdict = Outcome::inconclusive;  // the run's verdict
   std::string profile;
   int world_size = 0;
   std::string transport;
@@ -144,9 +144,9 @@ struct HistoryFinding {
   std::string run_id;
   double started_unix = 0;
   std::string profile;
-  std::string code;
-  std::string severity;
-  std::string layer;
+  AnyCode code;                // an unknown code (a newer ncclsmoke's) keeps its text
+  Severity severity = Severity::error;
+  Layer layer = Layer::run;
   std::string message;
   std::vector<int> ranks;
   std::vector<std::string> hosts;
@@ -158,7 +158,7 @@ struct HistoryQuery {
   double until_unix = 0;       // and before this (0: no upper bound)
   std::string profile;         // "" any
   std::string transport;       // gates only; "" any
-  std::string verdict;         // "" any, else e.g. "pass"
+  std::optional<Outcome> verdict;  // nullopt: any
   std::string cluster;         // "" any
   std::int64_t limit = 0;      // 0: no limit; newest first when set
 };

@@ -48,6 +48,9 @@ std::vector<std::string> parse_string_array(const std::string& text);
 
 // One row of runs / gates / findings, whichever backend read it: both SELECT these columns in
 // this order, and `Row` answers text(c), real(c) (NaN for NULL), integer(c) and flag(c).
+// The enumerated columns hold the schema's spelling (stored from validated verdicts); a text that
+// is not one (a hand-edited database) reads as the worst value: fail, error, layer run. A finding
+// code this build does not know keeps its text (AnyCode).
 template <class Row>
 HistoryRun run_from_row(const Row& s) {
   HistoryRun r;
@@ -55,7 +58,7 @@ HistoryRun run_from_row(const Row& s) {
   r.started_at = s.text(1);
   r.started_unix = s.real(2);
   r.duration_s = s.real(3);
-  r.verdict = s.text(4);
+  r.verdict = parse_outcome(s.text(4)).value_or(Outcome::fail);
   r.exit_code = static_cast<int>(s.integer(5));
   r.world_size = static_cast<int>(s.integer(6));
   r.profile = s.text(7);
@@ -71,7 +74,7 @@ HistoryGate gate_from_row(const Row& s) {
   HistoryGate g;
   g.run_id = s.text(0);
   g.started_unix = s.real(1);
-  g.verdict = s.text(2);
+  g.verdict = parse_outcome(s.text(2)).value_or(Outcome::fail);
   g.profile = s.text(3);
   g.world_size = static_cast<int>(s.integer(4));
   g.transport = s.text(5);
@@ -92,9 +95,9 @@ HistoryFinding finding_from_row(const Row& s) {
   f.run_id = s.text(0);
   f.started_unix = s.real(1);
   f.profile = s.text(2);
-  f.code = s.text(3);
-  f.severity = s.text(4);
-  f.layer = s.text(5);
+  f.code = AnyCode::from_text(s.text(3));
+  f.severity = parse_severity(s.text(4)).value_or(Severity::error);
+  f.layer = parse_layer(s.text(5)).value_or(Layer::run);
   f.message = s.text(6);
   f.ranks = parse_int_array(s.text(7));
   f.hosts = parse_string_array(s.text(8));

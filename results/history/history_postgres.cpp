@@ -260,7 +260,7 @@ class PostgresHistory final : public HistoryBackend {
       p.run_id = v.run_id;
       const double started = started_unix_of(v, name);
       p.run = {v.run_id,        v.started_at,     num(started),
-               num(v.duration_s), v.verdict,      num(v.exit_code),
+               num(v.duration_s), to_string(v.verdict),      num(v.exit_code),
                num(v.world.size), profile_of(v),  v.tool.version,
                json(hosts_of(v)).dump(), source,  json_text ? *json_text : to_json(v).dump(),
                cluster};
@@ -269,8 +269,8 @@ class PostgresHistory final : public HistoryBackend {
                            num(g.baseline_gbps), num(g.degraded_ratio), num(g.fail_ratio),
                            std::string(g.synthetic ? "true" : "false"), g.identity});
       for (const auto& f : v.findings)
-        p.findings.push_back({v.run_id, f.code, f.severity, f.layer, f.message,
-                              json(f.ranks).dump(), json(f.hosts).dump()});
+        p.findings.push_back({v.run_id, to_string(f.code), to_string(f.severity),
+                              to_string(f.layer), f.message, json(f.ranks).dump(), json(f.hosts).dump()});
       runs.push_back(std::move(p));
     }
   };
@@ -341,7 +341,8 @@ class PostgresHistory final : public HistoryBackend {
     filter(q.since_unix > 0, " AND r.started_unix >= $", num(q.since_unix));
     filter(q.until_unix > 0, " AND r.started_unix < $", num(q.until_unix));
     filter(!q.profile.empty(), " AND r.profile = $", q.profile);
-    filter(!q.verdict.empty(), " AND r.verdict = $", q.verdict);
+    filter(q.verdict.has_value(), " AND r.verdict = $",
+           q.verdict ? to_string(*q.verdict) : std::string());
     filter(!q.cluster.empty(), " AND r.cluster = $", q.cluster);
     filter(with_transport && !q.transport.empty(), " AND g.transport = $", q.transport);
     // COLLATE "C": the same byte order as SQLite's, whatever the database's collation.

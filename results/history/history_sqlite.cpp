@@ -179,7 +179,8 @@ std::vector<Row> select_rows(sqlite3* db, const std::string& path, const std::st
   filter(q.since_unix > 0, " AND r.started_unix >= ?", q.since_unix);
   filter(q.until_unix > 0, " AND r.started_unix < ?", q.until_unix);
   filter(!q.profile.empty(), " AND r.profile = ?", q.profile);
-  filter(!q.verdict.empty(), " AND r.verdict = ?", q.verdict);
+  filter(q.verdict.has_value(), " AND r.verdict = ?",
+         q.verdict ? to_string(*q.verdict) : std::string());
   filter(!q.cluster.empty(), " AND " + cluster_col + " = ?", q.cluster);
   filter(with_transport && !q.transport.empty(), " AND g.transport = ?", q.transport);
   const char* dir = q.limit > 0 ? " DESC" : " ASC";
@@ -232,7 +233,7 @@ AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
   std::string text = json_text ? std::string() : to_json(v).dump();
   Stmt& s = ins.run;
   s.bind(1, v.run_id).bind(2, v.started_at).bind(3, started).bind(4, v.duration_s);
-  s.bind(5, v.verdict).bind(6, v.exit_code).bind(7, v.world.size).bind(8, profile_of(v));
+  s.bind(5, to_string(v.verdict)).bind(6, v.exit_code).bind(7, v.world.size).bind(8, profile_of(v));
   s.bind(9, v.tool.version).bind(10, json(hosts_of(v)).dump()).bind(11, source);
   s.bind_static(12, json_text ? *json_text : text).bind(13, cluster);
   s.step();
@@ -247,7 +248,8 @@ AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
   }
   for (const auto& f : v.findings) {
     Stmt& fs = ins.finding;
-    fs.bind(1, v.run_id).bind(2, f.code).bind(3, f.severity).bind(4, f.layer);
+    fs.bind(1, v.run_id).bind(2, to_string(f.code)).bind(3, to_string(f.severity));
+    fs.bind(4, to_string(f.layer));
     fs.bind(5, f.message).bind(6, json(f.ranks).dump()).bind(7, json(f.hosts).dump());
     fs.step();
     fs.reset();

@@ -51,8 +51,8 @@ std::string gbps_text(double v) {
 std::string world_text(int ws) { return ws == 0 ? "any" : std::to_string(ws); }
 
 bool accepted_verdict(const HistoryGate& g, const LearnOptions& o) {
-  if (g.verdict == "pass") return true;
-  return o.include_degraded && g.verdict == "degraded" && o.degraded_runs_allowed.count(g.run_id);
+  if (g.verdict == Outcome::pass) return true;
+  return o.include_degraded && g.verdict == Outcome::degraded && o.degraded_runs_allowed.count(g.run_id);
 }
 
 void emit_scalar_json(YAML::Emitter& e, const json& v) {
@@ -102,8 +102,8 @@ std::string utc_time(double unix_seconds) {
 std::set<std::string> degraded_only_by_bandwidth(const std::vector<HistoryFinding>& findings) {
   std::map<std::string, bool> ok;  // run_id -> every warning/error is a BANDWIDTH_REGRESSION warning
   for (const auto& f : findings) {
-    if (f.severity != "warning" && f.severity != "error") continue;
-    bool this_ok = f.code == "BANDWIDTH_REGRESSION" && f.severity == "warning";
+    if (f.severity != Severity::warning && f.severity != Severity::error) continue;
+    bool this_ok = f.code == Code::BANDWIDTH_REGRESSION && f.severity == Severity::warning;
     auto [it, inserted] = ok.emplace(f.run_id, this_ok);
     if (!inserted) it->second = it->second && this_ok;
   }

@@ -9,61 +9,60 @@ namespace ncclsmoke::results {
 
 namespace {
 
-std::string worst_of(const std::string& a, const std::string& b) {
-  return verdict_rank(a) >= verdict_rank(b) ? a : b;
-}
-
-std::string effect_to_verdict(const std::string& effect) {
-  return effect == "none" ? "pass" : effect;
-}
+Outcome worst_of(Outcome a, Outcome b) { return verdict_rank(a) >= verdict_rank(b) ? a : b; }
 
 }  // namespace
 
-
-
-
-
-std::string finding_effect(const Finding& f) {
-  if (f.severity == "info") return "none";
-  if (f.severity == "warning") {
-    const FindingCode* c = find_code(f.code);
-    return c ? std::string(c->warning_effect) : "degraded";
+Outcome finding_effect(const Finding& f) {
+  switch (f.severity) {
+    case Severity::info: return Outcome::pass;
+    case Severity::warning: {
+      const FindingCode* c = find_code(f.code);
+      return c ? c->warning_effect : Outcome::degraded;
+    }
+    case Severity::error: return Outcome::fail;
   }
-  return "fail";  // error, and any unknown severity
+  return Outcome::fail;
 }
 
-std::string phase_effect(const Phase& p) {
-  if (p.status == "pass") return "none";
-  if (p.status == "degraded") return "degraded";
-  if (p.status == "inconclusive") return "inconclusive";
-  if (p.status == "skipped" || p.status == "not_run") return p.required ? "inconclusive" : "none";
-  return "fail";  // fail, and any unknown status
+Outcome phase_effect(const Phase& p) {
+  switch (p.status) {
+    case PhaseStatus::pass: return Outcome::pass;
+    case PhaseStatus::degraded: return Outcome::degraded;
+    case PhaseStatus::inconclusive: return Outcome::inconclusive;
+    case PhaseStatus::skipped:
+    case PhaseStatus::not_run: return p.required ? Outcome::inconclusive : Outcome::pass;
+    case PhaseStatus::fail: return Outcome::fail;
+  }
+  return Outcome::fail;
 }
 
-std::string overall_verdict(const std::vector<Finding>& findings, const std::vector<Phase>& phases,
-                            const std::vector<std::string>& required_phases) {
-  std::string v = "pass";
-  if (phases.empty()) v = "inconclusive";
-  for (const auto& f : findings) v = worst_of(v, effect_to_verdict(finding_effect(f)));
-  for (const auto& p : phases) v = worst_of(v, effect_to_verdict(phase_effect(p)));
+Outcome overall_verdict(const std::vector<Finding>& findings, const std::vector<Phase>& phases,
+                        const std::vector<std::string>& required_phases) {
+  Outcome v = Outcome::pass;
+  if (phases.empty()) v = Outcome::inconclusive;
+  for (const auto& f : findings) v = worst_of(v, finding_effect(f));
+  for (const auto& p : phases) v = worst_of(v, phase_effect(p));
   for (const auto& name : required_phases) {
     bool present = std::any_of(phases.begin(), phases.end(),
                                [&](const Phase& p) { return p.name == name; });
-    if (!present) v = worst_of(v, "inconclusive");
+    if (!present) v = worst_of(v, Outcome::inconclusive);
   }
   return v;
 }
 
-std::string verdict_for(const Verdict& v, const std::vector<std::string>& required_phases) {
-  std::string out = overall_verdict(v.findings, v.phases, required_phases);
+Outcome verdict_for(const Verdict& v, const std::vector<std::string>& required_phases) {
+  Outcome out = overall_verdict(v.findings, v.phases, required_phases);
   std::set<int> explained;
   for (const auto& f : v.findings) {
-    if (severity_rank(f.severity) >= severity_rank("warning")) {
+    if (severity_rank(f.severity) >= severity_rank(Severity::warning)) {
       explained.insert(f.ranks.begin(), f.ranks.end());
     }
   }
   for (const auto& r : v.ranks) {
-    if (r.status != "joined" && !explained.count(r.rank)) out = worst_of(out, "inconclusive");
+    if (r.status != RankStatus::joined && !explained.count(r.rank)) {
+      out = worst_of(out, Outcome::inconclusive);
+    }
   }
   return out;
 }

@@ -14,27 +14,26 @@
 
 namespace ncclsmoke::results {
 
-// What one finding does to the verdict: "fail" | "inconclusive" | "degraded" | "none".
+// What one finding does to the verdict: fail | inconclusive | degraded, or pass for "no effect".
 //   severity error   -> fail
 //   severity warning -> the code's table entry (finding_codes.h): degraded for
 //                       BANDWIDTH_REGRESSION / STRAGGLER, inconclusive for BASELINE_MISSING /
 //                       RESULTS_MISSING; degraded for codes not in the table
-//   severity info    -> none
-//   anything else    -> fail (fail closed)
-std::string finding_effect(const Finding& f);
+//   severity info    -> pass (no effect)
+Outcome finding_effect(const Finding& f);
 
 // What one phase does: fail -> fail; degraded -> degraded; inconclusive -> inconclusive;
-// skipped / not_run -> inconclusive when required, else none; pass -> none; unknown -> fail.
-std::string phase_effect(const Phase& p);
+// skipped / not_run -> inconclusive when required, else pass (no effect); pass -> pass.
+Outcome phase_effect(const Phase& p);
 
 // The overall verdict. `required_phases` names phases that must be present: one that is absent
 // from `phases` makes the run inconclusive. No phases at all is inconclusive (nothing was checked).
-std::string overall_verdict(const std::vector<Finding>& findings, const std::vector<Phase>& phases,
-                            const std::vector<std::string>& required_phases = {});
+Outcome overall_verdict(const std::vector<Finding>& findings, const std::vector<Phase>& phases,
+                        const std::vector<std::string>& required_phases = {});
 
 // overall_verdict() over a whole document, plus: a rank whose status is not "joined" and that no
 // error/warning finding names makes the run at least inconclusive (a silent hole is never a pass).
-std::string verdict_for(const Verdict& v, const std::vector<std::string>& required_phases = {});
+Outcome verdict_for(const Verdict& v, const std::vector<std::string>& required_phases = {});
 
 // Sets v.verdict and v.exit_code from verdict_for().
 void apply_verdict(Verdict& v, const std::vector<std::string>& required_phases = {});

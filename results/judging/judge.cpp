@@ -61,7 +61,7 @@ const Phase* phase_of(const Verdict& v, const std::string& transport) {
 std::string phase_text(const Verdict& v, const std::string& transport) {
   const Phase* p = phase_of(v, transport);
   if (!p) return "no transport:" + transport + " phase was recorded";
-  return "phase transport:" + transport + " is " + p->status +
+  return "phase transport:" + transport + " is " + to_string(p->status) +
          (p->detail.empty() ? std::string() : " (" + p->detail + ")");
 }
 
@@ -76,7 +76,7 @@ double median(std::vector<double> xs) {
 // measurement, or a profile at all. `hint` replaces the table's generic one.
 Finding missing(const std::string& profile, const std::string& message, json evidence,
                 const std::string& hint) {
-  Finding f = make_finding("BASELINE_MISSING", message, {}, {}, {{"profile", profile}});
+  Finding f = make_finding(Code::BASELINE_MISSING, message, {}, {}, {{"profile", profile}});
   f.evidence = std::move(evidence);
   if (!hint.empty()) f.hint = hint;
   return f;
@@ -121,7 +121,7 @@ bool judge_identity(const Verdict& v, const TransportExpectation& t, std::vector
   std::string who;
   for (int r : ranks) who += (who.empty() ? "" : ", ") + where(v, r);
   if (who.empty()) who = "the world-wide identity";
-  Finding f = make_finding("SILENT_FALLBACK",
+  Finding f = make_finding(Code::SILENT_FALLBACK,
                            t.transport + ": expected " + want_text + "; observed " + seen_text +
                                " on " + who,
                            ranks, hosts_of(v, ranks),
@@ -234,12 +234,12 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
     std::string want;
     for (const auto& [k, val] : t.identity.items())
       want += (want.empty() ? "" : ",") + k + "=" + value_text(val);
-    Finding f = make_finding("SILENT_FALLBACK",
+    Finding f = make_finding(Code::SILENT_FALLBACK,
                              t.transport + ": suspected fallback, identity not read and " + nums +
                                  " is in a slower transport class's band",
                              ranks, hosts_of(v, ranks),
                              {{"expected", want}, {"observed", "unknown (identity not read)"}});
-    f.severity = "warning";
+    f.severity = Severity::warning;
     f.evidence = numbers;
     f.evidence["expected_identity"] = t.identity;
     out.push_back(std::move(f));
@@ -249,11 +249,11 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
     std::string hosts;
     for (const auto& h : hosts_of(v, ranks)) hosts += (hosts.empty() ? "" : ", ") + h;
     Finding f = make_finding(
-        "BANDWIDTH_REGRESSION",
+        Code::BANDWIDTH_REGRESSION,
         t.transport + ": " + nums + ", below the " + (hard ? "fail" : "degraded") + " threshold " +
             fmt((hard ? band->fail_ratio : band->degraded_ratio) * 100) + "%",
         ranks, hosts_of(v, ranks), {{"hosts", hosts.empty() ? "the run's hosts" : hosts}});
-    f.severity = hard ? "error" : "warning";
+    f.severity = hard ? Severity::error : Severity::warning;
     f.evidence = numbers;
     out.push_back(std::move(f));
   }
@@ -283,7 +283,7 @@ void judge_stragglers(const Verdict& v, std::vector<Finding>& out) {
           if (r2 != rank) others.push_back(us2);
         double med = median(others);
         if (us > kStragglerTimeRatio * med && us - med > kStragglerTimeFloorUs) {
-          Finding f = make_finding("STRAGGLER",
+          Finding f = make_finding(Code::STRAGGLER,
                                    t + ": " + where(v, rank) + " took " + fmt(us / 1000) +
                                        " ms at the gate size vs a median of " + fmt(med / 1000) +
                                        " ms on its " + std::to_string(others.size()) + " peers",
@@ -313,7 +313,7 @@ void judge_stragglers(const Verdict& v, std::vector<Finding>& out) {
         if (r2 != rank) max_other = std::max(max_other, s2);
       if (!(s > kStragglerBlockedRatio * max_other)) continue;
       int next = next_of.count(rank) ? next_of[rank] : n > 0 ? (rank + 1) % n : rank + 1;
-      Finding f = make_finding("STRAGGLER",
+      Finding f = make_finding(Code::STRAGGLER,
                                t + ": " + where(v, rank) + " was blocked sending to " +
                                    where(v, next) + " for " + fmt(s) +
                                    " s (every other rank <= " + fmt(max_other) +
@@ -385,12 +385,12 @@ std::vector<Finding> judge(const Verdict& v, const Profile* profile) {
 
 void add_judged_findings(std::vector<Finding>& findings, std::vector<Finding> judged) {
   auto is_profile_nccl_fallback = [](const Finding& f) {
-    return f.code == "SILENT_FALLBACK" && f.severity == "error" && f.evidence.is_object() &&
+    return f.code == Code::SILENT_FALLBACK && f.severity == Severity::error && f.evidence.is_object() &&
            f.evidence.value("transport", "") == "nccl" && f.evidence.contains("mismatches");
   };
   // nccl_judge's fallbacks, by the mark it sets (nccl_judge.h), not by the evidence's shape.
   auto is_net_check = [](const Finding& f) {
-    return f.code == "SILENT_FALLBACK" && is_nccl_net_check(f);
+    return f.code == Code::SILENT_FALLBACK && is_nccl_net_check(f);
   };
   for (auto& j : judged) {
     if (is_profile_nccl_fallback(j)) {

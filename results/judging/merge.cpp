@@ -88,22 +88,27 @@ std::string rank_list(const std::set<int>& ranks) {
   return out;
 }
 
-bool joined_by_rank(const std::string& code) {
-  return code == "PEER_LOST" || code == "PEER_STALLED";
+bool joined_by_rank(const AnyCode& code) {
+  return code == Code::PEER_LOST || code == Code::PEER_STALLED;
 }
 
 }  // namespace
 
 namespace {
-std::string dedupe_key(const std::string& code, const std::string& message,
+std::string dedupe_key(const AnyCode& code, const std::string& message,
                        const RankSlots& slots) {
-  return code + '\x1f' + (joined_by_rank(code) ? message : slots.key());
+  return to_string(code) + '\x1f' + (joined_by_rank(code) ? message : slots.key());
 }
 }  // namespace
 
-std::string finding_dedupe_key(const std::string& code, const std::string& message,
+std::string finding_dedupe_key(const AnyCode& code, const std::string& message,
                                const std::vector<int>& ranks) {
   return dedupe_key(code, message, RankSlots(message, ranks));
+}
+
+std::string finding_dedupe_key(std::string_view code, const std::string& message,
+                               const std::vector<int>& ranks) {
+  return finding_dedupe_key(AnyCode::from_text(code), message, ranks);
 }
 
 void dedupe_findings(std::vector<Finding>& findings) {
@@ -207,7 +212,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     if (!ranks.count(r)) {
       RankInfo m;
       m.rank = r;
-      m.status = "missing";
+      m.status = RankStatus::missing;
       m.detail = "described by no rank's verdict";
       ranks.emplace(r, m);
     }
@@ -240,8 +245,8 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     sorted_union(b, {});
     return a == b;
   };
-  auto per_rank_code = [](const std::string& code) {
-    return code == "PEER_LOST" || code == "PEER_STALLED";
+  auto per_rank_code = [](const AnyCode& code) {
+    return code == Code::PEER_LOST || code == Code::PEER_STALLED;
   };
   auto note_reporter = [&](Finding& g, int reporter) {
     if (!per_rank_code(g.code) || reporter < 0) return;
@@ -291,11 +296,11 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
   std::set<int> self_explained;
   for (const auto& v : local_views)
     for (const auto& f : v.findings)
-      if (v.reporting_rank >= 0 && f.severity == "error" && f.code != "PEER_LOST" &&
+      if (v.reporting_rank >= 0 && f.severity == Severity::error && f.code != Code::PEER_LOST &&
           std::find(f.ranks.begin(), f.ranks.end(), v.reporting_rank) != f.ranks.end())
         self_explained.insert(v.reporting_rank);
   std::erase_if(out.findings, [&](const Finding& f) {
-    return f.code == "PEER_LOST" && !f.ranks.empty() &&
+    return f.code == Code::PEER_LOST && !f.ranks.empty() &&
            std::all_of(f.ranks.begin(), f.ranks.end(),
                        [&](int r) { return self_explained.count(r) > 0; });
   });
@@ -303,7 +308,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
   // ranks that sent nothing and that nothing explains
   std::set<int> explained;
   for (const auto& f : out.findings) {
-    if (severity_rank(f.severity) >= severity_rank("warning")) {
+    if (severity_rank(f.severity) >= severity_rank(Severity::warning)) {
       explained.insert(f.ranks.begin(), f.ranks.end());
     }
   }
@@ -319,7 +324,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     std::string list;
     for (int r : silent) list += (list.empty() ? "" : ", ") + std::to_string(r);
     out.findings.push_back(make_finding(
-        "RESULTS_MISSING",
+        Code::RESULTS_MISSING,
         "rank " + std::to_string(options.reporting_rank) +
             " received no local verdict from rank" + std::string(silent.size() > 1 ? "s " : " ") +
             list + " (" + std::to_string(local_views.size()) + " of " +

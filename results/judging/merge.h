@@ -39,7 +39,10 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views,
 // "transport fabric skipped on rank 0 (host a): no efa" match, while "... lost rank 2" and
 // "... lost rank 5" (peers, not the finding's reporter) do not. Also used by the report to group
 // the history's findings rows, and by the summary for verdicts written before this rule.
-std::string finding_dedupe_key(const std::string& code, const std::string& message,
+std::string finding_dedupe_key(const AnyCode& code, const std::string& message,
+                               const std::vector<int>& ranks);
+// The same for a code's text (an unknown one included).
+std::string finding_dedupe_key(std::string_view code, const std::string& message,
                                const std::vector<int>& ranks);
 
 // Merges findings with the same finding_dedupe_key (identical messages always; PEER_LOST and

@@ -83,7 +83,7 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
     std::string msg = "NCCL on " + where(rank, host) + ": " + why +
                       ", so what carried the bytes is unknown" +
                       (want.empty() ? std::string() : " (expected " + want + ")");
-    auto f = make_finding("RESULTS_MISSING", msg, ranks, hosts);
+    auto f = make_finding(Code::RESULTS_MISSING, msg, ranks, hosts);
     f.evidence = evidence_of(expected, observed);
     return f;
   }
@@ -101,7 +101,7 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
     msg += " although NCCL_NET pinned it (NCCL should have failed init instead)";
   else
     msg += " (policy observe: what training gets)";
-  auto f = make_finding("SILENT_FALLBACK", msg, ranks, hosts,
+  auto f = make_finding(Code::SILENT_FALLBACK, msg, ranks, hosts,
                         {{"expected", want}, {"observed", observed_text}});
   f.evidence = evidence_of(expected, observed);
   return f;

@@ -19,7 +19,7 @@ using rendezvous::seconds_text;
 
 // A finding from the table (code, severity, layer) whose hint is this rule's own: it names what
 // the rule knows (the store's owner, the suspect host, the deadline) that the table's cannot.
-Finding rule(std::string_view code, std::string message, std::vector<int> ranks,
+Finding rule(Code code, std::string message, std::vector<int> ranks,
              std::vector<std::string> hosts, std::string hint) {
   Finding f = make_finding(code, std::move(message), std::move(ranks), std::move(hosts));
   f.hint = std::move(hint);
@@ -61,13 +61,13 @@ Finding config_finding(const ConfigProblem& c) {
   using Kind = ConfigProblem::Kind;
   Finding f;
   if (c.kind == Kind::missing) {
-    f = rule("CONFIG_MISSING", c.message, {}, {}, c.hint);
+    f = rule(Code::CONFIG_MISSING, c.message, {}, {}, c.hint);
   } else {
-    f = make_finding("CONFIG_INVALID", c.message, {}, {},
+    f = make_finding(Code::CONFIG_INVALID, c.message, {}, {},
                      {{"variable", c.variable}, {"value", c.value}, {"fix", c.hint}});
     // No variable (discovery itself failed): the fix alone, not "Fix  (value ): ...".
     if (c.variable.empty()) f.hint = c.hint;
-    if (c.kind == Kind::conflict) f.severity = "warning";
+    if (c.kind == Kind::conflict) f.severity = Severity::warning;
   }
   f.evidence = {{"variable", c.variable}, {"value", c.value}};
   return f;
@@ -82,7 +82,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
   Finding f;
   switch (e.error_class()) {
     case ErrorClass::dns:
-      f = rule("RENDEZVOUS_DNS",
+      f = rule(Code::RENDEZVOUS_DNS,
                fmt::format("{} could not resolve MASTER_ADDR '{}' within {} (retried)", me(c),
                            c.master_addr, waited),
                ranks, hosts,
@@ -91,7 +91,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                "before its pod is ready.");
       break;
     case ErrorClass::refused:
-      f = rule("RENDEZVOUS_REFUSED",
+      f = rule(Code::RENDEZVOUS_REFUSED,
                fmt::format("{}: connection refused (the host answered, nothing listens on port {})",
                            base, c.master_port),
                ranks, hosts,
@@ -99,7 +99,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                "MASTER_PORT on every rank, and REJECT rules on rank 0's host.");
       break;
     case ErrorClass::timed_out:
-      f = rule("RENDEZVOUS_TIMEOUT",
+      f = rule(Code::RENDEZVOUS_TIMEOUT,
                fmt::format("{}: the SYN went unanswered (packets dropped, not refused)", base),
                ranks, hosts,
                "A firewall drops traffic to the master port: on EKS check that the node "
@@ -110,7 +110,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
       // connect() succeeded (the kernel accepted, even for a stopped process, through the listen
       // backlog) but nothing answered: a firewall never lets the handshake complete, so no
       // security-group hint here.
-      f = rule("RENDEZVOUS_STALLED",
+      f = rule(Code::RENDEZVOUS_STALLED,
                fmt::format("{}: {} accepts the connection but does not answer: the process is "
                            "stalled (SIGSTOP, a debugger, swap) or overloaded (waited {})",
                            me(c), store_owner(c), waited),
@@ -121,11 +121,11 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                            store_process(c)));
       break;
     case ErrorClass::unreachable:
-      f = rule("RENDEZVOUS_UNREACHABLE", fmt::format("{}: no route to host", base), ranks, hosts,
+      f = rule(Code::RENDEZVOUS_UNREACHABLE, fmt::format("{}: no route to host", base), ranks, hosts,
                "Check MASTER_ADDR and the routes/interfaces on this host.");
       break;
     default:
-      f = rule("RENDEZVOUS_LOST",
+      f = rule(Code::RENDEZVOUS_LOST,
                fmt::format("{}: {}", base, rendezvous::to_string(e.error_class())), ranks, hosts,
                "The store answered but the connection failed: check that MASTER_PORT is an "
                "ncclsmoke or PyTorch store and not another service.");
@@ -141,7 +141,7 @@ Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& c,
                      const std::string& during) {
   Finding f;
   if (e.error_class() == ErrorClass::stalled) {
-    f = rule("RENDEZVOUS_STALLED",
+    f = rule(Code::RENDEZVOUS_STALLED,
              fmt::format("{} reconnected to the store during {}: {} accepts the connection but "
                          "does not answer: the process is stalled (SIGSTOP, a debugger, swap) or "
                          "overloaded",
@@ -152,7 +152,7 @@ Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& c,
                          "was accepted.",
                          store_process(c)));
   } else {
-    f = rule("RENDEZVOUS_LOST",
+    f = rule(Code::RENDEZVOUS_LOST,
              fmt::format("{} lost the store at {} during {}: {}", me(c), master(c), during,
                          rendezvous::to_string(e.error_class())),
              {c.rank}, {c.host, c.master_addr},
@@ -167,7 +167,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
                                    double join_timeout_s) {
   std::vector<Finding> out;
   if (!j.missing.empty()) {
-    out.push_back(rule("RANKS_MISSING",
+    out.push_back(rule(Code::RANKS_MISSING,
                        fmt::format("{} of {} ranks never joined within {}: {}{}", j.missing.size(),
                                    c.world_size, seconds_text(join_timeout_s),
                                    ranks_word(j.missing.size()), join_ints(j.missing)),
@@ -176,7 +176,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
                        "WORLD_SIZE), and that they reach MASTER_ADDR (their own verdicts say why)."));
   }
   if (j.master_world_size) {
-    out.push_back(rule("WORLD_MISMATCH",
+    out.push_back(rule(Code::WORLD_MISMATCH,
                        fmt::format("{} has world size {} but rank 0 has {}", me(c), c.world_size,
                                    *j.master_world_size),
                        {c.rank}, {c.host},
@@ -185,7 +185,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
   }
   if (j.rank_taken_by) {
     const auto& t = *j.rank_taken_by;
-    out.push_back(rule("WORLD_MISMATCH",
+    out.push_back(rule(Code::WORLD_MISMATCH,
                        fmt::format("rank {} was claimed twice: by host {} (pid {}) and by host {} "
                                    "(pid {})",
                                    c.rank, t.host, t.pid, c.host, c.pid),
@@ -194,7 +194,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
                        "(one rank per pod, distinct JOB_COMPLETION_INDEX)."));
   }
   if (!j.roster_received && c.rank != 0) {
-    out.push_back(rule("RENDEZVOUS_LOST",
+    out.push_back(rule(Code::RENDEZVOUS_LOST,
                        fmt::format("{} joined, but rank 0 never published who else joined within {}",
                                    me(c), seconds_text(j.waited_s)),
                        {0}, {c.master_addr},
@@ -266,7 +266,7 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
     for (int r : ranks)
       if (std::find(named.begin(), named.end(), host_of(hosts, r)) == named.end())
         named.push_back(host_of(hosts, r));
-    auto f = rule("MESH_BLOCKED", message, {ranks.begin(), ranks.end()}, named,
+    auto f = rule(Code::MESH_BLOCKED, message, {ranks.begin(), ranks.end()}, named,
                   suspects.empty()
                       ? std::string("Rank-to-rank ports are filtered between these hosts while "
                                     "the master port is open: allow all TCP ports between the "
@@ -283,7 +283,7 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
     std::vector<std::string> named;
     for (int r : m.silent_ranks) named.push_back(host_of(hosts, r));
     // Layer "run", the table's, as for the liveness watch's PEER_LOST (it was "mesh" here).
-    out.push_back(rule("PEER_LOST",
+    out.push_back(rule(Code::PEER_LOST,
                        fmt::format("{}{} joined but stopped answering during the mesh probe",
                                    ranks_word(m.silent_ranks.size()), join_ints(m.silent_ranks)),
                        m.silent_ranks, named,
@@ -291,7 +291,7 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
                        "code and log (OOM kill, node drain, crash)."));
   }
   if (!m.summary_received && c.rank != 0) {
-    out.push_back(rule("RENDEZVOUS_LOST",
+    out.push_back(rule(Code::RENDEZVOUS_LOST,
                        fmt::format("{} never received rank 0's mesh summary", me(c)), {0},
                        {c.master_addr},
                        "Rank 0 died or hung during the mesh probe: check rank 0's pod and log."));
@@ -304,7 +304,7 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
   MeshJudgement j;
   j.findings = mesh_findings(m, c, hosts);
   bool failed = std::any_of(j.findings.begin(), j.findings.end(),
-                            [](const Finding& f) { return f.severity == "error"; });
+                            [](const Finding& f) { return f.severity == Severity::error; });
   bool incomplete = m.pairs_untested > 0 || !m.unfinished_ranks.empty();
   const std::string budget = seconds_text(m.budget_s);
   if (incomplete) {
@@ -319,7 +319,7 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
                                            : std::string(),
                           n > 1 ? "were" : "was");
     }
-    auto f = rule("MESH_INCOMPLETE",
+    auto f = rule(Code::MESH_INCOMPLETE,
                   fmt::format("{} of {} rank-to-rank connections were not tested: the mesh "
                               "deadline ({}) ended the probe before they were tried or "
                               "answered{}; they are neither passed nor blocked",
@@ -336,7 +336,7 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
                   {"mesh_timeout_s", m.budget_s}};
     j.findings.push_back(std::move(f));
   }
-  j.status = failed ? "fail" : incomplete ? "inconclusive" : "pass";
+  j.status = failed ? PhaseStatus::fail : incomplete ? PhaseStatus::inconclusive : PhaseStatus::pass;
   j.detail = fmt::format("{} pairs tested, {} failed", m.pairs_tested, m.failures.size());
   if (incomplete) {
     j.detail += fmt::format(", {} not tested (the {} deadline ended the probe first",

@@ -69,7 +69,7 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& mesh, const Pro
 // untested or ranks were still probing; else "pass".
 struct MeshJudgement {
   std::vector<Finding> findings;
-  std::string status;  // "pass" | "inconclusive" | "fail"
+  PhaseStatus status = PhaseStatus::pass;  // pass | inconclusive | fail
   std::string detail;  // "N pairs tested, F failed[, U not tested (the X s deadline ...)]"
 };
 MeshJudgement judge_mesh(const rendezvous::MeshResult& mesh, const ProbeContext& ctx,

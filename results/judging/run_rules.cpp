@@ -15,14 +15,14 @@ using rendezvous::RankRef;
 namespace {
 
 bool is_store_finding(const Finding& f) {
-  return f.code == "RENDEZVOUS_LOST" || f.code == "RENDEZVOUS_STALLED";
+  return f.code == Code::RENDEZVOUS_LOST || f.code == Code::RENDEZVOUS_STALLED;
 }
 
 std::string job_text(std::string_view id) { return id.empty() ? "(none)" : std::string(id); }
 
 }  // namespace
 
-bool names_rank(const std::vector<Finding>& findings, std::string_view code, int rank) {
+bool names_rank(const std::vector<Finding>& findings, Code code, int rank) {
   return std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
     return f.code == code && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
   });
@@ -32,7 +32,7 @@ bool names_rank(const std::vector<Finding>& findings, std::string_view code, int
 
 Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
   auto f = make_finding(
-      "PEER_LOST",
+      Code::PEER_LOST,
       fmt::format("{} {} mid-run, seen by {} {} after the liveness watch started: the process "
                   "died (killed, crashed, OOM) or its host went away",
                   RankRef{lost.rank, lost.host}, lost.how, seen_by,
@@ -45,7 +45,7 @@ Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
 
 Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
   auto f = make_finding(
-      "PEER_STALLED",
+      Code::PEER_STALLED,
       fmt::format("{} stopped answering for {} (not even the liveness heartbeat) while its "
                   "connections stayed open, seen by rank {}: frozen (SIGSTOP, a debugger), "
                   "swapping or starved",
@@ -58,42 +58,42 @@ Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
 }
 
 bool from_liveness_watch(const Finding& f) {
-  return f.code == "PEER_LOST" && f.evidence.is_object() &&
+  return f.code == Code::PEER_LOST && f.evidence.is_object() &&
          f.evidence.value("source", "") == "liveness watch";
 }
 
 void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, RankRef seen_by) {
-  if (!names_rank(v.findings, "PEER_LOST", lost.rank))
+  if (!names_rank(v.findings, Code::PEER_LOST, lost.rank))
     v.findings.push_back(peer_lost_finding(lost, seen_by));
   for (auto& ri : v.ranks)
     if (ri.rank == lost.rank) {
-      ri.status = "lost";
+      ri.status = RankStatus::lost;
       ri.detail = fmt::format("died mid-run ({})", lost.how);
     }
 }
 
 void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& s, int this_rank) {
-  if (names_rank(v.findings, "PEER_STALLED", s.rank)) return;
+  if (names_rank(v.findings, Code::PEER_STALLED, s.rank)) return;
   v.findings.push_back(peer_stalled_finding(s, this_rank));
   for (auto& ri : v.ranks)
-    if (ri.rank == s.rank && ri.status == "joined") {
-      ri.status = "failed";
+    if (ri.rank == s.rank && ri.status == RankStatus::joined) {
+      ri.status = RankStatus::failed;
       ri.detail = "stopped answering (frozen or starved)";
     }
 }
 
 void note_peer_resumed(Verdict& v, const rendezvous::SilentPeer& s) {
   for (auto& f : v.findings)
-    if (f.code == "PEER_STALLED" && f.ranks == std::vector<int>{s.rank} && f.severity == "error") {
-      f.severity = "warning";
+    if (f.code == Code::PEER_STALLED && f.ranks == std::vector<int>{s.rank} && f.severity == Severity::error) {
+      f.severity = Severity::warning;
       f.message = fmt::format("{} was unresponsive for {} (no liveness heartbeat), then answered "
                               "again: frozen for a while, swapping or starved",
                               RankRef{s.rank, s.host},
                               rendezvous::seconds_text_fine(s.silent_for_s));
     }
   for (auto& ri : v.ranks)
-    if (ri.rank == s.rank && ri.status == "failed" && ri.detail.rfind("stopped answering", 0) == 0) {
-      ri.status = "joined";
+    if (ri.rank == s.rank && ri.status == RankStatus::failed && ri.detail.rfind("stopped answering", 0) == 0) {
+      ri.status = RankStatus::joined;
       ri.detail.clear();
     }
 }
@@ -102,7 +102,7 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
                          bool rank0_hosts_store) {
   std::vector<int> stalled;
   for (const auto& f : findings)
-    if ((f.code == "PEER_STALLED" || from_liveness_watch(f)) && f.severity == "error")
+    if ((f.code == Code::PEER_STALLED || from_liveness_watch(f)) && f.severity == Severity::error)
       stalled.insert(stalled.end(), f.ranks.begin(), f.ranks.end());
   if (stalled.empty()) return;
   auto is_stalled = [&](int r) { return std::find(stalled.begin(), stalled.end(), r) != stalled.end(); };
@@ -111,18 +111,18 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
     bool about_stalled = std::any_of(f.ranks.begin(), f.ranks.end(), is_stalled);
     // A store finding (lost, stalled) is about rank 0 when rank 0 hosts the store.
     if (is_store_finding(f) && rank0_hosts_store && is_stalled(0)) about_stalled = true;
-    bool consequence = f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT" ||
+    bool consequence = f.code == Code::PEER_LOST || f.code == Code::TRANSPORT_TIMEOUT ||
                        (is_store_finding(f) && about_stalled) ||
-                       (f.code == "TRANSPORT_INIT_FAILED" && about_stalled);
-    if (f.code == "PEER_STALLED" || !consequence || f.severity != "error") continue;
+                       (f.code == Code::TRANSPORT_INIT_FAILED && about_stalled);
+    if (f.code == Code::PEER_STALLED || !consequence || f.severity != Severity::error) continue;
     // It also died: that stays. A mesh guess "stopped answering" about a rank the watch saw
     // frozen (alive, silent) is a consequence of PEER_STALLED.
-    bool frozen_not_dead = f.code == "PEER_LOST" && !from_liveness_watch(f) &&
+    bool frozen_not_dead = f.code == Code::PEER_LOST && !from_liveness_watch(f) &&
                            std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) {
-                             return names_rank(findings, "PEER_STALLED", r) && !watch_lost.count(r);
+                             return names_rank(findings, Code::PEER_STALLED, r) && !watch_lost.count(r);
                            });
-    if (f.code == "PEER_LOST" && about_stalled && !frozen_not_dead) continue;
-    f.severity = "info";
+    if (f.code == Code::PEER_LOST && about_stalled && !frozen_not_dead) continue;
+    f.severity = Severity::info;
     f.message = fmt::format("a consequence of {} stopping (frozen or dead): {}", who, f.message);
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
     f.evidence["consequence_of"] = stalled;
@@ -131,14 +131,14 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
 
 bool worth_settling_watch(const std::vector<Finding>& findings) {
   return std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
-    return f.severity == "error" && (f.code == "PEER_LOST" || f.code == "TRANSPORT_TIMEOUT" ||
-                                     f.code == "TRANSPORT_INIT_FAILED");
+    return f.severity == Severity::error && (f.code == Code::PEER_LOST || f.code == Code::TRANSPORT_TIMEOUT ||
+                                     f.code == Code::TRANSPORT_INIT_FAILED);
   });
 }
 
 void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& e) {
   for (auto& f : findings) {
-    if (f.code != "TRANSPORT_TIMEOUT" && !(f.code == "PEER_LOST" && e.reaches_stopped)) continue;
+    if (f.code != Code::TRANSPORT_TIMEOUT && !(f.code == Code::PEER_LOST && e.reaches_stopped)) continue;
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
     f.evidence["wait_states"] = e.wait_states;
     f.evidence["wait_chain"] = {{"path", e.chain.path},
@@ -153,7 +153,7 @@ void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& 
 
 Finding run_timeout_finding(RankRef self, double timeout_s, std::string_view last_phase) {
   return make_finding(
-      "RUN_TIMEOUT", fmt::format("{} did not finish within --timeout {}s", self, timeout_s),
+      Code::RUN_TIMEOUT, fmt::format("{} did not finish within --timeout {}s", self, timeout_s),
       {self.rank}, {std::string(self.host)},
       {{"phase", last_phase == "none" ? std::string("the first phase (world)")
                                       : fmt::format("the phase after {}", last_phase)}});
@@ -161,7 +161,7 @@ Finding run_timeout_finding(RankRef self, double timeout_s, std::string_view las
 
 Finding run_terminated_finding(RankRef self, std::string_view signal_name, double after_s,
                                std::string_view last_phase) {
-  return make_finding("RUN_TERMINATED",
+  return make_finding(Code::RUN_TERMINATED,
                       fmt::format("{} was stopped by {} after {}; last phase finished: {}", self,
                                   signal_name, rendezvous::seconds_text(after_s), last_phase),
                       {self.rank}, {std::string(self.host)});
@@ -171,7 +171,7 @@ Finding run_terminated_finding(RankRef self, std::string_view signal_name, doubl
 
 Finding store_foreign_job_finding(const ForeignStore& s) {
   auto f = make_finding(
-      "STORE_FOREIGN_JOB",
+      Code::STORE_FOREIGN_JOB,
       fmt::format("{} of job {}{} reached the store at {} after {}, but it belongs to job {} "
                   "(world size {}, rank 0 on host {}, pid {}); this rank did not join it",
                   s.self, job_text(s.this_job),
@@ -200,7 +200,7 @@ Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std
           : "Two jobs use one MASTER_PORT on this host: give each job its own (under Slurm, leave "
             "MASTER_PORT unset and ncclsmoke derives one from SLURM_JOB_ID).";
   auto f = make_finding(
-      "CONFIG_INVALID",
+      Code::CONFIG_INVALID,
       fmt::format("{} of job {} cannot serve the store on port {}: {}{}", rank0, job_text(job_id),
                   port, error,
                   holder.empty() ? std::string() : fmt::format("; the port is held by {}", holder)),
@@ -213,7 +213,7 @@ Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std
 namespace {
 Finding profiles_finding(RankRef self, std::string message, std::string_view profiles_file,
                          std::string fix) {
-  auto f = make_finding("CONFIG_INVALID", std::move(message), {self.rank}, {std::string(self.host)},
+  auto f = make_finding(Code::CONFIG_INVALID, std::move(message), {self.rank}, {std::string(self.host)},
                         {{"variable", "--profiles"}, {"value", std::string(profiles_file)},
                          {"fix", std::move(fix)}});
   f.evidence = nlohmann::json{{"variable", "--profiles"}, {"value", profiles_file}};
@@ -236,7 +236,7 @@ Finding profile_unknown_finding(RankRef self, std::string_view profile,
 }
 
 Finding mesh_not_run_finding(RankRef self, std::string_view error) {
-  auto f = make_finding("MESH_BLOCKED",
+  auto f = make_finding(Code::MESH_BLOCKED,
                         fmt::format("{} could not run the mesh probe: {}", self, error),
                         {self.rank}, {std::string(self.host)}, {{"suspect", std::string(self.host)}});
   // Not a blocked pair but this rank's own listener: the table's "open the ports" hint would
@@ -248,37 +248,37 @@ Finding mesh_not_run_finding(RankRef self, std::string_view error) {
 // ---- rank 0's gather ---------------------------------------------------------------------------
 
 void name_unreported_rank(Verdict& mine, RankRef rank) {
-  if (!names_rank(mine.findings, "PEER_LOST", rank.rank) &&
-      !names_rank(mine.findings, "PEER_STALLED", rank.rank))
-    mine.findings.push_back(make_finding("PEER_LOST",
+  if (!names_rank(mine.findings, Code::PEER_LOST, rank.rank) &&
+      !names_rank(mine.findings, Code::PEER_STALLED, rank.rank))
+    mine.findings.push_back(make_finding(Code::PEER_LOST,
                                          fmt::format("{} joined but never reported its verdict", rank),
                                          {rank.rank}, {std::string(rank.host)}));
   for (auto& ri : mine.ranks)
-    if (ri.rank == rank.rank && ri.status == "joined") ri.status = "lost";
+    if (ri.rank == rank.rank && ri.status == RankStatus::joined) ri.status = RankStatus::lost;
 }
 
 void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank) {
   auto cause = std::find_if(theirs.findings.begin(), theirs.findings.end(), [&](const Finding& f) {
-    return f.severity == "error" && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
+    return f.severity == Severity::error && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
   });
   if (cause == theirs.findings.end()) return;
   for (auto& ri : mine.ranks)
     if (ri.rank == rank) {
-      ri.status = "failed";
+      ri.status = RankStatus::failed;
       ri.detail = fmt::format("stopped on its own error: {}", cause->code);
     }
 }
 
 // ---- phase statuses ----------------------------------------------------------------------------
 
-std::string rendezvous_phase_status(const rendezvous::JoinResult& join) {
-  return join.complete() && join.roster_received ? "pass" : "fail";
+PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join) {
+  return join.complete() && join.roster_received ? PhaseStatus::pass : PhaseStatus::fail;
 }
 
 PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<int>& stopped,
                                        bool pairs_set_aside) {
   if (stopped.empty()) return judged;
-  judged.status = "fail";
+  judged.status = PhaseStatus::fail;
   judged.detail = fmt::format("{}; rank {} stopped answering (liveness watch){}", judged.detail,
                               fmt::join(stopped, ", "),
                               pairs_set_aside ? ": its pairs are not tested" : "");
@@ -288,7 +288,7 @@ PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<in
 Phase not_run_phase(std::string name, std::string detail) {
   Phase p;
   p.name = std::move(name);
-  p.status = "not_run";
+  p.status = PhaseStatus::not_run;
   p.detail = std::move(detail);
   return p;
 }

@@ -33,7 +33,7 @@
 namespace ncclsmoke::results {
 
 // Whether a finding with `code` already names `rank` (one finding per dead or frozen rank).
-bool names_rank(const std::vector<Finding>& findings, std::string_view code, int rank);
+bool names_rank(const std::vector<Finding>& findings, Code code, int rank);
 
 // ---- liveness watch ----------------------------------------------------------------------------
 
@@ -127,11 +127,11 @@ void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank);
 // ---- phase statuses ----------------------------------------------------------------------------
 
 struct PhaseOutcome {
-  std::string status;  // "pass" | "inconclusive" | "fail"
+  PhaseStatus status = PhaseStatus::pass;  // pass | inconclusive | fail
   std::string detail;
 };
 // "pass" when every rank joined and the roster came, else "fail".
-std::string rendezvous_phase_status(const rendezvous::JoinResult& join);
+PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join);
 // The mesh phase when the watch saw ranks stop: "fail", and the detail says who (and that their
 // pairs were set aside, untested). Unchanged when `stopped` is empty.
 PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<int>& stopped,

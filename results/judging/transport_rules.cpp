@@ -27,20 +27,18 @@ std::string host_of(const TransportJudgeContext& ctx, int rank) {
 }
 
 TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
-  TransportRow row;
-  row.transport = name;
-  row.rank = -1;
-  row.bytes = static_cast<int64_t>(r.bytes);
-  row.count = static_cast<int64_t>(r.count);
-  row.dtype = transports::to_string(r.dtype);
-  row.in_place = r.in_place;
-  row.time_us = r.time_us;
-  row.algbw_gbps = r.algbw_gbps;
-  row.busbw_gbps = r.busbw_gbps;
-  row.wrong = r.wrong;
-  row.gate = r.gate;
-  row.synthetic = synthetic;
-  return row;
+  return {.transport = name,
+          .rank = -1,
+          .bytes = static_cast<int64_t>(r.bytes),
+          .count = static_cast<int64_t>(r.count),
+          .dtype = transports::to_string(r.dtype),
+          .in_place = r.in_place,
+          .time_us = r.time_us,
+          .algbw_gbps = r.algbw_gbps,
+          .busbw_gbps = r.busbw_gbps,
+          .wrong = r.wrong,
+          .gate = r.gate,
+          .synthetic = synthetic};
 }
 
 // A row's per-rank figures, as the sweep computed them (sweep.h: one bandwidth formula).
@@ -60,7 +58,7 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
                         const std::string& stage, const TransportJudgeContext& ctx) {
   const std::string me = rendezvous::rank_text(ctx.rank, ctx.host);
   if (e.source == TransportFailure::Source::store)
-    return make_finding("RENDEZVOUS_LOST",
+    return make_finding(Code::RENDEZVOUS_LOST,
                         fmt::format("{} lost the store during transport {} ({}): {}", me, name,
                                     stage, e.message),
                         {ctx.rank}, {ctx.host});
@@ -78,19 +76,19 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
   Finding f;
   switch (e.kind) {
     case ErrorKind::unavailable:
-      f = make_finding("TRANSPORT_UNAVAILABLE",
+      f = make_finding(Code::TRANSPORT_UNAVAILABLE,
                        fmt::format("transport {} skipped on {}: {}", name, me, e.message), ranks,
                        hosts, vars);
       break;
     case ErrorKind::init_failed:
       vars["interface"] = "see evidence";
-      f = make_finding("TRANSPORT_INIT_FAILED",
+      f = make_finding(Code::TRANSPORT_INIT_FAILED,
                        fmt::format("transport {} failed to initialise on {} after {}: {}", name,
                                    me, waited, e.message),
                        ranks, hosts, vars);
       break;
     case ErrorKind::timeout:
-      f = make_finding("TRANSPORT_TIMEOUT",
+      f = make_finding(Code::TRANSPORT_TIMEOUT,
                        fmt::format("transport {} timed out on {} after {}: {}", name, me, waited,
                                    e.message),
                        ranks, hosts, vars);
@@ -99,13 +97,13 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
       // The peer is the rank the backend named; without one, say so rather than "rank -1".
       std::string lost = e.peer >= 0 ? rendezvous::rank_text(e.peer, host_of(ctx, e.peer))
                                      : std::string("a peer (the transport does not say which)");
-      f = make_finding("PEER_LOST",
+      f = make_finding(Code::PEER_LOST,
                        fmt::format("transport {} on {} lost {}: {}", name, me, lost, e.message),
                        e.peer >= 0 ? std::vector<int>{e.peer} : ranks, hosts, vars);
       break;
     }
     case ErrorKind::other:
-      f = make_finding("TRANSPORT_INIT_FAILED",
+      f = make_finding(Code::TRANSPORT_INIT_FAILED,
                        fmt::format("transport {} failed on {}: {}", name, me, e.message), ranks,
                        hosts, vars);
       break;
@@ -151,7 +149,7 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
     std::vector<std::string> hosts;
     for (int r : ranks)
       if (auto h = host_of(ctx, r); !h.empty()) hosts.push_back(h);
-    auto f = make_finding("DATA_CORRUPTION",
+    auto f = make_finding(Code::DATA_CORRUPTION,
                           fmt::format("transport {}: all-reduce returned {} wrong elements on {} "
                                       "rank(s)",
                                       o.name, wrong_total, ranks.size()),
@@ -161,12 +159,12 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
   }
   if (!o.sweep.complete) {
     out.findings.push_back(make_finding(
-        "RESULTS_MISSING",
+        Code::RESULTS_MISSING,
         fmt::format("transport {}: some ranks' sweep figures never arrived on rank {}", o.name,
                     ctx.rank),
         {ctx.rank}, {ctx.host}));
   }
-  phase.status = corrupt_ranks.empty() ? "pass" : "fail";
+  phase.status = corrupt_ranks.empty() ? PhaseStatus::pass : PhaseStatus::fail;
   phase.detail = fmt::format("{} sizes/modes measured", o.sweep.rows.size());
 }
 
@@ -180,10 +178,10 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
     phase.name = "transport:" + o.name;
     phase.duration_s = o.duration_s;
     if (o.not_built) {
-      phase.status = "skipped";
+      phase.status = PhaseStatus::skipped;
       phase.detail = *o.not_built;
       out.findings.push_back(make_finding(
-          "TRANSPORT_UNAVAILABLE",
+          Code::TRANSPORT_UNAVAILABLE,
           fmt::format("transport {} skipped on {}: {}", o.name, RankRef{ctx.rank, ctx.host},
                       *o.not_built),
           {ctx.rank}, {ctx.host}, {{"transport", o.name}}));
@@ -192,7 +190,7 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
       out.findings.push_back(failure_finding(*o.error, o.name, stage, ctx));
       bool skipped = o.error->source == TransportFailure::Source::transport &&
                      o.error->kind == ErrorKind::unavailable;
-      phase.status = skipped ? "skipped" : "fail";
+      phase.status = skipped ? PhaseStatus::skipped : PhaseStatus::fail;
       phase.detail = fmt::format("{}: {}", stage, o.error->message);
     } else {
       judge_measured(o, ctx, phase, out);

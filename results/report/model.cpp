@@ -180,8 +180,8 @@ std::vector<ChartPoint> thin(const std::vector<ChartPoint>& pts, std::size_t max
 TimelineCell cell_of(const HistoryRun& r, bool regression) {
   TimelineCell c;
   c.t0 = c.t1 = r.started_unix;
-  c.verdict = r.verdict;
-  c.counts[r.verdict] = 1;
+  c.verdict = to_string(r.verdict);
+  c.counts[to_string(r.verdict)] = 1;
   c.run_id = r.run_id;
   c.regression = regression;
   return c;
@@ -194,8 +194,8 @@ void merge_into(TimelineCell& c, const HistoryRun& r, bool regression) {
   }
   c.t0 = std::min(c.t0, r.started_unix);
   c.t1 = std::max(c.t1, r.started_unix);
-  c.counts[r.verdict] += 1;
-  if (verdict_rank(r.verdict) > verdict_rank(c.verdict)) c.verdict = r.verdict;
+  c.counts[to_string(r.verdict)] += 1;
+  if (verdict_rank(to_string(r.verdict)) > verdict_rank(c.verdict)) c.verdict = to_string(r.verdict);
   c.run_id.clear();
   c.regression = c.regression || regression;
 }
@@ -269,7 +269,7 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
     st.state = gate_state(g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio);
     st.latest_unix = newest.started_unix;
     st.run_id = newest.run_id;
-    st.verdict = newest.verdict;
+    st.verdict = to_string(newest.verdict);
     st.measured_unix = g.started_unix;
     st.measured_run_id = measured ? g.run_id : "";
     st.unmeasured_after = measured ? after : 0;
@@ -285,7 +285,7 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
       if (newest_run && newest_run->started_unix > st.latest_unix) {
         st.latest_unix = newest_run->started_unix;
         st.run_id = newest_run->run_id;
-        st.verdict = newest_run->verdict;
+        st.verdict = to_string(newest_run->verdict);
       }
     }
     st.since_unix = g.started_unix;
@@ -342,15 +342,15 @@ std::vector<Incident> incidents_of(const std::vector<const HistoryRun*>& runs,
     inc.last_unix = run ? run->started_unix : g->started_unix;
     if (run) {
       for (const auto& h : run->hosts) add_unique(inc.hosts, h);
-      if (inc.worst_verdict.empty() || verdict_rank(run->verdict) > verdict_rank(inc.worst_verdict))
-        inc.worst_verdict = run->verdict;
+      if (inc.worst_verdict.empty() || verdict_rank(to_string(run->verdict)) > verdict_rank(inc.worst_verdict))
+        inc.worst_verdict = to_string(run->verdict);
     }
     auto rf = idx.regression.find(id);
     if (rf != idx.regression.end())
       for (const auto* x : rf->second) {
         std::string t = transport_of(*x);
         if (t.empty() || t == inc.transport || !gated[id].count(t)) {
-          add_unique(inc.codes, x->code);
+          add_unique(inc.codes, to_string(x->code));
           inc.message = x->message;
           for (const auto& h : x->hosts) add_unique(inc.hosts, h);
         }
@@ -463,7 +463,7 @@ std::vector<SizeCurve> size_curves_of(const HistoryRun& run, const nlohmann::jso
     c.profile = run.profile;
     c.transport = name;
     c.run_id = run.run_id;
-    c.verdict = run.verdict;
+    c.verdict = to_string(run.verdict);
     c.unix = run.started_unix;
     c.world_size = v.world.size;
     c.gate_busbw = c.baseline_gbps = c.degraded_ratio = c.fail_ratio = kNaN;
@@ -503,9 +503,9 @@ std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*
     auto [it, fresh] = at.try_emplace(key, out.size());
     if (fresh) {
       FindingGroup g;
-      g.code = f->code;
-      g.severity = f->severity;
-      g.layer = f->layer;
+      g.code = to_string(f->code);
+      g.severity = to_string(f->severity);
+      g.layer = to_string(f->layer);
       g.first_unix = f->started_unix;
       g.first_run_id = f->run_id;
       out.push_back(std::move(g));
@@ -515,8 +515,8 @@ std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*
     g.message = f->message;
     g.last_unix = f->started_unix;
     g.last_run_id = f->run_id;
-    if (results::severity_rank(f->severity) > results::severity_rank(g.severity))
-      g.severity = f->severity;
+    if (results::severity_rank(f->severity) > results::severity_rank(results::parse_severity(g.severity).value_or(results::Severity::info)))
+      g.severity = to_string(f->severity);
     for (int r : f->ranks)
       if (std::find(g.ranks.begin(), g.ranks.end(), r) == g.ranks.end()) g.ranks.push_back(r);
     for (const auto& h : f->hosts) add_unique(g.hosts, h);
@@ -544,7 +544,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
   for (const char* v : kVerdicts) m.verdict_counts[v] = 0;
   RunIndex idx;
   for (const auto* r : runs) {
-    m.verdict_counts[r->verdict] += 1;
+    m.verdict_counts[to_string(r->verdict)] += 1;
     idx.run[r->run_id] = r;
   }
   if (!runs.empty()) {
@@ -555,7 +555,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
     }
   }
   for (const auto* f : findings)
-    if (is_regression_code(f->code)) idx.regression[f->run_id].push_back(f);
+    if (is_regression_code(to_string(f->code))) idx.regression[f->run_id].push_back(f);
   auto is_regression = [&](const std::string& run_id) { return idx.regression.count(run_id) != 0; };
 
   m.incidents = incidents_of(runs, gates, idx);
@@ -577,7 +577,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
     p.baseline_gbps = g.baseline_gbps;
     p.degraded_ratio = g.degraded_ratio;
     p.fail_ratio = g.fail_ratio;
-    p.verdict = g.verdict;
+    p.verdict = to_string(g.verdict);
     p.run_id = g.run_id;
     p.world_size = g.world_size;
     p.regression = is_regression(g.run_id) || in_incident.count(g.run_id) > 0;
@@ -674,7 +674,7 @@ ReportModel build_model(const ReportInput& in, const ReportOptions& options) {
   for (auto& [cluster, rs] : runs) {  // std::map: "" first, then by name
     m.run_count += rs.size();
     for (const auto* r : rs) {
-      m.verdict_counts[r->verdict] += 1;
+      m.verdict_counts[to_string(r->verdict)] += 1;
       if (first) m.first_unix = m.last_unix = r->started_unix;
       first = false;
       m.first_unix = std::min(m.first_unix, r->started_unix);

@@ -72,7 +72,7 @@ std::string human_summary(const Verdict& verdict) {
   std::vector<Finding> findings = verdict.findings;
   dedupe_findings(findings);
   const Verdict& v = verdict;
-  std::string out = "ncclsmoke " + v.verdict + " (exit " + std::to_string(v.exit_code) + "): run " +
+  std::string out = "ncclsmoke " + to_string(v.verdict) + " (exit " + std::to_string(v.exit_code) + "): run " +
                     (v.run_id.empty() ? "?" : v.run_id) + ", " + v.scope;
   if (v.scope == "local" && v.reporting_rank >= 0) {
     out += " view of rank " + std::to_string(v.reporting_rank);
@@ -108,11 +108,11 @@ std::string human_summary(const Verdict& verdict) {
       if (it != host_of_rank.end()) add_unique(named, it->second);
     }
     if (named.empty()) named.push_back(kRunWide);
-    std::string line = upper(f.severity) + ": " + f.message + " [" + f.code + "]";
+    std::string line = upper(to_string(f.severity)) + ": " + f.message + " [" + to_string(f.code) + "]";
     for (const auto& h : named) {
       add_unique(hosts, h);
       lines[h].push_back(line);
-      if (f.severity != "info") troubled[h] = true;
+      if (f.severity != Severity::info) troubled[h] = true;
     }
   }
   // "(run)" last
@@ -134,12 +134,12 @@ std::string human_summary(const Verdict& verdict) {
     size_t name_w = 5, status_w = 6;
     for (const auto& p : v.phases) {
       name_w = std::max(name_w, p.name.size());
-      status_w = std::max(status_w, p.status.size());
+      status_w = std::max(status_w, name(p.status).size());
     }
     out += "\n" + pad("phase", name_w) + "  " + pad("status", status_w) + "  seconds\n";
     for (const auto& p : v.phases) {
       std::string secs = fixed(p.duration_s, 2);
-      out += pad(p.name, name_w) + "  " + pad(p.status, status_w) + "  " +
+      out += pad(p.name, name_w) + "  " + pad(to_string(p.status), status_w) + "  " +
              std::string(secs.size() < 7 ? 7 - secs.size() : 0, ' ') + secs;
       if (!p.detail.empty()) out += "  " + p.detail;
       out += "\n";
@@ -176,7 +176,7 @@ std::string human_summary(const Verdict& verdict) {
 
   std::vector<std::string> hint_lines;
   for (const auto& f : findings) {
-    if (!f.hint.empty()) add_unique(hint_lines, "  " + f.code + ": " + f.hint);
+    if (!f.hint.empty()) add_unique(hint_lines, "  " + to_string(f.code) + ": " + f.hint);
   }
   if (!hint_lines.empty()) {
     out += "\nhints:\n";

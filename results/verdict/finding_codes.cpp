@@ -8,127 +8,127 @@ namespace {
 
 const std::vector<FindingCode> kCodes = {
     // --- config -----------------------------------------------------------------------------
-    {"CONFIG_INVALID", "error", "config", "degraded",
+    {Code::CONFIG_INVALID, Severity::error, Layer::config, Outcome::degraded,
      "A flag or launcher variable has a value ncclsmoke cannot use; the run stopped before "
      "touching the network.",
      "Fix {variable} (value {value}): {fix}"},
-    {"CONFIG_MISSING", "error", "config", "degraded",
+    {Code::CONFIG_MISSING, Severity::error, Layer::config, Outcome::degraded,
      "Something the run needs (rank, world size, master address or port) was given neither by "
      "flag nor by the launcher's environment.",
      "Set {variable} or pass {flag}; under Kubernetes check the Job's env and the downward API."},
     // --- rendezvous -------------------------------------------------------------------------
-    {"RENDEZVOUS_DNS", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_DNS, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The master's name did not resolve within the deadline; this is DNS, not TCP reachability.",
      "Check that {master} exists (headless Service published, pod Ready, subdomain matches) and "
      "that CoreDNS answers from this node."},
-    {"RENDEZVOUS_REFUSED", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_REFUSED, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The master's host answered the connection with a reset: it is up, but nothing listens on the "
      "port or a REJECT rule is in the way.",
      "Check that rank 0 is running and listens on {master}, that MASTER_PORT is the same on every "
      "rank, and for REJECT rules on that port."},
-    {"RENDEZVOUS_TIMEOUT", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_TIMEOUT, Severity::error, Layer::rendezvous, Outcome::degraded,
      "Nothing answered the connection to the master before the deadline: the SYN was dropped. "
      "This is the signature of a security group or NetworkPolicy that blocks the port.",
      "Allow TCP {master} from every node to rank 0's host (e.g. restore the security group's "
      "self-referencing rule, or the NetworkPolicy ingress for the job's pods)."},
-    {"RENDEZVOUS_STALLED", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_STALLED, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The master's store accepted the TCP connection but never answered the handshake or the "
      "first request: the process is stopped (SIGSTOP, a debugger), swapping or overloaded. Not a "
      "firewall: a dropped SYN never lets the connection complete (that is RENDEZVOUS_TIMEOUT).",
      "Look at rank 0's process behind {master}: its state (T = stopped, D = blocked in I/O), CPU "
      "and memory pressure (swap), an attached debugger or a frozen container."},
-    {"RENDEZVOUS_UNREACHABLE", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_UNREACHABLE, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The network reported no route to the master (host or network unreachable).",
      "Check routes and subnets between this node and {master}; the address may belong to a "
      "network this node is not attached to."},
-    {"RANKS_MISSING", "error", "rendezvous", "degraded",
+    {Code::RANKS_MISSING, Severity::error, Layer::rendezvous, Outcome::degraded,
      "Some ranks never joined the rendezvous before the deadline.",
      "Check that the pods/processes for the named ranks started (pending pod, crash loop, "
      "wrong WORLD_SIZE on the launcher) and can reach {master}."},
-    {"WORLD_MISMATCH", "error", "rendezvous", "degraded",
+    {Code::WORLD_MISMATCH, Severity::error, Layer::rendezvous, Outcome::degraded,
      "Ranks disagree about the world: a different world size, a duplicate rank, or a rank outside "
      "the world joined the same store.",
      "Make WORLD_SIZE and the rank assignment identical on every rank; check for a leftover job "
      "using the same master address and port."},
-    {"STORE_FOREIGN_JOB", "error", "rendezvous", "degraded",
+    {Code::STORE_FOREIGN_JOB, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The rank reached a store that belongs to another job (two jobs on one MASTER_ADDR:PORT); "
      "it did not touch that job's keys, and that job is not affected.",
      "Give every job its own MASTER_PORT (port {port} is shared by job {this_job} and job "
      "{other_job}); under Slurm leave MASTER_PORT unset and ncclsmoke derives one from "
      "SLURM_JOB_ID."},
-    {"RENDEZVOUS_LOST", "error", "rendezvous", "degraded",
+    {Code::RENDEZVOUS_LOST, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The connection to the rendezvous store broke after the rank had joined.",
      "Check whether rank 0 ({master}) was killed, OOM-killed or evicted, or whether a connection "
      "tracking / idle timeout cut the connection."},
     // --- mesh -------------------------------------------------------------------------------
-    {"MESH_BLOCKED", "error", "mesh", "degraded",
+    {Code::MESH_BLOCKED, Severity::error, Layer::mesh, Outcome::degraded,
      "Ranks can reach the master but not each other on the probed pairs; a collective would hang "
      "on these pairs.",
      "Open the rank-to-rank ports (NCCL/Gloo use ephemeral ports) between the named hosts; "
      "suspect host: {suspect}."},
-    {"MESH_INCOMPLETE", "warning", "mesh", "inconclusive",
+    {Code::MESH_INCOMPLETE, Severity::warning, Layer::mesh, Outcome::inconclusive,
      "The mesh probe's deadline ended before every probed pair was tried or answered; the pairs "
      "left are not tested (neither passed nor blocked), and ranks still probing are not lost.",
      "Raise --mesh-timeout (it was {timeout} for {ranks} ranks), or look for an overloaded host "
      "(CPU, many ranks per node); a blocked path shows as MESH_BLOCKED, not as this."},
     // --- run --------------------------------------------------------------------------------
-    {"PEER_LOST", "error", "run", "degraded",
+    {Code::PEER_LOST, Severity::error, Layer::run, Outcome::degraded,
      "A rank that had joined disappeared mid-run (killed, crashed, or its connection reset).",
      "Look at the named rank's pod/process (exit code, OOM, eviction) and at its node's kernel log."},
-    {"PEER_STALLED", "error", "run", "degraded",
+    {Code::PEER_STALLED, Severity::error, Layer::run, Outcome::degraded,
      "A rank that had joined stopped answering, not even the liveness heartbeat, while its "
      "connections stayed open: the process is frozen (SIGSTOP, a debugger), swapping or starved. "
      "Every collective waits on it; the ranks that time out next to it are not the cause.",
      "Check the named rank's process state on its host (state T = stopped, an attached debugger), "
      "its memory pressure and swap, and its CPU; its neighbours' timeouts follow from it."},
-    {"RUN_TIMEOUT", "error", "run", "degraded",
+    {Code::RUN_TIMEOUT, Severity::error, Layer::run, Outcome::degraded,
      "The whole run exceeded its global deadline; the phase that was running is named.",
      "Raise the deadline only if the phase is known to be slow here; otherwise treat it as a hang "
      "in {phase}."},
-    {"RUN_TERMINATED", "error", "run", "inconclusive",
+    {Code::RUN_TERMINATED, Severity::error, Layer::run, Outcome::inconclusive,
      "The rank was stopped by a signal (SIGTERM/SIGINT) before it finished: a Job's "
      "activeDeadlineSeconds, a deleted pod or an operator; the verdict holds what was done so far.",
      "Look at the last phase that finished in this rank's verdict: a run that keeps being killed "
      "there is hanging in that phase; if the deadline is simply too short, raise "
      "activeDeadlineSeconds above --timeout."},
-    {"RESULTS_MISSING", "warning", "run", "inconclusive",
+    {Code::RESULTS_MISSING, Severity::warning, Layer::run, Outcome::inconclusive,
      "A rank's local verdict never reached rank 0, so its measurements are missing from the "
      "global verdict.",
      "Read the named rank's local verdict file and log; it holds that rank's own view."},
     // --- transport --------------------------------------------------------------------------
-    {"TRANSPORT_INIT_FAILED", "error", "transport", "degraded",
+    {Code::TRANSPORT_INIT_FAILED, Severity::error, Layer::transport, Outcome::degraded,
      "A transport failed to initialise (NCCL or libfabric init, communicator creation); its own "
      "last error is in the evidence.",
      "Read the library's error in the evidence; check the interface chosen ({interface}) and "
      "NCCL_SOCKET_IFNAME / FI_PROVIDER."},
-    {"TRANSPORT_UNAVAILABLE", "warning", "transport", "inconclusive",
+    {Code::TRANSPORT_UNAVAILABLE, Severity::warning, Layer::transport, Outcome::inconclusive,
      "A transport that was asked for does not exist on this node (no such libfabric provider, no "
      "MPI, no GPU for NCCL).",
      "Install or enable {transport} on the node image, or stop requesting it for this node class."},
-    {"TRANSPORT_TIMEOUT", "error", "transport", "degraded",
+    {Code::TRANSPORT_TIMEOUT, Severity::error, Layer::transport, Outcome::degraded,
      "A collective did not complete within its deadline and was aborted.",
      "A peer or a path is stuck: look at the named ranks' hosts and at MESH findings; raise the "
      "deadline only for very large message sizes."},
-    {"SILENT_FALLBACK", "error", "transport", "degraded",
+    {Code::SILENT_FALLBACK, Severity::error, Layer::transport, Outcome::degraded,
      "The bytes went over a slower transport than the one expected (e.g. Socket instead of EFA), "
      "usually because a plugin or driver is missing.",
      "Expected {expected}, observed {observed}: check the NCCL network plugin (aws-ofi-nccl), "
      "FI_PROVIDER, and the device plugin on the node."},
-    {"BANDWIDTH_REGRESSION", "warning", "transport", "degraded",
+    {Code::BANDWIDTH_REGRESSION, Severity::warning, Layer::transport, Outcome::degraded,
      "Bus bandwidth at the gate size is below the baseline's tolerance (severity error below the "
      "second threshold).",
      "Compare with the baseline in the verdict; look for a degraded link, a changed instance type, "
      "or noisy neighbours on {hosts}."},
-    {"STRAGGLER", "warning", "transport", "degraded",
+    {Code::STRAGGLER, Severity::warning, Layer::transport, Outcome::degraded,
      "One rank's collective times are far from its peers'; the whole job runs at its speed.",
      "Check the named host's NIC (errors, link speed), CPU throttling and co-located workloads."},
     // --- data -------------------------------------------------------------------------------
-    {"DATA_CORRUPTION", "error", "data", "degraded",
+    {Code::DATA_CORRUPTION, Severity::error, Layer::data, Outcome::degraded,
      "An all-reduce returned wrong values; the count of wrong elements per rank is in the evidence.",
      "Do not train on these nodes; drain the named hosts and check GPU/NIC health (ECC, link "
      "errors) before reuse."},
     // --- judging ----------------------------------------------------------------------------
-    {"BASELINE_MISSING", "warning", "run", "inconclusive",
+    {Code::BASELINE_MISSING, Severity::warning, Layer::run, Outcome::inconclusive,
      "Bandwidth could not be judged: no baseline band for this (transport, world size, profile), "
      "the run's sweep did not include the band's gate size, or nothing was measured.",
      "The finding's own hint names which: no band -> record healthy runs and run `ncclsmoke "
@@ -140,11 +140,21 @@ const std::vector<FindingCode> kCodes = {
 
 const std::vector<FindingCode>& finding_codes() { return kCodes; }
 
-const FindingCode* find_code(std::string_view code) {
+const FindingCode* find_code(Code code) {
+  auto i = static_cast<std::size_t>(code);
+  // The table is in enumerator order (enums.h); the results tests check it.
+  if (i < kCodes.size() && kCodes[i].code == code) return &kCodes[i];
   for (const auto& c : kCodes) {
     if (c.code == code) return &c;
   }
   return nullptr;
+}
+
+const FindingCode* find_code(const AnyCode& code) { return find_code(code.code()); }
+
+const FindingCode* find_code(std::string_view code) {
+  auto c = parse_code(code);
+  return c ? find_code(*c) : nullptr;
 }
 
 std::string fill_template(std::string_view tmpl, const std::map<std::string, std::string>& vars) {
@@ -167,15 +177,15 @@ std::string fill_template(std::string_view tmpl, const std::map<std::string, std
   return out;
 }
 
-Finding make_finding(std::string_view code, std::string message, std::vector<int> ranks,
+Finding make_finding(Code code, std::string message, std::vector<int> ranks,
                      std::vector<std::string> hosts,
                      const std::map<std::string, std::string>& hint_vars) {
   const FindingCode* c = find_code(code);
-  if (!c) throw std::invalid_argument("unknown finding code '" + std::string(code) + "'");
+  if (!c) throw std::invalid_argument("make_finding: Code::unknown is not a finding code");
   Finding f;
-  f.code = std::string(c->code);
-  f.severity = std::string(c->severity);
-  f.layer = std::string(c->layer);
+  f.code = c->code;
+  f.severity = c->severity;
+  f.layer = c->layer;
   f.ranks = std::move(ranks);
   f.hosts = std::move(hosts);
   f.message = std::move(message);
@@ -196,16 +206,16 @@ std::string findings_markdown() {
       "| code | layer | default severity | warning means | what it means for an operator | hint |\n"
       "|---|---|---|---|---|---|\n";
   for (const auto& c : kCodes) {
-    md += "| `" + std::string(c.code) + "` | " + std::string(c.layer) + " | " +
-          std::string(c.severity) + " | " + std::string(c.warning_effect) + " | " +
+    md += "| `" + to_string(c.code) + "` | " + to_string(c.layer) + " | " +
+          to_string(c.severity) + " | " + to_string(c.warning_effect) + " | " +
           std::string(c.meaning) + " | " + std::string(c.hint) + " |\n";
   }
   // One heading per code, so an alert's runbook_url can point at docs/findings.md#<code in
   // lower case> (GitHub's heading anchor).
   md += "\n## By code\n";
   for (const auto& c : kCodes) {
-    md += "\n### " + std::string(c.code) + "\n\n" + std::string(c.meaning) + "\n\n*Layer* " +
-          std::string(c.layer) + ", *default severity* " + std::string(c.severity) +
+    md += "\n### " + to_string(c.code) + "\n\n" + std::string(c.meaning) + "\n\n*Layer* " +
+          to_string(c.layer) + ", *default severity* " + to_string(c.severity) +
           ". *What to do:* " + std::string(c.hint) + "\n";
   }
   md +=

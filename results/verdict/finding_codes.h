@@ -15,22 +15,24 @@
 namespace ncclsmoke::results {
 
 struct FindingCode {
-  std::string_view code;
-  std::string_view severity;        // default severity
-  std::string_view layer;
-  std::string_view warning_effect;  // what severity "warning" does: "degraded" | "inconclusive"
+  Code code;
+  Severity severity;                // default severity
+  Layer layer;
+  Outcome warning_effect;           // what severity "warning" does: degraded | inconclusive
   std::string_view meaning;         // one line: what it means for an operator
   std::string_view hint;            // template; {name} is replaced from make_finding()'s vars
 };
 
 const std::vector<FindingCode>& finding_codes();
-// nullptr when the code is not in the table.
+// nullptr when the code is not in the table (Code::unknown, an unknown AnyCode, a bad text).
+const FindingCode* find_code(Code code);
+const FindingCode* find_code(const AnyCode& code);
 const FindingCode* find_code(std::string_view code);
 
 // A finding with severity, layer and hint taken from the table; `{name}` placeholders in the hint
-// are replaced from `hint_vars` ("<name>" when a variable is not given). Throws
-// std::invalid_argument for a code that is not in the table (a typo must not ship).
-Finding make_finding(std::string_view code, std::string message,
+// are replaced from `hint_vars` ("<name>" when a variable is not given). The code is a Code, so
+// a typo does not compile; throws std::invalid_argument for Code::unknown.
+Finding make_finding(Code code, std::string message,
                      std::vector<int> ranks = {}, std::vector<std::string> hosts = {},
                      const std::map<std::string, std::string>& hint_vars = {});
 

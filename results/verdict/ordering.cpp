@@ -2,40 +2,54 @@
 
 namespace ncclsmoke::results {
 
-int verdict_rank(const std::string& verdict) {
-  if (verdict == "pass") return 0;
-  if (verdict == "degraded") return 1;
-  if (verdict == "inconclusive") return 2;
-  return 3;  // fail, and anything unknown
+int verdict_rank(Outcome verdict) {
+  switch (verdict) {
+    case Outcome::pass: return 0;
+    case Outcome::degraded: return 1;
+    case Outcome::inconclusive: return 2;
+    case Outcome::fail: return 3;
+  }
+  return 3;
 }
 
-int phase_status_rank(const std::string& status) {
-  static const char* order[] = {"pass", "skipped", "not_run", "degraded", "inconclusive", "fail"};
-  for (int i = 0; i < 6; ++i) {
-    if (status == order[i]) return i;
+int phase_status_rank(PhaseStatus status) {
+  switch (status) {
+    case PhaseStatus::pass: return 0;
+    case PhaseStatus::skipped: return 1;
+    case PhaseStatus::not_run: return 2;
+    case PhaseStatus::degraded: return 3;
+    case PhaseStatus::inconclusive: return 4;
+    case PhaseStatus::fail: return 5;
   }
   return 6;
 }
 
-int severity_rank(const std::string& severity) {
-  if (severity == "info") return 0;
-  if (severity == "warning") return 1;
-  if (severity == "error") return 2;
+int severity_rank(Severity severity) {
+  switch (severity) {
+    case Severity::info: return 0;
+    case Severity::warning: return 1;
+    case Severity::error: return 2;
+  }
   return 3;
 }
 
-int rank_status_rank(const std::string& status) {
-  if (status == "joined") return 0;
-  if (status == "missing") return 1;
-  if (status == "lost") return 2;
-  if (status == "failed") return 3;
+int rank_status_rank(RankStatus status) {
+  switch (status) {
+    case RankStatus::joined: return 0;
+    case RankStatus::missing: return 1;
+    case RankStatus::lost: return 2;
+    case RankStatus::failed: return 3;
+  }
   return 4;
 }
 
-int exit_code_for(const std::string& verdict) {
-  if (verdict == "pass") return 0;
-  if (verdict == "degraded") return 3;
-  if (verdict == "inconclusive") return 4;
+int exit_code_for(Outcome verdict) {
+  switch (verdict) {
+    case Outcome::pass: return 0;
+    case Outcome::degraded: return 3;
+    case Outcome::inconclusive: return 4;
+    case Outcome::fail: return 1;
+  }
   return 1;
 }
 

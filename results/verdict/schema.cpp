@@ -179,7 +179,7 @@ std::string describe(const json& doc, const json& schema_root, const std::vector
         doc["verdict"].is_string()) {
       const std::string verdict = doc["verdict"].get<std::string>();
       return "exit code " + got + " does not match verdict \"" + verdict + "\" (expected " +
-             std::to_string(exit_code_for(verdict)) + ")";
+             std::to_string(exit_code_for(parse_outcome(verdict).value_or(Outcome::fail))) + ")";
     }
     if (sub && sub->contains("const")) return "expected " + sub->at("const").dump() + ", got " + got;
     return "unexpected value " + got;

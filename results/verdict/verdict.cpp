@@ -36,7 +36,7 @@ std::map<std::string, std::string> string_map(const json& j) {
 }
 
 json to_json(const RankInfo& r) {
-  json j = {{"rank", r.rank}, {"status", r.status}};
+  json j = {{"rank", r.rank}, {"status", to_string(r.status)}};
   put_if(j, "host", r.host);
   put_if(j, "node", r.node);
   if (r.pid > 0) j["pid"] = r.pid;
@@ -48,7 +48,7 @@ json to_json(const RankInfo& r) {
 
 json to_json(const Phase& p) {
   json j = {{"name", p.name},
-            {"status", p.status},
+            {"status", to_string(p.status)},
             {"duration_s", duration(p.duration_s)},
             {"required", p.required}};
   put_if(j, "detail", p.detail);
@@ -82,7 +82,7 @@ json to_json(const TransportIdentity& t) {
 RankInfo rank_from(const json& j) {
   RankInfo r;
   r.rank = j.at("rank").get<int>();
-  r.status = j.at("status").get<std::string>();
+  r.status = j.at("status").get<RankStatus>();  // enums.h from_json
   r.host = str_or(j, "host");
   r.node = str_or(j, "node");
   r.pid = j.value("pid", std::int64_t{0});
@@ -95,7 +95,7 @@ RankInfo rank_from(const json& j) {
 Phase phase_from(const json& j) {
   Phase p;
   p.name = j.at("name").get<std::string>();
-  p.status = j.at("status").get<std::string>();
+  p.status = j.at("status").get<PhaseStatus>();
   p.duration_s = j.at("duration_s").get<double>();
   p.required = j.value("required", true);
   p.detail = str_or(j, "detail");
@@ -130,9 +130,9 @@ TransportIdentity identity_from(const json& j) {
 
 Finding finding_from(const json& j) {
   Finding f;
-  f.code = j.at("code").get<std::string>();
-  f.severity = j.at("severity").get<std::string>();
-  f.layer = j.at("layer").get<std::string>();
+  f.code = j.at("code").get<AnyCode>();  // an unknown code keeps its text
+  f.severity = j.at("severity").get<Severity>();
+  f.layer = j.at("layer").get<Layer>();
   f.ranks = j.at("ranks").get<std::vector<int>>();
   f.hosts = j.at("hosts").get<std::vector<std::string>>();
   f.message = j.at("message").get<std::string>();
@@ -144,7 +144,9 @@ Finding finding_from(const json& j) {
 }  // namespace
 
 json to_json(const Finding& f) {
-  json j = {{"code", f.code},         {"severity", f.severity}, {"layer", f.layer},
+  json j = {{"code", to_string(f.code)},
+            {"severity", to_string(f.severity)},
+            {"layer", to_string(f.layer)},
             {"ranks", f.ranks},       {"hosts", f.hosts},       {"message", f.message},
             {"hint", f.hint}};
   if (f.evidence.is_object()) j["evidence"] = f.evidence;
@@ -160,7 +162,7 @@ json to_json(const Verdict& v) {
   j["duration_s"] = duration(v.duration_s);
   j["scope"] = v.scope;
   j["reporting_rank"] = v.reporting_rank;
-  j["verdict"] = v.verdict;
+  j["verdict"] = to_string(v.verdict);
   j["exit_code"] = v.exit_code;
   j["world"] = {{"size", v.world.size},
                 {"master_addr", v.world.master_addr},
@@ -217,7 +219,7 @@ Verdict verdict_from_json(const json& j) {
   v.duration_s = j.at("duration_s").get<double>();
   v.scope = j.at("scope").get<std::string>();
   v.reporting_rank = j.at("reporting_rank").get<int>();
-  v.verdict = j.at("verdict").get<std::string>();
+  v.verdict = j.at("verdict").get<Outcome>();
   v.exit_code = j.at("exit_code").get<int>();
   const json& w = j.at("world");
   v.world.size = w.at("size").get<int>();
@@ -580,6 +582,24 @@ bool code_shape(const std::string& s) {
 
 constexpr std::int64_t kIntMax = std::numeric_limits<int>::max();
 
+// A string member holding one of an enum's spellings (enums.h parse_*); false for any other.
+template <typename E>
+bool read_enum(FastReader& r, E& out, std::optional<E> (*parse)(std::string_view)) {
+  std::string s;
+  if (!r.string(s)) return false;
+  auto v = parse(s);
+  if (!v) return false;
+  out = *v;
+  return true;
+}
+
+bool read_code(FastReader& r, AnyCode& out) {
+  std::string s;
+  if (!r.string(s, true) || !code_shape(s)) return false;
+  out = AnyCode::from_text(s);  // an unknown code keeps its text
+  return true;
+}
+
 bool read_store(FastReader& r, StoreInfo& s) {
   Seen seen;
   return r.object([&](std::string_view k) {
@@ -615,8 +635,7 @@ bool read_rank(FastReader& r, RankInfo& x) {
   return r.object([&](std::string_view k) {
     if (k == "rank") return seen.first(0) && r.int32(x.rank, 0, kIntMax);
     if (k == "status")
-      return seen.first(1) && r.string(x.status) &&
-             one_of(x.status, {"joined", "missing", "lost", "failed"});
+      return seen.first(1) && read_enum(r, x.status, parse_rank_status);
     if (k == "host") return seen.first(2) && r.string(x.host);
     if (k == "node") return seen.first(3) && r.string(x.node);
     if (k == "pid") return seen.first(4) && r.int64(x.pid) && x.pid >= 0;
@@ -632,8 +651,7 @@ bool read_phase(FastReader& r, Phase& x) {
   return r.object([&](std::string_view k) {
     if (k == "name") return seen.first(0) && r.string_min1(x.name);
     if (k == "status")
-      return seen.first(1) && r.string(x.status) &&
-             one_of(x.status, {"pass", "fail", "skipped", "degraded", "inconclusive", "not_run"});
+      return seen.first(1) && read_enum(r, x.status, parse_phase_status);
     if (k == "duration_s") return seen.first(2) && r.number_min0(x.duration_s);
     if (k == "required") return seen.first(3) && r.boolean(x.required);
     if (k == "detail") return seen.first(4) && r.string(x.detail);
@@ -686,13 +704,9 @@ bool read_identity(FastReader& r, TransportIdentity& x) {
 bool read_finding(FastReader& r, Finding& x) {
   Seen seen;
   return r.object([&](std::string_view k) {
-    if (k == "code") return seen.first(0) && r.string(x.code, true) && code_shape(x.code);
-    if (k == "severity")
-      return seen.first(1) && r.string(x.severity) &&
-             one_of(x.severity, {"error", "warning", "info"});
-    if (k == "layer")
-      return seen.first(2) && r.string(x.layer) &&
-             one_of(x.layer, {"config", "rendezvous", "mesh", "transport", "data", "run"});
+    if (k == "code") return seen.first(0) && read_code(r, x.code);
+    if (k == "severity") return seen.first(1) && read_enum(r, x.severity, parse_severity);
+    if (k == "layer") return seen.first(2) && read_enum(r, x.layer, parse_layer);
     if (k == "ranks")
       return seen.first(3) && r.array([&] {
                int v = 0;
@@ -745,8 +759,7 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
     if (k == "scope") return seen.first(5) && r.string(v.scope) && one_of(v.scope, {"global", "local"});
     if (k == "reporting_rank") return seen.first(6) && r.int32(v.reporting_rank, -1, kIntMax);
     if (k == "verdict")
-      return seen.first(7) && r.string(v.verdict) &&
-             one_of(v.verdict, {"pass", "degraded", "fail", "inconclusive"});
+      return seen.first(7) && read_enum(r, v.verdict, parse_outcome);
     if (k == "exit_code")
       return seen.first(8) && r.int32(v.exit_code, 0, 4) && v.exit_code != 2;
     if (k == "world") return seen.first(9) && read_world(r, v.world);
@@ -762,8 +775,8 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
   });
   constexpr std::uint32_t kRequired = 0x3ffff & ~((1u << 13) | (1u << 14));
   if (!ok || !seen.has(kRequired) || !r.at_end()) return std::nullopt;
-  const int expected_exit = v.verdict == "pass" ? 0 : v.verdict == "fail" ? 1
-                            : v.verdict == "degraded" ? 3 : 4;
+  const int expected_exit = v.verdict == Outcome::pass ? 0 : v.verdict == Outcome::fail ? 1
+                            : v.verdict == Outcome::degraded ? 3 : 4;
   if (v.exit_code != expected_exit) return std::nullopt;
   return v;
 }

@@ -4,8 +4,9 @@
 // "global" one. Measurement code fills ranks/phases/transports/findings; only results/ decides the
 // verdict (classify.h), so a skipped or missing number can never read as a pass.
 //
-// Enumerated fields are plain strings spelled as in the schema; verdict_from_json() rejects any
-// other spelling, and classify.h treats an unknown spelling as the worst case.
+// Enumerated fields are the enums of enums.h; the JSON spelling is converted only at the edges
+// (to_json, verdict_from_json, verdict_from_text_fast). A finding's code is an AnyCode, so a code
+// written by a newer ncclsmoke is kept as text and round-trips unchanged.
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -16,6 +17,8 @@
 #include <string_view>
 #include <vector>
 
+#include "results/verdict/enums.h"
+
 namespace ncclsmoke::results {
 
 inline constexpr int kSchemaVersion = 1;
@@ -23,9 +26,9 @@ inline constexpr int kSchemaVersion = 1;
 // One thing an operator must read. `code` is from finding_codes.h (make_finding() fills
 // severity/layer/hint from its table). Messages name ranks, hosts, peers and time waited.
 struct Finding {
-  std::string code;      // e.g. "RENDEZVOUS_TIMEOUT"
-  std::string severity;  // "error" | "warning" | "info"
-  std::string layer;     // "config" | "rendezvous" | "mesh" | "transport" | "data" | "run"
+  AnyCode code;                        // e.g. Code::RENDEZVOUS_TIMEOUT (unknown: kept as text)
+  Severity severity = Severity::error;
+  Layer layer = Layer::run;
   std::vector<int> ranks;
   std::vector<std::string> hosts;
   std::string message;   // one line
@@ -35,7 +38,7 @@ struct Finding {
 
 struct RankInfo {
   int rank = 0;
-  std::string status = "joined";  // "joined" | "missing" | "lost" | "failed"
+  RankStatus status = RankStatus::joined;
   std::string host;               // hostname (empty: unknown)
   std::string node;               // Kubernetes node name (NODE_NAME) if known
   std::int64_t pid = 0;           // 0: unknown
@@ -46,7 +49,7 @@ struct RankInfo {
 
 struct Phase {
   std::string name;               // "world", "rendezvous", "mesh", "transport:socket" ...
-  std::string status = "not_run"; // "pass"|"fail"|"skipped"|"degraded"|"inconclusive"|"not_run"
+  PhaseStatus status = PhaseStatus::not_run;
   double duration_s = 0;
   bool required = true;           // a required phase that is skipped/not_run => inconclusive
   std::string detail;             // e.g. the reason a phase was skipped
@@ -114,7 +117,7 @@ struct Verdict {
   double duration_s = 0;
   std::string scope = "local";    // "global" | "local"
   int reporting_rank = -1;        // -1: unknown (e.g. invalid configuration)
-  std::string verdict = "inconclusive";  // "pass" | "degraded" | "fail" | "inconclusive"
+  Outcome verdict = Outcome::inconclusive;
   int exit_code = 4;
   World world;
   std::vector<RankInfo> ranks;

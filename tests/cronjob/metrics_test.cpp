@@ -160,9 +160,9 @@ TEST(PublishMetrics, SuspectHostsNamedByFindingsWithTheirNode) {
   for (auto& r : v.ranks) r.node = "ip-10-0-0-" + std::to_string(r.rank) + ".ec2.internal";
   // Two ranks' copies of one finding (same code, severity, host) make one series; a host that no
   // rank of the verdict lists keeps its own name as the node.
-  v.findings.push_back(results::make_finding("STRAGGLER", "rank 2 slow (its copy)", {2}, {"host-2"}));
-  v.findings.push_back(results::make_finding("MESH_BLOCKED", "1 <-> 3", {1, 3}, {"host-1", "host-3"}));
-  v.findings.push_back(results::make_finding("RANKS_MISSING", "rank 9", {9}, {"elsewhere"}));
+  v.findings.push_back(results::make_finding(results::Code::STRAGGLER, "rank 2 slow (its copy)", {2}, {"host-2"}));
+  v.findings.push_back(results::make_finding(results::Code::MESH_BLOCKED, "1 <-> 3", {1, 3}, {"host-1", "host-3"}));
+  v.findings.push_back(results::make_finding(results::Code::RANKS_MISSING, "rank 9", {9}, {"elsewhere"}));
   std::string t = render_metrics(v, {});
   const std::string l = "cluster=\"default\",profile=\"p5.48xlarge-efa\"";
   EXPECT_EQ(value(t, "ncclsmoke_suspect_host{" + l +
@@ -192,7 +192,7 @@ TEST(PublishMetrics, SuspectNodeIsTheFindingRanksNode) {
     r.host = "vm";
     r.node = "local-" + std::to_string(r.rank);
   }
-  v.findings.push_back(results::make_finding("PEER_LOST", "rank 3 lost", {3}, {"vm"}));
+  v.findings.push_back(results::make_finding(results::Code::PEER_LOST, "rank 3 lost", {3}, {"vm"}));
   std::string t = render_metrics(v, {});
   EXPECT_EQ(value(t, "ncclsmoke_suspect_host{cluster=\"default\",profile=\"none\",code=\"PEER_LOST\","
                      "severity=\"error\",host=\"vm\",node=\"local-3\"}"),
@@ -212,9 +212,9 @@ TEST(PublishMetrics, SuspectHostsAreBoundedErrorsFirst) {
   auto v = testing::passing();
   // 100 warnings and 10 errors, each naming its own host: the errors all stay.
   for (int i = 0; i < 100; ++i)
-    v.findings.push_back(results::make_finding("STRAGGLER", "slow", {}, {"w-" + std::to_string(i)}));
+    v.findings.push_back(results::make_finding(results::Code::STRAGGLER, "slow", {}, {"w-" + std::to_string(i)}));
   for (int i = 0; i < 10; ++i)
-    v.findings.push_back(results::make_finding("PEER_LOST", "lost", {}, {"e-" + std::to_string(i)}));
+    v.findings.push_back(results::make_finding(results::Code::PEER_LOST, "lost", {}, {"e-" + std::to_string(i)}));
   std::string t = render_metrics(v, {});
   std::istringstream in(t);
   std::string line;

@@ -75,13 +75,13 @@ TEST(PublishFailOn, ParsesAndRejects) {
 
 TEST(PublishFailOn, PolicyPicksTheVerdictsOwnCode) {
   const std::vector<std::string> all = {"fail", "degraded", "inconclusive"};
-  EXPECT_EQ(policy_exit_code("pass", all), 0);
-  EXPECT_EQ(policy_exit_code("fail", all), 1);
-  EXPECT_EQ(policy_exit_code("degraded", all), 3);
-  EXPECT_EQ(policy_exit_code("inconclusive", all), 4);
-  EXPECT_EQ(policy_exit_code("degraded", {"fail"}), 0);
-  EXPECT_EQ(policy_exit_code("inconclusive", {"fail", "degraded"}), 0);
-  EXPECT_EQ(policy_exit_code("fail", {}), 0);
+  EXPECT_EQ(policy_exit_code(results::Outcome::pass, all), 0);
+  EXPECT_EQ(policy_exit_code(results::Outcome::fail, all), 1);
+  EXPECT_EQ(policy_exit_code(results::Outcome::degraded, all), 3);
+  EXPECT_EQ(policy_exit_code(results::Outcome::inconclusive, all), 4);
+  EXPECT_EQ(policy_exit_code(results::Outcome::degraded, {"fail"}), 0);
+  EXPECT_EQ(policy_exit_code(results::Outcome::inconclusive, {"fail", "degraded"}), 0);
+  EXPECT_EQ(policy_exit_code(results::Outcome::fail, {}), 0);
 }
 
 TEST(PublishFailOn, DeliveryProblemsOnlyShowWhenTheVerdictCodeIsZero) {
@@ -122,7 +122,7 @@ TEST(PublishLoadVerdict, ErrorsNameTheFileAndThePath) {
   EXPECT_NE(m.find("world"), std::string::npos) << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
 
-  EXPECT_EQ(load_verdict(write_verdict(d, testing::failing(), "ok.json")).verdict, "fail");
+  EXPECT_EQ(load_verdict(write_verdict(d, testing::failing(), "ok.json")).verdict, results::Outcome::fail);
 }
 
 TEST(PublishTextfile, WrittenAtomicallyAndReplaced) {

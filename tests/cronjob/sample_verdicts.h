@@ -31,15 +31,15 @@ inline results::Verdict passing() {
   v.started_at = "2026-11-30T01:00:00.000Z";
   v.duration_s = 4.5;
   v.scope = "global";
-  v.verdict = "pass";
+  v.verdict = results::Outcome::pass;
   v.exit_code = 0;
   v.world = {4, "127.0.0.1", 29500, "flags"};
   for (int r = 0; r < 4; ++r)
-    v.ranks.push_back({r, "joined", "host-" + std::to_string(r), "", 100 + r, "127.0.0.1", "lo", ""});
-  v.phases = {{"world", "pass", 0.01, true, ""},
-              {"rendezvous", "pass", 0.2, true, ""},
-              {"mesh", "pass", 0.1, true, ""},
-              {"transport:socket", "pass", 3.1, true, ""}};
+    v.ranks.push_back({r, results::RankStatus::joined, "host-" + std::to_string(r), "", 100 + r, "127.0.0.1", "lo", ""});
+  v.phases = {{"world", results::PhaseStatus::pass, 0.01, true, ""},
+              {"rendezvous", results::PhaseStatus::pass, 0.2, true, ""},
+              {"mesh", results::PhaseStatus::pass, 0.1, true, ""},
+              {"transport:socket", results::PhaseStatus::pass, 3.1, true, ""}};
   v.transports = {row("socket", -1, 1 << 20, 1.25, false), row("socket", -1, 4 << 20, 2.5, true)};
   v.identities = {{"socket", -1, nullptr, {{"network", "Socket"}, {"interface", "lo"}}}};
   v.baseline = nullptr;
@@ -52,10 +52,10 @@ inline results::Verdict failing(const std::string& profile = "p5.48xlarge-efa") 
   results::Verdict v = passing();
   v.run_id = "20261130T013000Z-00000002";
   v.started_at = "2026-11-30T01:30:00.000Z";
-  v.verdict = "fail";
+  v.verdict = results::Outcome::fail;
   v.exit_code = 1;
-  v.phases.push_back({"transport:nccl", "fail", 2.0, true, ""});
-  v.phases.push_back({"transport:fabric", "skipped", 0, false, "no provider"});
+  v.phases.push_back({"transport:nccl", results::PhaseStatus::fail, 2.0, true, ""});
+  v.phases.push_back({"transport:fabric", results::PhaseStatus::skipped, 0, false, "no provider"});
   const std::int64_t gate = 256 << 20;
   v.transports.push_back(row("nccl", -1, gate, 1.2, true));
   auto unmeasured = row("fabric", -1, 8 << 20, std::nan(""), true);
@@ -71,13 +71,13 @@ inline results::Verdict failing(const std::string& profile = "p5.48xlarge-efa") 
                      {"degraded_ratio", 0.9},
                      {"fail_ratio", 0.5}}}}}}};
   v.findings = {
-      results::make_finding("SILENT_FALLBACK", "nccl: expected Libfabric, observed Socket"),
-      results::make_finding("BANDWIDTH_REGRESSION", "nccl: 1.2 GB/s vs 400 GB/s"),
-      results::make_finding("BANDWIDTH_REGRESSION", "nccl: in-place also low"),
-      results::make_finding("STRAGGLER", "rank 2 slow", {2}, {"host-2"}),
+      results::make_finding(results::Code::SILENT_FALLBACK, "nccl: expected Libfabric, observed Socket"),
+      results::make_finding(results::Code::BANDWIDTH_REGRESSION, "nccl: 1.2 GB/s vs 400 GB/s"),
+      results::make_finding(results::Code::BANDWIDTH_REGRESSION, "nccl: in-place also low"),
+      results::make_finding(results::Code::STRAGGLER, "rank 2 slow", {2}, {"host-2"}),
   };
-  v.findings[1].severity = "error";
-  v.findings[2].severity = "error";
+  v.findings[1].severity = results::Severity::error;
+  v.findings[2].severity = results::Severity::error;
   return v;
 }
 

@@ -15,12 +15,12 @@ int main(int argc, char** argv) {
   auto odd = cronjob::testing::failing("we\\ird \"profile\"/with\nnewline");
   odd.tool.version = "0.1.0+\"dirty\"";
   auto inconclusive = cronjob::testing::passing();
-  inconclusive.verdict = "inconclusive";
+  inconclusive.verdict = results::Outcome::inconclusive;
   inconclusive.exit_code = 4;
   inconclusive.transports.clear();
   inconclusive.identities.clear();
-  inconclusive.phases.back().status = "skipped";
-  inconclusive.findings = {results::make_finding("BASELINE_MISSING", "no profile selected")};
+  inconclusive.phases.back().status = results::PhaseStatus::skipped;
+  inconclusive.findings = {results::make_finding(results::Code::BASELINE_MISSING, "no profile selected")};
   try {
     results::write_json_atomically(dir + "/pass.json", results::to_json(cronjob::testing::passing()));
     results::write_json_atomically(dir + "/fail.json", results::to_json(cronjob::testing::failing()));

@@ -9,24 +9,13 @@
 #include <unistd.h>
 #include <cstdlib>
 
+#include "tests/harness/run_args.h"
+
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
+using Result = ncclsmoke::testing::CommandResult;
 Result run(const std::string& args) {
-  std::string cmd = std::string("timeout 60 ") + NCCLSMOKE_BIN + " " + args + " 2>&1";
-  Result r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  return ncclsmoke::testing::run_shell(std::string(NCCLSMOKE_BIN) + " " + args);
 }
 
 int count_lines(const std::string& s) {

@@ -3,6 +3,7 @@
 // is refused by `run` and `baseline learn`; an unusable history exits 7 from every command that
 // reads it (history import/list, report, baseline learn) with the hint for its cause.
 #include "harness/run_options.h"
+#include "tests/harness/run_args.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -26,17 +27,9 @@ namespace fs = std::filesystem;
 std::string parse_error(std::vector<std::string> args, RunOptions* out = nullptr) {
   CLI::App app("run");
   RunOptions o;
-  add_run_options(app, o, true);
-  args.insert(args.begin(), "run");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError& e) {
-    return e.what();
-  }
-  if (out) *out = o;
-  return "";
+  std::string e = testing::parse_run_args(app, std::move(args), o);
+  if (out && e.empty()) *out = o;
+  return e;
 }
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
@@ -129,22 +122,8 @@ TEST(RunOptions, ForwardedArgumentsPassTheChecks) {
 
 // ---- the whole binary: exit codes and one-line messages ------------------------------------
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result sh(const std::string& cmd) {
-  Result r;
-  FILE* p = ::popen(("timeout 60 " + cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = ::pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using Result = testing::CommandResult;
+Result sh(const std::string& cmd) { return testing::run_shell(cmd); }
 
 Result bin(const std::string& args) { return sh(std::string(NCCLSMOKE_BIN) + " " + args); }
 

@@ -2,7 +2,7 @@
 // threads over an in-memory store on loopback: it measures only (typed outcomes, no finding),
 // the per-rank bandwidth is the sweep's one formula, the typed link stats come back, the wait
 // hook ends cleared; an unknown backend is "not built"; a store known unusable fails the backend's
-// store operations at once as a StoreError; run_transports is measure + judge.
+// store operations at once as a StoreError; the judge (results/judging/transport_rules.h) turns outcomes into findings.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "harness/transport_phase.h"
+#include "results/judging/transport_rules.h"
 #include "rendezvous/memory_store.h"
 
 namespace ncclsmoke::harness {
@@ -54,11 +55,13 @@ TEST(TransportPhase, UnknownBackendIsNotBuiltAndMeasuresNothing) {
   EXPECT_FALSE(out[0].error.has_value());
   EXPECT_TRUE(out[0].sweep.rows.empty());
 
-  auto judged = run_transports(input(0, 1, nullptr), small_sweep({"no-such-backend"}));
+  auto in = input(0, 1, nullptr);
+  auto judged = results::judge_transports(measure_transports(in, small_sweep({"no-such-backend"})),
+                                          {in.rank, in.host, in.hosts});
   ASSERT_EQ(judged.phases.size(), 1u);
-  EXPECT_EQ(judged.phases[0].status, "skipped");
+  EXPECT_EQ(judged.phases[0].status, results::PhaseStatus::skipped);
   ASSERT_EQ(judged.findings.size(), 1u);
-  EXPECT_EQ(judged.findings[0].code, "TRANSPORT_UNAVAILABLE");
+  EXPECT_EQ(judged.findings[0].code, results::Code::TRANSPORT_UNAVAILABLE);
 }
 
 TEST(TransportPhase, SocketTwoRanksMeasuresTypedOutcomes) {
@@ -118,7 +121,7 @@ TEST(TransportPhase, SocketTwoRanksMeasuresTypedOutcomes) {
   // the identity under the documented key.
   auto j = results::judge_transports(outcomes[0], {0, "host-0", {{0, "host-0"}, {1, "host-1"}}});
   ASSERT_EQ(j.phases.size(), 1u);
-  EXPECT_EQ(j.phases[0].status, "pass");
+  EXPECT_EQ(j.phases[0].status, results::PhaseStatus::pass);
   EXPECT_TRUE(j.findings.empty());
   EXPECT_EQ(j.rows.size(), 4u * 3u);
   ASSERT_EQ(j.identities.size(), 1u);
@@ -145,8 +148,8 @@ TEST(TransportPhase, UnusableStoreFailsTheBackendAtOnce) {
   EXPECT_NE(out[0].error->message.find("is frozen"), std::string::npos) << out[0].error->message;
   auto j = results::judge_transports(out, {0, "host-0", {}});
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "TRANSPORT_INIT_FAILED");
-  EXPECT_EQ(j.phases[0].status, "fail");
+  EXPECT_EQ(j.findings[0].code, results::Code::TRANSPORT_INIT_FAILED);
+  EXPECT_EQ(j.phases[0].status, results::PhaseStatus::fail);
   EXPECT_EQ(j.phases[0].detail.rfind("open: ", 0), 0u) << j.phases[0].detail;
 }
 

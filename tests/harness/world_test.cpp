@@ -14,8 +14,10 @@ namespace {
 using Env = std::map<std::string, std::string>;
 
 // The finding code the judge gives a problem (CONFIG_MISSING / CONFIG_INVALID).
-std::string code_of(const ConfigProblem& p) { return results::config_finding(p).code; }
-std::string severity_of(const ConfigProblem& p) { return results::config_finding(p).severity; }
+std::string code_of(const ConfigProblem& p) { return std::string(results::config_finding(p).code.str()); }
+std::string severity_of(const ConfigProblem& p) {
+  return results::to_string(results::config_finding(p).severity);
+}
 
 WorldResult discover(const Env& env, WorldFlags flags = {},
                      const std::string& hostname = "pod-2") {
@@ -418,9 +420,9 @@ TEST(WorldDiscovery, ServiceLinkProblemBecomesTheConfigInvalidFinding) {
   ASSERT_EQ(r.findings.size(), 1u) << dump(r);
   EXPECT_EQ(r.findings[0].kind, ConfigProblem::Kind::invalid);
   results::Finding f = results::config_finding(r.findings[0]);
-  EXPECT_EQ(f.code, "CONFIG_INVALID");
-  EXPECT_EQ(f.severity, "error");
-  EXPECT_EQ(f.layer, "config");
+  EXPECT_EQ(f.code, results::Code::CONFIG_INVALID);
+  EXPECT_EQ(f.severity, results::Severity::error);
+  EXPECT_EQ(f.layer, results::Layer::config);
   EXPECT_EQ(f.message, r.findings[0].message);
   EXPECT_EQ(f.hint.rfind("Fix MASTER_PORT (value tcp://10.0.0.7:29500): set enableServiceLinks: "
                          "false",
@@ -436,7 +438,7 @@ TEST(WorldDiscovery, MissingAndConflictProblemsKeepTheirKind) {
   ASSERT_FALSE(none.world);
   for (const auto& p : none.findings) {
     EXPECT_EQ(p.kind, ConfigProblem::Kind::missing) << dump(none);
-    EXPECT_EQ(results::config_finding(p).code, "CONFIG_MISSING");
+    EXPECT_EQ(results::config_finding(p).code, results::Code::CONFIG_MISSING);
     EXPECT_EQ(results::config_finding(p).hint, p.hint);
   }
   Env env = kTorchrun;
@@ -447,7 +449,7 @@ TEST(WorldDiscovery, MissingAndConflictProblemsKeepTheirKind) {
   ASSERT_EQ(both.findings.size(), 1u) << dump(both);
   EXPECT_EQ(both.findings[0].kind, ConfigProblem::Kind::conflict);
   EXPECT_FALSE(both.findings[0].blocking());
-  EXPECT_EQ(results::config_finding(both.findings[0]).severity, "warning");
+  EXPECT_EQ(results::config_finding(both.findings[0]).severity, results::Severity::warning);
 }
 
 TEST(WorldDiscovery, KubernetesServiceLinkWithWhitespaceAndIndexedJob) {

@@ -20,7 +20,7 @@ HistoryGate gate(const std::string& run, double t, double busbw, int world = 4,
   HistoryGate g;
   g.run_id = run;
   g.started_unix = t;
-  g.verdict = verdict;
+  g.verdict = parse_outcome(verdict).value();
   g.profile = profile;
   g.world_size = world;
   g.transport = transport;
@@ -173,18 +173,18 @@ TEST(BaselineLearn, SyntheticNanOtherVerdictsAndProfilesAreExcluded) {
 
 TEST(BaselineLearn, IncludeDegradedAdmitsOnlyBandwidthOnlyDegradedRuns) {
   std::vector<HistoryFinding> f;
-  auto finding = [](const std::string& run, const std::string& code, const std::string& sev) {
+  auto finding = [](const std::string& run, AnyCode code, Severity sev) {
     HistoryFinding x;
     x.run_id = run;
     x.code = code;
     x.severity = sev;
     return x;
   };
-  f.push_back(finding("d1", "BANDWIDTH_REGRESSION", "warning"));
-  f.push_back(finding("d1", "SOMETHING_INFO", "info"));
-  f.push_back(finding("d2", "BANDWIDTH_REGRESSION", "warning"));
-  f.push_back(finding("d2", "STRAGGLER", "warning"));
-  f.push_back(finding("d3", "BANDWIDTH_REGRESSION", "error"));
+  f.push_back(finding("d1", Code::BANDWIDTH_REGRESSION, Severity::warning));
+  f.push_back(finding("d1", AnyCode::from_text("SOMETHING_INFO"), Severity::info));
+  f.push_back(finding("d2", Code::BANDWIDTH_REGRESSION, Severity::warning));
+  f.push_back(finding("d2", Code::STRAGGLER, Severity::warning));
+  f.push_back(finding("d3", Code::BANDWIDTH_REGRESSION, Severity::error));
   auto allowed = degraded_only_by_bandwidth(f);
   EXPECT_EQ(allowed, (std::set<std::string>{"d1"}));
 

@@ -56,9 +56,9 @@ TEST(ConfigProblemToFinding, MissingIsConfigMissingWithItsOwnFix) {
                    "export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>");
   EXPECT_TRUE(p.blocking());
   Finding f = config_finding(p);
-  EXPECT_EQ(f.code, "CONFIG_MISSING");
+  EXPECT_EQ(f.code, Code::CONFIG_MISSING);
   expect_from_table(f);
-  EXPECT_EQ(f.layer, "config");
+  EXPECT_EQ(f.layer, Layer::config);
   EXPECT_EQ(f.message, p.message);
   EXPECT_EQ(f.hint, "export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>");
   EXPECT_EQ(f.evidence["variable"], "MASTER_ADDR");
@@ -72,7 +72,7 @@ TEST(ConfigProblemToFinding, InvalidIsConfigInvalidWithTheTablesFixTemplate) {
                    "MASTER_PORT is \"tcp://10.0.0.7:29500\", a Kubernetes service link, not a port",
                    "set enableServiceLinks: false in the pod spec");
   Finding f = config_finding(p);
-  EXPECT_EQ(f.code, "CONFIG_INVALID");
+  EXPECT_EQ(f.code, Code::CONFIG_INVALID);
   expect_from_table(f);
   EXPECT_EQ(f.hint,
             "Fix MASTER_PORT (value tcp://10.0.0.7:29500): set enableServiceLinks: false in the "
@@ -88,9 +88,9 @@ TEST(ConfigProblemToFinding, AConflictBetweenLaunchersIsAConfigInvalidWarning) {
                    "pass --launcher torchrun");
   EXPECT_FALSE(p.blocking());
   Finding f = config_finding(p);
-  EXPECT_EQ(f.code, "CONFIG_INVALID");
-  EXPECT_EQ(f.severity, "warning");
-  EXPECT_EQ(f.layer, "config");
+  EXPECT_EQ(f.code, Code::CONFIG_INVALID);
+  EXPECT_EQ(f.severity, Severity::warning);
+  EXPECT_EQ(f.layer, Layer::config);
   EXPECT_NE(f.hint.find("Fix OMPI_COMM_WORLD_RANK (value 1): pass --launcher torchrun"),
             std::string::npos)
       << f.hint;
@@ -100,8 +100,8 @@ TEST(ConfigProblemToFinding, NoVariableGivesTheFixAlone) {
   auto p = problem(ConfigProblem::Kind::invalid, "", "", "world discovery failed: bad_alloc",
                    "report this as a bug in ncclsmoke");
   Finding f = config_finding(p);
-  EXPECT_EQ(f.code, "CONFIG_INVALID");
-  EXPECT_EQ(f.severity, "error");
+  EXPECT_EQ(f.code, Code::CONFIG_INVALID);
+  EXPECT_EQ(f.severity, Severity::error);
   EXPECT_EQ(f.hint, "report this as a bug in ncclsmoke");
 }
 
@@ -116,7 +116,7 @@ TEST(ProbeRules, EveryConnectClassComesFromTheTable) {
       {ErrorClass::reset, "RENDEZVOUS_LOST"}};
   for (const auto& [cls, code] : cases) {
     Finding f = connect_finding(StoreError(cls, "detail"), c, 2.0);
-    EXPECT_EQ(f.code, code);
+    EXPECT_EQ(name(f.code), code);
     expect_from_table(f);
     EXPECT_EQ(f.message.rfind("rank 3 (host host-3)", 0), 0u) << f.message;
     EXPECT_EQ(f.hosts, (std::vector<std::string>{"host-3", "10.0.0.7"}));
@@ -149,13 +149,13 @@ TEST(ProbeRules, JoinRulesNameTheClaimantsPidFromTheContext) {
   auto out = join_findings(j, context(1, 4), 30);
   ASSERT_EQ(out.size(), 4u);
   for (const auto& f : out) expect_from_table(f);
-  EXPECT_EQ(out[0].code, "RANKS_MISSING");
+  EXPECT_EQ(out[0].code, Code::RANKS_MISSING);
   EXPECT_EQ(out[0].message, "2 of 4 ranks never joined within 30.0s: ranks 2, 3");
-  EXPECT_EQ(out[1].code, "WORLD_MISMATCH");
+  EXPECT_EQ(out[1].code, Code::WORLD_MISMATCH);
   EXPECT_EQ(out[1].message, "rank 1 (host host-1) has world size 4 but rank 0 has 8");
   EXPECT_EQ(out[2].message,
             "rank 1 was claimed twice: by host host-x (pid 77) and by host host-1 (pid 4242)");
-  EXPECT_EQ(out[3].code, "RENDEZVOUS_LOST");
+  EXPECT_EQ(out[3].code, Code::RENDEZVOUS_LOST);
 }
 
 TEST(ProbeRules, MeshPeerLostHasTheTablesLayer) {
@@ -165,11 +165,11 @@ TEST(ProbeRules, MeshPeerLostHasTheTablesLayer) {
   m.pairs_tested = 3;
   auto j = judge_mesh(m, context(0, 3), {{2, "host-2"}});
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "PEER_LOST");
+  EXPECT_EQ(j.findings[0].code, Code::PEER_LOST);
   expect_from_table(j.findings[0]);
-  EXPECT_EQ(j.findings[0].layer, "run");  // was "mesh" before the rule moved to the table
+  EXPECT_EQ(j.findings[0].layer, Layer::run);  // was "mesh" before the rule moved to the table
   EXPECT_EQ(j.findings[0].message, "rank 2 joined but stopped answering during the mesh probe");
-  EXPECT_EQ(j.status, "fail");
+  EXPECT_EQ(j.status, PhaseStatus::fail);
   EXPECT_EQ(j.detail, "3 pairs tested, 0 failed, 1 ranks lost");
 }
 
@@ -185,15 +185,15 @@ TEST(ProbeRules, MeshBlockedAndIncompleteComeFromTheTable) {
   auto j = judge_mesh(m, context(0, 3), {{0, "h0"}, {1, "h1"}, {2, "h2"}});
   ASSERT_EQ(j.findings.size(), 2u);
   for (const auto& f : j.findings) expect_from_table(f);
-  EXPECT_EQ(j.findings[0].code, "MESH_BLOCKED");
+  EXPECT_EQ(j.findings[0].code, Code::MESH_BLOCKED);
   EXPECT_EQ(j.findings[0].message,
             "2 of 6 rank-to-rank connections failed (1 refused, 1 timed_out); every failing pair "
             "involves h2 (rank 2), as the destination");
   EXPECT_EQ(j.findings[0].hosts.front(), "h2");
-  EXPECT_EQ(j.findings[1].code, "MESH_INCOMPLETE");
+  EXPECT_EQ(j.findings[1].code, Code::MESH_INCOMPLETE);
   EXPECT_NE(j.findings[1].message.find("; rank 1 was still probing;"), std::string::npos)
       << j.findings[1].message;
-  EXPECT_EQ(j.status, "fail");
+  EXPECT_EQ(j.status, PhaseStatus::fail);
 }
 
 }  // namespace

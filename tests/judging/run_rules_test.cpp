@@ -35,12 +35,12 @@ rendezvous::SilentPeer silent(int rank, const std::string& host, double for_s = 
 }
 
 Finding timeout_between(int a, int b) {
-  return make_finding("TRANSPORT_TIMEOUT", "rank " + std::to_string(a) + " timed out on rank " +
+  return make_finding(Code::TRANSPORT_TIMEOUT, "rank " + std::to_string(a) + " timed out on rank " +
                                                std::to_string(b), {a, b});
 }
 
 const Finding* first(const std::vector<Finding>& fs, const std::string& code) {
-  auto it = std::find_if(fs.begin(), fs.end(), [&](const Finding& f) { return f.code == code; });
+  auto it = std::find_if(fs.begin(), fs.end(), [&](const Finding& f) { return name(f.code) == code; });
   return it == fs.end() ? nullptr : &*it;
 }
 
@@ -58,7 +58,7 @@ Verdict verdict_with_ranks(int n) {
     RankInfo ri;
     ri.rank = r;
     ri.host = "node-" + std::to_string(r);
-    ri.status = "joined";
+    ri.status = RankStatus::joined;
     v.ranks.push_back(ri);
   }
   return v;
@@ -68,22 +68,22 @@ TEST(RunRules, AFrozenRankZeroMakesItsNeighboursTimeoutsInformation) {
   std::vector<Finding> fs;
   fs.push_back(peer_stalled_finding(silent(0, "node-0"), 1));
   fs.push_back(timeout_between(1, 2));
-  fs.push_back(make_finding("RENDEZVOUS_LOST", "the store connection reset", {1}));
+  fs.push_back(make_finding(Code::RENDEZVOUS_LOST, "the store connection reset", {1}));
   demote_consequences(fs, /*watch_lost=*/{}, /*rank0_hosts_store=*/true);
-  EXPECT_EQ(fs[0].severity, "error");  // the root stays the error
-  EXPECT_EQ(fs[1].severity, "info");
+  EXPECT_EQ(fs[0].severity, Severity::error);  // the root stays the error
+  EXPECT_EQ(fs[1].severity, Severity::info);
   EXPECT_EQ(fs[1].message.rfind("a consequence of rank 0 stopping (frozen or dead): ", 0), 0u)
       << fs[1].message;
   EXPECT_EQ(fs[1].evidence["consequence_of"], nlohmann::json::array({0}));
-  EXPECT_EQ(fs[2].severity, "info");  // rank 0 hosts the store: the store's loss is rank 0's
+  EXPECT_EQ(fs[2].severity, Severity::info);  // rank 0 hosts the store: the store's loss is rank 0's
 }
 
 TEST(RunRules, AStoreLossIsNotRankZerosWhenTheStoreIsExternal) {
   std::vector<Finding> fs;
   fs.push_back(peer_stalled_finding(silent(0, "node-0"), 1));
-  fs.push_back(make_finding("RENDEZVOUS_LOST", "the store connection reset", {1}));
+  fs.push_back(make_finding(Code::RENDEZVOUS_LOST, "the store connection reset", {1}));
   demote_consequences(fs, {}, /*rank0_hosts_store=*/false);
-  EXPECT_EQ(fs[1].severity, "error");
+  EXPECT_EQ(fs[1].severity, Severity::error);
 }
 
 TEST(RunRules, APeerLostFromTheWatchStays) {
@@ -91,36 +91,36 @@ TEST(RunRules, APeerLostFromTheWatchStays) {
   fs.push_back(peer_lost_finding(lost(2, "node-2"), RankRef{1, "node-1"}));
   fs.push_back(timeout_between(1, 3));
   demote_consequences(fs, {2}, true);
-  EXPECT_EQ(fs[0].severity, "error");
+  EXPECT_EQ(fs[0].severity, Severity::error);
   EXPECT_EQ(fs[0].evidence.value("source", ""), "liveness watch");
-  EXPECT_EQ(fs[1].severity, "info");
+  EXPECT_EQ(fs[1].severity, Severity::info);
 }
 
 TEST(RunRules, AMeshGuessAboutARankTheWatchSawFrozenIsAConsequence) {
   std::vector<Finding> fs;
   fs.push_back(peer_stalled_finding(silent(2, "node-2"), 1));
-  fs.push_back(make_finding("PEER_LOST", "rank 2 stopped answering after joining", {2}));
+  fs.push_back(make_finding(Code::PEER_LOST, "rank 2 stopped answering after joining", {2}));
   demote_consequences(fs, /*watch_lost=*/{}, true);
-  EXPECT_EQ(fs[1].severity, "info");
+  EXPECT_EQ(fs[1].severity, Severity::info);
   // ... but when the watch saw it die too, the PEER_LOST about it stays.
   std::vector<Finding> died;
   died.push_back(peer_stalled_finding(silent(2, "node-2"), 1));
-  died.push_back(make_finding("PEER_LOST", "rank 2 stopped answering after joining", {2}));
+  died.push_back(make_finding(Code::PEER_LOST, "rank 2 stopped answering after joining", {2}));
   demote_consequences(died, {2}, true);
-  EXPECT_EQ(died[1].severity, "error");
+  EXPECT_EQ(died[1].severity, Severity::error);
 }
 
 TEST(RunRules, NothingIsDemotedWithoutARootOrOnceResumed) {
   std::vector<Finding> fs{timeout_between(1, 2)};
   demote_consequences(fs, {}, true);
-  EXPECT_EQ(fs[0].severity, "error");
+  EXPECT_EQ(fs[0].severity, Severity::error);
 
   Verdict v = verdict_with_ranks(3);
   note_peer_silent(v, silent(2, "node-2"), 1);
   v.findings.push_back(timeout_between(0, 1));
   note_peer_resumed(v, silent(2, "node-2", 2.5));
   demote_consequences(v.findings, {}, true);
-  EXPECT_EQ(v.findings[1].severity, "error");  // a warning stall is no root
+  EXPECT_EQ(v.findings[1].severity, Severity::error);  // a warning stall is no root
 }
 
 TEST(RunRules, ResumedDowngradesTheStallAndTheRankStatus) {
@@ -128,14 +128,14 @@ TEST(RunRules, ResumedDowngradesTheStallAndTheRankStatus) {
   note_peer_silent(v, silent(2, "node-2"), 1);
   note_peer_silent(v, silent(2, "node-2"), 1);  // once per rank
   ASSERT_EQ(v.findings.size(), 1u);
-  EXPECT_EQ(v.findings[0].severity, "error");
-  EXPECT_EQ(v.ranks[2].status, "failed");
+  EXPECT_EQ(v.findings[0].severity, Severity::error);
+  EXPECT_EQ(v.ranks[2].status, RankStatus::failed);
   note_peer_resumed(v, silent(2, "node-2", 2.5));
-  EXPECT_EQ(v.findings[0].severity, "warning");
+  EXPECT_EQ(v.findings[0].severity, Severity::warning);
   EXPECT_NE(v.findings[0].message.find("rank 2 (host node-2) was unresponsive for 2.5"),
             std::string::npos)
       << v.findings[0].message;
-  EXPECT_EQ(v.ranks[2].status, "joined");
+  EXPECT_EQ(v.ranks[2].status, RankStatus::joined);
   expect_table(v.findings[0]);
 }
 
@@ -146,20 +146,20 @@ TEST(RunRules, PeerLostIsRecordedOnceAndMarksTheRank) {
   ASSERT_EQ(v.findings.size(), 1u);
   const auto& f = v.findings[0];
   expect_table(f);
-  EXPECT_EQ(f.layer, "run");
+  EXPECT_EQ(f.layer, Layer::run);
   EXPECT_EQ(f.ranks, std::vector<int>{2});
   EXPECT_NE(f.message.find("rank 2 (host node-2) closed the connection (EOF) mid-run, seen by "
                            "rank 1 (host node-1)"),
             std::string::npos)
       << f.message;
-  EXPECT_EQ(v.ranks[2].status, "lost");
+  EXPECT_EQ(v.ranks[2].status, RankStatus::lost);
 }
 
 TEST(RunRules, RunTimeoutNamesTheRankAndTheTimeout) {
   auto f = run_timeout_finding(RankRef{3, "node-c"}, 30, "mesh");
   expect_table(f);
-  EXPECT_EQ(f.code, "RUN_TIMEOUT");
-  EXPECT_EQ(f.severity, "error");
+  EXPECT_EQ(f.code, Code::RUN_TIMEOUT);
+  EXPECT_EQ(f.severity, Severity::error);
   EXPECT_EQ(f.ranks, std::vector<int>{3});
   EXPECT_EQ(f.hosts, std::vector<std::string>{"node-c"});
   EXPECT_EQ(f.message, "rank 3 (host node-c) did not finish within --timeout 30s");
@@ -190,7 +190,7 @@ TEST(RunRules, StoreAndConfigFindingsGoThroughTheTable) {
 
   auto port = store_port_finding(RankRef{0, "node-a"}, "", 29500, "address in use", "");
   expect_table(port);
-  EXPECT_EQ(port.code, "CONFIG_INVALID");
+  EXPECT_EQ(port.code, Code::CONFIG_INVALID);
   EXPECT_NE(port.message.find("rank 0 (host node-a) of job (none) cannot serve the store on port 29500"),
             std::string::npos);
   EXPECT_NE(port.hint.find("Fix MASTER_PORT (value 29500): Another process holds"), std::string::npos)
@@ -203,7 +203,7 @@ TEST(RunRules, StoreAndConfigFindingsGoThroughTheTable) {
 
   auto mesh = mesh_not_run_finding(RankRef{2, "node-c"}, "cannot bind");
   expect_table(mesh);
-  EXPECT_EQ(mesh.layer, "mesh");
+  EXPECT_EQ(mesh.layer, Layer::mesh);
   EXPECT_EQ(mesh.message, "rank 2 (host node-c) could not run the mesh probe: cannot bind");
 }
 
@@ -213,7 +213,7 @@ TEST(RunRules, WaitChainEvidenceGoesOnTimeoutsAndOnPeerLostOnlyWhenItReachesASto
   e.chain.root = 0;
   e.chain.root_reason = "is silent or lost";
   e.text = "rank 3 waits on rank 2; rank 2 waits on rank 0";
-  std::vector<Finding> fs{timeout_between(3, 2), make_finding("PEER_LOST", "rank 2 reset", {2})};
+  std::vector<Finding> fs{timeout_between(3, 2), make_finding(Code::PEER_LOST, "rank 2 reset", {2})};
   attach_wait_chain(fs, e);
   EXPECT_EQ(fs[0].evidence["wait_chain"]["root"], 0);
   EXPECT_NE(fs[0].message.find("; wait chain: rank 3 waits on rank 2"), std::string::npos);
@@ -230,45 +230,45 @@ TEST(RunRules, TheGatherNamesAnUnreportedRankOnceAndASelfExplainedOne) {
   ASSERT_EQ(mine.findings.size(), 1u);
   expect_table(mine.findings[0]);
   EXPECT_EQ(mine.findings[0].message, "rank 2 (host node-2) joined but never reported its verdict");
-  EXPECT_EQ(mine.ranks[2].status, "lost");
+  EXPECT_EQ(mine.ranks[2].status, RankStatus::lost);
 
   Verdict theirs = verdict_with_ranks(3);
-  theirs.findings.push_back(make_finding("WORLD_MISMATCH", "rank 1 has world size 5", {1}));
+  theirs.findings.push_back(make_finding(Code::WORLD_MISMATCH, "rank 1 has world size 5", {1}));
   explained_by_itself(mine, theirs, 1);
-  EXPECT_EQ(mine.ranks[1].status, "failed");
+  EXPECT_EQ(mine.ranks[1].status, RankStatus::failed);
   EXPECT_EQ(mine.ranks[1].detail, "stopped on its own error: WORLD_MISMATCH");
 }
 
 TEST(RunRules, PhaseStatuses) {
   rendezvous::JoinResult join;
   join.roster_received = true;
-  EXPECT_EQ(rendezvous_phase_status(join), "pass");
+  EXPECT_EQ(rendezvous_phase_status(join), PhaseStatus::pass);
   join.missing = {3};
-  EXPECT_EQ(rendezvous_phase_status(join), "fail");
+  EXPECT_EQ(rendezvous_phase_status(join), PhaseStatus::fail);
 
-  auto same = mesh_outcome_with_stopped({"pass", "6 pairs tested, 0 failed"}, {}, false);
-  EXPECT_EQ(same.status, "pass");
-  auto failed = mesh_outcome_with_stopped({"pass", "6 pairs tested, 0 failed"}, {1, 2}, true);
-  EXPECT_EQ(failed.status, "fail");
+  auto same = mesh_outcome_with_stopped({PhaseStatus::pass, "6 pairs tested, 0 failed"}, {}, false);
+  EXPECT_EQ(same.status, PhaseStatus::pass);
+  auto failed = mesh_outcome_with_stopped({PhaseStatus::pass, "6 pairs tested, 0 failed"}, {1, 2}, true);
+  EXPECT_EQ(failed.status, PhaseStatus::fail);
   EXPECT_EQ(failed.detail, "6 pairs tested, 0 failed; rank 1, 2 stopped answering (liveness "
                            "watch): its pairs are not tested");
 
   std::vector<Phase> phases(1);
   phases[0].name = "world";
-  phases[0].status = "pass";
+  phases[0].status = PhaseStatus::pass;
   list_phases_not_run(phases);
   ASSERT_EQ(phases.size(), 3u);
   EXPECT_EQ(phases[1].name, "rendezvous");
-  EXPECT_EQ(phases[1].status, "not_run");
+  EXPECT_EQ(phases[1].status, PhaseStatus::not_run);
   EXPECT_EQ(phases[2].name, "mesh");
 }
 
 TEST(RunRules, SettlingIsWorthItOnlyForErrorsAPeerExplains) {
   EXPECT_TRUE(worth_settling_watch({timeout_between(0, 1)}));
   auto info = timeout_between(0, 1);
-  info.severity = "info";
+  info.severity = Severity::info;
   EXPECT_FALSE(worth_settling_watch({info}));
-  EXPECT_FALSE(worth_settling_watch({make_finding("DATA_CORRUPTION", "bad sum", {0})}));
+  EXPECT_FALSE(worth_settling_watch({make_finding(Code::DATA_CORRUPTION, "bad sum", {0})}));
 }
 
 }  // namespace

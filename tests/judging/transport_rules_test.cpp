@@ -72,10 +72,10 @@ TEST(TransportRules, UnknownOrNotBuiltBackendIsSkippedAndUnavailable) {
   auto j = judge_one(o);
   ASSERT_EQ(j.phases.size(), 1u);
   EXPECT_EQ(j.phases[0].name, "transport:nope");
-  EXPECT_EQ(j.phases[0].status, "skipped");
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::skipped);
   EXPECT_EQ(j.phases[0].detail, "no transport of that name");
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "TRANSPORT_UNAVAILABLE");
+  EXPECT_EQ(j.findings[0].code, Code::TRANSPORT_UNAVAILABLE);
   EXPECT_EQ(j.findings[0].ranks, std::vector<int>{0});
   EXPECT_NE(j.findings[0].message.find("skipped on rank 0 (host h0)"), std::string::npos)
       << j.findings[0].message;
@@ -97,11 +97,11 @@ TEST(TransportRules, EachErrorKindHasItsCodeAndStatus) {
     SCOPED_TRACE(c.code);
     auto j = judge_one(failed(c.kind, 2));
     ASSERT_EQ(j.phases.size(), 1u);
-    EXPECT_EQ(j.phases[0].status, c.status);
+    EXPECT_EQ(name(j.phases[0].status), c.status);
     EXPECT_EQ(j.phases[0].detail, "sweep: boom");
     ASSERT_EQ(j.findings.size(), 1u);
     const Finding& f = j.findings[0];
-    EXPECT_EQ(f.code, c.code);
+    EXPECT_EQ(name(f.code), c.code);
     // Every field the table owns comes from the table (PEER_LOST: layer "run").
     const FindingCode* row = find_code(f.code);
     ASSERT_NE(row, nullptr);
@@ -124,10 +124,10 @@ TEST(TransportRules, PeerLostNamesThePeerOrSaysTheTransportDoesNot) {
   auto named = judge_one(failed(ErrorKind::peer_lost, 2)).findings[0];
   EXPECT_EQ(named.ranks, std::vector<int>{2});
   EXPECT_NE(named.message.find("lost rank 2 (host h2)"), std::string::npos) << named.message;
-  EXPECT_EQ(named.layer, "run");
+  EXPECT_EQ(named.layer, Layer::run);
 
   auto unknown = judge_one(failed(ErrorKind::peer_lost, -1)).findings[0];
-  EXPECT_EQ(unknown.code, "PEER_LOST");
+  EXPECT_EQ(unknown.code, Code::PEER_LOST);
   EXPECT_NE(unknown.message.find("lost a peer (the transport does not say which)"),
             std::string::npos)
       << unknown.message;
@@ -142,10 +142,10 @@ TEST(TransportRules, StoreLostDuringATransport) {
   o.error->store_class = rendezvous::ErrorClass::stalled;
   o.error->message = "rank 0, which serves the store, is frozen";
   auto j = judge_one(o);
-  EXPECT_EQ(j.phases[0].status, "fail");
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::fail);
   EXPECT_EQ(j.phases[0].detail, "open: rank 0, which serves the store, is frozen");
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "RENDEZVOUS_LOST");
+  EXPECT_EQ(j.findings[0].code, Code::RENDEZVOUS_LOST);
   EXPECT_NE(j.findings[0].message.find("during transport socket (open)"), std::string::npos)
       << j.findings[0].message;
 }
@@ -154,7 +154,7 @@ TEST(TransportRules, HealthySweepPassesWithWorldAndRankRows) {
   auto o = measured("socket");
   auto j = judge_one(o);
   ASSERT_EQ(j.phases.size(), 1u);
-  EXPECT_EQ(j.phases[0].status, "pass");
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::pass);
   EXPECT_EQ(j.phases[0].detail, "1 sizes/modes measured");
   EXPECT_EQ(j.phases[0].duration_s, 1.5);
   EXPECT_TRUE(j.findings.empty());
@@ -193,10 +193,10 @@ TEST(TransportRules, SyntheticOutcomeMarksEveryRow) {
 
 TEST(TransportRules, WrongElementsAreDataCorruption) {
   auto j = judge_one(measured("socket", {0, 5, 0}));
-  EXPECT_EQ(j.phases[0].status, "fail");
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::fail);
   ASSERT_EQ(j.findings.size(), 1u);
   const Finding& f = j.findings[0];
-  EXPECT_EQ(f.code, "DATA_CORRUPTION");
+  EXPECT_EQ(f.code, Code::DATA_CORRUPTION);
   EXPECT_EQ(f.ranks, std::vector<int>{1});
   EXPECT_EQ(f.hosts, std::vector<std::string>{"h1"});
   EXPECT_EQ(f.evidence["wrong_by_rank"]["1"], 5);
@@ -208,10 +208,10 @@ TEST(TransportRules, IncompleteSweepIsResultsMissingNotAFailure) {
   auto o = measured("socket");
   o.sweep.complete = false;
   auto j = judge_one(o);
-  EXPECT_EQ(j.phases[0].status, "pass");
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::pass);
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "RESULTS_MISSING");
-  EXPECT_EQ(j.findings[0].severity, "warning");
+  EXPECT_EQ(j.findings[0].code, Code::RESULTS_MISSING);
+  EXPECT_EQ(j.findings[0].severity, Severity::warning);
   EXPECT_EQ(j.findings[0].ranks, std::vector<int>{0});
 }
 
@@ -225,11 +225,11 @@ TEST(TransportRules, NetworkReportMismatchIsSilentFallbackForAnyBackend) {
         {{"found", true}, {"network", "Socket"}, {"networks", {"Socket"}}}};
     auto j = judge_one(o);
     ASSERT_EQ(j.findings.size(), 1u);
-    EXPECT_EQ(j.findings[0].code, "SILENT_FALLBACK");
+    EXPECT_EQ(j.findings[0].code, Code::SILENT_FALLBACK);
     EXPECT_TRUE(is_nccl_net_check(j.findings[0]));
     EXPECT_EQ(j.findings[0].ranks, std::vector<int>{0});
     EXPECT_EQ(j.identities[0].expected["network"], "Libfabric");
-    EXPECT_EQ(j.phases[0].status, "pass");  // the judge's verdict comes from the finding
+    EXPECT_EQ(j.phases[0].status, PhaseStatus::pass);  // the judge's verdict comes from the finding
   }
   // Expected and observed agree: nothing.
   auto ok = measured("nccl");
@@ -242,7 +242,7 @@ TEST(TransportRules, NetworkReportMismatchIsSilentFallbackForAnyBackend) {
   unread.network = transports::NetworkReport{{{"network", "Socket"}, {"policy", "pin"}}, nullptr};
   auto j = judge_one(unread);
   ASSERT_EQ(j.findings.size(), 1u);
-  EXPECT_EQ(j.findings[0].code, "RESULTS_MISSING");
+  EXPECT_EQ(j.findings[0].code, Code::RESULTS_MISSING);
   EXPECT_TRUE(is_nccl_net_check(j.findings[0]));
   // No report at all (a backend with nothing to say about a network): nothing.
   EXPECT_TRUE(judge_one(measured("nccl")).findings.empty());
@@ -301,10 +301,10 @@ TEST(TransportRules, OutcomesAreJudgedInOrder) {
   ASSERT_EQ(j.phases.size(), 3u);
   EXPECT_EQ(j.phases[0].name, "transport:socket");
   EXPECT_EQ(j.phases[1].name, "transport:nope");
-  EXPECT_EQ(j.phases[2].status, "fail");
+  EXPECT_EQ(j.phases[2].status, PhaseStatus::fail);
   ASSERT_EQ(j.findings.size(), 2u);
-  EXPECT_EQ(j.findings[0].code, "TRANSPORT_UNAVAILABLE");
-  EXPECT_EQ(j.findings[1].code, "TRANSPORT_TIMEOUT");
+  EXPECT_EQ(j.findings[0].code, Code::TRANSPORT_UNAVAILABLE);
+  EXPECT_EQ(j.findings[1].code, Code::TRANSPORT_TIMEOUT);
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     bool bad = i >= 30;
     add_run(in, {.run_id = id("us-east", i),
                  .t = t,
-                 .verdict = bad ? "degraded" : "pass",
+                 .verdict = bad ? ncclsmoke::results::Outcome::degraded : ncclsmoke::results::Outcome::pass,
                  .busbw = bad ? 0.35 : 0.71 + 0.01 * (i % 3),
                  .findings = bad ? std::vector<std::pair<std::string, std::string>>{
                                        {"BANDWIDTH_REGRESSION",
@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
     bool fail = i >= 10 && i <= 17, deg = i >= 40 && i <= 45, none = i >= 46;
     add_run(in, {.run_id = id("eu-west", i),
                  .t = t + 60,
-                 .verdict = fail ? "fail" : deg ? "degraded" : none ? "inconclusive" : "pass",
+                 .verdict = fail ? ncclsmoke::results::Outcome::fail : deg ? ncclsmoke::results::Outcome::degraded : none ? ncclsmoke::results::Outcome::inconclusive : ncclsmoke::results::Outcome::pass,
                  .busbw = fail ? 0.12 : deg ? 0.38 : none ? NAN : 0.72,
                  .findings = fail  ? std::vector<std::pair<std::string, std::string>>{
                                         {"BANDWIDTH_REGRESSION",
@@ -78,9 +78,9 @@ int main(int argc, char** argv) {
       f.run_id = id("default", i);
       f.started_unix = t + 120;
       f.profile = "ci-loopback";
-      f.code = "TRANSPORT_UNAVAILABLE";
-      f.severity = "warning";
-      f.layer = "transport";
+      f.code = ncclsmoke::results::Code::TRANSPORT_UNAVAILABLE;
+      f.severity = ncclsmoke::results::Severity::warning;
+      f.layer = ncclsmoke::results::Layer::transport;
       f.message = "transport fabric skipped on rank " + std::to_string(r) +
                   " (host vm-1): no efa provider";
       f.ranks = {r};

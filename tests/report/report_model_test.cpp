@@ -24,12 +24,12 @@ ReportInput healthy_then_regression() {
         {.run_id = "run-" + std::to_string(i), .t = kT0 + i * 3600.0, .busbw = 0.70 + 0.01 * i});
   add_run(in, {.run_id = "run-10",
                .t = kT0 + 10 * 3600.0,
-               .verdict = "degraded",
+               .verdict = results::Outcome::degraded,
                .busbw = 0.40,
                .findings = {{"BANDWIDTH_REGRESSION", "socket busbw 0.40 GB/s is 54% of 0.74"}}});
   add_run(in, {.run_id = "run-11",
                .t = kT0 + 11 * 3600.0,
-               .verdict = "fail",
+               .verdict = results::Outcome::fail,
                .busbw = 0.15,
                .findings = {{"BANDWIDTH_REGRESSION", "socket busbw 0.15 GB/s is 20% of 0.74"},
                             {"STRAGGLER", "rank 1 on vm is slow"}}});
@@ -72,7 +72,7 @@ TEST(ReportModel, TwentyIdenticalRegressionsAreOneIncidentAndOneFindingRow) {
   for (int i = 0; i < 20; ++i)
     add_run(in, {.run_id = "bad-" + std::to_string(i),
                  .t = kT0 + (5 + i) * 1800.0,
-                 .verdict = "degraded",
+                 .verdict = results::Outcome::degraded,
                  .busbw = 0.40,
                  .findings = {{"BANDWIDTH_REGRESSION", "socket: 0.4 GB/s below the degraded threshold"}},
                  .hosts = {"node-1", "node-2"},
@@ -106,11 +106,11 @@ TEST(ReportModel, IncidentsEndWhenMeasuredBackInBandNotOnAnUnmeasuredRun) {
   auto at = [&] { return kT0 + (n++) * 1800.0; };
   auto ok = [&](double bw = 0.72) { add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .busbw = bw}); };
   auto bad = [&](double bw = 0.3) {
-    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = "degraded", .busbw = bw,
+    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = results::Outcome::degraded, .busbw = bw,
                  .findings = {{"BANDWIDTH_REGRESSION", "socket: low"}}});
   };
   auto nothing = [&] {
-    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = "inconclusive", .busbw = NAN});
+    add_run(in, {.run_id = "r" + std::to_string(n), .t = at(), .verdict = results::Outcome::inconclusive, .busbw = NAN});
   };
   ok(); ok(); bad(); bad(); nothing(); bad(); ok();  // incident 1: r2, r3, r5; cleared by r6
   ok(); bad(0.1); bad(0.1);                          // incident 2: r8, r9, ongoing
@@ -133,8 +133,8 @@ TEST(ReportModel, IncidentsEndWhenMeasuredBackInBandNotOnAnUnmeasuredRun) {
 // "Now" keeps saying regressed until a run measures the key again.
 TEST(ReportModel, NowStaysRegressedUntilARunMeasuresTheKeyAgain) {
   auto in = healthy_then_regression();  // ends with run-11 at 0.15 GB/s (fail)
-  add_run(in, {.run_id = "run-12", .t = kT0 + 12 * 3600.0, .verdict = "inconclusive", .busbw = NAN});
-  add_run(in, {.run_id = "run-13", .t = kT0 + 13 * 3600.0, .verdict = "inconclusive", .busbw = NAN});
+  add_run(in, {.run_id = "run-12", .t = kT0 + 12 * 3600.0, .verdict = results::Outcome::inconclusive, .busbw = NAN});
+  add_run(in, {.run_id = "run-13", .t = kT0 + 13 * 3600.0, .verdict = results::Outcome::inconclusive, .busbw = NAN});
   auto m = build_model(in, options_at(kT0 + 14 * 3600.0));
   ASSERT_EQ(m.clusters.at(0).latest.size(), 1u);
   auto s = m.clusters[0].latest[0];
@@ -152,7 +152,7 @@ TEST(ReportModel, NowStaysRegressedUntilARunMeasuresTheKeyAgain) {
   EXPECT_TRUE(m.clusters[0].incidents[0].ongoing());
 
   // A run whose transport failed before its sweep stores no gate row at all: still not a number.
-  add_run(in, {.run_id = "run-13b", .t = kT0 + 13.5 * 3600.0, .verdict = "inconclusive"});
+  add_run(in, {.run_id = "run-13b", .t = kT0 + 13.5 * 3600.0, .verdict = results::Outcome::inconclusive});
   in.gates.pop_back();
   m = build_model(in, options_at(kT0 + 14 * 3600.0));
   EXPECT_EQ(m.clusters[0].latest[0].state, GateState::fail);
@@ -173,7 +173,7 @@ TEST(ReportModel, OneSectionPerClusterAndAClusterFilter) {
   for (int i = 0; i < 4; ++i) {
     add_run(in, {.run_id = "a" + std::to_string(i), .t = kT0 + i * 60.0, .cluster = "us-east"});
     add_run(in, {.run_id = "b" + std::to_string(i), .t = kT0 + i * 60.0 + 1,
-                 .verdict = i >= 2 ? "fail" : "pass", .busbw = i >= 2 ? 0.1 : 0.7,
+                 .verdict = i >= 2 ? results::Outcome::fail : results::Outcome::pass, .busbw = i >= 2 ? 0.1 : 0.7,
                  .cluster = "eu-west"});
     add_run(in, {.run_id = "c" + std::to_string(i), .t = kT0 + i * 60.0 + 2});  // no cluster
   }
@@ -261,7 +261,7 @@ TEST(ReportModel, LatestStateCarriesRatioAndTheStartOfItsStreak) {
   auto in = healthy_then_regression();
   add_run(in, {.run_id = "run-12",
                .t = kT0 + 12 * 3600.0,
-               .verdict = "fail",
+               .verdict = results::Outcome::fail,
                .busbw = 0.10,
                .findings = {{"BANDWIDTH_REGRESSION", "still low"}}});
   auto m = build_model(in, options_at(kT0 + 13 * 3600.0));
@@ -291,7 +291,7 @@ TEST(ReportModel, ThinningKeepsEveryRegressionAndTheExtremes) {
         in,
         {.run_id = "r" + std::to_string(i),
          .t = kT0 + i * 60.0,
-         .verdict = reg ? "fail" : "pass",
+         .verdict = reg ? results::Outcome::fail : results::Outcome::pass,
          .busbw = reg ? 0.1 : 0.6 + (i % 97) * 0.001,
          .findings =
              reg ? std::vector<std::pair<std::string, std::string>>{{"BANDWIDTH_REGRESSION", "low"}}
@@ -386,7 +386,7 @@ TEST(ReportHtml, PointsAndTimelineCellsCarryTheirVerdict) {
 
 TEST(ReportHtml, MissingNumbersAndMissingBaselinesStillDraw) {
   ReportInput in;
-  add_run(in, {.run_id = "a", .t = kT0, .verdict = "inconclusive", .busbw = NAN, .baseline = NAN});
+  add_run(in, {.run_id = "a", .t = kT0, .verdict = results::Outcome::inconclusive, .busbw = NAN, .baseline = NAN});
   add_run(in, {.run_id = "b", .t = kT0 + 60, .busbw = 0.5, .baseline = NAN, .profile = ""});
   auto m = build_model(in, options_at(kT0 + 120));
   auto html = render_html(m);
@@ -402,15 +402,16 @@ TEST(ReportHtml, HostileStringsFromTheHistoryAreEscapedEverywhere) {
   ReportInput in;
   add_run(in, {.run_id = "run-" + attr_evil,
                .t = kT0,
-               .verdict = "fail",
+               .verdict = results::Outcome::fail,
                .busbw = 0.1,
                .profile = "p" + evil,
                .transport = "sock" + attr_evil,
                .findings = {{"BANDWIDTH_REGRESSION", evil}, {"STRAGGLER", evil}},
                .hosts = {"h" + evil}});
-  in.runs[0].verdict = "fail" + evil;
-  in.gates[0].verdict = "fail" + attr_evil;
-  in.findings[0].severity = "error" + evil;
+  // verdict and severity are enums now (results/verdict/enums.h): no text can ride on them.
+  in.runs[0].verdict = results::Outcome::fail;
+  in.gates[0].verdict = results::Outcome::fail;
+  in.findings[0].severity = results::Severity::error;
   auto opt = options_at(kT0 + 60);
   opt.title = "T" + evil;
   opt.history_path = "/tmp/" + evil;
@@ -444,7 +445,7 @@ TEST(ReportMarkdown, SummarisesCountsRegressionsAndLatest) {
   for (int i = 0; i < 15; ++i)
     add_run(in, {.run_id = "x" + std::to_string(i),
                  .t = kT0 + 20 * 3600.0 + i,
-                 .verdict = "fail",
+                 .verdict = results::Outcome::fail,
                  .busbw = 0.1,
                  .findings = {{"SILENT_FALLBACK", "expected efa, observed tcp"}}});
   auto md = render_markdown(build_model(in, options_at(kT0 + 30 * 3600.0)), 10);

@@ -16,7 +16,7 @@ inline constexpr double kT0 = 1795000000;  // 2026-11-18 11:06:40 UTC
 struct RunSpec {
   std::string run_id;
   double t = kT0;
-  std::string verdict = "pass";
+  results::Outcome verdict = results::Outcome::pass;
   double busbw = 0.7;
   double baseline = 0.74;
   std::string profile = "ci-loopback";
@@ -60,9 +60,9 @@ inline void add_run(ReportInput& in, const RunSpec& s) {
     f.run_id = s.run_id;
     f.started_unix = s.t;
     f.profile = s.profile;
-    f.code = code;
-    f.severity = code == "BANDWIDTH_REGRESSION" ? "error" : "warning";
-    f.layer = "transport";
+    f.code = results::AnyCode::from_text(code);
+    f.severity = code == "BANDWIDTH_REGRESSION" ? results::Severity::error : results::Severity::warning;
+    f.layer = results::Layer::transport;
     f.message = message;
     f.ranks = s.ranks;
     f.hosts = s.finding_hosts == std::vector<std::string>{"="} ? s.hosts : s.finding_hosts;
@@ -77,7 +77,7 @@ inline void add_run(ReportInput& in, const RunSpec& s) {
 inline nlohmann::json sweep_verdict_json(const std::string& run_id, double scale = 1.0) {
   results::Verdict v = results::testing::full_sample();
   v.run_id = run_id;
-  v.verdict = "pass";
+  v.verdict = results::Outcome::pass;
   v.exit_code = 0;
   v.findings.clear();
   v.transports.clear();

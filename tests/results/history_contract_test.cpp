@@ -103,7 +103,7 @@ Verdict run_at(int minute, double bw, const std::string& verdict = "pass",
   std::snprintf(at, sizeof at, "2026-11-30T%02d:%02d:00.000Z", (minute / 60) % 24, minute % 60);
   v.run_id = id;
   v.started_at = at;
-  v.verdict = verdict;
+  v.verdict = parse_outcome(verdict).value();
   v.exit_code = verdict == "pass" ? 0 : 3;
   v.transports.clear();
   TransportRow world;
@@ -170,7 +170,7 @@ TEST_P(HistoryContract, RunRoundTripsAndDuplicatesAreCounted) {
   auto runs = h.runs({});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].run_id, v.run_id);
-  EXPECT_EQ(runs[0].verdict, "pass");
+  EXPECT_EQ(runs[0].verdict, Outcome::pass);
   EXPECT_EQ(runs[0].profile, "ci-loopback");
   EXPECT_EQ(runs[0].world_size, 4);
   EXPECT_EQ(runs[0].exit_code, v.exit_code);
@@ -195,7 +195,7 @@ TEST_P(HistoryContract, RunRoundTripsAndDuplicatesAreCounted) {
   auto findings = h.findings({});
   ASSERT_EQ(findings.size(), 2u);
   EXPECT_EQ(findings[0].cluster, "eu-west-a");
-  EXPECT_EQ(findings[0].code, "RANKS_MISSING");
+  EXPECT_EQ(findings[0].code, Code::RANKS_MISSING);
   EXPECT_EQ(findings[1].severity, v.findings[1].severity);
 }
 
@@ -217,7 +217,7 @@ TEST_P(HistoryContract, NotMeasuredIsNaNAgain) {
   EXPECT_TRUE(std::isnan(stored[0].baseline_gbps));
   EXPECT_TRUE(stored[0].synthetic);
   EXPECT_EQ(stored[0].identity, "network=Socket interface=eth0");
-  EXPECT_EQ(stored[0].verdict, "fail");
+  EXPECT_EQ(stored[0].verdict, Outcome::fail);
   EXPECT_EQ(h.runs({})[0].profile, "");
 }
 
@@ -237,7 +237,7 @@ TEST_P(HistoryContract, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   EXPECT_EQ(h.runs(until).size(), 4u);
   q.profile = "g5-socket";
   EXPECT_EQ(h.runs(q).size(), 5u);
-  q.verdict = "pass";
+  q.verdict = Outcome::pass;
   auto passing = h.gates(q);
   ASSERT_EQ(passing.size(), 3u);  // minutes 5, 7, 8
   EXPECT_DOUBLE_EQ(passing[0].busbw_gbps, 6.0);
@@ -255,7 +255,7 @@ TEST_P(HistoryContract, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   f.profile = "ci-loopback";
   auto findings = h.findings(f);
   ASSERT_EQ(findings.size(), 10u);  // 2 per run
-  EXPECT_EQ(findings[0].code, "RANKS_MISSING");
+  EXPECT_EQ(findings[0].code, Code::RANKS_MISSING);
   EXPECT_EQ(findings[0].ranks, std::vector<int>{3});
   EXPECT_EQ(findings[1].hosts, std::vector<std::string>{"host-b"});
   EXPECT_EQ(findings[1].run_id, vs[0].run_id);

@@ -41,7 +41,7 @@ class HistoryTest : public ::testing::Test {
     std::snprintf(at, sizeof at, "2026-11-30T%02d:%02d:00.000Z", minute / 60, minute % 60);
     v.run_id = id;
     v.started_at = at;
-    v.verdict = verdict;
+    v.verdict = parse_outcome(verdict).value();
     v.transports.clear();
     TransportRow world;
     world.transport = "socket";
@@ -77,7 +77,7 @@ TEST_F(HistoryTest, RunRoundTripsAndDuplicatesAreCounted) {
   auto runs = h.runs({});
   ASSERT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].run_id, v.run_id);
-  EXPECT_EQ(runs[0].verdict, "pass");
+  EXPECT_EQ(runs[0].verdict, Outcome::pass);
   EXPECT_EQ(runs[0].profile, "ci-loopback");
   EXPECT_EQ(runs[0].world_size, 4);
   EXPECT_EQ(runs[0].source, "run");  // the first add wins
@@ -118,7 +118,7 @@ TEST_F(HistoryTest, GateWithoutBandUsesFlaggedSizeAndKeepsNaN) {
   ASSERT_EQ(stored.size(), 1u);
   EXPECT_TRUE(std::isnan(stored[0].busbw_gbps));  // NULL in the file, NaN again when read
   EXPECT_TRUE(std::isnan(stored[0].baseline_gbps));
-  EXPECT_EQ(stored[0].verdict, "fail");
+  EXPECT_EQ(stored[0].verdict, Outcome::fail);
 }
 
 TEST_F(HistoryTest, QueriesFilterAndLimitNewestButReturnOldestFirst) {
@@ -134,7 +134,7 @@ TEST_F(HistoryTest, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   EXPECT_EQ(h.runs(q).size(), 6u);
   q.profile = "g5-socket";
   EXPECT_EQ(h.runs(q).size(), 5u);
-  q.verdict = "pass";
+  q.verdict = Outcome::pass;
   auto passing = h.gates(q);
   ASSERT_EQ(passing.size(), 3u);  // minutes 5, 7, 8
   EXPECT_DOUBLE_EQ(passing[0].busbw_gbps, 6.0);
@@ -148,7 +148,7 @@ TEST_F(HistoryTest, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   f.profile = "ci-loopback";
   auto findings = h.findings(f);
   ASSERT_EQ(findings.size(), 10u);  // 2 per run
-  EXPECT_EQ(findings[0].code, "RANKS_MISSING");
+  EXPECT_EQ(findings[0].code, Code::RANKS_MISSING);
   EXPECT_EQ(findings[0].ranks, std::vector<int>{3});
   EXPECT_EQ(findings[1].hosts, std::vector<std::string>{"host-b"});
 }

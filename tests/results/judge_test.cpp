@@ -72,19 +72,19 @@ TransportRow row(const std::string& t, int rank, double busbw, double time_us = 
 
 void add_phase(Verdict& v, const std::string& t, const std::string& status,
                const std::string& detail = "") {
-  v.phases.push_back({"transport:" + t, status, 1.0, true, detail});
+  v.phases.push_back({"transport:" + t, parse_phase_status(status).value(), 1.0, true, detail});
 }
 
 std::vector<const Finding*> with_code(const std::vector<Finding>& fs, const std::string& code) {
   std::vector<const Finding*> out;
   for (const auto& f : fs)
-    if (f.code == code) out.push_back(&f);
+    if (f.code.str() == code) out.push_back(&f);
   return out;
 }
 
 std::string codes(const std::vector<Finding>& fs) {
   std::string s;
-  for (const auto& f : fs) s += f.code + "/" + f.severity + ": " + f.message + "\n";
+  for (const auto& f : fs) s += to_string(f.code) + "/" + to_string(f.severity) + ": " + f.message + "\n";
   return s;
 }
 
@@ -131,7 +131,7 @@ TEST(Judge, HealthyRunsHaveNoFindings) {
   Verdict v = healthy_socket();
   v.findings = fs;
   apply_verdict(v);
-  EXPECT_EQ(v.verdict, "pass");
+  EXPECT_EQ(v.verdict, Outcome::pass);
 }
 
 TEST(Judge, IdentityMismatchIsSilentFallback) {
@@ -141,7 +141,7 @@ TEST(Judge, IdentityMismatchIsSilentFallback) {
   auto fs = judge(v, &profile("test-efa"));
   auto sf = with_code(fs, "SILENT_FALLBACK");
   ASSERT_EQ(sf.size(), 1u) << codes(fs);
-  EXPECT_EQ(sf[0]->severity, "error");
+  EXPECT_EQ(sf[0]->severity, Severity::error);
   EXPECT_EQ(sf[0]->ranks, std::vector<int>{1});
   EXPECT_EQ(sf[0]->hosts, std::vector<std::string>{"host-1"});
   EXPECT_NE(sf[0]->message.find("expected gdr=true, network=Libfabric, provider=efa; observed "
@@ -183,13 +183,13 @@ TEST(Judge, SuspectedFallbackWhenIdentityUnreadAndBandwidthFarBelow) {
   auto fs = judge(v, &profile("test-efa"));
   auto sf = with_code(fs, "SILENT_FALLBACK");
   ASSERT_EQ(sf.size(), 1u) << codes(fs);
-  EXPECT_EQ(sf[0]->severity, "warning");
+  EXPECT_EQ(sf[0]->severity, Severity::warning);
   EXPECT_NE(sf[0]->message.find("suspected"), std::string::npos);
   EXPECT_DOUBLE_EQ(sf[0]->evidence["busbw_gbps"].get<double>(), 3);
   EXPECT_DOUBLE_EQ(sf[0]->evidence["baseline"]["busbw_gbps"].get<double>(), 100);
   auto br = with_code(fs, "BANDWIDTH_REGRESSION");
   ASSERT_EQ(br.size(), 1u);
-  EXPECT_EQ(br[0]->severity, "error");
+  EXPECT_EQ(br[0]->severity, Severity::error);
 
   // Not suspected: 40% is a regression, not another transport class's band.
   v.transports[0].busbw_gbps = 40;
@@ -212,15 +212,15 @@ TEST(Judge, BandwidthRegressionThresholds) {
   EXPECT_TRUE(judge_at(0.85).empty());  // above 0.8 x 1.0
   auto fs = judge_at(0.7);               // degraded band
   ASSERT_EQ(fs.size(), 1u) << codes(fs);
-  EXPECT_EQ(fs[0].code, "BANDWIDTH_REGRESSION");
-  EXPECT_EQ(fs[0].severity, "warning");
-  EXPECT_EQ(finding_effect(fs[0]), "degraded");
+  EXPECT_EQ(fs[0].code, Code::BANDWIDTH_REGRESSION);
+  EXPECT_EQ(fs[0].severity, Severity::warning);
+  EXPECT_EQ(finding_effect(fs[0]), Outcome::degraded);
   EXPECT_NE(fs[0].message.find("0.7 GB/s"), std::string::npos) << fs[0].message;
   EXPECT_DOUBLE_EQ(fs[0].evidence["ratio"].get<double>(), 0.7);
   fs = judge_at(0.3);  // below fail_ratio 0.4
   ASSERT_EQ(fs.size(), 1u) << codes(fs);
-  EXPECT_EQ(fs[0].severity, "error");
-  EXPECT_EQ(finding_effect(fs[0]), "fail");
+  EXPECT_EQ(fs[0].severity, Severity::error);
+  EXPECT_EQ(finding_effect(fs[0]), Outcome::fail);
 }
 
 TEST(Judge, WorstRankUsedWhenNoWorldRow) {
@@ -240,7 +240,7 @@ TEST(Judge, FailClosedNoProfile) {
   Verdict v = healthy_socket();
   v.findings = fs;
   apply_verdict(v);
-  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_EQ(v.verdict, Outcome::inconclusive);
   // No rows at all and no profile: nothing to say here (the phases decide).
   EXPECT_TRUE(judge(world(2), nullptr).empty());
 }
@@ -264,7 +264,7 @@ TEST(Judge, FailClosedSkippedTransport) {
   auto bm = with_code(fs, "BASELINE_MISSING");
   ASSERT_EQ(bm.size(), 1u) << codes(fs);
   EXPECT_NE(bm[0]->message.find("skipped (not requested)"), std::string::npos) << bm[0]->message;
-  EXPECT_EQ(finding_effect(*bm[0]), "inconclusive");
+  EXPECT_EQ(finding_effect(*bm[0]), Outcome::inconclusive);
 }
 
 TEST(Judge, OptionalTransportMayBeAbsent) {
@@ -343,7 +343,7 @@ TEST(Judge, StragglerByTime) {
   EXPECT_EQ(st[0]->ranks, std::vector<int>{2});
   EXPECT_EQ(st[0]->hosts, std::vector<std::string>{"host-2"});
   EXPECT_NE(st[0]->message.find("rank 2 (host-2)"), std::string::npos);
-  EXPECT_EQ(st[0]->severity, "warning");
+  EXPECT_EQ(st[0]->severity, Severity::warning);
   // Below the ratio, or ratio met but under the 1 ms floor: no straggler.
   v.transports[2].time_us = 14000;
   EXPECT_TRUE(with_code(judge(v, nullptr), "STRAGGLER").empty());
@@ -390,7 +390,7 @@ TEST(Judge, SeveralFindingsAtOnce) {
   EXPECT_EQ(with_code(fs, "STRAGGLER")[0]->ranks, std::vector<int>{1});
   v.findings = fs;
   apply_verdict(v);
-  EXPECT_EQ(v.verdict, "fail");  // the error outranks inconclusive and degraded
+  EXPECT_EQ(v.verdict, Outcome::fail);  // the error outranks inconclusive and degraded
 }
 
 // The run's own --nccl-net check and the profile's identity rule saw the same fallback: one
@@ -406,7 +406,7 @@ TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
   ASSERT_TRUE(made.has_value());
   Finding check = *made;
   ASSERT_TRUE(is_nccl_net_check(check));
-  Finding other = make_finding("STRAGGLER", "rank 0 slow", {0}, {"host-0"});
+  Finding other = make_finding(Code::STRAGGLER, "rank 0 slow", {0}, {"host-0"});
   std::vector<Finding> findings{check, other};
   add_judged_findings(findings, judge(v, &profile("test-efa")));
   auto sf = with_code(findings, "SILENT_FALLBACK");
@@ -424,7 +424,7 @@ TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
   EXPECT_TRUE(with_code(alone, "SILENT_FALLBACK")[0]->evidence.contains("log_lines"));
 
   // A finding that merely looks like the check (same evidence keys, no mark) is not folded.
-  Finding lookalike = make_finding("SILENT_FALLBACK", "someone else's fallback", {1}, {"host-1"},
+  Finding lookalike = make_finding(Code::SILENT_FALLBACK, "someone else's fallback", {1}, {"host-1"},
                                    {{"expected", "a"}, {"observed", "b"}});
   lookalike.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}};
   std::vector<Finding> two{lookalike};

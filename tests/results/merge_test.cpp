@@ -30,7 +30,7 @@ Verdict view(int rank, const std::string& host, std::vector<Phase> phases) {
 Phase phase(const std::string& name, const std::string& status, double s) {
   Phase p;
   p.name = name;
-  p.status = status;
+  p.status = parse_phase_status(status).value();
   p.duration_s = s;
   return p;
 }
@@ -54,7 +54,7 @@ TEST(Merge, HealthyViewsMergeToPass) {
   EXPECT_EQ(g.phases[0].name, "rendezvous");
   EXPECT_DOUBLE_EQ(g.phases[0].duration_s, 0.7);
   EXPECT_TRUE(g.findings.empty());
-  EXPECT_EQ(g.verdict, "pass");
+  EXPECT_EQ(g.verdict, Outcome::pass);
   EXPECT_EQ(g.exit_code, 0);
   auto errors = validate_verdict_json(to_json(g));
   EXPECT_TRUE(errors.empty()) << errors.front();
@@ -64,18 +64,18 @@ TEST(Merge, IdenticalFindingsDedupeAndUniteRanksAndHosts) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());
   auto v2 = view(2, "c", ok());
-  v1.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {1, 2}, {"c"}));
-  v2.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {2, 0}, {"c", "a"}));
-  v0.findings.push_back(make_finding("MESH_BLOCKED", "pairs to host c are blocked", {0}, {"c"}));
+  v1.findings.push_back(make_finding(Code::MESH_BLOCKED, "pairs to host c are blocked", {1, 2}, {"c"}));
+  v2.findings.push_back(make_finding(Code::MESH_BLOCKED, "pairs to host c are blocked", {2, 0}, {"c", "a"}));
+  v0.findings.push_back(make_finding(Code::MESH_BLOCKED, "pairs to host c are blocked", {0}, {"c"}));
   // Same code, different message: kept apart.
-  v2.findings.push_back(make_finding("STRAGGLER", "rank 2 slow", {2}, {"c"}));
+  v2.findings.push_back(make_finding(Code::STRAGGLER, "rank 2 slow", {2}, {"c"}));
   Verdict g = merge_rank_verdicts({v0, v1, v2});
   ASSERT_EQ(g.findings.size(), 2u);
-  EXPECT_EQ(g.findings[0].code, "MESH_BLOCKED");
+  EXPECT_EQ(g.findings[0].code, Code::MESH_BLOCKED);
   EXPECT_EQ(g.findings[0].ranks, (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(g.findings[0].hosts, (std::vector<std::string>{"c", "a"}));  // first appearance
-  EXPECT_EQ(g.findings[1].code, "STRAGGLER");
-  EXPECT_EQ(g.verdict, "fail");
+  EXPECT_EQ(g.findings[1].code, Code::STRAGGLER);
+  EXPECT_EQ(g.verdict, Outcome::fail);
   EXPECT_EQ(g.exit_code, 1);
 }
 
@@ -84,14 +84,14 @@ TEST(Merge, IdenticalFindingsDedupeAndUniteRanksAndHosts) {
 TEST(Merge, PeerLostAboutOneRankIsOneFindingWithItsReporters) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());
-  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 closed the connection, seen by rank 0", {2}, {"c"}));
-  v0.findings.push_back(make_finding("PEER_LOST", "socket: rank 2 reset the ring", {2}, {"c"}));
-  v1.findings.push_back(make_finding("PEER_LOST", "rank 2 closed the connection, seen by rank 1", {2}, {"c"}));
-  v1.findings.push_back(make_finding("PEER_LOST", "rank 0 closed the connection", {0}, {"a"}));
+  v0.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 closed the connection, seen by rank 0", {2}, {"c"}));
+  v0.findings.push_back(make_finding(Code::PEER_LOST, "socket: rank 2 reset the ring", {2}, {"c"}));
+  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 closed the connection, seen by rank 1", {2}, {"c"}));
+  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 0 closed the connection", {0}, {"a"}));
   Verdict g = merge_rank_verdicts({v0, v1});
   std::vector<const Finding*> lost;
   for (const auto& f : g.findings)
-    if (f.code == "PEER_LOST") lost.push_back(&f);
+    if (f.code == Code::PEER_LOST) lost.push_back(&f);
   ASSERT_EQ(lost.size(), 2u);
   EXPECT_EQ(lost[0]->ranks, (std::vector<int>{2}));
   EXPECT_EQ(lost[0]->message, "rank 2 closed the connection, seen by rank 0");
@@ -108,13 +108,13 @@ TEST(Merge, RankThatExplainsItselfIsNotLost) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());
   auto v2 = view(2, "c", ok());
-  v2.findings.push_back(make_finding("WORLD_MISMATCH", "rank 2 has world size 5 but rank 0 has 4", {2}, {"c"}));
-  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
-  v1.findings.push_back(make_finding("PEER_LOST", "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
-  v1.findings.push_back(make_finding("PEER_LOST", "rank 3 closed the connection", {3}, {"d"}));
+  v2.findings.push_back(make_finding(Code::WORLD_MISMATCH, "rank 2 has world size 5 but rank 0 has 4", {2}, {"c"}));
+  v0.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
+  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 stopped answering during the mesh probe", {2}, {"c"}));
+  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 3 closed the connection", {3}, {"d"}));
   Verdict g = merge_rank_verdicts({v0, v1, v2});
   std::vector<std::string> codes;
-  for (const auto& f : g.findings) codes.push_back(f.code + (f.ranks.empty() ? "" : std::to_string(f.ranks[0])));
+  for (const auto& f : g.findings) codes.push_back(to_string(f.code) + (f.ranks.empty() ? "" : std::to_string(f.ranks[0])));
   EXPECT_NE(std::find(codes.begin(), codes.end(), "WORLD_MISMATCH2"), codes.end());
   EXPECT_EQ(std::find(codes.begin(), codes.end(), "PEER_LOST2"), codes.end());
   EXPECT_NE(std::find(codes.begin(), codes.end(), "PEER_LOST3"), codes.end());
@@ -128,22 +128,22 @@ TEST(Merge, SameFindingFromEveryRankOfAHostIsOne) {
     auto v = view(r, "node-a", ok());
     v.world.size = 4;
     v.findings.push_back(make_finding(
-        "TRANSPORT_UNAVAILABLE",
+        Code::TRANSPORT_UNAVAILABLE,
         "transport fabric skipped on rank " + std::to_string(r) + " (host node-a): no efa provider",
         {r}, {"node-a"}));
     views.push_back(std::move(v));
   }
   views[1].findings.push_back(make_finding(
-      "TRANSPORT_TIMEOUT", "transport socket timed out on rank 1 (host node-a) waiting for rank 2",
+      Code::TRANSPORT_TIMEOUT, "transport socket timed out on rank 1 (host node-a) waiting for rank 2",
       {1, 2}, {"node-a"}));
   views[3].findings.push_back(make_finding(
-      "TRANSPORT_TIMEOUT", "transport socket timed out on rank 3 (host node-a) waiting for rank 0",
+      Code::TRANSPORT_TIMEOUT, "transport socket timed out on rank 3 (host node-a) waiting for rank 0",
       {3, 0}, {"node-a"}));
   Verdict g = merge_rank_verdicts(views);
   std::vector<const Finding*> un, to;
   for (const auto& f : g.findings) {
-    if (f.code == "TRANSPORT_UNAVAILABLE") un.push_back(&f);
-    if (f.code == "TRANSPORT_TIMEOUT") to.push_back(&f);
+    if (f.code == Code::TRANSPORT_UNAVAILABLE) un.push_back(&f);
+    if (f.code == Code::TRANSPORT_TIMEOUT) to.push_back(&f);
   }
   ASSERT_EQ(un.size(), 1u);
   EXPECT_EQ(un[0]->ranks, (std::vector<int>{0, 1, 2, 3}));
@@ -175,31 +175,31 @@ TEST(Merge, DedupeKeyTakesOutOnlyTheFindingsOwnRanks) {
 
 TEST(Merge, DedupeFindingsKeepsOrderWorstSeverityAndNonConsecutiveRanks) {
   std::vector<Finding> fs = {
-      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 1: x", {1}, {"h1"}),
-      make_finding("STRAGGLER", "slow", {}, {}),
-      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 4: x", {4}, {"h2"}),
-      make_finding("TRANSPORT_UNAVAILABLE", "skipped on rank 7: x", {7}, {"h1"}),
+      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 1: x", {1}, {"h1"}),
+      make_finding(Code::STRAGGLER, "slow", {}, {}),
+      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 4: x", {4}, {"h2"}),
+      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 7: x", {7}, {"h1"}),
   };
-  fs[2].severity = "error";
+  fs[2].severity = Severity::error;
   dedupe_findings(fs);
   ASSERT_EQ(fs.size(), 2u);
   EXPECT_EQ(fs[0].message, "skipped on ranks 1, 4, 7: x");
-  EXPECT_EQ(fs[0].severity, "error");
+  EXPECT_EQ(fs[0].severity, Severity::error);
   EXPECT_EQ(fs[0].hosts, (std::vector<std::string>{"h1", "h2"}));
-  EXPECT_EQ(fs[1].code, "STRAGGLER");
+  EXPECT_EQ(fs[1].code, Code::STRAGGLER);
 }
 
 TEST(Merge, DuplicateFindingTakesWorstSeverity) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", ok());
-  v0.findings.push_back(make_finding("BANDWIDTH_REGRESSION", "busbw low", {0}));
-  Finding worse = make_finding("BANDWIDTH_REGRESSION", "busbw low", {1});
-  worse.severity = "error";
+  v0.findings.push_back(make_finding(Code::BANDWIDTH_REGRESSION, "busbw low", {0}));
+  Finding worse = make_finding(Code::BANDWIDTH_REGRESSION, "busbw low", {1});
+  worse.severity = Severity::error;
   v1.findings.push_back(worse);
   Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
   ASSERT_EQ(g.findings.size(), 1u);
-  EXPECT_EQ(g.findings[0].severity, "error");
-  EXPECT_EQ(g.verdict, "fail");
+  EXPECT_EQ(g.findings[0].severity, Severity::error);
+  EXPECT_EQ(g.verdict, Outcome::fail);
 }
 
 TEST(Merge, WorstPhaseStatusWins) {
@@ -210,54 +210,54 @@ TEST(Merge, WorstPhaseStatusWins) {
                           phase("transport:socket", "pass", 1.5)});
   Verdict g = merge_rank_verdicts({v0, v1, v2});
   ASSERT_EQ(g.phases.size(), 3u);
-  EXPECT_EQ(g.phases[1].status, "fail");
+  EXPECT_EQ(g.phases[1].status, PhaseStatus::fail);
   EXPECT_EQ(g.phases[1].detail, "1->2 timed out");
   EXPECT_DOUBLE_EQ(g.phases[1].duration_s, 2.0);
   EXPECT_EQ(g.phases[2].name, "transport:socket");
-  EXPECT_EQ(g.verdict, "fail");
+  EXPECT_EQ(g.verdict, Outcome::fail);
 }
 
 TEST(Merge, SkippedOnOneRankIsNotHiddenByPassElsewhere) {
   auto v0 = view(0, "a", ok());
   auto v1 = view(1, "b", {phase("rendezvous", "pass", 0.1), phase("mesh", "skipped", 0)});
   Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
-  EXPECT_EQ(g.phases[1].status, "skipped");
-  EXPECT_EQ(g.verdict, "inconclusive");
+  EXPECT_EQ(g.phases[1].status, PhaseStatus::skipped);
+  EXPECT_EQ(g.verdict, Outcome::inconclusive);
   EXPECT_EQ(g.exit_code, 4);
 }
 
 TEST(Merge, RankWithoutViewGetsResultsMissing) {
   Verdict g = merge_rank_verdicts({view(0, "a", ok()), view(1, "b", ok())});  // world 3
   ASSERT_EQ(g.ranks.size(), 3u);
-  EXPECT_EQ(g.ranks[2].status, "missing");
+  EXPECT_EQ(g.ranks[2].status, RankStatus::missing);
   ASSERT_EQ(g.findings.size(), 1u);
-  EXPECT_EQ(g.findings[0].code, "RESULTS_MISSING");
+  EXPECT_EQ(g.findings[0].code, Code::RESULTS_MISSING);
   EXPECT_EQ(g.findings[0].ranks, std::vector<int>{2});
   EXPECT_NE(g.findings[0].message.find("rank 2"), std::string::npos) << g.findings[0].message;
-  EXPECT_EQ(g.verdict, "inconclusive");
+  EXPECT_EQ(g.verdict, Outcome::inconclusive);
 }
 
 TEST(Merge, RankExplainedByAFindingGetsNoExtraFinding) {
   auto v0 = view(0, "a", ok());
-  v0.ranks.push_back({2, "lost", "c", "", 0, "", "", "connection reset"});
-  v0.findings.push_back(make_finding("PEER_LOST", "rank 2 (c) vanished after joining", {2}, {"c"}));
+  v0.ranks.push_back({2, RankStatus::lost, "c", "", 0, "", "", "connection reset"});
+  v0.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 (c) vanished after joining", {2}, {"c"}));
   Verdict g = merge_rank_verdicts({v0, view(1, "b", ok())});
   ASSERT_EQ(g.findings.size(), 1u);
-  EXPECT_EQ(g.findings[0].code, "PEER_LOST");
-  EXPECT_EQ(g.ranks[2].status, "lost");
+  EXPECT_EQ(g.findings[0].code, Code::PEER_LOST);
+  EXPECT_EQ(g.ranks[2].status, RankStatus::lost);
   EXPECT_EQ(g.ranks[2].host, "c");
-  EXPECT_EQ(g.verdict, "fail");
+  EXPECT_EQ(g.verdict, Outcome::fail);
 }
 
 TEST(Merge, RankStatusWorstWinsAndFieldsFilled) {
   auto v0 = view(0, "a", ok());
-  v0.ranks.push_back({1, "lost", "", "", 0, "", "", "store connection reset"});
+  v0.ranks.push_back({1, RankStatus::lost, "", "", 0, "", "", "store connection reset"});
   auto v1 = view(1, "b", ok());
   v1.ranks[0].interface = "eth1";
-  v1.findings.push_back(make_finding("RENDEZVOUS_LOST", "lost the store", {1}, {"b"}));
+  v1.findings.push_back(make_finding(Code::RENDEZVOUS_LOST, "lost the store", {1}, {"b"}));
   Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
   ASSERT_EQ(g.ranks.size(), 2u);
-  EXPECT_EQ(g.ranks[1].status, "lost");
+  EXPECT_EQ(g.ranks[1].status, RankStatus::lost);
   EXPECT_EQ(g.ranks[1].host, "b");
   EXPECT_EQ(g.ranks[1].interface, "eth1");
   EXPECT_EQ(g.ranks[1].pid, 101);
@@ -284,7 +284,7 @@ TEST(Merge, TransportRowsKeepTheirRank) {
 TEST(Merge, RequiredPhaseMissingEverywhereIsInconclusive) {
   Verdict g = merge_rank_verdicts({view(0, "a", ok()), view(1, "b", ok())},
                                   {.world_size = 2, .required_phases = {"transport:socket"}});
-  EXPECT_EQ(g.verdict, "inconclusive");
+  EXPECT_EQ(g.verdict, Outcome::inconclusive);
 }
 
 TEST(Merge, NoViewsIsAnError) {

@@ -45,9 +45,9 @@ TEST(NcclJudge, MatchIsNoFinding) {
 TEST(NcclJudge, ObserveMismatchIsSilentFallback) {
   auto f = judge_nccl_network(expect("Libfabric", "observe"), observed("Socket"), 3, "ip-10-0-3-9");
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->code, "SILENT_FALLBACK");
-  EXPECT_EQ(f->severity, "error");
-  EXPECT_EQ(f->layer, "transport");
+  EXPECT_EQ(f->code, Code::SILENT_FALLBACK);
+  EXPECT_EQ(f->severity, Severity::error);
+  EXPECT_EQ(f->layer, Layer::transport);
   EXPECT_EQ(f->ranks, std::vector<int>{3});
   EXPECT_EQ(f->hosts, std::vector<std::string>{"ip-10-0-3-9"});
   EXPECT_NE(f->message.find("rank 3 on ip-10-0-3-9"), std::string::npos);
@@ -63,7 +63,7 @@ TEST(NcclJudge, ObserveMismatchIsSilentFallback) {
 TEST(NcclJudge, PinMismatchIsReportedToo) {
   auto f = judge_nccl_network(expect("IB", "pin"), observed("Socket"), 0, "h");
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->code, "SILENT_FALLBACK");
+  EXPECT_EQ(f->code, Code::SILENT_FALLBACK);
   EXPECT_NE(f->message.find("pinned"), std::string::npos);
   EXPECT_EQ(f->evidence["expected"]["policy"], "pin");
 }
@@ -73,7 +73,7 @@ TEST(NcclJudge, AnyRankOrCommunicatorOnAnotherNetworkIsAMismatch) {
   auto f = judge_nccl_network(expect("Libfabric", "observe"),
                               observed("Libfabric", {"Libfabric", "Socket"}), -1, "");
   ASSERT_TRUE(f);
-  EXPECT_EQ(f->code, "SILENT_FALLBACK");
+  EXPECT_EQ(f->code, Code::SILENT_FALLBACK);
   EXPECT_TRUE(f->ranks.empty());
   EXPECT_NE(f->message.find("Libfabric, Socket"), std::string::npos);
 }
@@ -86,10 +86,10 @@ TEST(NcclJudge, NothingObservedIsInconclusiveNeverAPass) {
     for (const json& exp : {expect("Libfabric", "observe"), json(nullptr)}) {
       auto f = judge_nccl_network(exp, obs, 2, "h");
       ASSERT_TRUE(f) << obs.dump() << " " << exp.dump();
-      EXPECT_EQ(f->code, "RESULTS_MISSING");
-      EXPECT_EQ(f->severity, "warning");
+      EXPECT_EQ(f->code, Code::RESULTS_MISSING);
+      EXPECT_EQ(f->severity, Severity::warning);
       ASSERT_NE(find_code(f->code), nullptr);
-      EXPECT_EQ(find_code(f->code)->warning_effect, "inconclusive");
+      EXPECT_EQ(find_code(f->code)->warning_effect, Outcome::inconclusive);
       EXPECT_NE(f->message.find("unknown"), std::string::npos);
     }
   }
@@ -115,7 +115,7 @@ TEST(NcclJudge, EveryFindingCarriesTheNetCheckMark) {
   auto missing = judge_nccl_network(expect("Libfabric", "observe"), nullptr, 0, "h");
   ASSERT_TRUE(missing);
   EXPECT_TRUE(is_nccl_net_check(*missing));
-  Finding other = make_finding("SILENT_FALLBACK", "profile's", {0}, {"h"});
+  Finding other = make_finding(Code::SILENT_FALLBACK, "profile's", {0}, {"h"});
   other.evidence = {{"expected", "Libfabric"}, {"observed", "Socket"}};
   EXPECT_FALSE(is_nccl_net_check(other));
 }

@@ -13,20 +13,20 @@ inline Verdict full_sample() {
   v.duration_s = 10.4;
   v.scope = "global";
   v.reporting_rank = 0;
-  v.verdict = "fail";
+  v.verdict = Outcome::fail;
   v.exit_code = 1;
   v.world = {4, "master.smoke.svc", 29500, "torchrun"};
   v.ranks = {
-      {0, "joined", "host-a", "node-a", 101, "10.0.0.1", "eth0", ""},
-      {1, "joined", "host-b", "node-b", 102, "10.0.0.2", "eth0", ""},
-      {2, "joined", "host-c", "", 103, "10.0.0.3", "eth0", ""},
-      {3, "missing", "", "", 0, "", "", "never joined"},
+      {0, RankStatus::joined, "host-a", "node-a", 101, "10.0.0.1", "eth0", ""},
+      {1, RankStatus::joined, "host-b", "node-b", 102, "10.0.0.2", "eth0", ""},
+      {2, RankStatus::joined, "host-c", "", 103, "10.0.0.3", "eth0", ""},
+      {3, RankStatus::missing, "", "", 0, "", "", "never joined"},
   };
   v.phases = {
-      {"world", "pass", 0.01, true, ""},
-      {"rendezvous", "fail", 10.02, true, "3 of 4 ranks joined"},
-      {"mesh", "not_run", 0, true, "rendezvous failed"},
-      {"transport:nccl", "skipped", 0, false, "no CUDA device"},
+      {"world", PhaseStatus::pass, 0.01, true, ""},
+      {"rendezvous", PhaseStatus::fail, 10.02, true, "3 of 4 ranks joined"},
+      {"mesh", PhaseStatus::not_run, 0, true, "rendezvous failed"},
+      {"transport:nccl", PhaseStatus::skipped, 0, false, "no CUDA device"},
   };
   TransportRow row;
   row.transport = "socket";
@@ -49,10 +49,10 @@ inline Verdict full_sample() {
   v.transports = {row, unmeasured};
   v.identities = {{"socket", 1, {{"network", "Socket"}}, {{"network", "Socket"}, {"interface", "eth0"}}}};
   v.baseline = {{"profile", "ci-loopback"}};
-  Finding missing = make_finding("RANKS_MISSING", "rank 3 never joined within 10.0 s", {3}, {},
+  Finding missing = make_finding(Code::RANKS_MISSING, "rank 3 never joined within 10.0 s", {3}, {},
                                  {{"master", "master.smoke.svc:29500"}});
   missing.evidence = {{"joined", 3}, {"expected", 4}};
-  Finding slow = make_finding("STRAGGLER", "rank 1 took 2.4x the median all-reduce time", {1},
+  Finding slow = make_finding(Code::STRAGGLER, "rank 1 took 2.4x the median all-reduce time", {1},
                               {"host-b"});
   v.findings = {missing, slow};
   v.env = {{"MASTER_ADDR", "master.smoke.svc"}, {"NCCL_DEBUG", "INFO"}};

@@ -60,8 +60,8 @@ TEST(Summary, OneLinePerHostAligned) {
 
 TEST(Summary, HostAppearsOncePerFindingThatNamesIt) {
   Verdict v = testing::full_sample();
-  v.findings = {make_finding("MESH_BLOCKED", "0->2 and 1->2 time out", {0, 1, 2}, {"host-c"}),
-                make_finding("DATA_CORRUPTION", "12 wrong elements", {2})};
+  v.findings = {make_finding(Code::MESH_BLOCKED, "0->2 and 1->2 time out", {0, 1, 2}, {"host-c"}),
+                make_finding(Code::DATA_CORRUPTION, "12 wrong elements", {2})};
   apply_verdict(v);
   auto lines = lines_of(human_summary(v));
   int host_c = 0;
@@ -100,7 +100,7 @@ TEST(Summary, HealthyRunAllOk) {
   v.ranks[1].host = "be";
   v.phases.resize(1);
   v.phases[0].name = "rendezvous";
-  v.phases[0].status = "pass";
+  v.phases[0].status = PhaseStatus::pass;
   v.phases[0].duration_s = 0.25;
   apply_verdict(v);
   auto lines = lines_of(human_summary(v));
@@ -117,7 +117,7 @@ TEST(Summary, RepeatsFromOldVerdictsPrintOnce) {
   v.findings.clear();
   for (int r : {0, 2})
     v.findings.push_back(make_finding(
-        "TRANSPORT_UNAVAILABLE",
+        Code::TRANSPORT_UNAVAILABLE,
         "transport fabric skipped on rank " + std::to_string(r) + " (host host-a): no efa",
         {r}, {"host-a"}));
   apply_verdict(v);

@@ -31,7 +31,7 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.world.master_port, 29500);
   ASSERT_EQ(back.ranks.size(), 4u);
   EXPECT_EQ(back.ranks[1].interface, "eth0");
-  EXPECT_EQ(back.ranks[3].status, "missing");
+  EXPECT_EQ(back.ranks[3].status, RankStatus::missing);
   EXPECT_EQ(back.ranks[3].pid, 0);
   ASSERT_EQ(back.phases.size(), 4u);
   EXPECT_FALSE(back.phases[3].required);
@@ -138,7 +138,7 @@ TEST(VerdictJson, NewVerdictIsValidAndInconclusiveUntilSomethingRuns) {
   auto errors = validate_verdict_json(to_json(v));
   EXPECT_TRUE(errors.empty()) << errors.front();
   apply_verdict(v);
-  EXPECT_EQ(v.verdict, "inconclusive");
+  EXPECT_EQ(v.verdict, Outcome::inconclusive);
   EXPECT_EQ(v.exit_code, 4);
 }
 
@@ -163,9 +163,9 @@ TEST(RunId, Rfc3339Utc) {
 TEST(FindingCodes, TableIsCompleteAndUnique) {
   std::set<std::string> codes;
   for (const auto& c : finding_codes()) {
-    EXPECT_TRUE(codes.insert(std::string(c.code)).second) << c.code;
-    EXPECT_TRUE(c.severity == "error" || c.severity == "warning" || c.severity == "info") << c.code;
-    EXPECT_TRUE(c.warning_effect == "degraded" || c.warning_effect == "inconclusive") << c.code;
+    EXPECT_TRUE(codes.insert(to_string(c.code)).second) << c.code;
+    EXPECT_TRUE(c.severity == Severity::error || c.severity == Severity::warning || c.severity == Severity::info) << c.code;
+    EXPECT_TRUE(c.warning_effect == Outcome::degraded || c.warning_effect == Outcome::inconclusive) << c.code;
     EXPECT_FALSE(c.meaning.empty()) << c.code;
     EXPECT_FALSE(c.hint.empty()) << c.code;
     EXPECT_EQ(c.meaning.find('|'), std::string_view::npos) << c.code;  // Markdown table cell
@@ -178,25 +178,27 @@ TEST(FindingCodes, TableIsCompleteAndUnique) {
         "STRAGGLER", "DATA_CORRUPTION", "BASELINE_MISSING"}) {
     EXPECT_TRUE(codes.count(c)) << c;
   }
-  EXPECT_EQ(find_code("BANDWIDTH_REGRESSION")->severity, "warning");
-  EXPECT_EQ(find_code("STRAGGLER")->warning_effect, "degraded");
-  EXPECT_EQ(find_code("BASELINE_MISSING")->warning_effect, "inconclusive");
-  EXPECT_EQ(find_code("DATA_CORRUPTION")->layer, "data");
+  EXPECT_EQ(find_code(Code::BANDWIDTH_REGRESSION)->severity, Severity::warning);
+  EXPECT_EQ(find_code(Code::STRAGGLER)->warning_effect, Outcome::degraded);
+  EXPECT_EQ(find_code(Code::BASELINE_MISSING)->warning_effect, Outcome::inconclusive);
+  EXPECT_EQ(find_code(Code::DATA_CORRUPTION)->layer, Layer::data);
   EXPECT_EQ(find_code("NOPE"), nullptr);
 }
 
 TEST(FindingCodes, MakeFindingFillsFromTable) {
-  Finding f = make_finding("CONFIG_INVALID", "MASTER_PORT=tcp://10.0.0.7:29500 is not a port", {},
+  Finding f = make_finding(Code::CONFIG_INVALID, "MASTER_PORT=tcp://10.0.0.7:29500 is not a port", {},
                            {"host-a"},
                            {{"variable", "MASTER_PORT"},
                             {"value", "tcp://10.0.0.7:29500"},
                             {"fix", "set enableServiceLinks: false in the pod spec"}});
-  EXPECT_EQ(f.severity, "error");
-  EXPECT_EQ(f.layer, "config");
+  EXPECT_EQ(f.severity, Severity::error);
+  EXPECT_EQ(f.layer, Layer::config);
   EXPECT_EQ(f.hint,
             "Fix MASTER_PORT (value tcp://10.0.0.7:29500): set enableServiceLinks: false in the "
             "pod spec");
-  EXPECT_THROW(make_finding("CONFIG_INVALDI", "typo"), std::invalid_argument);
+  // A typo no longer compiles (make_finding takes a Code); the text form is rejected by the parser.
+  EXPECT_EQ(parse_code("CONFIG_INVALDI"), std::nullopt);
+  EXPECT_THROW(make_finding(Code::unknown, "typo"), std::invalid_argument);
   EXPECT_EQ(fill_template("to {master} via {nic}", {{"master", "m:1"}}), "to m:1 via <nic>");
   EXPECT_EQ(fill_template("unclosed {brace", {}), "unclosed {brace");
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/run_options.h"
+#include "tests/harness/run_args.h"
 #include "rendezvous/memory_store.h"
 #include "transports/registry.h"
 
@@ -101,8 +102,9 @@ TEST(OptionDeclarations, NcclPolicyDefaultsToObserveEverywhere) {
   EXPECT_EQ(find_option("nccl.policy")->default_text, "observe");
   BackendOptions none;
   EXPECT_EQ(none.get_string("nccl.policy"), "observe");
+  // RunOptions holds no copy of it: an option not given is absent, and its default applies.
   harness::RunOptions o;
-  EXPECT_EQ(o.backend_option("nccl.policy"), "observe");
+  EXPECT_EQ(o.backend_options.count("nccl.policy"), 0u);
 }
 
 // ---- the typed getters a backend reads with ----------------------------------------------
@@ -174,15 +176,7 @@ struct Parsed {
 Parsed parse(std::vector<std::string> args) {
   CLI::App app("run");
   Parsed p;
-  harness::add_run_options(app, p.options, true);
-  args.insert(args.begin(), "run");
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError& e) {
-    p.error = e.what();
-  }
+  p.error = testing::parse_run_args(app, std::move(args), p.options);
   p.gpu_count = app.get_option("--gpu")->count();
   return p;
 }
