@@ -917,8 +917,10 @@ std::unique_ptr<PeerWatch> PeerWatch::start(Store& store, const PeerWatchOptions
   return w;
 }
 
-WaitChain follow_wait_chain(int from_rank, const std::map<int, WaitState>& states,
-                            const std::set<int>& silent_or_lost) {
+namespace {
+
+WaitChain walk_wait_chain(int from_rank, const std::map<int, WaitState>& states,
+                          const std::set<int>& silent_or_lost) {
   WaitChain chain;
   std::set<int> seen;
   int r = from_rank;
@@ -950,6 +952,27 @@ WaitChain follow_wait_chain(int from_rank, const std::map<int, WaitState>& state
     }
     r = next;
   }
+}
+
+}  // namespace
+
+WaitChain follow_wait_chain(int from_rank, const std::map<int, WaitState>& states,
+                            const std::set<int>& silent_or_lost) {
+  WaitChain chain = walk_wait_chain(from_rank, states, silent_or_lost);
+  // Wait states travel on heartbeats, so the live ranks' states can predate a rank's death by a
+  // beat: the walk then ends on a live rank (no state yet, waiting on nobody) or goes round a
+  // cycle no ring makes on its own. With a rank known silent or lost, that rank is the root, not
+  // a live one and not "no root".
+  bool rooted = chain.root && silent_or_lost.count(*chain.root);
+  if (!rooted && !silent_or_lost.empty()) {
+    int stopped = *silent_or_lost.begin();
+    chain.path.push_back(stopped);
+    chain.root = stopped;
+    chain.cycle = false;
+    chain.root_reason =
+        "is silent or lost (the live ranks' wait states, sent before it stopped, do not reach it)";
+  }
+  return chain;
 }
 
 std::optional<int> root_of_wait_chain(int from_rank, const std::map<int, WaitState>& states,

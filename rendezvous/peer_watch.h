@@ -140,7 +140,9 @@ struct WaitChain {
 
 // Follows waiting_on from from_rank to the first rank that is in silent_or_lost, has no wait
 // state in `states`, or waits on nobody (-1 or itself): that rank is the root to blame (it may be
-// from_rank itself). Pure, no I/O; bounded by the number of states.
+// from_rank itself). When the walk ends anywhere but at a silent or lost rank while some rank is
+// (a live rank's state predating that rank's death by a heartbeat), the lowest such rank is
+// appended as the root. Pure, no I/O; bounded by the number of states.
 WaitChain follow_wait_chain(int from_rank, const std::map<int, WaitState>& states,
                             const std::set<int>& silent_or_lost);
 std::optional<int> root_of_wait_chain(int from_rank, const std::map<int, WaitState>& states,

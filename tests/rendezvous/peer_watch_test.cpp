@@ -505,6 +505,22 @@ TEST(WaitChain, TheRootIsTheFirstRankThatIsNotWaiting) {
   EXPECT_EQ(root_of_wait_chain(1, st, {}), std::optional<int>(1));
 }
 
+// Rank 0 died a heartbeat after the others last sent their wait states: their chain goes round
+// (2 on 1, 1 on 2) or ends on a rank with no state, never reaching rank 0. The rank the watch
+// knows is dead is the root, not "no root" and not a live rank.
+TEST(WaitChain, StaleStatesAroundADeadRankEndAtIt) {
+  std::map<int, WaitState> st{{2, waits_on(1)}, {1, waits_on(2)}};
+  auto c = follow_wait_chain(2, st, {0});
+  EXPECT_FALSE(c.cycle);
+  EXPECT_EQ(c.root, std::optional<int>(0));
+  EXPECT_EQ(c.path, (std::vector<int>{2, 1, 2, 0}));
+  EXPECT_NE(c.root_reason.find("silent or lost"), std::string::npos) << c.root_reason;
+  std::map<int, WaitState> partial{{2, waits_on(3)}};
+  EXPECT_EQ(root_of_wait_chain(2, partial, {0}), std::optional<int>(0));
+  // Without a rank known stopped, a cycle is still a cycle.
+  EXPECT_TRUE(follow_wait_chain(2, st, {}).cycle);
+}
+
 TEST(WaitChain, AMissingStateEndsTheChainThere) {
   std::map<int, WaitState> st{{3, waits_on(2)}, {2, waits_on(7)}};
   auto c = follow_wait_chain(3, st, {});
