@@ -34,11 +34,11 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   try {
     mesh = run_mesh_probe(*s.store, m);
   } catch (const StoreError& e) {
-    if (e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other)
-      ctx.record.add(results::mesh_not_run_finding(ctx.self(), e.what()));
-    else
-      ctx.record.add(results::lost_finding(e, probe_context(w), "the mesh probe"));
-    ctx.end_phase("mesh", results::PhaseStatus::fail, t0, e.what());
+    bool could_not_run = e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other;
+    ctx.stop_phase("mesh",
+                   could_not_run ? results::mesh_not_run_finding(ctx.self(), e.what())
+                                 : results::lost_finding(e, probe_context(w), "the mesh probe"),
+                   t0, e.what());
     return false;
   }
   std::map<int, std::string> hosts;

@@ -64,9 +64,10 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
     s.server = TcpStoreServer::start(so);
     return true;
   } catch (const StoreError& e) {
-    ctx.record.add(results::store_port_finding(RankRef{0, ctx.world.hostname}, ctx.world.job_id,
-                                               ctx.world.master_port, e.what(), port_holder(ctx)));
-    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
+    ctx.stop_phase("rendezvous",
+                   results::store_port_finding(RankRef{0, ctx.world.hostname}, ctx.world.job_id,
+                                               ctx.world.master_port, e.what(), port_holder(ctx)),
+                   t0, e.what());
     return false;
   }
 }
@@ -143,10 +144,9 @@ bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::ti
   fs.other_world_size = other.world_size;
   fs.other_host = other.host;
   fs.other_pid = other.pid;
-  ctx.record.add(results::store_foreign_job_finding(fs));
-  ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0,
-                fmt::format("the store belongs to job {}",
-                            other.job_id.empty() ? std::string("(none)") : other.job_id));
+  ctx.stop_phase("rendezvous", results::store_foreign_job_finding(fs), t0,
+                 fmt::format("the store belongs to job {}",
+                             other.job_id.empty() ? std::string("(none)") : other.job_id));
   return false;
 }
 
@@ -250,8 +250,8 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   try {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
-    ctx.record.add(results::connect_finding(e, probe_context(w), seconds_since(t0)));
-    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
+    ctx.stop_phase("rendezvous", results::connect_finding(e, probe_context(w), seconds_since(t0)),
+                   t0, e.what());
     return false;
   }
   s.raw_store = std::make_shared<PrefixStore>("ncclsmoke", *s.client);
@@ -272,8 +272,10 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     };
     s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
   } catch (const StoreError& e) {
-    ctx.record.add(results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w), "the join barrier"));
-    ctx.end_phase("rendezvous", results::PhaseStatus::fail, t0, e.what());
+    ctx.stop_phase("rendezvous",
+                   results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w),
+                                         "the join barrier"),
+                   t0, e.what());
     return false;
   }
   record_ranks(ctx, s.join);

@@ -1,5 +1,7 @@
 #include "harness/run_context.h"
 
+#include "results/judging/run_rules.h"
+
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -56,6 +58,13 @@ void RunContext::end_phase(const std::string& name, results::PhaseStatus status,
   p.detail = detail;
   log_line(phase_log_level(status), phase_end_line(name, results::to_string(status), p.duration_s, detail));
   record.add_phase(std::move(p));
+}
+
+void RunContext::stop_phase(const std::string& name, results::Finding cause,
+                            Clock::time_point t0, const std::string& detail) {
+  auto status = results::stopped_phase_status(cause);
+  record.add(std::move(cause));
+  end_phase(name, status, t0, detail);
 }
 
 std::string RunContext::local_path() const {

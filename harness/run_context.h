@@ -87,6 +87,10 @@ struct RunContext {
   // Records the phase and logs its end line.
   void end_phase(const std::string& name, results::PhaseStatus status, Clock::time_point t0,
                  const std::string& detail);
+  // Records `cause`, the finding the step stopped on, and ends the phase with the status the
+  // rule gives it (results::stopped_phase_status).
+  void stop_phase(const std::string& name, results::Finding cause, Clock::time_point t0,
+                  const std::string& detail);
 
   std::string local_path() const;   // verdict.rank<N>.json (or invalid-config.<pid>) in --out-dir
   std::string global_path() const;  // --json or verdict.json in --out-dir

@@ -58,7 +58,8 @@ bool world_step(RunContext& ctx) {
     ctx.record.add(std::move(f));
   }
   if (!wr.world) {
-    ctx.end_phase("world", results::PhaseStatus::fail, t0, "invalid configuration");
+    ctx.end_phase("world", results::world_phase_status(wr.findings, false, true), t0,
+                  "invalid configuration");
     return false;
   }
   ctx.world = *wr.world;
@@ -81,11 +82,12 @@ bool world_step(RunContext& ctx) {
     v.world.sources = w.sources_by_field;
   }
   if (!load_profile(ctx)) {
-    ctx.end_phase("world", results::PhaseStatus::fail, t0, "invalid profile");
+    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+                  "invalid profile");
     return false;
   }
   gate_sweep_from_profile(ctx);
-  ctx.end_phase("world", results::PhaseStatus::pass, t0, describe(w));
+  ctx.end_phase("world", results::world_phase_status(wr.findings, true, true), t0, describe(w));
   return true;
 }
 

@@ -271,6 +271,17 @@ void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank) {
 
 // ---- phase statuses ----------------------------------------------------------------------------
 
+PhaseStatus stopped_phase_status(const Finding& cause) {
+  return cause.severity == Severity::error ? PhaseStatus::fail : PhaseStatus::inconclusive;
+}
+
+PhaseStatus world_phase_status(const std::vector<ConfigProblem>& problems, bool world_built,
+                               bool profile_usable) {
+  bool stops = std::any_of(problems.begin(), problems.end(),
+                           [](const ConfigProblem& p) { return p.blocking(); });
+  return !world_built || stops || !profile_usable ? PhaseStatus::fail : PhaseStatus::pass;
+}
+
 PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join) {
   return join.complete() && join.roster_received ? PhaseStatus::pass : PhaseStatus::fail;
 }

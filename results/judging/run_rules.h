@@ -28,6 +28,7 @@
 #include "rendezvous/join.h"
 #include "rendezvous/peer_watch.h"
 #include "rendezvous/rank_ref.h"
+#include "results/judging/config_problem.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -131,6 +132,17 @@ struct PhaseOutcome {
   std::string detail;
 };
 // "pass" when every rank joined and the roster came, else "fail".
+// The status of a phase whose step had to stop on `cause` (the store could not be served or
+// reached, the join or the mesh probe broke off, another job's store): fail for an error, else
+// inconclusive. A step that stopped never passes.
+PhaseStatus stopped_phase_status(const Finding& cause);
+
+// The world phase: fail when no world could be built, discovery found a problem that stops the
+// run (missing or invalid), or the profile could not be used; else pass (a launcher conflict is
+// only a warning finding).
+PhaseStatus world_phase_status(const std::vector<ConfigProblem>& problems, bool world_built,
+                               bool profile_usable);
+
 PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join);
 // The mesh phase when the watch saw ranks stop: "fail", and the detail says who (and that their
 // pairs were set aside, untested). Unchanged when `stopped` is empty.

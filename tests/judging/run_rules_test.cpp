@@ -39,11 +39,6 @@ Finding timeout_between(int a, int b) {
                                                std::to_string(b), {a, b});
 }
 
-const Finding* first(const std::vector<Finding>& fs, const std::string& code) {
-  auto it = std::find_if(fs.begin(), fs.end(), [&](const Finding& f) { return name(f.code) == code; });
-  return it == fs.end() ? nullptr : &*it;
-}
-
 void expect_table(const Finding& f) {
   const auto* c = find_code(f.code);
   ASSERT_NE(c, nullptr) << f.code;
@@ -269,6 +264,24 @@ TEST(RunRules, SettlingIsWorthItOnlyForErrorsAPeerExplains) {
   info.severity = Severity::info;
   EXPECT_FALSE(worth_settling_watch({info}));
   EXPECT_FALSE(worth_settling_watch({make_finding(Code::DATA_CORRUPTION, "bad sum", {0})}));
+}
+
+// A step that stopped never passes; a launcher conflict alone leaves the world passing.
+TEST(RunRules, StoppedAndWorldPhaseStatuses) {
+  auto lost = make_finding(Code::RENDEZVOUS_LOST, "rank 1 lost the store", {1});
+  EXPECT_EQ(stopped_phase_status(lost), PhaseStatus::fail);
+  lost.severity = Severity::warning;
+  EXPECT_EQ(stopped_phase_status(lost), PhaseStatus::inconclusive);
+
+  ConfigProblem conflict;
+  conflict.kind = ConfigProblem::Kind::conflict;
+  ConfigProblem invalid;
+  invalid.kind = ConfigProblem::Kind::invalid;
+  EXPECT_EQ(world_phase_status({}, true, true), PhaseStatus::pass);
+  EXPECT_EQ(world_phase_status({conflict}, true, true), PhaseStatus::pass);
+  EXPECT_EQ(world_phase_status({conflict, invalid}, true, true), PhaseStatus::fail);
+  EXPECT_EQ(world_phase_status({}, false, true), PhaseStatus::fail);  // no world, fail closed
+  EXPECT_EQ(world_phase_status({}, true, false), PhaseStatus::fail);  // the profile is unusable
 }
 
 }  // namespace
