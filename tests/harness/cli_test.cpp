@@ -189,7 +189,9 @@ TEST(Cli, SigtermStillLeavesAVerdict) {
   auto marker = write_temp("sigterm-marker", "");
   ASSERT_FALSE(marker.empty());
   std::string dir = marker.substr(0, marker.rfind('/')) + "/sigterm/nested";
-  std::string port = std::to_string(20000 + ::getpid() % 20000);
+  int free_port = ncclsmoke::testing::free_tcp_port();
+  ASSERT_GT(free_port, 0);
+  std::string port = std::to_string(free_port);
   // Rank 0 of 2 waits for a rank that never comes (join timeout 30 s); SIGTERM after 2 s.
   std::string cmd = std::string("timeout -s TERM 2 ") + NCCLSMOKE_BIN +
                     " run --launcher flags --rank 0 --world-size 2 --master-addr 127.0.0.1 "

@@ -2,7 +2,10 @@
 // Test helpers shared by the CLI tests: parse `ncclsmoke run ARGS` in process, or run a command
 // line and collect what it printed.
 #include <CLI/CLI.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -27,6 +30,26 @@ inline std::string parse_run_args(CLI::App& app, std::vector<std::string> args,
     return e.what();
   }
   return "";
+}
+
+// A TCP port free on every address right now, for a store rank 0 will serve: the kernel picks it
+// (bind to port 0, dual-stack, then close), so tests running in parallel never share one. 0 when
+// no socket could be had.
+inline int free_tcp_port() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  int off = 0;
+  ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_any;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin6_port);
+  ::close(fd);
+  return port;
 }
 
 struct CommandResult {
