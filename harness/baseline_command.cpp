@@ -7,6 +7,7 @@
 // profile, missing history file); 4 nothing to propose (no passing runs, or no key with
 // --min-runs runs) - the file is then not written; 7 (results::kExitHistoryUnusable) the history
 // exists but cannot be read (corrupt, locked, I/O error ...), with the hint for that cause.
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <filesystem>
 #include <iostream>

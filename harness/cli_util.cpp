@@ -1,6 +1,7 @@
 #include "harness/log.h"
 #include "harness/cli_util.h"
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cerrno>

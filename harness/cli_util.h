@@ -1,7 +1,7 @@
 #pragma once
 // Parsing of the whole command line with the project's error policy: a bad flag or value prints
 // one line naming it ("ncclsmoke: error: --port: ...") and exits 2; --help / --version exit 0.
-#include <CLI/CLI.hpp>
+#include "harness/cli_fwd.h"
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -3,7 +3,7 @@
 // its options and sets `action`, which main() runs after a successful parse. Actions return the
 // process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive; 5 and 6
 // publish only; 7 history unusable (results/history/history.h); 8 verdict not written).
-#include <CLI/CLI.hpp>
+#include "harness/cli_fwd.h"
 #include <functional>
 
 namespace ncclsmoke::harness {

@@ -17,6 +17,7 @@
 // --history is a file path (SQLite) or a postgresql:// URL; messages print the URL with its
 // password redacted. `import --cluster C` (default $NCCLSMOKE_CLUSTER, else "default") records
 // the cluster with each run; `list --cluster C` shows only that cluster's runs.
+#include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,6 +5,7 @@
 // rank's output goes to OUT_DIR/rank<global rank>.log. What it reads and defaults to is
 // launch_plan.h; with no flags and no launcher variables it is the single-machine launcher it
 // always was (one node, loopback, a free port retried once on a clash).
+#include <CLI/CLI.hpp>
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>

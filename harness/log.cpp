@@ -1,7 +1,8 @@
 #include "harness/log.h"
 
 // Our level names, padded to one width by the pattern ("warn", not spdlog's "warning"). spdlog is
-// used header-only and only in this file, so the binary needs no libspdlog/libfmt at run time.
+// used header-only (over the compiled libfmt) and only in this file: the names are compiled into
+// spdlog's implementation, so Debian's libspdlog could not take them.
 #define SPDLOG_LEVEL_NAMES \
   { "trace", "debug", "info", "warn", "error", "crit", "off" }
 #include <spdlog/pattern_formatter.h>

@@ -1,4 +1,5 @@
 // ncclsmoke: a multi-rank smoke test for the communication path of GPU training clusters.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <string>
 

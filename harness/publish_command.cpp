@@ -1,5 +1,6 @@
 // `ncclsmoke publish VERDICT.json`: the CronJob's last step on rank 0 — history, textfile,
 // Pushgateway, exit by policy. The work is in cronjob/publish.h; this file is only the CLI.
+#include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 

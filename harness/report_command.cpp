@@ -6,6 +6,7 @@
 // empty window ("no runs since ..."); 2 for a bad flag, a missing history file, or an output file
 // that cannot be written; 7 (results::kExitHistoryUnusable) for a history that exists but cannot
 // be read (corrupt, locked, I/O error ...), with the hint for that cause, as `history import`.
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>

@@ -1,6 +1,7 @@
 // `ncclsmoke run`: one process per rank. The door (flags, NCCLSMOKE_LOG_LEVEL) is here; the run
 // itself is harness/run_session.h: world -> rendezvous (store join) -> mesh -> transports ->
 // verdict, under a watchdog.
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include <cstdlib>

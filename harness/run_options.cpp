@@ -1,5 +1,6 @@
 #include "harness/run_options.h"
 
+#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>

@@ -1,7 +1,7 @@
 #pragma once
 // Options of `ncclsmoke run`, shared by the run command and the local launcher (which forwards
 // them to every rank it starts).
-#include <CLI/CLI.hpp>
+#include "harness/cli_fwd.h"
 #include <cstdint>
 #include <map>
 #include <optional>

@@ -1,6 +1,7 @@
 // `ncclsmoke store serve` runs a standalone TCPStore-compatible server;
 // `ncclsmoke store check` connects to one (ours or torch's) and runs a short self-check;
 // `ncclsmoke store selftest` does both in one process on loopback.
+#include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cmath>

@@ -1,7 +1,7 @@
 #pragma once
 // One way to name a rank in a message: "rank 3 (host node-a)", or "rank 3" when the host is not
 // known. Every error and finding names its ranks through this, so a grep or an alert template
-// meets one spelling. Formats with fmt (header-only: the image needs no libfmt):
+// meets one spelling. Formats with fmt:
 //   fmt::format("{} lost {}", RankRef{me, my_host}, RankRef{peer, peer_host})
 // rank < 0 reads "no rank" (a process whose rank was never known, e.g. a bad configuration).
 #include <fmt/format.h>

@@ -5,6 +5,7 @@
 #include "harness/run_options.h"
 #include "tests/harness/run_args.h"
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -5,6 +5,7 @@
 // what the door would reject; backend_options_for_run adds the per-rank values.
 #include "transports/options.h"
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 
 #include <algorithm>
