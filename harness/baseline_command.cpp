@@ -43,11 +43,6 @@ int usage(const std::string& msg) {
   return kExitUsage;
 }
 
-double now_unix() {
-  using namespace std::chrono;
-  return duration<double>(system_clock::now().time_since_epoch()).count();
-}
-
 int learn(const LearnFlags& f) {
   std::vector<Profile> profiles;
   try {
@@ -63,7 +58,7 @@ int learn(const LearnFlags& f) {
   }
   double since_unix = 0;
   try {
-    since_unix = parse_since(f.since, now_unix());
+    since_unix = parse_since(f.since, unix_now());
   } catch (const std::invalid_argument& e) {
     return usage(std::string("--since: ") + e.what());
   }
@@ -128,7 +123,7 @@ int learn(const LearnFlags& f) {
   if (!f.write.empty()) {
     std::string header =
         "ncclsmoke profiles: " + f.profiles_file + " with the baselines of profile '" + f.profile +
-        "' learned from " + redact_history_url(f.history) + " at " + utc_time(now_unix()) +
+        "' learned from " + redact_history_url(f.history) + " at " + utc_time(unix_now()) +
         " by `ncclsmoke baseline learn`.\nComments of the input file are not carried over; the "
         "field reference is results/judging/profiles.example.yaml.";
     try {

@@ -4,6 +4,7 @@
 // process exit code (see README: 0 pass, 1 fail, 2 usage, 3 degraded, 4 inconclusive; 5 and 6
 // publish only; 7 history unusable (results/history/history.h); 8 verdict not written).
 #include "harness/cli_fwd.h"
+#include <chrono>
 #include <functional>
 
 namespace ncclsmoke::harness {
@@ -18,6 +19,11 @@ inline constexpr int kExitInconclusive = 4;
 // `run`: a verdict file (this rank's, or rank 0's global one) could not be written (disk full,
 // read-only, I/O error). Wins over every verdict code: a result nobody can read is never a pass.
 inline constexpr int kExitVerdictNotWritten = 8;
+
+// Wall-clock now as Unix seconds: "now" for --since and --older-than.
+inline double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
 
 void register_store_command(CLI::App& app, Action& action);
 void register_run_command(CLI::App& app, Action& action);

@@ -71,10 +71,6 @@ struct ListFlags {
   bool json = false;
 };
 
-double now_unix() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 // Files named directly, and the *.json files directly inside named directories (sorted).
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
                                        std::vector<std::string>& problems) {
@@ -297,7 +293,7 @@ std::string fmt_gbps(double v) {
 int run_list(const ListFlags& f) {
   results::HistoryQuery q;
   try {
-    if (!f.since.empty()) q.since_unix = results::parse_since(f.since, now_unix());
+    if (!f.since.empty()) q.since_unix = results::parse_since(f.since, unix_now());
   } catch (const std::invalid_argument& e) {
     std::cerr << "ncclsmoke: error: --since: " << e.what() << "\n";
     return kExitUsage;
@@ -362,7 +358,7 @@ int run_list(const ListFlags& f) {
 int run_prune(const PruneFlags& f) {
   double before = 0;
   try {
-    before = results::parse_since(f.older_than, now_unix());
+    before = results::parse_since(f.older_than, unix_now());
   } catch (const std::invalid_argument& e) {
     std::cerr << "ncclsmoke: error: --older-than: " << e.what() << "\n";
     return kExitUsage;

@@ -25,7 +25,7 @@ bool fail(std::string* error, std::string why) {
 }
 
 // For error messages: printable ASCII, other bytes as \xNN, at most 40 characters of input.
-std::string quoted(std::string_view s) {
+std::string quote_item(std::string_view s) {
   static const char kHex[] = "0123456789abcdef";
   std::string out = "'";
   for (std::size_t i = 0; i < s.size() && i < 40; ++i) {
@@ -45,15 +45,15 @@ std::string quoted(std::string_view s) {
 
 bool parse_number(std::string_view text, std::string_view item, uint64_t& out,
                   std::string* error) {
-  if (text.empty()) return fail(error, fmt::format("range item {} has an empty bound", quoted(item)));
+  if (text.empty()) return fail(error, fmt::format("range item {} has an empty bound", quote_item(item)));
   if (text.size() > kMaxDigits)
     return fail(error,
-                fmt::format("range bound {} has more than {} digits", quoted(text), kMaxDigits));
+                fmt::format("range bound {} has more than {} digits", quote_item(text), kMaxDigits));
   uint64_t v = 0;
   for (char c : text) {
     if (c < '0' || c > '9')
       return fail(error,
-                  fmt::format("range item {} is not N or LO-HI (decimal digits)", quoted(item)));
+                  fmt::format("range item {} is not N or LO-HI (decimal digits)", quote_item(item)));
     v = v * 10 + static_cast<uint64_t>(c - '0');
   }
   out = v;
@@ -68,7 +68,7 @@ bool parse_group(std::string_view body, Group& group, std::string* error) {
     std::string_view item =
         body.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     if (item.empty())
-      return fail(error, fmt::format("empty item in {}", quoted(fmt::format("[{}]", body))));
+      return fail(error, fmt::format("empty item in {}", quote_item(fmt::format("[{}]", body))));
     Range r;
     std::size_t dash = item.find('-');
     if (dash == std::string_view::npos) {
@@ -80,7 +80,7 @@ bool parse_group(std::string_view body, Group& group, std::string* error) {
       if (!parse_number(lo, item, r.lo, error) || !parse_number(hi, item, r.hi, error))
         return false;
       if (r.lo > r.hi)
-        return fail(error, fmt::format("range {} runs backwards (LO must be <= HI)", quoted(item)));
+        return fail(error, fmt::format("range {} runs backwards (LO must be <= HI)", quote_item(item)));
       r.width = lo.size();
     }
     group.push_back(r);

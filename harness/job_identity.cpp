@@ -1,4 +1,5 @@
 #include "harness/job_identity.h"
+#include "harness/text.h"
 
 #include <cstddef>
 
@@ -6,20 +7,6 @@
 
 namespace ncclsmoke::harness {
 namespace {
-
-std::string trimmed(std::string_view s) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  while (!s.empty() && space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && space(s.back())) s.remove_suffix(1);
-  return std::string(s);
-}
-
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
 
 class Lookup {
  public:
@@ -39,7 +26,7 @@ class Lookup {
 
 std::optional<JobIdentity> usable(const std::optional<std::string>& raw, const char* source) {
   if (!raw) return std::nullopt;
-  std::string v = trimmed(*raw);
+  std::string v = trim(*raw);
   if (!job_id_problem(v).empty()) return std::nullopt;
   return JobIdentity{v, source};
 }
@@ -58,7 +45,7 @@ std::optional<std::string> pytorchjob_name(const std::string& host) {
 }  // namespace
 
 std::string job_id_problem(std::string_view raw) {
-  std::string v = trimmed(raw);
+  std::string v = trim(raw);
   if (v.empty()) return "empty";
   if (v.size() > kMaxJobIdLength)
     return fmt::format("{} characters long, more than {}", v.size(), kMaxJobIdLength);
@@ -88,14 +75,14 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
     }
     if (auto j = usable(get("OMPI_MCA_ess_base_jobid"), "OMPI_MCA_ess_base_jobid")) return j;
     if (auto j = usable(get("PMIX_NAMESPACE"), "PMIX_NAMESPACE")) return j;
-    const std::string host = trimmed(hostname);
+    const std::string host = trim(hostname);
     if (get("KUBERNETES_SERVICE_HOST")) {
       if (auto name = pytorchjob_name(host))
         if (auto j = usable(*name, "hostname (PyTorchJob)")) return j;
     }
     if (auto index = get("JOB_COMPLETION_INDEX")) {
-      std::string suffix = fmt::format("-{}", trimmed(*index));
-      if (all_digits(trimmed(*index)) && host.size() > suffix.size() &&
+      std::string suffix = fmt::format("-{}", trim(*index));
+      if (all_digits(trim(*index)) && host.size() > suffix.size() &&
           host.compare(host.size() - suffix.size(), suffix.size(), suffix) == 0)
         if (auto j = usable(host.substr(0, host.size() - suffix.size()), "hostname (Indexed Job)"))
           return j;

@@ -1,4 +1,5 @@
 #include "harness/launch_plan.h"
+#include "harness/text.h"
 
 #include <dirent.h>
 
@@ -17,12 +18,6 @@ struct Raw {
   std::string value;
 };
 
-std::string trim(const std::string& s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return s.substr(b, e - b);
-}
 
 std::string shown(const std::string& raw) { return rendezvous::printable(raw, 96); }
 

@@ -1,10 +1,8 @@
 #include "harness/log.h"
 
-// Our level names, padded to one width by the pattern ("warn", not spdlog's "warning"). spdlog is
-// used header-only (over the compiled libfmt) and only in this file: the names are compiled into
-// spdlog's implementation, so Debian's libspdlog could not take them.
-#define SPDLOG_LEVEL_NAMES \
-  { "trace", "debug", "info", "warn", "error", "crit", "off" }
+// spdlog is Debian's compiled libspdlog (over the compiled libfmt). Our level names ("warn", not
+// spdlog's "warning") are printed by our own pattern flag, %*, since spdlog's %l names are fixed
+// when its library is compiled.
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -42,6 +40,26 @@ spdlog::logger& logger() {
   return *l;
 }
 
+// %*: the level as every line writes it, padded to one width: "debug", "info ", "warn ", "error".
+class LevelFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string_view name = "info ";
+    switch (msg.level) {
+      case spdlog::level::trace:
+      case spdlog::level::debug: name = "debug"; break;
+      case spdlog::level::warn: name = "warn "; break;
+      case spdlog::level::err:
+      case spdlog::level::critical: name = "error"; break;
+      default: break;
+    }
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<LevelFlag>();
+  }
+};
+
 }  // namespace
 
 std::optional<LogLevel> parse_log_level(const std::string& text) {
@@ -65,8 +83,9 @@ LogLevel run_log_level(int rank, bool quiet, bool verbose, const std::string& en
 void log_for_rank(int rank, LogLevel level) {
   std::string who = rank < 0 ? "?" : std::to_string(rank);
   auto& l = logger();
-  l.set_formatter(std::make_unique<spdlog::pattern_formatter>(
-      "%Y-%m-%dT%H:%M:%S.%eZ rank " + who + " %-5l %v", spdlog::pattern_time_type::utc));
+  auto f = std::make_unique<spdlog::pattern_formatter>(spdlog::pattern_time_type::utc);
+  f->add_flag<LevelFlag>('*').set_pattern("%Y-%m-%dT%H:%M:%S.%eZ rank " + who + " %* %v");
+  l.set_formatter(std::move(f));
   l.set_level(to_spdlog(level));
 }
 

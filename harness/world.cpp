@@ -1,4 +1,5 @@
 #include "harness/world.h"
+#include "harness/text.h"
 
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -50,15 +51,6 @@ const Launcher kK8s{
     "k8s-indexed-job", "Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", {"WORLD_SIZE"}, nullptr};
 const std::array<const Launcher*, 4> kDetectionOrder{&kTorchrun, &kOpenMpi, &kSlurm, &kK8s};
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-std::string trim(std::string_view s) {
-  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-  return std::string(s);
-}
 
 // The value as stored in a finding: escaped like printable() but without the quotes.
 std::string shown(const std::string& raw) {
@@ -71,12 +63,6 @@ std::string expecting(std::string_view what, std::string_view expected) {
   return fmt::format("{}; expected {}", what, expected);
 }
 
-bool all_digits(std::string_view s) {
-  if (s.empty()) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  return true;
-}
 
 // A value and where it came from ("--rank" or "RANK").
 struct Raw {

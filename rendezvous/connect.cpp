@@ -141,11 +141,6 @@ std::string attempt_message(ErrorClass cls, int err) {
   }
 }
 
-int poll_ms(Millis left) {
-  // Round up so that a poll that returns "timed out" really reached the deadline.
-  return static_cast<int>(std::min<long long>(left.count() + 1, INT_MAX));
-}
-
 // One non-blocking connect bounded by `budget`. Returns the fd, or -1 with `err` set (ETIMEDOUT
 // when nothing answered within the budget).
 int try_connect(const Address& a, Millis budget, int& err) {
@@ -163,7 +158,7 @@ int try_connect(const Address& a, Millis budget, int& err) {
   Deadline until = Clock::now() + budget;
   for (;;) {
     pollfd p{fd, POLLOUT, 0};
-    int n = ::poll(&p, 1, poll_ms(remaining(until)));
+    int n = ::poll(&p, 1, poll_timeout_ms(until));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       err = errno;

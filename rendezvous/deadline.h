@@ -3,6 +3,7 @@
 // one, so a caller composes phase and run budgets by taking the earlier of two deadlines.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <string>
 
@@ -19,6 +20,13 @@ inline Millis remaining(Deadline d) {
   auto left = std::chrono::duration_cast<Millis>(d - Clock::now());
   return std::max(left, Millis{0});
 }
+
+// A poll(2) timeout for the time left, rounded up so that a poll that returns "timed out" really
+// reached the deadline (rounding down would wake early and spin on the last millisecond).
+inline int poll_timeout_ms(Millis left) {
+  return static_cast<int>(std::min<long long>(left.count() + 1, INT_MAX));
+}
+inline int poll_timeout_ms(Deadline d) { return poll_timeout_ms(remaining(d)); }
 
 inline bool expired(Deadline d) { return Clock::now() >= d; }
 

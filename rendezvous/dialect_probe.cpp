@@ -32,10 +32,6 @@ struct Outcome {
   std::size_t got = 0;    // bytes read before eof/reset/timeout
 };
 
-int poll_ms(Deadline d) {
-  return static_cast<int>(std::min<long long>(remaining(d).count() + 1, INT_MAX));
-}
-
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -66,7 +62,7 @@ Outcome read_exact(int fd, std::string& out, std::size_t n, Deadline d) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) return {Io::reset, errno, out.size()};
     pollfd p{fd, POLLIN, 0};
-    int pr = ::poll(&p, 1, poll_ms(d));
+    int pr = ::poll(&p, 1, poll_timeout_ms(d));
     if (pr < 0 && errno != EINTR) return {Io::reset, errno, out.size()};
     if (pr == 0 && expired(d)) return {Io::timeout, 0, out.size()};
   }

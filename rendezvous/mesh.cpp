@@ -31,7 +31,7 @@ using nlohmann::json;
 // address, a port reused by something else) is not counted as a working path.
 constexpr char kHelloMagic[4] = {'N', 'S', 'M', 'K'};
 
-std::string hello(int rank) {
+std::string mesh_hello(int rank) {
   std::string h(kHelloMagic, 4);
   uint32_t r = static_cast<uint32_t>(rank);
   h.append(reinterpret_cast<const char*>(&r), 4);
@@ -104,7 +104,7 @@ class Listener {
             if (c.in.size() == 8) {
               // A fresh socket's send buffer always holds 8 bytes: this never blocks.
               if (c.in.compare(0, 4, kHelloMagic, 4) == 0) {
-                std::string h = hello(rank_);
+                std::string h = mesh_hello(rank_);
                 [[maybe_unused]] auto sent = ::send(c.fd, h.data(), h.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
               }
               done = true;
@@ -173,7 +173,7 @@ std::optional<PairFailure> dial_hello(int self, int peer, const std::string& add
     return f;
   }
   std::string reply;
-  bool sent = send_all(conn.fd, hello(self), deadline);
+  bool sent = send_all(conn.fd, mesh_hello(self), deadline);
   bool ok = sent && recv_exact(conn.fd, 8, reply, deadline).empty();
   ::close(conn.fd);
   uint32_t their = 0;

@@ -55,7 +55,7 @@ uint32_t read_u32(const char* p) {
   return v;
 }
 
-std::string hello(int rank) {
+std::string watch_hello(int rank) {
   std::string h(kMagic, 4);
   uint32_t r = static_cast<uint32_t>(rank);
   h.append(reinterpret_cast<const char*>(&r), 4);
@@ -326,7 +326,7 @@ class PeerWatchImpl final : public PeerWatch {
     }
     std::string reply;
     std::string why;
-    if (!send_all(fd, hello(opt_.rank), opt_.deadline)) why = "could not send the handshake";
+    if (!send_all(fd, watch_hello(opt_.rank), opt_.deadline)) why = "could not send the handshake";
     else if (auto e = recv_exact(fd, kHelloSize, reply, opt_.deadline); !e.empty())
       why = "handshake: " + e;
     if (why.empty() && reply.compare(0, 4, kMagic, 4) != 0)
@@ -579,7 +579,7 @@ class PeerWatchImpl final : public PeerWatch {
     int peer = static_cast<int>(read_u32(p.buf.data() + 4));
     bool ok = p.buf.compare(0, 4, kMagic, 4) == 0 && expected_in_.count(peer) && !conns_.count(peer);
     if (ok) {
-      std::string h = hello(opt_.rank);
+      std::string h = watch_hello(opt_.rank);
       ok = ::send(p.fd, h.data(), h.size(), MSG_NOSIGNAL | MSG_DONTWAIT) ==
            static_cast<ssize_t>(h.size());
     }

@@ -68,7 +68,7 @@ Listening listen_in_range(const std::string& bind_address, uint16_t port_min, ui
 
 namespace {
 // Wakes at least once a second, so a deadline is never overslept by a long poll.
-int poll_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
+int poll_slice_ms(Deadline d) { return static_cast<int>(std::min<int64_t>(remaining(d).count(), 1000)); }
 }  // namespace
 
 SendResult send_bytes(int fd, const char* data, std::size_t len, Deadline deadline, int* err) {
@@ -85,7 +85,7 @@ SendResult send_bytes(int fd, const char* data, std::size_t len, Deadline deadli
       return SendResult::error;
     }
     pollfd p{fd, POLLOUT, 0};
-    int r = ::poll(&p, 1, poll_ms(deadline));
+    int r = ::poll(&p, 1, poll_slice_ms(deadline));
     if (r < 0 && errno != EINTR) {
       if (err) *err = errno;
       return SendResult::error;
@@ -104,7 +104,7 @@ std::string recv_exact(int fd, std::size_t n, std::string& out, Deadline deadlin
   std::size_t off = 0;
   while (off < n) {
     pollfd p{fd, POLLIN, 0};
-    int rc = ::poll(&p, 1, poll_ms(deadline));
+    int rc = ::poll(&p, 1, poll_slice_ms(deadline));
     if (rc < 0 && errno == EINTR) continue;
     if (rc <= 0) {
       if (expired(deadline)) return "timed out";

@@ -38,10 +38,6 @@ constexpr Millis kJoinPoll{10};              // torch's waitForWorkers polls eve
 // server has died meanwhile.
 constexpr Millis kAfterDeadlineGrace{1000};
 
-int poll_ms(Deadline d) {
-  return static_cast<int>(std::min<long long>(remaining(d).count() + 1, INT_MAX));
-}
-
 std::string on_keys(const std::vector<std::string>& keys) {
   if (keys.empty()) return "";
   return (keys.size() == 1 ? " on key " : " on keys ") + describe_keys(keys);
@@ -278,7 +274,7 @@ struct TcpStore::Impl {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) io_failure(errno, op, keys, start);
       pollfd p{fd, POLLIN, 0};
-      int r = ::poll(&p, 1, poll_ms(d));
+      int r = ::poll(&p, 1, poll_timeout_ms(d));
       if (r < 0 && errno != EINTR) io_failure(errno, op, keys, start);
       if (r == 0 && expired(d)) throw IoTimeout{};
     }

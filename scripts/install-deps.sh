@@ -12,7 +12,7 @@ set -euo pipefail
 
 runtime=(
   ca-certificates
-  libfabric1 libopenmpi3 libyaml-cpp0.7 libsqlite3-0 libcurl4 libpq5
+  libfabric1 libopenmpi3 libyaml-cpp0.7 libsqlite3-0 libcurl4 libpq5 libfmt9 libspdlog1.10
 )
 build=(
   build-essential cmake ninja-build pkg-config

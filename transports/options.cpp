@@ -1,4 +1,5 @@
 #include "transports/options.h"
+#include "transports/text.h"
 
 #include <fmt/format.h>
 
@@ -9,12 +10,6 @@
 
 namespace ncclsmoke::transports {
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::optional<std::int64_t> parse_int(std::string_view text) {
   std::size_t i = 0;

@@ -26,8 +26,8 @@
 namespace ncclsmoke::results {
 namespace {
 
+using detail::kNaN;
 using nlohmann::json;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // "network=Socket gdr=false" from an identity's observed object (the keys an operator looks for).
 std::string identity_text(const json& observed) {

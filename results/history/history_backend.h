@@ -12,11 +12,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <limits>
 #include <vector>
 
 #include "results/history/history.h"
 
 namespace ncclsmoke::results::detail {
+
+// A number the history does not have (no baseline, no measurement): NaN in rows, null in JSON.
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 class HistoryBackend {
  public:

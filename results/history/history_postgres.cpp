@@ -28,13 +28,12 @@ namespace ncclsmoke::results::detail {
 namespace {
 
 using nlohmann::json;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr size_t kRunsPerInsert = 500;
 constexpr size_t kMaxParams = 60000;  // PostgreSQL's protocol allows 65,535 per statement
 // Serialises schema creation between writers that meet on a fresh database.
 constexpr long long kSchemaLockKey = 0x6e63636c736d6bLL;  // "ncclsmk"
 
-const char* kCreateSql = R"sql(
+const char* kPostgresCreateSql = R"sql(
 CREATE TABLE IF NOT EXISTS ncclsmoke_meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
@@ -418,7 +417,7 @@ class PostgresHistory final : public HistoryBackend {
     try {
       exec_params("SELECT pg_advisory_xact_lock($1)", {std::to_string(kSchemaLockKey)});
       if (schema_version() < kHistorySchemaVersion) {  // nobody did it while we waited
-        exec(kCreateSql);
+        exec(kPostgresCreateSql);
         exec_params("INSERT INTO ncclsmoke_meta (key, value) VALUES ('schema_version', $1) "
                     "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
                     {std::to_string(kHistorySchemaVersion)});

@@ -25,11 +25,10 @@ namespace ncclsmoke::results::detail {
 namespace {
 
 using nlohmann::json;
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Schema version 2 (kHistorySchemaVersion). runs.cluster comes last so that a version-1 file
 // migrated by ALTER TABLE and a fresh file have the same columns in the same order.
-const char* kCreateSql = R"sql(
+const char* kSqliteCreateSql = R"sql(
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY,
   started_at TEXT NOT NULL,
@@ -319,7 +318,7 @@ class SqliteHistory final : public HistoryBackend {
                                HistoryProblem::not_history);
         }
         in_transaction([&](int v) {
-          if (v == 0) exec(kCreateSql);
+          if (v == 0) exec(kSqliteCreateSql);
           else if (v == 1) exec(kMigrateV1Sql);
         });
       } else if (version == 1 && create) {

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "results/verdict/finding_codes.h"
+#include "results/judging/baseline_learn.h"
 #include "results/judging/nccl_judge.h"
 #include "results/judging/transport_rules.h"
 
@@ -63,12 +64,6 @@ std::string phase_text(const Verdict& v, const std::string& transport) {
   if (!p) return "no transport:" + transport + " phase was recorded";
   return "phase transport:" + transport + " is " + to_string(p->status) +
          (p->detail.empty() ? std::string() : " (" + p->detail + ")");
-}
-
-double median(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
 }
 
 // BASELINE_MISSING with a hint that says what is really missing: a baseline band (learn one),

@@ -106,7 +106,7 @@ std::string ranks_text(const std::vector<int>& r) {
   return s;
 }
 
-std::string window_text(const ReportModel& m) {
+std::string html_window_text(const ReportModel& m) {
   std::string s = "since " + format_utc(m.options.since_unix);
   if (!m.options.since_text.empty()) s += " (" + m.options.since_text + ")";
   return s;
@@ -268,7 +268,7 @@ std::string render_html(const ReportModel& m) {
        "<meta name=\"generator\" content=\"ncclsmoke report\">\n<title>" +
        e(m.options.title) + "</title>\n<style>" + kCss + "</style>\n</head>\n<body>\n<main>\n";
   o += "<header>\n<h1 id=\"title\">" + e(m.options.title) + "</h1>\n<p class=\"meta\">Runs " +
-       e(window_text(m)) + " \xC2\xB7 profile " +
+       e(html_window_text(m)) + " \xC2\xB7 profile " +
        (m.options.profile.empty() ? std::string("all") : "<b>" + e(m.options.profile) + "</b>") +
        " \xC2\xB7 cluster " +
        (m.options.cluster.empty() ? std::string("all") : "<b>" + e(m.options.cluster) + "</b>") +

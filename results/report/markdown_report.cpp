@@ -8,7 +8,7 @@
 namespace ncclsmoke::report {
 namespace {
 
-std::string window_text(const ReportModel& m) {
+std::string markdown_window_text(const ReportModel& m) {
   std::string s = "since " + format_utc(m.options.since_unix);
   if (!m.options.since_text.empty()) s += " (" + markdown_escape(m.options.since_text) + ")";
   s += ", profile " +
@@ -20,7 +20,7 @@ std::string window_text(const ReportModel& m) {
 
 std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
   std::string o;
-  o += "**" + markdown_escape(m.options.title) + "** \xE2\x80\x94 " + window_text(m) + "\n\n";
+  o += "**" + markdown_escape(m.options.title) + "** \xE2\x80\x94 " + markdown_window_text(m) + "\n\n";
   if (m.run_count == 0) {
     o += "No runs since " + format_utc(m.options.since_unix) + ".\n";
     return o;

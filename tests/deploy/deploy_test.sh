@@ -253,9 +253,14 @@ spec:
     [ "$entry_cmd" = /usr/local/bin/ncclsmoke-entrypoint ] || { echo "FAIL: base cronjob command is '$entry_cmd'"; rc=1; }
     for f in "$cronjob"/Dockerfile "$cronjob"/Dockerfile.cpu; do
       grep -q "cronjob/entrypoint.sh $entry_cmd" "$f" || { echo "FAIL: $f does not COPY cronjob/entrypoint.sh to $entry_cmd"; rc=1; }
-      grep -q '/usr/local/bin/ncclsmoke$' "$f" || { echo "FAIL: $f does not install /usr/local/bin/ncclsmoke"; rc=1; }
+      grep -q 'cpack -G DEB' "$f" || { echo "FAIL: $f does not build the Debian package"; rc=1; }
+      grep -v -e '^COPY' -e 'rm -rf' "$f" | grep -q '/tmp/ncclsmoke_\*_amd64.deb' ||
+        { echo "FAIL: $f does not install the package (ncclsmoke on PATH as /usr/bin/ncclsmoke)"; rc=1; }
       grep -q '^USER 65532' "$f" || { echo "FAIL: $f does not run as USER 65532 (runAsUser in the manifests)"; rc=1; }
     done
+    # The CPU image's runtime stage installs install-deps.sh's runtime profile.
+    grep -q 'install-deps.sh runtime' "$cronjob/Dockerfile.cpu" ||
+      { echo "FAIL: Dockerfile.cpu does not install the runtime profile"; rc=1; }
     [ "$rc" = 0 ] && echo "ok: Dockerfiles install what the manifests run"
     exit $rc
     ;;

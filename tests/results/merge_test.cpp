@@ -27,7 +27,7 @@ Verdict view(int rank, const std::string& host, std::vector<Phase> phases) {
   return v;
 }
 
-Phase phase(const std::string& name, const std::string& status, double s) {
+Phase timed_phase(const std::string& name, const std::string& status, double s) {
   Phase p;
   p.name = name;
   p.status = parse_phase_status(status).value();
@@ -36,7 +36,7 @@ Phase phase(const std::string& name, const std::string& status, double s) {
 }
 
 std::vector<Phase> ok(double s = 0.5) {
-  return {phase("rendezvous", "pass", s), phase("mesh", "pass", s)};
+  return {timed_phase("rendezvous", "pass", s), timed_phase("mesh", "pass", s)};
 }
 
 TEST(Merge, HealthyViewsMergeToPass) {
@@ -204,10 +204,10 @@ TEST(Merge, DuplicateFindingTakesWorstSeverity) {
 
 TEST(Merge, WorstPhaseStatusWins) {
   auto v0 = view(0, "a", ok());
-  auto v1 = view(1, "b", {phase("rendezvous", "pass", 0.1), phase("mesh", "fail", 2.0)});
+  auto v1 = view(1, "b", {timed_phase("rendezvous", "pass", 0.1), timed_phase("mesh", "fail", 2.0)});
   v1.phases[1].detail = "1->2 timed out";
-  auto v2 = view(2, "c", {phase("rendezvous", "pass", 0.1), phase("mesh", "skipped", 0),
-                          phase("transport:socket", "pass", 1.5)});
+  auto v2 = view(2, "c", {timed_phase("rendezvous", "pass", 0.1), timed_phase("mesh", "skipped", 0),
+                          timed_phase("transport:socket", "pass", 1.5)});
   Verdict g = merge_rank_verdicts({v0, v1, v2});
   ASSERT_EQ(g.phases.size(), 3u);
   EXPECT_EQ(g.phases[1].status, PhaseStatus::fail);
@@ -219,7 +219,7 @@ TEST(Merge, WorstPhaseStatusWins) {
 
 TEST(Merge, SkippedOnOneRankIsNotHiddenByPassElsewhere) {
   auto v0 = view(0, "a", ok());
-  auto v1 = view(1, "b", {phase("rendezvous", "pass", 0.1), phase("mesh", "skipped", 0)});
+  auto v1 = view(1, "b", {timed_phase("rendezvous", "pass", 0.1), timed_phase("mesh", "skipped", 0)});
   Verdict g = merge_rank_verdicts({v0, v1}, {.world_size = 2, .required_phases = {}});
   EXPECT_EQ(g.phases[1].status, PhaseStatus::skipped);
   EXPECT_EQ(g.verdict, Outcome::inconclusive);

@@ -1,4 +1,5 @@
 #include "transports/nccl/nccl_log.h"
+#include "transports/text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -7,18 +8,6 @@
 
 namespace ncclsmoke::transports {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Position just past `needle` in `hay`; npos when absent.
 std::size_t after(std::string_view hay, std::string_view needle) {
