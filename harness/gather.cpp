@@ -56,10 +56,11 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   // A rank is late only when no verdict at all has arrived for `window`: rank 0 looks at every
   // pending rank in turn, without blocking on one. Waiting on each rank in join order with one
   // shared window named healthy ranks lost at 1024 ranks on 2 CPUs: rank 0 sat on rank 2's key
-  // while a thousand others posted, and its own parsing ate the window. Never past the run's own
-  // deadline.
+  // while a thousand others posted, and its own parsing ate the window. It stops within the
+  // run's verdict reserve, leaving its last fifth for the merge and the write, so the world's
+  // verdict is on disk by --timeout.
   const auto window = ms(std::max(5.0, ctx.o.pair_timeout_s * 2));
-  const Deadline hard_stop = ctx.run_deadline + Millis{2000};
+  const Deadline hard_stop = ctx.steps_deadline + (ctx.run_deadline - ctx.steps_deadline) * 4 / 5;
   std::map<int, results::Verdict> got;
   std::vector<const Identity*> pending, late;
   for (const auto& id : s.join.present)

@@ -28,7 +28,7 @@ void Liveness::start(Store& store, const JoinResult& join, const std::string& lo
   po.full_threshold = ctx_.o.mesh_threshold;
   po.random_peers = ctx_.o.mesh_random_peers;
   po.deadline =
-      earliest(Clock::now() + ms(std::max(2.0, ctx_.o.pair_timeout_s)), ctx_.run_deadline);
+      earliest(Clock::now() + ms(std::max(2.0, ctx_.o.pair_timeout_s)), ctx_.steps_deadline);
   po.on_silent = [this](const SilentPeer& s) { on_silent(s); };
   po.on_resumed = [this](const SilentPeer& s) { on_resumed(s); };
   try {
@@ -111,7 +111,7 @@ std::vector<int> Liveness::stopped_ranks_for_mesh(const MeshResult& m) const {
     }
   if (!m.summary_received && ctx_.world.rank != 0) suspects.insert(0);
   suspects.erase(ctx_.world.rank);
-  auto wait_until = earliest(deadline_after(Millis{3500}), ctx_.run_deadline);
+  auto wait_until = earliest(deadline_after(Millis{3500}), ctx_.steps_deadline);
   for (;;) {
     auto got = stopped_ranks();
     std::sort(got.begin(), got.end());
@@ -129,7 +129,7 @@ std::vector<int> Liveness::stopped_ranks_for_mesh(const MeshResult& m) const {
 
 void Liveness::settle(const std::vector<results::Finding>& findings) const {
   if (!results::worth_settling_watch(findings)) return;
-  auto until = earliest(deadline_after(Millis{1000}), ctx_.run_deadline);
+  auto until = earliest(deadline_after(Millis{1000}), ctx_.steps_deadline);
   while (!expired(until)) {
     {
       std::lock_guard lock(watch_mu_);

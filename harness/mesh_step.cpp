@@ -28,7 +28,7 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   m.full_mesh_threshold = ctx.o.mesh_threshold;
   m.random_peers = ctx.o.mesh_random_peers;
   m.pair_timeout = ms(ctx.o.pair_timeout_s);
-  m.deadline = earliest(Clock::now() + ms(ctx.o.mesh_timeout_s), ctx.run_deadline);
+  m.deadline = earliest(Clock::now() + ms(ctx.o.mesh_timeout_s), ctx.steps_deadline);
   const int rank = w.rank;
   m.after_publish = [rank] { test_pause_point("mesh", rank); };
   try {

@@ -246,7 +246,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   opt.dialect = wire::Dialect::modern;
   opt.negotiate = w.external_store;
   opt.op_timeout = ms(std::max(5.0, ctx.o.mesh_timeout_s));
-  auto connect_deadline = earliest(ctx.start + ms(ctx.o.connect_timeout_s), ctx.run_deadline);
+  auto connect_deadline = earliest(ctx.start + ms(ctx.o.connect_timeout_s), ctx.steps_deadline);
   try {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
@@ -260,7 +260,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   test_pause_point("rendezvous", w.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
   s.self = self_identity(ctx, s);
 
-  auto join_deadline = earliest(ctx.start + ms(ctx.o.join_timeout_s), ctx.run_deadline);
+  auto join_deadline = earliest(ctx.start + ms(ctx.o.join_timeout_s), ctx.steps_deadline);
   try {
     if (!meet_own_job(ctx, s, join_deadline, t0)) return false;
     adopt_run_id(ctx, s, join_deadline);

@@ -21,6 +21,7 @@ namespace fs = std::filesystem;
 RunContext::RunContext(RunOptions options, std::string env)
     : o(std::move(options)), log_env(std::move(env)), start(Clock::now()) {
   run_deadline = start + ms(o.timeout_s);
+  steps_deadline = run_deadline - std::min(kVerdictReserve, ms(o.timeout_s) / 4);
   record.verdict = results::new_verdict(-1);
   record.verdict.env = results::allowlisted_env();
   record.verdict.versions["ncclsmoke"] = kVersion;

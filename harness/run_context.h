@@ -58,6 +58,11 @@ struct RunRecord {
   }
 };
 
+// What the run keeps back from its steps for the verdict: a quarter of --timeout, at most 1 s.
+inline constexpr Millis kVerdictReserve{1000};
+// How long past --timeout the watchdog waits for the verdict the steps are writing.
+inline constexpr Millis kWatchdogGrace{300};
+
 struct RunContext {
   RunContext(RunOptions options, std::string log_env);
   RunContext(const RunContext&) = delete;
@@ -67,7 +72,11 @@ struct RunContext {
   std::string log_env;               // NCCLSMOKE_LOG_LEVEL as given ("" unset)
   LogLevel log_level = LogLevel::warn;  // set before the rank is known; used once it is
   Clock::time_point start;
+  // --timeout from the start. The steps (join, mesh, transports) stop at steps_deadline, which
+  // leaves kVerdictReserve for what follows them (post, gather, merge, write), so the verdict is
+  // on disk by run_deadline; the watchdog is only the backstop, kWatchdogGrace later.
   Deadline run_deadline;
+  Deadline steps_deadline;
   World world;
   bool have_world = false;
   std::vector<results::Profile> profiles;

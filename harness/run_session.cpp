@@ -89,9 +89,10 @@ int RunSession::finish() {
   return ctx_.exit_code(shown);
 }
 
-// Past the run deadline (+ a grace for the verdict itself), write what we know and leave.
+// The backstop: the steps stop at steps_deadline and write the verdict by run_deadline; if
+// something still runs kWatchdogGrace past --timeout (or on a signal), write what we know and leave.
 void RunSession::watch(const std::atomic<bool>& finished) {
-  auto hard = ctx_.run_deadline + Millis{3000};
+  auto hard = ctx_.run_deadline + kWatchdogGrace;
   while (!finished && Clock::now() < hard && g_stop_signal == 0)
     std::this_thread::sleep_for(Millis{50});
   if (finished) return;

@@ -90,7 +90,13 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
       oc.not_built = backend ? backend->why_missing : "no transport of that name";
       continue;
     }
-    auto deadline = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
+    if (Clock::now() >= o.run_limit) {
+      oc.not_started = "the run reached its --timeout before this transport started";
+      continue;
+    }
+    auto own = Clock::now() + Millis(static_cast<long long>(o.timeout_s * 1000));
+    oc.run_deadline_bound = o.run_limit < own;
+    auto deadline = std::min(own, o.run_limit);
     GuardedStore guarded(*in.store, in.store_unusable);
     rendezvous::PrefixStore store("transport/" + name, guarded);
     TransportContext ctx;

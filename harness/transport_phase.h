@@ -21,6 +21,9 @@ struct TransportPhaseOptions {
   std::vector<std::string> transports;  // names, e.g. {"socket", "fabric"}
   transports::SweepOptions sweep;
   double timeout_s = 60;                // per transport: open + sweep
+  // The run's own limit for its steps (RunContext::steps_deadline): each backend's deadline is
+  // the earlier of this and its own timeout, so --timeout bounds the transports too.
+  rendezvous::Deadline run_limit = rendezvous::Deadline::max();
   std::map<std::string, std::string> backend_options;  // "socket.ifname" -> ...
 };
 

@@ -37,6 +37,7 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   to.sweep.check = !o_.no_check;
   to.sweep.op_timeout = ms(o_.op_timeout_s);
   to.timeout_s = o_.transport_timeout_s;
+  to.run_limit = ctx.steps_deadline;
   // The backends' options: the declared flags given, plus the per-rank GPU and NCCL log
   // (harness/run_options.h).
   to.backend_options = backend_options_for_run(o_, world_.rank, world_.local_rank);
@@ -63,7 +64,7 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };
   // Measure, then judge: the phase only measures; results/judging/transport_rules.h decides.
   auto outcomes = measure_transports(in, to);
-  auto out = results::judge_transports(outcomes, {in.rank, in.host, in.hosts});
+  auto out = results::judge_transports(outcomes, {in.rank, in.host, in.hosts, o_.timeout_s});
   live.settle(out.findings);
   live.attach_wait_chains(out.findings, in.hosts);
   for (const auto& p : out.phases)

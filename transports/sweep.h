@@ -82,8 +82,9 @@ Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size)
 
 // What the transports phase (harness/transport_phase.h) measured for one requested backend: the
 // typed observation results/judging/transport_rules.h judges. No finding, no status: only what
-// happened. Exactly one of: not_built set (the backend could not even be made), error set (it
-// threw), or stage == done (sweep and identify finished).
+// happened. Exactly one of: not_built set (the backend could not even be made), not_started set
+// (the run had no time left for it), error set (it threw), or stage == done (sweep and identify
+// finished).
 enum class TransportStage { open, sweep, identify, done };
 const char* to_string(TransportStage s);
 
@@ -109,6 +110,11 @@ struct TransportOutcome {
   std::optional<LinkStats> links;        // Transport::link_stats()
   std::optional<NetworkReport> network;  // Transport::network_report()
   std::optional<TransportFailure> error;
+  // The run's --timeout, not the transport's own, was the nearer deadline of this attempt: a
+  // timeout then is the run's (RUN_TIMEOUT), not the transport's.
+  bool run_deadline_bound = false;
+  // Set when the run's deadline had passed before this backend was started (why: never opened).
+  std::optional<std::string> not_started;
 };
 
 // Message sizes the sweep measures (each a multiple of the dtype size, at least one element).

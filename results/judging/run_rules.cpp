@@ -159,6 +159,14 @@ Finding run_timeout_finding(RankRef self, double timeout_s, std::string_view las
                                       : fmt::format("the phase after {}", last_phase)}});
 }
 
+Finding run_timeout_during(RankRef self, double timeout_s, std::string_view phase, double ran_s) {
+  return make_finding(Code::RUN_TIMEOUT,
+                      fmt::format("{} did not finish within --timeout {}s: {} was still running "
+                                  "after {}",
+                                  self, timeout_s, phase, rendezvous::seconds_text(ran_s)),
+                      {self.rank}, {std::string(self.host)}, {{"phase", std::string(phase)}});
+}
+
 Finding run_terminated_finding(RankRef self, std::string_view signal_name, double after_s,
                                std::string_view last_phase) {
   return make_finding(Code::RUN_TERMINATED,

@@ -82,6 +82,10 @@ void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& 
 
 // `last_phase`: the last phase that finished ("none" before the first).
 Finding run_timeout_finding(rendezvous::RankRef self, double timeout_s, std::string_view last_phase);
+// The run's deadline cut `phase` short while it ran (it had run `ran_s`): the same code, naming
+// the phase that was running rather than the last one that finished.
+Finding run_timeout_during(rendezvous::RankRef self, double timeout_s, std::string_view phase,
+                           double ran_s);
 // `signal_name`: "SIGTERM" / "SIGINT".
 Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal_name,
                                double after_s, std::string_view last_phase);

@@ -8,6 +8,7 @@
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
 #include "results/judging/nccl_judge.h"
+#include "results/judging/run_rules.h"
 #include "results/verdict/finding_codes.h"
 
 namespace ncclsmoke::results {
@@ -185,6 +186,20 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
           fmt::format("transport {} skipped on {}: {}", o.name, RankRef{ctx.rank, ctx.host},
                       *o.not_built),
           {ctx.rank}, {ctx.host}, {{"transport", o.name}}));
+    } else if (o.not_started) {
+      phase.status = PhaseStatus::not_run;
+      phase.detail = *o.not_started;
+    } else if (o.error && o.run_deadline_bound &&
+               o.error->source == TransportFailure::Source::transport &&
+               o.error->kind == ErrorKind::timeout) {
+      const std::string stage = transports::to_string(o.stage);
+      auto f = run_timeout_during(RankRef{ctx.rank, ctx.host}, ctx.run_timeout_s, phase.name,
+                                  o.error->waited_s);
+      f.evidence = {{"error_kind", transports::to_string(o.error->kind)},
+                    {"waited_s", o.error->waited_s}, {"stage", stage}};
+      out.findings.push_back(std::move(f));
+      phase.status = PhaseStatus::inconclusive;
+      phase.detail = fmt::format("{}: the run's --timeout ended it: {}", stage, o.error->message);
     } else if (o.error) {
       const std::string stage = transports::to_string(o.stage);
       out.findings.push_back(failure_finding(*o.error, o.name, stage, ctx));

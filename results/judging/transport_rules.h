@@ -13,6 +13,10 @@
 //   does not say which)" when it does not), with the table's layer ("run"). Detail
 //   "<stage>: <message>"; evidence {error_kind, waited_s, detail: the backend's evidence}.
 // - error from the store during the transport (StoreError) -> "fail" + RENDEZVOUS_LOST.
+// - a timeout when the run's --timeout was the nearer deadline (run_deadline_bound) ->
+//   "inconclusive" + RUN_TIMEOUT naming this phase: the run ran out, the transport did not fail.
+// - not_started (the run's deadline had passed before it) -> "not_run", no finding (the
+//   RUN_TIMEOUT of the phase it cut, or the watchdog's, says why).
 // - measured (stage done): world rows (rank -1) and per-rank rows (the sweep's per-rank figures),
 //   one identity row (observed = identify(), plus the typed link stats under "link_stats"; expected
 //   = the network report's expectation); the network report, when the backend gave one, is judged
@@ -35,6 +39,7 @@ struct TransportJudgeContext {
   int rank = 0;
   std::string host;
   std::map<int, std::string> hosts;  // rank -> host
+  double run_timeout_s = 0;          // --timeout, for RUN_TIMEOUT's message
 };
 
 struct TransportJudgement {

@@ -120,6 +120,34 @@ TEST(TransportRules, EachErrorKindHasItsCodeAndStatus) {
   EXPECT_EQ(timeout.hosts, (std::vector<std::string>{"h0", "h2"}));
 }
 
+// The run's --timeout, not the transport's own, ended it: RUN_TIMEOUT naming the phase, and the
+// phase is inconclusive (cut short, not failed); a backend the run had no time left for is not_run.
+TEST(TransportRules, TheRunsDeadlineIsRunTimeoutNotTransportTimeout) {
+  auto cut = failed(ErrorKind::timeout, 2);
+  cut.run_deadline_bound = true;
+  TransportOutcome late;
+  late.name = "fabric";
+  late.not_started = "the run reached its --timeout before this transport started";
+  auto c = ctx();
+  c.run_timeout_s = 20;
+  auto j = judge_transports({cut, late}, c);
+  ASSERT_EQ(j.phases.size(), 2u);
+  EXPECT_EQ(j.phases[0].status, PhaseStatus::inconclusive);
+  EXPECT_EQ(j.phases[1].status, PhaseStatus::not_run);
+  EXPECT_EQ(j.phases[1].detail, *late.not_started);
+  ASSERT_EQ(j.findings.size(), 1u);
+  const Finding& f = j.findings[0];
+  EXPECT_EQ(f.code, Code::RUN_TIMEOUT);
+  EXPECT_EQ(f.ranks, std::vector<int>{0});
+  EXPECT_NE(f.message.find("--timeout 20s: transport:socket was still running after 2.5"),
+            std::string::npos)
+      << f.message;
+  EXPECT_EQ(f.evidence["stage"], "sweep");
+  // The same timeout under the transport's own deadline stays the transport's.
+  cut.run_deadline_bound = false;
+  EXPECT_EQ(judge_transports({cut}, c).findings[0].code, Code::TRANSPORT_TIMEOUT);
+}
+
 TEST(TransportRules, PeerLostNamesThePeerOrSaysTheTransportDoesNot) {
   auto named = judge_one(failed(ErrorKind::peer_lost, 2)).findings[0];
   EXPECT_EQ(named.ranks, std::vector<int>{2});
