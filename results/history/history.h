@@ -27,10 +27,11 @@
 //        profile, tool_version, hosts, source, cluster, verdict_json)
 //   gates(run_id, transport, gate_bytes, busbw_gbps, baseline_gbps, degraded_ratio, fail_ratio,
 //         synthetic, identity)  -- one row per transport measured: the number the judge compares
-//   findings(run_id, code, severity, layer, message, ranks, hosts)
-// Version 2 added runs.cluster; a version-1 SQLite file is migrated in place (ALTER TABLE in one
+//   findings(run_id, code, severity, layer, message, ranks, hosts, subject)
+// Version 2 added runs.cluster, version 3 findings.subject (the finding's Subject as JSON, ""
+// for one stored before). An older file or database is migrated in place (ALTER TABLE in one
 // transaction) by the first open that may write it (create = true); an open with create = false
-// (report, list, prune, baseline learn) reads a version-1 file as it is, every cluster "".
+// (report, list, prune, baseline learn) reads it as it is: every cluster "", every subject empty.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -43,7 +44,7 @@
 
 namespace ncclsmoke::results {
 
-inline constexpr int kHistorySchemaVersion = 2;
+inline constexpr int kHistorySchemaVersion = 3;
 
 // Why a history could not be used. Each cause carries its own hint (what() ends with it), and the
 // commands that only read or maintain the history (history import/list/prune, report, baseline
@@ -151,6 +152,7 @@ struct HistoryFinding {
   std::vector<int> ranks;
   std::vector<std::string> hosts;
   std::string cluster;         // the run's cluster (HistoryRun::cluster)
+  Subject subject;             // empty for a finding stored before history version 3
 };
 
 struct HistoryQuery {

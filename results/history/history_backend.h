@@ -106,6 +106,8 @@ HistoryFinding finding_from_row(const Row& s) {
   f.ranks = parse_int_array(s.text(7));
   f.hosts = parse_string_array(s.text(8));
   f.cluster = s.text(9);
+  const std::string subject = s.text(10);
+  if (!subject.empty()) f.subject = subject_from_json(nlohmann::json::parse(subject, nullptr, false));
   return f;
 }
 

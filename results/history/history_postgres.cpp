@@ -77,9 +77,12 @@ CREATE TABLE IF NOT EXISTS ncclsmoke_findings (
   layer TEXT NOT NULL,
   message TEXT NOT NULL,
   ranks TEXT NOT NULL,
-  hosts TEXT NOT NULL
+  hosts TEXT NOT NULL,
+  subject TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS ncclsmoke_findings_by_run ON ncclsmoke_findings(run_id);
+-- Version 2 -> 3 (the tables above already exist): findings.subject, "" for those stored before.
+ALTER TABLE ncclsmoke_findings ADD COLUMN IF NOT EXISTS subject TEXT NOT NULL DEFAULT '';
 )sql";
 
 // One parameter as text; nullopt is SQL NULL.
@@ -168,6 +171,10 @@ class PostgresHistory final : public HistoryBackend {
   AddResult add_stream(const History::NextVerdict& next, const std::string& source,
                        const std::string& cluster) override {
     ensure_connected();
+    if (!has_subject_) {  // an older database opened read-only: migrate before the first write
+      open_schema(true);
+      has_subject_ = true;
+    }
     AddResult total;
     exec("BEGIN");
     try {
@@ -231,8 +238,8 @@ class PostgresHistory final : public HistoryBackend {
   std::vector<HistoryFinding> findings(const HistoryQuery& q) override {
     return select_rows<HistoryFinding>(
         "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
-        "f.ranks, f.hosts, r.cluster "
-        "FROM ncclsmoke_findings f JOIN ncclsmoke_runs r ON r.run_id = f.run_id",
+        "f.ranks, f.hosts, r.cluster, " + std::string(has_subject_ ? "f.subject" : "''") +
+        " FROM ncclsmoke_findings f JOIN ncclsmoke_runs r ON r.run_id = f.run_id",
         q, false, "f.id", [](const Result& s, int i) { return finding_from_row(RowOf{s, i}); });
   }
 
@@ -249,7 +256,7 @@ class PostgresHistory final : public HistoryBackend {
     std::string run_id;
     std::vector<Param> run;                    // 13 columns
     std::vector<std::vector<Param>> gates;     // 9 columns each
-    std::vector<std::vector<Param>> findings;  // 7 columns each
+    std::vector<std::vector<Param>> findings;  // 8 columns each
   };
   struct Batch {
     std::vector<PendingRun> runs;
@@ -269,7 +276,8 @@ class PostgresHistory final : public HistoryBackend {
                            std::string(g.synthetic ? "true" : "false"), g.identity});
       for (const auto& f : v.findings)
         p.findings.push_back({v.run_id, to_string(f.code), to_string(f.severity),
-                              to_string(f.layer), f.message, json(f.ranks).dump(), json(f.hosts).dump()});
+                              to_string(f.layer), f.message, json(f.ranks).dump(), json(f.hosts).dump(),
+                              f.subject.empty() ? std::string() : to_json(f.subject).dump()});
       runs.push_back(std::move(p));
     }
   };
@@ -293,8 +301,8 @@ class PostgresHistory final : public HistoryBackend {
                 "baseline_gbps, degraded_ratio, fail_ratio, synthetic, identity) VALUES ",
                 9, gates, "", nullptr);
     insert_rows("INSERT INTO ncclsmoke_findings (run_id, code, severity, layer, message, ranks, "
-                "hosts) VALUES ",
-                7, findings, "", nullptr);
+                "hosts, subject) VALUES ",
+                8, findings, "", nullptr);
     total.added += static_cast<int>(added.size());
     total.duplicates += static_cast<int>(b.runs.size() - added.size());
     b.runs.clear();
@@ -408,6 +416,10 @@ class PostgresHistory final : public HistoryBackend {
                          ": use a newer ncclsmoke, or another database",
                          HistoryProblem::not_history);
     if (version == kHistorySchemaVersion) return;
+    if (!create && version > 0) {
+      has_subject_ = false;  // an older database, read as it is: never written by a read-only open
+      return;
+    }
     if (!create)
       throw HistoryError("history " + name_ + ": this database holds no ncclsmoke history yet; "
                          "it is created by `ncclsmoke history import --history URL`, `publish "
@@ -560,6 +572,7 @@ class PostgresHistory final : public HistoryBackend {
   std::string name_;  // the redacted URL: what messages say
   int timeout_ms_;
   PGconn* conn_ = nullptr;
+  bool has_subject_ = true;  // false: a version-2 database opened read-only (no findings.subject)
 };
 
 }  // namespace

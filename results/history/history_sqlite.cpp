@@ -26,8 +26,8 @@ namespace {
 
 using nlohmann::json;
 
-// Schema version 2 (kHistorySchemaVersion). runs.cluster comes last so that a version-1 file
-// migrated by ALTER TABLE and a fresh file have the same columns in the same order.
+// Schema version 3 (kHistorySchemaVersion). runs.cluster and findings.subject come last so that
+// an older file migrated by ALTER TABLE and a fresh file have the same columns in the same order.
 const char* kSqliteCreateSql = R"sql(
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY,
@@ -66,7 +66,8 @@ CREATE TABLE IF NOT EXISTS findings (
   layer TEXT NOT NULL,
   message TEXT NOT NULL,
   ranks TEXT NOT NULL,
-  hosts TEXT NOT NULL
+  hosts TEXT NOT NULL,
+  subject TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS findings_by_run ON findings(run_id);
 )sql";
@@ -75,6 +76,11 @@ CREATE INDEX IF NOT EXISTS findings_by_run ON findings(run_id);
 const char* kMigrateV1Sql = R"sql(
 ALTER TABLE runs ADD COLUMN cluster TEXT NOT NULL DEFAULT '';
 CREATE INDEX IF NOT EXISTS runs_by_cluster ON runs(cluster, started_unix);
+)sql";
+
+// Version 2 -> 3: findings.subject (findings stored before it get "": no subject).
+const char* kMigrateV2Sql = R"sql(
+ALTER TABLE findings ADD COLUMN subject TEXT NOT NULL DEFAULT '';
 )sql";
 
 
@@ -210,8 +216,8 @@ struct Inserts {
              "degraded_ratio, fail_ratio, synthetic, identity) VALUES (?,?,?,?,?,?,?,?,?)",
              path),
         finding(db,
-                "INSERT INTO findings (run_id, code, severity, layer, message, ranks, hosts) "
-                "VALUES (?,?,?,?,?,?,?)",
+                "INSERT INTO findings (run_id, code, severity, layer, message, ranks, hosts, "
+                "subject) VALUES (?,?,?,?,?,?,?,?)",
                 path) {}
   Stmt exists, run, gate, finding;
 };
@@ -250,6 +256,7 @@ AddResult add_one(Inserts& ins, const std::string& path, const Verdict& v,
     fs.bind(1, v.run_id).bind(2, to_string(f.code)).bind(3, to_string(f.severity));
     fs.bind(4, to_string(f.layer));
     fs.bind(5, f.message).bind(6, json(f.ranks).dump()).bind(7, json(f.hosts).dump());
+    fs.bind(8, f.subject.empty() ? std::string() : to_json(f.subject).dump());
     fs.step();
     fs.reset();
   }
@@ -317,16 +324,13 @@ class SqliteHistory final : public HistoryBackend {
             throw HistoryError("history " + path + " is an SQLite file but not an ncclsmoke history",
                                HistoryProblem::not_history);
         }
-        in_transaction([&](int v) {
-          if (v == 0) exec(kSqliteCreateSql);
-          else if (v == 1) exec(kMigrateV1Sql);
-        });
-      } else if (version == 1 && create) {
-        in_transaction([&](int v) {
-          if (v == 1) exec(kMigrateV1Sql);
-        });
-      } else if (version == 1) {
-        has_cluster_ = false;  // read as it is: never written by a read-only command
+        in_transaction([&](int v) { migrate(v); });
+      } else if (version < kHistorySchemaVersion && create) {
+        in_transaction([&](int v) { migrate(v); });
+      } else if (version < kHistorySchemaVersion) {
+        // Read as it is: never written by a read-only command.
+        has_cluster_ = version >= 2;
+        has_subject_ = false;
       }
     } catch (const HistoryError&) {
       close();
@@ -337,11 +341,9 @@ class SqliteHistory final : public HistoryBackend {
 
   AddResult add_stream(const History::NextVerdict& next, const std::string& source,
                        const std::string& cluster) override {
-    if (!has_cluster_) {  // a version-1 file opened read-only: migrate before the first write
-      in_transaction([&](int v) {
-        if (v == 1) exec(kMigrateV1Sql);
-      });
-      has_cluster_ = true;
+    if (!has_subject_) {  // an older file opened read-only: migrate before the first write
+      in_transaction([&](int v) { migrate(v); });
+      has_cluster_ = has_subject_ = true;
     }
     AddResult total;
     // The first import into a file this process created (a bulk load: a year of verdicts, ~1.2 GB
@@ -423,7 +425,7 @@ class SqliteHistory final : public HistoryBackend {
     return select_rows<HistoryFinding>(
         db_, path_,
         "SELECT f.run_id, r.started_unix, r.profile, f.code, f.severity, f.layer, f.message, "
-        "f.ranks, f.hosts, " + cluster_col() +
+        "f.ranks, f.hosts, " + cluster_col() + ", " + (has_subject_ ? "f.subject" : "''") +
         " FROM findings f JOIN runs r ON r.run_id = f.run_id",
         q, false, "f.rowid", cluster_col(), [](const Stmt& s) { return finding_from_row(s); });
   }
@@ -437,6 +439,13 @@ class SqliteHistory final : public HistoryBackend {
 
  private:
   std::string cluster_col() const { return has_cluster_ ? "r.cluster" : "''"; }
+
+  // One step of the schema from `version` (0: none) to kHistorySchemaVersion.
+  void migrate(int version) {
+    if (version == 0) return exec(kSqliteCreateSql);
+    if (version == 1) exec(kMigrateV1Sql);
+    if (version <= 2) exec(kMigrateV2Sql);
+  }
 
   // PRAGMA journal_mode=<mode>; true when the file is now in that mode.
   bool set_journal_mode(const char* mode) {
@@ -494,6 +503,7 @@ class SqliteHistory final : public HistoryBackend {
   std::string path_;
   sqlite3* db_ = nullptr;
   bool has_cluster_ = true;
+  bool has_subject_ = true;
   bool first_fill_ = false;  // created by this open, still empty: add_stream may bulk-load it
 };
 

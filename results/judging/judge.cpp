@@ -53,6 +53,19 @@ std::vector<std::string> hosts_of(const Verdict& v, const std::vector<int>& rank
   return hosts;
 }
 
+// The subject of a judged transport finding: its transport and phase, what was compared, and
+// the rank it is about (-1: the world).
+Subject transport_subject(const std::string& transport, std::string item, int rank = -1,
+                          std::string host = {}) {
+  Subject s;
+  s.transport = transport;
+  s.phase = "transport:" + transport;
+  s.item = std::move(item);
+  s.peer = rank;
+  s.peer_host = std::move(host);
+  return s;
+}
+
 const Phase* phase_of(const Verdict& v, const std::string& transport) {
   for (const auto& p : v.phases)
     if (p.name == "transport:" + transport) return &p;
@@ -122,6 +135,7 @@ bool judge_identity(const Verdict& v, const TransportExpectation& t, std::vector
                            ranks, hosts_of(v, ranks),
                            {{"expected", want_text}, {"observed", seen_text}});
   f.evidence = {{"transport", t.transport}, {"expected", t.identity}, {"mismatches", per_rank}};
+  f.subject = transport_subject(t.transport, "identity");
   fallback_index = out.size();
   out.push_back(std::move(f));
   return true;
@@ -237,6 +251,7 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
     f.severity = Severity::warning;
     f.evidence = numbers;
     f.evidence["expected_identity"] = t.identity;
+    f.subject = transport_subject(t.transport, "bandwidth band");
     out.push_back(std::move(f));
   }
   if (!mismatch && ratio < band->degraded_ratio) {
@@ -250,6 +265,7 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
         ranks, hosts_of(v, ranks), {{"hosts", hosts.empty() ? "the run's hosts" : hosts}});
     f.severity = hard ? Severity::error : Severity::warning;
     f.evidence = numbers;
+    f.subject = transport_subject(t.transport, "gate busbw");
     out.push_back(std::move(f));
   }
 }
@@ -285,6 +301,7 @@ void judge_stragglers(const Verdict& v, std::vector<Finding>& out) {
                                    {rank}, hosts_of(v, {rank}));
           f.evidence = {{"transport", t}, {"rank", rank}, {"time_us", us}, {"peer_median_us", med},
                         {"rule", "time_us > 1.5 x peer median and > 1 ms above it"}};
+          f.subject = transport_subject(t, "gate time", rank, host_of(v, rank));
           out.push_back(std::move(f));
         }
       }
@@ -317,6 +334,7 @@ void judge_stragglers(const Verdict& v, std::vector<Finding>& out) {
       f.evidence = {{"transport", t}, {"rank", rank}, {"next_rank", next},
                     {"send_blocked_s", s}, {"max_other_send_blocked_s", max_other},
                     {"rule", "send_blocked_s > 3 x every other rank's and > 0.5 s"}};
+      f.subject = transport_subject(t, "send blocked", rank, host_of(v, rank));
       out.push_back(std::move(f));
     }
   }

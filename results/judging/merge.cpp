@@ -1,14 +1,13 @@
 #include "results/judging/merge.h"
 
 #include <algorithm>
-#include <cctype>
-#include <iterator>
 #include <map>
 #include <set>
 #include <stdexcept>
 
 #include "results/judging/classify.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 
 namespace ncclsmoke::results {
 
@@ -39,119 +38,49 @@ void fill_empty(std::string& into, const std::string& from) {
   if (into.empty()) into = from;
 }
 
-// A message cut at each "rank N" whose N is one of the finding's ranks: literal text around the
-// slots, and the slots' numbers. key() joins the literals with "rank #".
-struct RankSlots {
-  std::vector<std::string> literals;  // slots.size() + 1 pieces
-  std::vector<int> slots;
-
-  RankSlots(const std::string& message, const std::vector<int>& ranks) {
-    auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
-    std::size_t from = 0, p = 0;
-    while ((p = message.find("rank ", p)) != std::string::npos) {
-      std::size_t d = p + 5, e = d;
-      while (e < message.size() && std::isdigit(static_cast<unsigned char>(message[e]))) ++e;
-      bool word = (p == 0 || !alnum(message[p - 1])) && e > d && e - d < 9 &&
-                  (e == message.size() || !alnum(message[e]));
-      if (word) {
-        int n = std::stoi(message.substr(d, e - d));
-        if (std::find(ranks.begin(), ranks.end(), n) != ranks.end()) {
-          literals.push_back(message.substr(from, p - from));
-          slots.push_back(n);
-          from = e;
-        }
-      }
-      p = e > d ? e : p + 5;
-    }
-    literals.push_back(message.substr(from));
-  }
-
-  std::string key() const {
-    std::string k = literals[0];
-    for (std::size_t i = 1; i < literals.size(); ++i) k += "rank #" + literals[i];
-    return k;
-  }
-};
-
-// "0-3", "1, 4, 7", "0-2, 5".
-std::string rank_list(const std::set<int>& ranks) {
-  std::string out;
-  for (auto it = ranks.begin(); it != ranks.end();) {
-    int lo = *it, hi = lo;
-    auto next = std::next(it);
-    while (next != ranks.end() && *next == hi + 1) hi = *next++;
-    if (!out.empty()) out += ", ";
-    out += std::to_string(lo);
-    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
-    it = next;
-  }
-  return out;
-}
-
-bool joined_by_rank(const AnyCode& code) {
-  return code == Code::PEER_LOST || code == Code::PEER_STALLED;
+// Merges `f` into `g` (the same finding): ranks and reporters united and sorted, hosts united in
+// first-appearance order, worst severity, first hint and evidence, the message rendered again.
+void merge_into(Finding& g, const Finding& f) {
+  sorted_union(g.ranks, f.ranks);
+  ordered_union(g.hosts, f.hosts);
+  sorted_union(g.subject.reporters, f.subject.reporters);
+  if (severity_rank(f.severity) > severity_rank(g.severity)) g.severity = f.severity;
+  fill_empty(g.hint, f.hint);
+  if (!g.evidence.is_object() && f.evidence.is_object()) g.evidence = f.evidence;
+  render(g);
 }
 
 }  // namespace
 
-namespace {
-std::string dedupe_key(const AnyCode& code, const std::string& message,
-                       const RankSlots& slots) {
-  return to_string(code) + '\x1f' + (joined_by_rank(code) ? message : slots.key());
-}
-}  // namespace
-
-std::string finding_dedupe_key(const AnyCode& code, const std::string& message,
-                               const std::vector<int>& ranks) {
-  return dedupe_key(code, message, RankSlots(message, ranks));
+std::string finding_dedupe_key(const AnyCode& code, const Subject& subject,
+                               const std::string& message) {
+  std::string key = to_string(code) + '\x1f';
+  if (subject.empty()) return key + '\x1e' + message;
+  for (const std::string* part : {&subject.reporter_host, &subject.peer_host, &subject.transport,
+                                  &subject.phase, &subject.item})
+    key += *part + '\x1f';
+  return key + std::to_string(subject.peer);
 }
 
-std::string finding_dedupe_key(std::string_view code, const std::string& message,
-                               const std::vector<int>& ranks) {
-  return finding_dedupe_key(AnyCode::from_text(code), message, ranks);
+std::string finding_dedupe_key(const Finding& f) {
+  return finding_dedupe_key(f.code, f.subject, f.message);
 }
 
 void dedupe_findings(std::vector<Finding>& findings) {
   std::vector<Finding> out;
-  std::vector<RankSlots> shape;                    // of each out[i]'s first message
-  std::vector<std::vector<std::set<int>>> values;  // per out[i], per slot: the numbers seen
   std::map<std::string, std::size_t> index;
   for (auto& f : findings) {
-    RankSlots rs(f.message, f.ranks);
-    std::string key = dedupe_key(f.code, f.message, rs);
-    auto [it, fresh] = index.try_emplace(key, out.size());
+    auto [it, fresh] = index.try_emplace(finding_dedupe_key(f), out.size());
     if (fresh) {
-      std::vector<std::set<int>> v;
-      for (int n : rs.slots) v.push_back({n});
-      values.push_back(std::move(v));
-      shape.push_back(std::move(rs));
       out.push_back(std::move(f));
-      sorted_union(out.back().ranks, {});
-      ordered_union(out.back().hosts, {});
+      Finding& n = out.back();
+      sorted_union(n.ranks, {});
+      ordered_union(n.hosts, {});
+      sorted_union(n.subject.reporters, {});
+      render(n);
       continue;
     }
-    std::size_t i = it->second;
-    Finding& g = out[i];
-    for (std::size_t k = 0; k < rs.slots.size() && k < values[i].size(); ++k)
-      values[i][k].insert(rs.slots[k]);
-    sorted_union(g.ranks, f.ranks);
-    ordered_union(g.hosts, f.hosts);
-    if (severity_rank(f.severity) > severity_rank(g.severity)) g.severity = f.severity;
-    fill_empty(g.hint, f.hint);
-    if (!g.evidence.is_object() && f.evidence.is_object()) g.evidence = f.evidence;
-  }
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    bool varied = false;
-    for (const auto& v : values[i]) varied = varied || v.size() > 1;
-    if (!varied) continue;
-    const RankSlots& rs = shape[i];
-    std::string msg = rs.literals[0];
-    for (std::size_t k = 0; k < rs.slots.size(); ++k) {
-      const auto& v = values[i][k];
-      msg += (v.size() > 1 ? "ranks " + rank_list(v) : "rank " + std::to_string(rs.slots[k])) +
-             rs.literals[k + 1];
-    }
-    out[i].message = std::move(msg);
+    merge_into(out[it->second], f);
   }
   findings = std::move(out);
 }
@@ -261,7 +190,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
       auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
         if (g.code != f.code) return false;
         if (per_rank_code(f.code)) return same_ranks(g.ranks, f.ranks);
-        return g.message == f.message;
+        return finding_dedupe_key(g) == finding_dedupe_key(f);
       });
       if (it == out.findings.end()) {
         out.findings.push_back(f);
@@ -272,11 +201,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
         continue;
       }
       note_reporter(*it, v.reporting_rank);
-      sorted_union(it->ranks, f.ranks);
-      ordered_union(it->hosts, f.hosts);
-      if (severity_rank(f.severity) > severity_rank(it->severity)) it->severity = f.severity;
-      fill_empty(it->hint, f.hint);
-      if (!it->evidence.is_object() && f.evidence.is_object()) it->evidence = f.evidence;
+      merge_into(*it, f);
     }
   }
 

@@ -23,33 +23,31 @@ struct MergeOptions {
 //   "missing".
 // - phases: by name in first-seen order; worst status, max duration, required if any view says
 //   so, detail from the worst view.
-// - findings: identical code + message merged into one (ranks/hosts united and sorted, worst
-//   severity, first hint/evidence); order of first appearance.
+// - findings: the same code and subject (finding_dedupe_key) merged into one (ranks/hosts/
+//   reporters united and sorted, worst severity, first hint/evidence); order of first appearance.
 // - transports / identities: concatenated; a row without a rank gets its view's reporting rank.
 // - A rank in [0, world_size) that sent no view and that no error/warning finding names gets a
 //   RESULTS_MISSING finding (so its absence can never read as a pass).
 // - then dedupe_findings(): the same finding from several ranks of a host ("transport fabric
-//   skipped on rank 3 (host a): ..." from ranks 0-3) becomes one, naming all of them.
+//   skipped on {reporter}: ..." from ranks 0-3) becomes one, naming all of them.
 // Throws std::invalid_argument when `local_views` is empty.
 Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views,
                             const MergeOptions& options = {});
 
-// What makes two findings "the same" across ranks: the code and the message once each "rank N"
-// whose N is one of the finding's own ranks is written "rank #". So rank 0's and rank 3's
-// "transport fabric skipped on rank 0 (host a): no efa" match, while "... lost rank 2" and
-// "... lost rank 5" (peers, not the finding's reporter) do not. Also used by the report to group
-// the history's findings rows, and by the summary for verdicts written before this rule.
-std::string finding_dedupe_key(const AnyCode& code, const std::string& message,
-                               const std::vector<int>& ranks);
-// The same for a code's text (an unknown one included).
-std::string finding_dedupe_key(std::string_view code, const std::string& message,
-                               const std::vector<int>& ranks);
+// What makes two findings "the same" across ranks: the code and the subject (verdict.h) less its
+// reporters, so rank 0's and rank 3's "transport fabric skipped on {reporter}: no efa" on host a
+// are one finding, while two about different peers, transports, phases or items are not.
+// Findings without a subject (written before subjects) match on their message, never parsed.
+// Also used by the report to group the history's findings rows.
+std::string finding_dedupe_key(const AnyCode& code, const Subject& subject,
+                               const std::string& message);
+std::string finding_dedupe_key(const Finding& f);
 
-// Merges findings with the same finding_dedupe_key (identical messages always; PEER_LOST and
-// PEER_STALLED only when identical, merge_rank_verdicts already joins those by rank) into the
-// first one, in first-appearance order: ranks united and sorted, hosts united (first-appearance
-// order), worst severity, first non-empty hint, first evidence object. A "rank N" that differs
-// among the merged ones reads "ranks 0-3" (or "ranks 1, 4, 7") in the merged message.
+// Merges findings with the same finding_dedupe_key (PEER_LOST and PEER_STALLED: merge_rank_
+// verdicts already joins those by rank) into the first one, in first-appearance order: ranks and
+// reporters united and sorted, hosts united (first-appearance order), worst severity, first
+// non-empty hint, first evidence object; the message is rendered again from its template, so
+// the merged one reads "ranks 0-3 (host a)".
 void dedupe_findings(std::vector<Finding>& findings);
 
 }  // namespace ncclsmoke::results

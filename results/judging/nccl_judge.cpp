@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -14,10 +15,9 @@ std::string str_field(const nlohmann::json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-std::string where(int rank, const std::string& host) {
-  std::string s = rank >= 0 ? "rank " + std::to_string(rank) : std::string("a rank");
-  if (!host.empty()) s += " on " + host;
-  return s;
+// The rank the network report is from: its subject, "{reporter}" in the message.
+Subject reporter(int rank, const std::string& host, std::string item) {
+  return reported_by(rendezvous::RankRef{rank, host}, "transport:nccl", std::move(item), "nccl");
 }
 
 // Copies the evidence-worthy fields of `observed` (log lines, plugin lines, warnings...).
@@ -80,10 +80,11 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
     std::string why = !observed.is_object() ? "no NCCL log was read"
                       : !found ? "NCCL's log is missing or holds no NCCL lines"
                                : "NCCL's log names no network (is NCCL_DEBUG_SUBSYS missing INIT,NET?)";
-    std::string msg = "NCCL on " + where(rank, host) + ": " + why +
+    std::string msg = "NCCL on {reporter}: " + why +
                       ", so what carried the bytes is unknown" +
                       (want.empty() ? std::string() : " (expected " + want + ")");
-    auto f = make_finding(Code::RESULTS_MISSING, msg, ranks, hosts);
+    auto f = make_finding_about(Code::RESULTS_MISSING, reporter(rank, host, "network"), msg, ranks,
+                                hosts);
     f.evidence = evidence_of(expected, observed);
     return f;
   }
@@ -96,13 +97,13 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
 
   std::string observed_text;
   for (const auto& n : seen) observed_text += (observed_text.empty() ? "" : ", ") + n;
-  std::string msg = "NCCL on " + where(rank, host) + " used " + observed_text + ", expected " + want;
+  std::string msg = "NCCL on {reporter} used " + observed_text + ", expected " + want;
   if (policy == "pin")
     msg += " although NCCL_NET pinned it (NCCL should have failed init instead)";
   else
     msg += " (policy observe: what training gets)";
-  auto f = make_finding(Code::SILENT_FALLBACK, msg, ranks, hosts,
-                        {{"expected", want}, {"observed", observed_text}});
+  auto f = make_finding_about(Code::SILENT_FALLBACK, reporter(rank, host, "network"), msg, ranks,
+                              hosts, {{"expected", want}, {"observed", observed_text}});
   f.evidence = evidence_of(expected, observed);
   return f;
 }

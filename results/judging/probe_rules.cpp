@@ -9,6 +9,7 @@
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -22,6 +23,15 @@ using rendezvous::seconds_text;
 Finding rule(Code code, std::string message, std::vector<int> ranks,
              std::vector<std::string> hosts, std::string hint) {
   Finding f = make_finding(code, std::move(message), std::move(ranks), std::move(hosts));
+  f.hint = std::move(hint);
+  return f;
+}
+
+// The same, about a subject: `message_template` has "{reporter}" for this rank.
+Finding rule(Code code, Subject about, std::string message_template, std::vector<int> ranks,
+             std::vector<std::string> hosts, std::string hint) {
+  Finding f = make_finding_about(code, std::move(about), std::move(message_template),
+                                 std::move(ranks), std::move(hosts));
   f.hint = std::move(hint);
   return f;
 }
@@ -78,12 +88,13 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
   std::vector<std::string> hosts{c.host};
   const std::string waited = seconds_text(waited_s);
   const std::string base =
-      fmt::format("{} could not reach the store at {} within {}", me(c), master(c), waited);
+      fmt::format("{{reporter}} could not reach the store at {} within {}", master(c), waited);
+  const Subject about = reported_by(me(c), "rendezvous", master(c));
   Finding f;
   switch (e.error_class()) {
     case ErrorClass::dns:
-      f = rule(Code::RENDEZVOUS_DNS,
-               fmt::format("{} could not resolve MASTER_ADDR '{}' within {} (retried)", me(c),
+      f = rule(Code::RENDEZVOUS_DNS, about,
+               fmt::format("{{reporter}} could not resolve MASTER_ADDR '{}' within {} (retried)",
                            c.master_addr, waited),
                ranks, hosts,
                "Check the name: for a Kubernetes Indexed Job it is <job>-0.<headless service>; "
@@ -91,7 +102,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                "before its pod is ready.");
       break;
     case ErrorClass::refused:
-      f = rule(Code::RENDEZVOUS_REFUSED,
+      f = rule(Code::RENDEZVOUS_REFUSED, about,
                fmt::format("{}: connection refused (the host answered, nothing listens on port {})",
                            base, c.master_port),
                ranks, hosts,
@@ -99,7 +110,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                "MASTER_PORT on every rank, and REJECT rules on rank 0's host.");
       break;
     case ErrorClass::timed_out:
-      f = rule(Code::RENDEZVOUS_TIMEOUT,
+      f = rule(Code::RENDEZVOUS_TIMEOUT, about,
                fmt::format("{}: the SYN went unanswered (packets dropped, not refused)", base),
                ranks, hosts,
                "A firewall drops traffic to the master port: on EKS check that the node "
@@ -110,10 +121,10 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
       // connect() succeeded (the kernel accepted, even for a stopped process, through the listen
       // backlog) but nothing answered: a firewall never lets the handshake complete, so no
       // security-group hint here.
-      f = rule(Code::RENDEZVOUS_STALLED,
-               fmt::format("{}: {} accepts the connection but does not answer: the process is "
-                           "stalled (SIGSTOP, a debugger, swap) or overloaded (waited {})",
-                           me(c), store_owner(c), waited),
+      f = rule(Code::RENDEZVOUS_STALLED, about,
+               fmt::format("{{reporter}}: {} accepts the connection but does not answer: the "
+                           "process is stalled (SIGSTOP, a debugger, swap) or overloaded (waited {})",
+                           store_owner(c), waited),
                ranks, hosts,
                fmt::format("Look at the process behind {}: its state (T = stopped, D = blocked in "
                            "I/O), CPU and memory pressure (swapping), an attached debugger or a "
@@ -121,11 +132,11 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
                            store_process(c)));
       break;
     case ErrorClass::unreachable:
-      f = rule(Code::RENDEZVOUS_UNREACHABLE, fmt::format("{}: no route to host", base), ranks, hosts,
+      f = rule(Code::RENDEZVOUS_UNREACHABLE, about, fmt::format("{}: no route to host", base), ranks, hosts,
                "Check MASTER_ADDR and the routes/interfaces on this host.");
       break;
     default:
-      f = rule(Code::RENDEZVOUS_LOST,
+      f = rule(Code::RENDEZVOUS_LOST, about,
                fmt::format("{}: {}", base, rendezvous::to_string(e.error_class())), ranks, hosts,
                "The store answered but the connection failed: check that MASTER_PORT is an "
                "ncclsmoke or PyTorch store and not another service.");
@@ -141,19 +152,19 @@ Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& c,
                      const std::string& during) {
   Finding f;
   if (e.error_class() == ErrorClass::stalled) {
-    f = rule(Code::RENDEZVOUS_STALLED,
-             fmt::format("{} reconnected to the store during {}: {} accepts the connection but "
-                         "does not answer: the process is stalled (SIGSTOP, a debugger, swap) or "
-                         "overloaded",
-                         me(c), during, store_owner(c)),
+    f = rule(Code::RENDEZVOUS_STALLED, reported_by(me(c), during, master(c)),
+             fmt::format("{{reporter}} reconnected to the store during {}: {} accepts the "
+                         "connection but does not answer: the process is stalled (SIGSTOP, a "
+                         "debugger, swap) or overloaded",
+                         during, store_owner(c)),
              {c.rank}, {c.host, c.master_addr},
              fmt::format("Look at the process behind {}: its state (T = stopped), CPU and memory "
                          "pressure, an attached debugger. The network is fine: the connection "
                          "was accepted.",
                          store_process(c)));
   } else {
-    f = rule(Code::RENDEZVOUS_LOST,
-             fmt::format("{} lost the store at {} during {}: {}", me(c), master(c), during,
+    f = rule(Code::RENDEZVOUS_LOST, reported_by(me(c), during, master(c)),
+             fmt::format("{{reporter}} lost the store at {} during {}: {}", master(c), during,
                          rendezvous::to_string(e.error_class())),
              {c.rank}, {c.host, c.master_addr},
              "Rank 0 (which serves the store) died or its host became unreachable: check "
@@ -176,8 +187,8 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
                        "WORLD_SIZE), and that they reach MASTER_ADDR (their own verdicts say why)."));
   }
   if (j.master_world_size) {
-    out.push_back(rule(Code::WORLD_MISMATCH,
-                       fmt::format("{} has world size {} but rank 0 has {}", me(c), c.world_size,
+    out.push_back(rule(Code::WORLD_MISMATCH, reported_by(me(c), "rendezvous", "world size"),
+                       fmt::format("{{reporter}} has world size {} but rank 0 has {}", c.world_size,
                                    *j.master_world_size),
                        {c.rank}, {c.host},
                        "Every rank must get the same WORLD_SIZE (Indexed Job: parallelism = "
@@ -186,6 +197,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
   if (j.rank_taken_by) {
     const auto& t = *j.rank_taken_by;
     out.push_back(rule(Code::WORLD_MISMATCH,
+                       reported_by(me(c), "rendezvous", fmt::format("rank {} claimed", c.rank)),
                        fmt::format("rank {} was claimed twice: by host {} (pid {}) and by host {} "
                                    "(pid {})",
                                    c.rank, t.host, t.pid, c.host, c.pid),
@@ -194,9 +206,10 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
                        "(one rank per pod, distinct JOB_COMPLETION_INDEX)."));
   }
   if (!j.roster_received && c.rank != 0) {
-    out.push_back(rule(Code::RENDEZVOUS_LOST,
-                       fmt::format("{} joined, but rank 0 never published who else joined within {}",
-                                   me(c), seconds_text(j.waited_s)),
+    out.push_back(rule(Code::RENDEZVOUS_LOST, reported_by(me(c), "rendezvous", "roster"),
+                       fmt::format("{{reporter}} joined, but rank 0 never published who else "
+                                   "joined within {}",
+                                   seconds_text(j.waited_s)),
                        {0}, {c.master_addr},
                        "Rank 0 died or hung during the join: check rank 0's pod and log."));
   }
@@ -291,8 +304,8 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
                        "code and log (OOM kill, node drain, crash)."));
   }
   if (!m.summary_received && c.rank != 0) {
-    out.push_back(rule(Code::RENDEZVOUS_LOST,
-                       fmt::format("{} never received rank 0's mesh summary", me(c)), {0},
+    out.push_back(rule(Code::RENDEZVOUS_LOST, reported_by(me(c), "mesh", "mesh summary"),
+                       "{reporter} never received rank 0's mesh summary", {0},
                        {c.master_addr},
                        "Rank 0 died or hung during the mesh probe: check rank 0's pod and log."));
   }
@@ -319,7 +332,10 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
                                            : std::string(),
                           n > 1 ? "were" : "was");
     }
-    auto f = rule(Code::MESH_INCOMPLETE,
+    Subject about;
+    about.phase = "mesh";
+    about.item = "mesh deadline";
+    auto f = rule(Code::MESH_INCOMPLETE, about,
                   fmt::format("{} of {} rank-to-rank connections were not tested: the mesh "
                               "deadline ({}) ended the probe before they were tried or "
                               "answered{}; they are neither passed nor blocked",

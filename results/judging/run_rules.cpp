@@ -7,6 +7,7 @@
 
 #include "rendezvous/deadline.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 
 namespace ncclsmoke::results {
 
@@ -20,6 +21,16 @@ bool is_store_finding(const Finding& f) {
 
 std::string job_text(std::string_view id) { return id.empty() ? "(none)" : std::string(id); }
 
+// A finding about a lost or frozen rank: the peer is its subject, the witness a reporter (no
+// reporter host: witnesses on several hosts see the same loss).
+Subject lost_subject(int rank, std::string_view host, int seen_by) {
+  Subject s;
+  s.peer = rank;
+  s.peer_host = std::string(host);
+  if (seen_by >= 0) s.reporters = {seen_by};
+  return s;
+}
+
 }  // namespace
 
 bool names_rank(const std::vector<Finding>& findings, Code code, int rank) {
@@ -31,12 +42,13 @@ bool names_rank(const std::vector<Finding>& findings, Code code, int rank) {
 // ---- liveness watch ----------------------------------------------------------------------------
 
 Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
-  auto f = make_finding(
-      Code::PEER_LOST,
-      fmt::format("{} {} mid-run, seen by {} {} after the liveness watch started: the process "
-                  "died (killed, crashed, OOM) or its host went away",
-                  RankRef{lost.rank, lost.host}, lost.how, seen_by,
-                  rendezvous::seconds_text_fine(lost.after_s)),
+  // The witness stays literal: merge_rank_verdicts joins PEER_LOST by the rank lost, and lists
+  // every witness in evidence.reported_by.
+  auto f = make_finding_about(
+      Code::PEER_LOST, lost_subject(lost.rank, lost.host, seen_by.rank),
+      fmt::format("{{peer}} {} mid-run, seen by {} {} after the liveness watch started: the "
+                  "process died (killed, crashed, OOM) or its host went away",
+                  lost.how, seen_by, rendezvous::seconds_text_fine(lost.after_s)),
       {lost.rank}, {lost.host});
   f.evidence = nlohmann::json{{"source", "liveness watch"}, {"how", lost.how},
                               {"after_s", lost.after_s}};
@@ -44,13 +56,13 @@ Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
 }
 
 Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
-  auto f = make_finding(
-      Code::PEER_STALLED,
-      fmt::format("{} stopped answering for {} (not even the liveness heartbeat) while its "
+  const int seen_by = s.seen_by < 0 ? this_rank : s.seen_by;
+  auto f = make_finding_about(
+      Code::PEER_STALLED, lost_subject(s.rank, s.host, seen_by),
+      fmt::format("{{peer}} stopped answering for {} (not even the liveness heartbeat) while its "
                   "connections stayed open, seen by rank {}: frozen (SIGSTOP, a debugger), "
                   "swapping or starved",
-                  RankRef{s.rank, s.host}, rendezvous::seconds_text_fine(s.silent_for_s),
-                  s.seen_by < 0 ? this_rank : s.seen_by),
+                  rendezvous::seconds_text_fine(s.silent_for_s), seen_by),
       {s.rank}, {s.host});
   f.evidence = nlohmann::json{{"silent_for_s", s.silent_for_s}, {"seen_by", s.seen_by},
                               {"how", s.how}};
@@ -86,10 +98,10 @@ void note_peer_resumed(Verdict& v, const rendezvous::SilentPeer& s) {
   for (auto& f : v.findings)
     if (f.code == Code::PEER_STALLED && f.ranks == std::vector<int>{s.rank} && f.severity == Severity::error) {
       f.severity = Severity::warning;
-      f.message = fmt::format("{} was unresponsive for {} (no liveness heartbeat), then answered "
-                              "again: frozen for a while, swapping or starved",
-                              RankRef{s.rank, s.host},
-                              rendezvous::seconds_text_fine(s.silent_for_s));
+      set_message_template(f, fmt::format("{{peer}} was unresponsive for {} (no liveness "
+                                          "heartbeat), then answered again: frozen for a while, "
+                                          "swapping or starved",
+                                          rendezvous::seconds_text_fine(s.silent_for_s)));
     }
   for (auto& ri : v.ranks)
     if (ri.rank == s.rank && ri.status == RankStatus::failed && ri.detail.rfind("stopped answering", 0) == 0) {
@@ -123,7 +135,7 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
                            });
     if (f.code == Code::PEER_LOST && about_stalled && !frozen_not_dead) continue;
     f.severity = Severity::info;
-    f.message = fmt::format("a consequence of {} stopping (frozen or dead): {}", who, f.message);
+    wrap_message(f, fmt::format("a consequence of {} stopping (frozen or dead): ", who), "");
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
     f.evidence["consequence_of"] = stalled;
   }
@@ -145,44 +157,47 @@ void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& 
                                 {"root", e.chain.root ? *e.chain.root : -1},
                                 {"root_reason", e.chain.root_reason},
                                 {"cycle", e.chain.cycle}};
-    if (e.chain.path.size() > 1) f.message = fmt::format("{}; wait chain: {}", f.message, e.text);
+    if (e.chain.path.size() > 1) wrap_message(f, "", fmt::format("; wait chain: {}", e.text));
   }
 }
 
 // ---- the run's endings -------------------------------------------------------------------------
 
 Finding run_timeout_finding(RankRef self, double timeout_s, std::string_view last_phase) {
-  return make_finding(
-      Code::RUN_TIMEOUT, fmt::format("{} did not finish within --timeout {}s", self, timeout_s),
+  return make_finding_about(
+      Code::RUN_TIMEOUT, reported_by(self, {}, fmt::format("after {}", last_phase)),
+      fmt::format("{{reporter}} did not finish within --timeout {}s", timeout_s),
       {self.rank}, {std::string(self.host)},
       {{"phase", last_phase == "none" ? std::string("the first phase (world)")
                                       : fmt::format("the phase after {}", last_phase)}});
 }
 
 Finding run_timeout_during(RankRef self, double timeout_s, std::string_view phase, double ran_s) {
-  return make_finding(Code::RUN_TIMEOUT,
-                      fmt::format("{} did not finish within --timeout {}s: {} was still running "
-                                  "after {}",
-                                  self, timeout_s, phase, rendezvous::seconds_text(ran_s)),
-                      {self.rank}, {std::string(self.host)}, {{"phase", std::string(phase)}});
+  return make_finding_about(Code::RUN_TIMEOUT, reported_by(self, std::string(phase)),
+                            fmt::format("{{reporter}} did not finish within --timeout {}s: {} was "
+                                        "still running after {}",
+                                        timeout_s, phase, rendezvous::seconds_text(ran_s)),
+                            {self.rank}, {std::string(self.host)}, {{"phase", std::string(phase)}});
 }
 
 Finding run_terminated_finding(RankRef self, std::string_view signal_name, double after_s,
                                std::string_view last_phase) {
-  return make_finding(Code::RUN_TERMINATED,
-                      fmt::format("{} was stopped by {} after {}; last phase finished: {}", self,
-                                  signal_name, rendezvous::seconds_text(after_s), last_phase),
-                      {self.rank}, {std::string(self.host)});
+  return make_finding_about(Code::RUN_TERMINATED,
+                            reported_by(self, {}, std::string(signal_name)),
+                            fmt::format("{{reporter}} was stopped by {} after {}; last phase "
+                                        "finished: {}",
+                                        signal_name, rendezvous::seconds_text(after_s), last_phase),
+                            {self.rank}, {std::string(self.host)});
 }
 
 // ---- store and configuration -------------------------------------------------------------------
 
 Finding store_foreign_job_finding(const ForeignStore& s) {
-  auto f = make_finding(
-      Code::STORE_FOREIGN_JOB,
-      fmt::format("{} of job {}{} reached the store at {} after {}, but it belongs to job {} "
-                  "(world size {}, rank 0 on host {}, pid {}); this rank did not join it",
-                  s.self, job_text(s.this_job),
+  auto f = make_finding_about(
+      Code::STORE_FOREIGN_JOB, reported_by(s.self, "rendezvous", std::string(s.store)),
+      fmt::format("{{reporter}} of job {}{} reached the store at {} after {}, but it belongs to "
+                  "job {} (world size {}, rank 0 on host {}, pid {}); this rank did not join it",
+                  job_text(s.this_job),
                   s.job_id_source.empty() ? std::string() : fmt::format(" (from {})", s.job_id_source),
                   s.store, rendezvous::seconds_text(s.waited_s), job_text(s.other_job),
                   s.other_world_size, s.other_host, s.other_pid),
@@ -207,10 +222,10 @@ Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std
             "MASTER_PORT or stop that process."
           : "Two jobs use one MASTER_PORT on this host: give each job its own (under Slurm, leave "
             "MASTER_PORT unset and ncclsmoke derives one from SLURM_JOB_ID).";
-  auto f = make_finding(
-      Code::CONFIG_INVALID,
-      fmt::format("{} of job {} cannot serve the store on port {}: {}{}", rank0, job_text(job_id),
-                  port, error,
+  auto f = make_finding_about(
+      Code::CONFIG_INVALID, reported_by(rank0, {}, "MASTER_PORT"),
+      fmt::format("{{reporter}} of job {} cannot serve the store on port {}: {}{}",
+                  job_text(job_id), port, error,
                   holder.empty() ? std::string() : fmt::format("; the port is held by {}", holder)),
       {rank0.rank}, {std::string(rank0.host)},
       {{"variable", "MASTER_PORT"}, {"value", std::to_string(port)}, {"fix", fix}});
@@ -221,7 +236,8 @@ Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std
 namespace {
 Finding profiles_finding(RankRef self, std::string message, std::string_view profiles_file,
                          std::string fix) {
-  auto f = make_finding(Code::CONFIG_INVALID, std::move(message), {self.rank}, {std::string(self.host)},
+  auto f = make_finding_about(Code::CONFIG_INVALID, reported_by(self, {}, "--profiles"),
+                              std::move(message), {self.rank}, {std::string(self.host)},
                         {{"variable", "--profiles"}, {"value", std::string(profiles_file)},
                          {"fix", std::move(fix)}});
   f.evidence = nlohmann::json{{"variable", "--profiles"}, {"value", profiles_file}};
@@ -244,9 +260,10 @@ Finding profile_unknown_finding(RankRef self, std::string_view profile,
 }
 
 Finding mesh_not_run_finding(RankRef self, std::string_view error) {
-  auto f = make_finding(Code::MESH_BLOCKED,
-                        fmt::format("{} could not run the mesh probe: {}", self, error),
-                        {self.rank}, {std::string(self.host)}, {{"suspect", std::string(self.host)}});
+  auto f = make_finding_about(Code::MESH_BLOCKED, reported_by(self, "mesh"),
+                              fmt::format("{{reporter}} could not run the mesh probe: {}", error),
+                              {self.rank}, {std::string(self.host)},
+                              {{"suspect", std::string(self.host)}});
   // Not a blocked pair but this rank's own listener: the table's "open the ports" hint would
   // send the operator to the firewall.
   f.hint = "Check --mesh-bind / --mesh-port-range on this host.";
@@ -258,9 +275,10 @@ Finding mesh_not_run_finding(RankRef self, std::string_view error) {
 void name_unreported_rank(Verdict& mine, RankRef rank) {
   if (!names_rank(mine.findings, Code::PEER_LOST, rank.rank) &&
       !names_rank(mine.findings, Code::PEER_STALLED, rank.rank))
-    mine.findings.push_back(make_finding(Code::PEER_LOST,
-                                         fmt::format("{} joined but never reported its verdict", rank),
-                                         {rank.rank}, {std::string(rank.host)}));
+    mine.findings.push_back(make_finding_about(Code::PEER_LOST,
+                                               lost_subject(rank.rank, rank.host, mine.reporting_rank),
+                                               "{peer} joined but never reported its verdict",
+                                               {rank.rank}, {std::string(rank.host)}));
   for (auto& ri : mine.ranks)
     if (ri.rank == rank.rank && ri.status == RankStatus::joined) ri.status = RankStatus::lost;
 }

@@ -10,6 +10,7 @@
 #include "results/judging/nccl_judge.h"
 #include "results/judging/run_rules.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -57,12 +58,13 @@ TransportRow rank_row(const std::string& name, const SweepRow& r, bool synthetic
 
 Finding failure_finding(const TransportFailure& e, const std::string& name,
                         const std::string& stage, const TransportJudgeContext& ctx) {
-  const std::string me = rendezvous::rank_text(ctx.rank, ctx.host);
+  const std::string phase = "transport:" + name;
   if (e.source == TransportFailure::Source::store)
-    return make_finding(Code::RENDEZVOUS_LOST,
-                        fmt::format("{} lost the store during transport {} ({}): {}", me, name,
-                                    stage, e.message),
-                        {ctx.rank}, {ctx.host});
+    return make_finding_about(Code::RENDEZVOUS_LOST,
+                              reported_by(RankRef{ctx.rank, ctx.host}, phase, stage, name),
+                              fmt::format("{{reporter}} lost the store during transport {} ({}): {}",
+                                          name, stage, e.message),
+                              {ctx.rank}, {ctx.host});
 
   std::vector<int> ranks{ctx.rank};
   std::vector<std::string> hosts{ctx.host};
@@ -72,41 +74,49 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
     ranks.push_back(e.peer);
     if (!peer_host.empty()) hosts.push_back(peer_host);
   }
-  std::map<std::string, std::string> vars{{"transport", name}, {"phase", "transport:" + name}};
+  std::map<std::string, std::string> vars{{"transport", name}, {"phase", phase}};
   const std::string waited = rendezvous::seconds_text(e.waited_s);
+  // The same failure seen by several ranks of a host (same stage, kind and peer) is one finding.
+  Subject about = reported_by(RankRef{ctx.rank, ctx.host}, phase,
+                              fmt::format("{}/{}", stage, transports::to_string(e.kind)), name);
+  if (e.peer >= 0) {
+    about.peer = e.peer;
+    about.peer_host = host_of(ctx, e.peer);
+  }
   Finding f;
   switch (e.kind) {
     case ErrorKind::unavailable:
-      f = make_finding(Code::TRANSPORT_UNAVAILABLE,
-                       fmt::format("transport {} skipped on {}: {}", name, me, e.message), ranks,
-                       hosts, vars);
+      f = make_finding_about(Code::TRANSPORT_UNAVAILABLE, about,
+                             fmt::format("transport {} skipped on {{reporter}}: {}", name, e.message),
+                             ranks, hosts, vars);
       break;
     case ErrorKind::init_failed:
       vars["interface"] = "see evidence";
-      f = make_finding(Code::TRANSPORT_INIT_FAILED,
-                       fmt::format("transport {} failed to initialise on {} after {}: {}", name,
-                                   me, waited, e.message),
-                       ranks, hosts, vars);
+      f = make_finding_about(Code::TRANSPORT_INIT_FAILED, about,
+                             fmt::format("transport {} failed to initialise on {{reporter}} after "
+                                         "{}: {}",
+                                         name, waited, e.message),
+                             ranks, hosts, vars);
       break;
     case ErrorKind::timeout:
-      f = make_finding(Code::TRANSPORT_TIMEOUT,
-                       fmt::format("transport {} timed out on {} after {}: {}", name, me, waited,
-                                   e.message),
-                       ranks, hosts, vars);
+      f = make_finding_about(Code::TRANSPORT_TIMEOUT, about,
+                             fmt::format("transport {} timed out on {{reporter}} after {}: {}", name,
+                                         waited, e.message),
+                             ranks, hosts, vars);
       break;
-    case ErrorKind::peer_lost: {
+    case ErrorKind::peer_lost:
       // The peer is the rank the backend named; without one, say so rather than "rank -1".
-      std::string lost = e.peer >= 0 ? rendezvous::rank_text(e.peer, host_of(ctx, e.peer))
-                                     : std::string("a peer (the transport does not say which)");
-      f = make_finding(Code::PEER_LOST,
-                       fmt::format("transport {} on {} lost {}: {}", name, me, lost, e.message),
-                       e.peer >= 0 ? std::vector<int>{e.peer} : ranks, hosts, vars);
+      f = make_finding_about(Code::PEER_LOST, about,
+                             fmt::format("transport {} on {{reporter}} lost {}: {}", name,
+                                         e.peer >= 0 ? "{peer}"
+                                                     : "a peer (the transport does not say which)",
+                                         e.message),
+                             e.peer >= 0 ? std::vector<int>{e.peer} : ranks, hosts, vars);
       break;
-    }
     case ErrorKind::other:
-      f = make_finding(Code::TRANSPORT_INIT_FAILED,
-                       fmt::format("transport {} failed on {}: {}", name, me, e.message), ranks,
-                       hosts, vars);
+      f = make_finding_about(Code::TRANSPORT_INIT_FAILED, about,
+                             fmt::format("transport {} failed on {{reporter}}: {}", name, e.message),
+                             ranks, hosts, vars);
       break;
   }
   f.evidence = {{"error_kind", transports::to_string(e.kind)}, {"waited_s", e.waited_s}};
@@ -150,7 +160,10 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
     std::vector<std::string> hosts;
     for (int r : ranks)
       if (auto h = host_of(ctx, r); !h.empty()) hosts.push_back(h);
-    auto f = make_finding(Code::DATA_CORRUPTION,
+    Subject about;
+    about.transport = o.name;
+    about.phase = "transport:" + o.name;
+    auto f = make_finding_about(Code::DATA_CORRUPTION, about,
                           fmt::format("transport {}: all-reduce returned {} wrong elements on {} "
                                       "rank(s)",
                                       o.name, wrong_total, ranks.size()),
@@ -159,10 +172,10 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
     out.findings.push_back(std::move(f));
   }
   if (!o.sweep.complete) {
-    out.findings.push_back(make_finding(
+    out.findings.push_back(make_finding_about(
         Code::RESULTS_MISSING,
-        fmt::format("transport {}: some ranks' sweep figures never arrived on rank {}", o.name,
-                    ctx.rank),
+        reported_by(RankRef{ctx.rank, ctx.host}, "transport:" + o.name, "sweep figures", o.name),
+        fmt::format("transport {}: some ranks' sweep figures never arrived on {{reporter}}", o.name),
         {ctx.rank}, {ctx.host}));
   }
   phase.status = corrupt_ranks.empty() ? PhaseStatus::pass : PhaseStatus::fail;
@@ -181,10 +194,10 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
     if (o.not_built) {
       phase.status = PhaseStatus::skipped;
       phase.detail = *o.not_built;
-      out.findings.push_back(make_finding(
+      out.findings.push_back(make_finding_about(
           Code::TRANSPORT_UNAVAILABLE,
-          fmt::format("transport {} skipped on {}: {}", o.name, RankRef{ctx.rank, ctx.host},
-                      *o.not_built),
+          reported_by(RankRef{ctx.rank, ctx.host}, phase.name, "not built", o.name),
+          fmt::format("transport {} skipped on {{reporter}}: {}", o.name, *o.not_built),
           {ctx.rank}, {ctx.host}, {{"transport", o.name}}));
     } else if (o.not_started) {
       phase.status = PhaseStatus::not_run;

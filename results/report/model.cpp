@@ -499,7 +499,7 @@ std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*
   std::unordered_map<std::string, std::size_t> at;
   std::unordered_map<std::size_t, std::unordered_set<std::string>> runs_of;
   for (const auto* f : fs) {  // oldest first
-    std::string key = results::finding_dedupe_key(f->code, f->message, f->ranks);
+    std::string key = results::finding_dedupe_key(f->code, f->subject, f->message);
     auto [it, fresh] = at.try_emplace(key, out.size());
     if (fresh) {
       FindingGroup g;

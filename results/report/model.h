@@ -166,8 +166,8 @@ struct SizeCurve {
   double baseline_gbps = 0, degraded_ratio = 0, fail_ratio = 0;  // NaN: no band
 };
 
-// The same finding across runs and ranks: code + message with the finding's own rank numbers
-// taken out (results::finding_dedupe_key); hosts filled from the run when the finding names none.
+// The same finding across runs: code + subject, or code + message for a row stored before
+// subjects (results::finding_dedupe_key); hosts filled from the run when the finding names none.
 struct FindingGroup {
   std::string code, severity, layer;
   std::string message;  // the newest occurrence's

@@ -1,5 +1,7 @@
 #include "results/verdict/finding_codes.h"
 
+#include "results/verdict/finding_text.h"
+
 #include <stdexcept>
 
 namespace ncclsmoke::results {
@@ -190,6 +192,16 @@ Finding make_finding(Code code, std::string message, std::vector<int> ranks,
   f.hosts = std::move(hosts);
   f.message = std::move(message);
   f.hint = fill_template(c->hint, hint_vars);
+  return f;
+}
+
+Finding make_finding_about(Code code, Subject subject, std::string message_template,
+                           std::vector<int> ranks, std::vector<std::string> hosts,
+                           const std::map<std::string, std::string>& hint_vars) {
+  Finding f = make_finding(code, std::string(), std::move(ranks), std::move(hosts), hint_vars);
+  f.subject = std::move(subject);
+  f.message_template = std::move(message_template);
+  render(f);
   return f;
 }
 

@@ -36,6 +36,14 @@ Finding make_finding(Code code, std::string message,
                      std::vector<int> ranks = {}, std::vector<std::string> hosts = {},
                      const std::map<std::string, std::string>& hint_vars = {});
 
+// A finding about `subject` (verdict.h): its message is `message_template` rendered
+// (finding_text.h), "{reporter}" / "{peer}" standing for the subject's ranks, so merging it with
+// the same finding from other ranks re-renders it instead of rewriting its text. `ranks`/`hosts`
+// and the hint as for make_finding.
+Finding make_finding_about(Code code, Subject subject, std::string message_template,
+                           std::vector<int> ranks = {}, std::vector<std::string> hosts = {},
+                           const std::map<std::string, std::string>& hint_vars = {});
+
 // Replaces {name} in `tmpl` from `vars`; unknown names become "<name>".
 std::string fill_template(std::string_view tmpl, const std::map<std::string, std::string>& vars);
 

@@ -138,10 +138,37 @@ Finding finding_from(const json& j) {
   f.message = j.at("message").get<std::string>();
   f.hint = j.at("hint").get<std::string>();
   if (j.contains("evidence")) f.evidence = j.at("evidence");
+  if (j.contains("message_template")) f.message_template = j.at("message_template").get<std::string>();
+  if (j.contains("subject")) f.subject = subject_from_json(j.at("subject"));
   return f;
 }
 
 }  // namespace
+
+Subject subject_from_json(const json& s) {
+  Subject x;
+  if (!s.is_object()) return x;
+  if (s.contains("reporters")) x.reporters = s.at("reporters").get<std::vector<int>>();
+  x.reporter_host = str_or(s, "reporter_host");
+  x.peer = s.value("peer", -1);
+  x.peer_host = str_or(s, "peer_host");
+  x.transport = str_or(s, "transport");
+  x.phase = str_or(s, "phase");
+  x.item = str_or(s, "item");
+  return x;
+}
+
+json to_json(const Subject& x) {
+  json j = json::object();
+  if (!x.reporters.empty()) j["reporters"] = x.reporters;
+  if (!x.reporter_host.empty()) j["reporter_host"] = x.reporter_host;
+  if (x.peer >= 0) j["peer"] = x.peer;
+  if (!x.peer_host.empty()) j["peer_host"] = x.peer_host;
+  if (!x.transport.empty()) j["transport"] = x.transport;
+  if (!x.phase.empty()) j["phase"] = x.phase;
+  if (!x.item.empty()) j["item"] = x.item;
+  return j;
+}
 
 json to_json(const Finding& f) {
   json j = {{"code", to_string(f.code)},
@@ -150,12 +177,15 @@ json to_json(const Finding& f) {
             {"ranks", f.ranks},       {"hosts", f.hosts},       {"message", f.message},
             {"hint", f.hint}};
   if (f.evidence.is_object()) j["evidence"] = f.evidence;
+  if (!f.subject.empty()) j["subject"] = to_json(f.subject);
+  if (!f.message_template.empty()) j["message_template"] = f.message_template;
   return j;
 }
 
 json to_json(const Verdict& v) {
   json j;
   j["schema_version"] = v.schema_version;
+  j["schema_minor"] = v.schema_minor;
   j["tool"] = {{"name", v.tool.name}, {"version", v.tool.version}};
   j["run_id"] = v.run_id;
   j["started_at"] = v.started_at;
@@ -212,6 +242,7 @@ Verdict verdict_from_json(const json& j) {
   }
   Verdict v;
   v.schema_version = j.at("schema_version").get<int>();
+  v.schema_minor = j.value("schema_minor", 0);
   v.tool.name = j.at("tool").at("name").get<std::string>();
   v.tool.version = j.at("tool").at("version").get<std::string>();
   v.run_id = j.at("run_id").get<std::string>();
@@ -701,6 +732,26 @@ bool read_identity(FastReader& r, TransportIdentity& x) {
   }) && seen.has(0x3);
 }
 
+bool read_subject(FastReader& r, Subject& x) {
+  Seen seen;
+  return r.object([&](std::string_view k) {
+    if (k == "reporters")
+      return seen.first(0) && r.array([&] {
+               int v = 0;
+               if (!r.int32(v, 0, kIntMax)) return false;
+               x.reporters.push_back(v);
+               return true;
+             });
+    if (k == "reporter_host") return seen.first(1) && r.string(x.reporter_host);
+    if (k == "peer") return seen.first(2) && r.int32(x.peer, 0, kIntMax);
+    if (k == "peer_host") return seen.first(3) && r.string(x.peer_host);
+    if (k == "transport") return seen.first(4) && r.string(x.transport);
+    if (k == "phase") return seen.first(5) && r.string(x.phase);
+    if (k == "item") return seen.first(6) && r.string(x.item);
+    return false;
+  });
+}
+
 bool read_finding(FastReader& r, Finding& x) {
   Seen seen;
   return r.object([&](std::string_view k) {
@@ -722,6 +773,8 @@ bool read_finding(FastReader& r, Finding& x) {
     if (k == "message") return seen.first(5) && r.string_min1(x.message);
     if (k == "hint") return seen.first(6) && r.string(x.hint);
     if (k == "evidence") return seen.first(7) && r.any_object(x.evidence);
+    if (k == "message_template") return seen.first(8) && r.string(x.message_template);
+    if (k == "subject") return seen.first(9) && read_subject(r, x.subject);
     return false;
   }) && seen.has(0x7f);
 }
@@ -739,9 +792,11 @@ bool read_list(FastReader& r, std::vector<T>& out, Read read) {
 std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
   FastReader r(text);
   Verdict v;
+  v.schema_minor = 0;  // absent: written before minor versions
   Seen seen;
   bool ok = r.object([&](std::string_view k) {
     if (k == "schema_version") return seen.first(0) && r.int32(v.schema_version, 1, 1);
+    if (k == "schema_minor") return seen.first(18) && r.int32(v.schema_minor, 0, kIntMax);
     if (k == "tool") {
       Seen t;
       return seen.first(1) && r.object([&](std::string_view tk) {

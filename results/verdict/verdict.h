@@ -22,6 +22,27 @@
 namespace ncclsmoke::results {
 
 inline constexpr int kSchemaVersion = 1;
+// Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
+// "schema_minor" is 0). 1: findings' "subject" and "message_template".
+inline constexpr int kSchemaMinor = 1;
+
+// What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
+// these, never on the message. A finding made with a subject has its message rendered from its
+// template and these (render_message(), finding_codes.h); one read from an older verdict has an
+// empty subject and keeps its message as written.
+struct Subject {
+  std::vector<int> reporters;  // the ranks that observed it: "{reporter}" in the template
+  std::string reporter_host;   // their host ("" unknown); findings of other hosts stay apart
+  int peer = -1;               // the other rank involved: "{peer}"; -1 none
+  std::string peer_host;
+  std::string transport;       // "socket", ...; "" none
+  std::string phase;           // "transport:socket", "mesh", ...; "" none
+  std::string item;            // anything else that tells two findings apart: a variable, an address
+  bool empty() const {
+    return reporters.empty() && peer < 0 && transport.empty() && phase.empty() && item.empty();
+  }
+  friend bool operator==(const Subject&, const Subject&) = default;
+};
 
 // One thing an operator must read. `code` is from finding_codes.h (make_finding() fills
 // severity/layer/hint from its table). Messages name ranks, hosts, peers and time waited.
@@ -31,6 +52,10 @@ struct Finding {
   Layer layer = Layer::run;
   std::vector<int> ranks;
   std::vector<std::string> hosts;
+  Subject subject;
+  // The message with "{reporter}" / "{peer}" for the subject's ranks ("" for a finding without
+  // a subject); `message` is its rendering, kept so every reader sees one line of text.
+  std::string message_template;
   std::string message;   // one line
   std::string hint;      // what to do about it
   nlohmann::json evidence;  // optional object (null = absent): numbers, pairs, NCCL's last error ...
@@ -111,6 +136,7 @@ struct World {
 
 struct Verdict {
   int schema_version = kSchemaVersion;
+  int schema_minor = kSchemaMinor;  // as read: 0 for a verdict written before minor versions
   Tool tool;
   std::string run_id;
   std::string started_at;         // RFC 3339, UTC
@@ -156,6 +182,9 @@ Verdict verdict_from_json(const nlohmann::json& j);
 std::optional<Verdict> verdict_from_text_fast(std::string_view text);
 
 nlohmann::json to_json(const Finding& f);
+// A subject's members that are set (an empty subject is {}); and back, absent members defaults.
+nlohmann::json to_json(const Subject& s);
+Subject subject_from_json(const nlohmann::json& j);
 
 // "20240501T101500Z-3fa9c2d1": sortable by time, unique enough across a cluster's ranks when one
 // rank generates it and the others adopt it.

@@ -8,6 +8,7 @@
 #include "results/report/markdown_report.h"
 #include "results/report/model.h"
 #include "results/report/svg_chart.h"
+#include "results/verdict/finding_text.h"
 #include "tests/report/report_rows.h"
 
 namespace ncclsmoke::report {
@@ -207,23 +208,41 @@ TEST(ReportModel, OneSectionPerClusterAndAClusterFilter) {
   EXPECT_EQ(m.clusters[0].cluster, "");
 }
 
-// The same finding from every rank of a host (rank number in the message) is one row.
+// The same finding from every rank of a host (its subject the same, the rank in its message) is
+// one row; rows stored before subjects group only by the same message.
 TEST(ReportModel, PerRankRepeatsOfAFindingAreOneRow) {
   ReportInput in;
   for (int run = 0; run < 3; ++run)
-    for (int r = 0; r < 4; ++r)
+    for (int r = 0; r < 4; ++r) {
       add_run(in, {.run_id = "run" + std::to_string(run) + (r ? "-dup" + std::to_string(r) : ""),
                    .t = kT0 + run * 60.0 + r * 0.001,
                    .findings = {{"TRANSPORT_UNAVAILABLE",
                                  "transport fabric skipped on rank " + std::to_string(r) +
                                      " (host vm): no efa provider"}},
                    .ranks = {r}});
+      in.findings.back().subject = results::reported_by({r, "vm"}, "transport:fabric", "", "fabric");
+    }
+  for (int r = 0; r < 2; ++r)
+    add_run(in, {.run_id = "old" + std::to_string(r),
+                 .t = kT0 + 500 + r,
+                 .findings = {{"TRANSPORT_TIMEOUT", "an old row " + std::to_string(r)}},
+                 .ranks = {r}});
   auto m = build_model(in, options_at(kT0 + 600));
   const auto& c = m.clusters.at(0);
-  ASSERT_EQ(c.findings.size(), 1u);
-  EXPECT_EQ(c.findings[0].ranks, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(c.findings[0].runs, 12u);
-  EXPECT_EQ(c.findings[0].hosts, std::vector<std::string>{"vm"});
+  ASSERT_EQ(c.findings.size(), 3u);
+  int unavailable = 0, old = 0;
+  for (const auto& g : c.findings) {
+    if (g.code == "TRANSPORT_TIMEOUT") {
+      ++old;
+      continue;
+    }
+    ++unavailable;
+    EXPECT_EQ(g.ranks, (std::vector<int>{0, 1, 2, 3}));
+    EXPECT_EQ(g.runs, 12u);
+    EXPECT_EQ(g.hosts, std::vector<std::string>{"vm"});
+  }
+  EXPECT_EQ(unavailable, 1);
+  EXPECT_EQ(old, 2);
 }
 
 // busbw by size of the newest run, its headline gate point the lower of out/in (in-place here).

@@ -197,6 +197,10 @@ TEST_P(HistoryContract, RunRoundTripsAndDuplicatesAreCounted) {
   EXPECT_EQ(findings[0].cluster, "eu-west-a");
   EXPECT_EQ(findings[0].code, Code::RANKS_MISSING);
   EXPECT_EQ(findings[1].severity, v.findings[1].severity);
+  // The subject is stored as data (history version 3); a finding without one reads empty.
+  EXPECT_TRUE(findings[0].subject.empty());
+  EXPECT_FALSE(v.findings[1].subject.empty());
+  EXPECT_EQ(findings[1].subject, v.findings[1].subject);
 }
 
 TEST_P(HistoryContract, ReopenedHistoryKeepsTheRuns) {
@@ -669,6 +673,7 @@ TEST(HistoryPostgres, PublishWhileTheServerIsDownSpoolsAndTheNextPublishStores) 
 
 // ---- SQLite only: the version-1 migration, the network-filesystem decision -------------------
 
+// Version 1 (no runs.cluster) and 2 (no findings.subject) both step up to the current one.
 TEST(HistorySqlite, MigratesAVersion1FileInPlace) {
   fs::path dir = fs::temp_directory_path() / ("ncclsmoke-v1-" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -697,6 +702,8 @@ TEST(HistorySqlite, MigratesAVersion1FileInPlace) {
       INSERT INTO runs VALUES ('old-run', '2026-11-01T00:00:00Z', 1793491200, 3, 'pass', 0, 2,
         'ci-loopback', '0.1.0', '["h1"]', 'run', '{}');
       INSERT INTO gates VALUES ('old-run', 'socket', 1048576, 1.5, NULL, NULL, NULL, 0, '');
+      INSERT INTO findings VALUES ('old-run', 'PEER_LOST', 'error', 'run', 'rank 1 was lost',
+        '[1]', '["h1"]');
       PRAGMA user_version = 1;
     )sql";
     ASSERT_EQ(sqlite3_exec(s, v1, nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(s);
@@ -710,6 +717,9 @@ TEST(HistorySqlite, MigratesAVersion1FileInPlace) {
     HistoryQuery q;
     q.cluster = "x";
     EXPECT_TRUE(h.runs(q).empty());
+    auto findings = h.findings({});  // no subject column yet: read as empty subjects
+    ASSERT_EQ(findings.size(), 1u);
+    EXPECT_TRUE(findings[0].subject.empty());
   }
   auto version = [&] {
     sqlite3* s = nullptr;
@@ -736,6 +746,11 @@ TEST(HistorySqlite, MigratesAVersion1FileInPlace) {
     q.cluster = "new";
     EXPECT_EQ(h.gates(q).size(), 1u);
     EXPECT_EQ(h.gates({}).size(), 2u);
+    auto findings = h.findings({});  // the old row without a subject, the new ones with theirs
+    ASSERT_EQ(findings.size(), 3u);
+    EXPECT_TRUE(findings[0].subject.empty());
+    EXPECT_EQ(findings[0].message, "rank 1 was lost");
+    EXPECT_FALSE(findings[2].subject.empty());
   }
   fs::remove_all(dir);
 }

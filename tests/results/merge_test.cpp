@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "results/judging/classify.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 #include "results/verdict/schema.h"
 
 namespace ncclsmoke::results {
@@ -120,25 +123,31 @@ TEST(Merge, RankThatExplainsItselfIsNotLost) {
   EXPECT_NE(std::find(codes.begin(), codes.end(), "PEER_LOST3"), codes.end());
 }
 
-// The same TRANSPORT_UNAVAILABLE from each of a host's four ranks, each naming itself: one
-// finding naming ranks 0-3; the message says so. A finding about a different peer stays apart.
+// The same TRANSPORT_UNAVAILABLE from each of a host's four ranks, each about itself: one
+// finding naming ranks 0-3, its message rendered from the subject. Timeouts waiting for the same
+// peer are one; a timeout waiting for another peer stays apart.
 TEST(Merge, SameFindingFromEveryRankOfAHostIsOne) {
   std::vector<Verdict> views;
   for (int r = 0; r < 4; ++r) {
     auto v = view(r, "node-a", ok());
     v.world.size = 4;
-    v.findings.push_back(make_finding(
+    v.findings.push_back(make_finding_about(
         Code::TRANSPORT_UNAVAILABLE,
-        "transport fabric skipped on rank " + std::to_string(r) + " (host node-a): no efa provider",
-        {r}, {"node-a"}));
+        reported_by({r, "node-a"}, "transport:fabric", "open/unavailable", "fabric"),
+        "transport fabric skipped on {reporter}: no efa provider", {r}, {"node-a"}));
     views.push_back(std::move(v));
   }
-  views[1].findings.push_back(make_finding(
-      Code::TRANSPORT_TIMEOUT, "transport socket timed out on rank 1 (host node-a) waiting for rank 2",
-      {1, 2}, {"node-a"}));
-  views[3].findings.push_back(make_finding(
-      Code::TRANSPORT_TIMEOUT, "transport socket timed out on rank 3 (host node-a) waiting for rank 0",
-      {3, 0}, {"node-a"}));
+  auto timeout = [](int r, int peer) {
+    Subject about = reported_by({r, "node-a"}, "transport:socket", "sweep/timeout", "socket");
+    about.peer = peer;
+    about.peer_host = "node-b";
+    return make_finding_about(Code::TRANSPORT_TIMEOUT, about,
+                              "transport socket timed out on {reporter} waiting for {peer}",
+                              {r, peer}, {"node-a"});
+  };
+  views[1].findings.push_back(timeout(1, 2));
+  views[3].findings.push_back(timeout(3, 2));
+  views[2].findings.push_back(timeout(2, 0));
   Verdict g = merge_rank_verdicts(views);
   std::vector<const Finding*> un, to;
   for (const auto& f : g.findings) {
@@ -149,44 +158,80 @@ TEST(Merge, SameFindingFromEveryRankOfAHostIsOne) {
   EXPECT_EQ(un[0]->ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(un[0]->hosts, std::vector<std::string>{"node-a"});
   EXPECT_EQ(un[0]->message, "transport fabric skipped on ranks 0-3 (host node-a): no efa provider");
-  // Both name their own rank and their peer in the finding's ranks: the same shape, one finding
-  // whose two rank slots each list what the ranks said.
-  ASSERT_EQ(to.size(), 1u);
-  EXPECT_EQ(to[0]->ranks, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(un[0]->subject.reporters, (std::vector<int>{0, 1, 2, 3}));
+  ASSERT_EQ(to.size(), 2u);
+  EXPECT_EQ(to[0]->ranks, (std::vector<int>{1, 2, 3}));
   EXPECT_EQ(to[0]->message,
-            "transport socket timed out on ranks 1, 3 (host node-a) waiting for ranks 0, 2");
+            "transport socket timed out on ranks 1, 3 (host node-a) waiting for rank 2 (host node-b)");
+  EXPECT_EQ(to[1]->message,
+            "transport socket timed out on rank 2 (host node-a) waiting for rank 0 (host node-b)");
   auto errors = validate_verdict_json(to_json(g));
   EXPECT_TRUE(errors.empty()) << errors.front();
 }
 
-TEST(Merge, DedupeKeyTakesOutOnlyTheFindingsOwnRanks) {
-  EXPECT_EQ(finding_dedupe_key("X", "on rank 3 (host a): lost rank 5", {3}),
-            finding_dedupe_key("X", "on rank 4 (host a): lost rank 5", {4}));
-  EXPECT_NE(finding_dedupe_key("X", "on rank 3: lost rank 5", {3}),
-            finding_dedupe_key("X", "on rank 3: lost rank 6", {3}));
-  EXPECT_NE(finding_dedupe_key("X", "rank 3", {3}), finding_dedupe_key("Y", "rank 3", {3}));
-  // "rank 12" is not "rank 1" followed by "2"; "frank 1" is not a rank.
-  EXPECT_NE(finding_dedupe_key("X", "rank 12 down", {1}), finding_dedupe_key("X", "rank 13 down", {1}));
-  EXPECT_NE(finding_dedupe_key("X", "frank 1", {1}), finding_dedupe_key("X", "frank 2", {2}));
-  // PEER_LOST is joined by the lost ranks in merge_rank_verdicts, never by rewriting messages.
-  EXPECT_NE(finding_dedupe_key("PEER_LOST", "lost rank 2", {2}),
-            finding_dedupe_key("PEER_LOST", "lost rank 3", {3}));
+// Dedupe keys on the code and the subject less its reporters: never on the message text.
+TEST(Merge, DedupeKeyIsTheCodeAndTheSubject) {
+  Subject a = reported_by({3, "host-a"}, "transport:socket", "sweep/timeout", "socket");
+  a.peer = 5;
+  Subject other_reporter = a;
+  other_reporter.reporters = {4};
+  EXPECT_EQ(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, a, "on rank 3: waited 1.2 s"),
+            finding_dedupe_key(Code::TRANSPORT_TIMEOUT, other_reporter, "on rank 4: waited 9 s"));
+  EXPECT_NE(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, a, "m"),
+            finding_dedupe_key(Code::TRANSPORT_INIT_FAILED, a, "m"));
+  for (auto change : std::vector<std::function<void(Subject&)>>{
+           [](Subject& s) { s.peer = 6; }, [](Subject& s) { s.reporter_host = "host-b"; },
+           [](Subject& s) { s.transport = "fabric"; }, [](Subject& s) { s.phase = "mesh"; },
+           [](Subject& s) { s.item = "open/timeout"; }, [](Subject& s) { s.peer_host = "h"; }}) {
+    Subject b = a;
+    change(b);
+    EXPECT_NE(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, a, "m"),
+              finding_dedupe_key(Code::TRANSPORT_TIMEOUT, b, "m"));
+  }
+  // Without a subject (a finding written before subjects) only the same message matches; the
+  // text is never taken apart.
+  EXPECT_EQ(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, {}, "on rank 3"),
+            finding_dedupe_key(Code::TRANSPORT_TIMEOUT, {}, "on rank 3"));
+  EXPECT_NE(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, {}, "on rank 3"),
+            finding_dedupe_key(Code::TRANSPORT_TIMEOUT, {}, "on rank 4"));
+  EXPECT_NE(finding_dedupe_key(Code::TRANSPORT_TIMEOUT, {}, "m"),
+            finding_dedupe_key(Code::TRANSPORT_TIMEOUT, a, "m"));
+}
+
+// Two findings about the same subject whose messages differ (each rank waited its own time) are
+// one finding, naming both ranks, in the first one's words.
+TEST(Merge, FindingsThatDifferOnlyInMessageTextAreDedupedBySubject) {
+  std::vector<Finding> fs;
+  for (auto [rank, waited] : std::vector<std::pair<int, const char*>>{{0, "19.0"}, {1, "18.97"}})
+    fs.push_back(make_finding_about(
+        Code::RUN_TIMEOUT, reported_by({rank, "node-a"}, "transport:socket"),
+        std::string("{reporter} did not finish within --timeout 20s: transport:socket was still "
+                    "running after ") + waited + " s",
+        {rank}, {"node-a"}));
+  ASSERT_NE(fs[0].message, fs[1].message);
+  dedupe_findings(fs);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(fs[0].message,
+            "ranks 0, 1 (host node-a) did not finish within --timeout 20s: transport:socket was "
+            "still running after 19.0 s");
 }
 
 TEST(Merge, DedupeFindingsKeepsOrderWorstSeverityAndNonConsecutiveRanks) {
-  std::vector<Finding> fs = {
-      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 1: x", {1}, {"h1"}),
-      make_finding(Code::STRAGGLER, "slow", {}, {}),
-      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 4: x", {4}, {"h2"}),
-      make_finding(Code::TRANSPORT_UNAVAILABLE, "skipped on rank 7: x", {7}, {"h1"}),
+  auto skipped = [](int rank, const std::string& host) {
+    return make_finding_about(Code::TRANSPORT_UNAVAILABLE,
+                              reported_by({rank, ""}, "transport:fabric", host, "fabric"),
+                              "skipped on {reporter}: x", {rank}, {host});
   };
+  std::vector<Finding> fs = {skipped(1, "h1"), make_finding(Code::STRAGGLER, "slow", {}, {}),
+                             skipped(4, "h1"), skipped(7, "h1"), skipped(2, "h2")};
   fs[2].severity = Severity::error;
   dedupe_findings(fs);
-  ASSERT_EQ(fs.size(), 2u);
+  ASSERT_EQ(fs.size(), 3u);
   EXPECT_EQ(fs[0].message, "skipped on ranks 1, 4, 7: x");
   EXPECT_EQ(fs[0].severity, Severity::error);
-  EXPECT_EQ(fs[0].hosts, (std::vector<std::string>{"h1", "h2"}));
   EXPECT_EQ(fs[1].code, Code::STRAGGLER);
+  EXPECT_EQ(fs[2].message, "skipped on rank 2: x");
 }
 
 TEST(Merge, DuplicateFindingTakesWorstSeverity) {

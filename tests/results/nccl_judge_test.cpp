@@ -50,7 +50,9 @@ TEST(NcclJudge, ObserveMismatchIsSilentFallback) {
   EXPECT_EQ(f->layer, Layer::transport);
   EXPECT_EQ(f->ranks, std::vector<int>{3});
   EXPECT_EQ(f->hosts, std::vector<std::string>{"ip-10-0-3-9"});
-  EXPECT_NE(f->message.find("rank 3 on ip-10-0-3-9"), std::string::npos);
+  EXPECT_NE(f->message.find("NCCL on rank 3 (host ip-10-0-3-9) used"), std::string::npos) << f->message;
+  EXPECT_EQ(f->subject.reporters, std::vector<int>{3});
+  EXPECT_EQ(f->subject.transport, "nccl");
   EXPECT_NE(f->message.find("used Socket, expected Libfabric"), std::string::npos);
   EXPECT_NE(f->hint.find("Expected Libfabric, observed Socket"), std::string::npos);
   EXPECT_EQ(f->evidence["expected"]["network"], "Libfabric");

@@ -52,8 +52,17 @@ inline Verdict full_sample() {
   Finding missing = make_finding(Code::RANKS_MISSING, "rank 3 never joined within 10.0 s", {3}, {},
                                  {{"master", "master.smoke.svc:29500"}});
   missing.evidence = {{"joined", 3}, {"expected", 4}};
-  Finding slow = make_finding(Code::STRAGGLER, "rank 1 took 2.4x the median all-reduce time", {1},
-                              {"host-b"});
+  // A finding with a subject (schema_minor 1): every member set, the message rendered from it.
+  Subject about{.reporters = {0, 2},
+                .reporter_host = "host-a",
+                .peer = 1,
+                .peer_host = "host-b",
+                .transport = "socket",
+                .phase = "transport:socket",
+                .item = "gate time"};
+  Finding slow = make_finding_about(Code::STRAGGLER, about,
+                                    "{peer} took 2.4x the median all-reduce time, seen by {reporter}",
+                                    {1}, {"host-b"});
   v.findings = {missing, slow};
   v.env = {{"MASTER_ADDR", "master.smoke.svc"}, {"NCCL_DEBUG", "INFO"}};
   v.versions = {{"ncclsmoke", "0.1.0"}};

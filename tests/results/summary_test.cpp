@@ -6,6 +6,7 @@
 
 #include "results/judging/classify.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
 #include "results/judging/judge.h"
 #include "results/judging/profile.h"
 #include "tests/results/sample.h"
@@ -51,7 +52,8 @@ TEST(Summary, OneLinePerHostAligned) {
   EXPECT_TRUE(has_line(lines, "host-a | OK")) << dump(lines);
   EXPECT_TRUE(has_line(lines, "host-c | OK")) << dump(lines);
   EXPECT_TRUE(has_line(lines,
-                       "host-b | WARNING: rank 1 took 2.4x the median all-reduce time [STRAGGLER]"))
+                       "host-b | WARNING: rank 1 (host host-b) took 2.4x the median all-reduce "
+                       "time, seen by ranks 0, 2 (host host-a) [STRAGGLER]"))
       << dump(lines);
   EXPECT_FALSE(has_line(lines, "host-b | OK")) << dump(lines);
   EXPECT_TRUE(has_line(lines, "(run)  | ERROR: rank 3 never joined within 10.0 s [RANKS_MISSING]"))
@@ -110,16 +112,19 @@ TEST(Summary, HealthyRunAllOk) {
   EXPECT_EQ(human_summary(v).find("hints:"), std::string::npos);
 }
 
-// A verdict written before rank 0 deduplicated findings: the same TRANSPORT_UNAVAILABLE once per
-// rank of host-a. The summary prints it once, naming the ranks.
-TEST(Summary, RepeatsFromOldVerdictsPrintOnce) {
+// A local view or a verdict merged before dedupe: the same TRANSPORT_UNAVAILABLE once per rank of
+// host-a, by subject. The summary prints it once, naming the ranks. Findings from before subjects
+// print once only when their text is the same (nothing takes a message apart).
+TEST(Summary, RepeatsPrintOnce) {
   Verdict v = testing::full_sample();
   v.findings.clear();
   for (int r : {0, 2})
-    v.findings.push_back(make_finding(
+    v.findings.push_back(make_finding_about(
         Code::TRANSPORT_UNAVAILABLE,
-        "transport fabric skipped on rank " + std::to_string(r) + " (host host-a): no efa",
-        {r}, {"host-a"}));
+        reported_by({r, "host-a"}, "transport:fabric", "open/unavailable", "fabric"),
+        "transport fabric skipped on {reporter}: no efa", {r}, {"host-a"}));
+  for (int copy = 0; copy < 2; ++copy)
+    v.findings.push_back(make_finding(Code::STRAGGLER, "an old text, twice", {1}, {"host-b"}));
   apply_verdict(v);
   std::string s = human_summary(v);
   auto lines = lines_of(s);
@@ -130,8 +135,9 @@ TEST(Summary, RepeatsFromOldVerdictsPrintOnce) {
                        "host-a | WARNING: transport fabric skipped on ranks 0, 2 (host host-a): "
                        "no efa [TRANSPORT_UNAVAILABLE]"))
       << s;
-  EXPECT_NE(lines[0].find("1 finding,"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("2 findings,"), std::string::npos) << lines[0];
   EXPECT_EQ(count_hint(s, "TRANSPORT_UNAVAILABLE"), 1u) << s;
+  EXPECT_EQ(s.find("an old text, twice"), s.rfind("an old text, twice")) << s;
 }
 
 // The headline gate number is gates_of's: the lower of out-of-place and in-place.

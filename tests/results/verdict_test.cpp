@@ -51,11 +51,40 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   ASSERT_EQ(back.findings.size(), 2u);
   EXPECT_EQ(back.findings[0].evidence["expected"], 4);
   EXPECT_EQ(back.findings[1].hosts, std::vector<std::string>{"host-b"});
+  EXPECT_EQ(back.findings[1].subject, v.findings[1].subject);
+  EXPECT_EQ(back.findings[1].message_template, v.findings[1].message_template);
+  EXPECT_EQ(back.findings[1].message,
+            "rank 1 (host host-b) took 2.4x the median all-reduce time, seen by ranks 0, 2 (host "
+            "host-a)");
+  EXPECT_TRUE(back.findings[0].subject.empty());
+  EXPECT_FALSE(j["findings"][0].contains("subject"));
+  EXPECT_EQ(back.schema_minor, kSchemaMinor);
+  // The fast reader takes the subject too, and gives the same verdict.
+  auto fast = verdict_from_text_fast(j.dump());
+  ASSERT_TRUE(fast.has_value());
+  EXPECT_EQ(to_json(*fast), j);
   EXPECT_EQ(back.env.at("NCCL_DEBUG"), "INFO");
 }
 
 // The job identity and the store the rank met at (issue: launchers) survive the round trip, are
 // absent when unknown, and a wrong dialect spelling is refused by the schema.
+// A verdict written before minor versions and subjects (schema_minor absent, findings without
+// subject or template) still reads, on both paths: minor 0, empty subjects, messages as written.
+TEST(VerdictJson, AVerdictFromBeforeSubjectsReadsTheSame) {
+  json j = to_json(testing::full_sample());
+  j.erase("schema_minor");
+  for (auto& f : j["findings"]) {
+    f.erase("subject");
+    f.erase("message_template");
+  }
+  for (const Verdict& v : {verdict_from_json(j), *verdict_from_text_fast(j.dump())}) {
+    EXPECT_EQ(v.schema_minor, 0);
+    ASSERT_EQ(v.findings.size(), 2u);
+    EXPECT_TRUE(v.findings[1].subject.empty());
+    EXPECT_EQ(v.findings[1].message, j["findings"][1]["message"]);
+  }
+}
+
 TEST(VerdictJson, JobAndStoreRoundTrip) {
   Verdict v = testing::full_sample();
   EXPECT_FALSE(to_json(v).at("world").contains("store"));

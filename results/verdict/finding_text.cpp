@@ -1,0 +1,76 @@
+#include "results/verdict/finding_text.h"
+
+#include <iterator>
+#include <string_view>
+
+
+namespace ncclsmoke::results {
+
+Subject reported_by(rendezvous::RankRef self, std::string phase, std::string item,
+                    std::string transport) {
+  Subject s;
+  if (self.rank >= 0) s.reporters = {self.rank};
+  s.reporter_host = std::string(self.host);
+  s.phase = std::move(phase);
+  s.item = std::move(item);
+  s.transport = std::move(transport);
+  return s;
+}
+
+std::string rank_list(const std::set<int>& ranks) {
+  std::string out;
+  for (auto it = ranks.begin(); it != ranks.end();) {
+    int lo = *it, hi = lo;
+    auto next = std::next(it);
+    while (next != ranks.end() && *next == hi + 1) hi = *next++;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(lo);
+    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
+    it = next;
+  }
+  return out;
+}
+
+std::string reporters_text(const Subject& s) {
+  std::set<int> ranks(s.reporters.begin(), s.reporters.end());
+  if (ranks.size() <= 1)
+    return rendezvous::rank_text(ranks.empty() ? -1 : *ranks.begin(), s.reporter_host);
+  std::string out = "ranks " + rank_list(ranks);
+  if (!s.reporter_host.empty()) out += " (host " + s.reporter_host + ")";
+  return out;
+}
+
+std::string render_message(const Finding& f) {
+  if (f.message_template.empty()) return f.message;
+  static constexpr std::string_view kReporter = "{reporter}", kPeer = "{peer}";
+  const std::string_view t = f.message_template;
+  std::string out;
+  out.reserve(t.size() + 32);
+  for (std::size_t i = 0; i < t.size();) {
+    if (t.substr(i, kReporter.size()) == kReporter) {
+      out += reporters_text(f.subject);
+      i += kReporter.size();
+    } else if (t.substr(i, kPeer.size()) == kPeer) {
+      out += rendezvous::rank_text(f.subject.peer, f.subject.peer_host);
+      i += kPeer.size();
+    } else {
+      out += t[i++];
+    }
+  }
+  return out;
+}
+
+void render(Finding& f) { f.message = render_message(f); }
+
+void wrap_message(Finding& f, std::string_view prefix, std::string_view suffix) {
+  std::string& text = f.message_template.empty() ? f.message : f.message_template;
+  text = std::string(prefix) + text + std::string(suffix);
+  render(f);
+}
+
+void set_message_template(Finding& f, std::string tmpl) {
+  f.message_template = std::move(tmpl);
+  render(f);
+}
+
+}  // namespace ncclsmoke::results
