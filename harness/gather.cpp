@@ -8,9 +8,7 @@
 
 #include "harness/progress.h"
 #include "results/history/history.h"
-#include "results/judging/classify.h"
-#include "results/judging/judge.h"
-#include "results/judging/merge.h"
+#include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
 
 namespace ncclsmoke::harness {
@@ -115,24 +113,16 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     auto it = got.find(id.rank);
     if (it != got.end()) views.push_back(std::move(it->second));
   }
-  // Named in rank 0's own view, so the merge knows why this rank's view is absent.
-  for (const auto* id : late) results::name_unreported_rank(views.front(), RankRef{id->rank, id->host});
-  results::MergeOptions mo;
-  mo.reporting_rank = 0;
-  mo.world_size = ctx.world.world_size;
-  auto global = results::merge_rank_verdicts(views, mo);
-  global.duration_s = seconds_since(ctx.start);
-  // Measurement done; now judge it against the profile's identities and baselines.
-  if (ctx.profile) {
-    auto tj = Clock::now();
-    auto before = global.findings.size();
-    log_info(phase_start_line("judge", fmt::format("profile {}", ctx.o.profile)));
-    results::add_judged_findings(global.findings, results::judge(global, ctx.profile));
-    log_info(phase_end_line("judge", "done", seconds_since(tj),
-                            fmt::format("{} findings added", global.findings.size() - before)));
-    global.baseline = results::baseline_record(ctx.profile, global);
-  }
-  results::apply_verdict(global);
+  results::WorldRoster roster;
+  roster.world_size = ctx.world.world_size;
+  roster.duration_s = seconds_since(ctx.start);
+  for (const auto* id : late) roster.unreported.push_back({id->rank, id->host});
+  auto tj = Clock::now();
+  log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
+                                                 : std::string("no profile")));
+  auto global = results::judge_world(std::move(views), roster, ctx.profile);
+  log_info(phase_end_line("judge", "done", seconds_since(tj),
+                          fmt::format("{} findings", global.findings.size())));
   auto tw = Clock::now();
   log_info(phase_start_line("write", ctx.global_path()));
   ctx.write(ctx.global_path(), global);

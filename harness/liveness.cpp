@@ -166,11 +166,6 @@ void Liveness::attach_wait_chains(std::vector<results::Finding>& findings,
   results::attach_wait_chain(findings, e);
 }
 
-void Liveness::demote_consequences_locked(results::Verdict& v) const {
-  // Takes watch_mu_ with RunRecord::mu held: the allowed order.
-  results::demote_consequences(v.findings, lost_ranks(), !ctx_.world.external_store);
-}
-
 // The callbacks run on the watch thread: they only record, under RunRecord::mu, and return.
 void Liveness::on_lost(const LostPeer& lost) {
   std::lock_guard lock(ctx_.record.mu);

@@ -67,8 +67,6 @@ class Liveness {
   // Reads every peer's wait state and the chain they form, for results::attach_wait_chain.
   void attach_wait_chains(std::vector<results::Finding>& findings,
                           const std::map<int, std::string>& hosts) const;
-  // Blame the root (results::demote_consequences) over the verdict. Call with RunRecord::mu held.
-  void demote_consequences_locked(results::Verdict& v) const;
 
  private:
   void on_lost(const rendezvous::LostPeer& lost);

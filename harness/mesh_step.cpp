@@ -53,10 +53,6 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   for (auto& f : judged.findings) ctx.record.add(std::move(f));
   auto outcome = results::mesh_outcome_with_stopped({judged.status, judged.detail}, stopped,
                                                     !aside.empty());
-  if (!stopped.empty()) {
-    std::lock_guard lock(ctx.record.mu);
-    live.demote_consequences_locked(ctx.record.verdict);
-  }
   ctx.end_phase("mesh", outcome.status, t0, outcome.detail);
   return outcome.status != results::PhaseStatus::fail;
 }

@@ -15,7 +15,7 @@
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
 #include "results/judging/classify.h"
-#include "results/judging/merge.h"
+#include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
 #include "results/report/summary.h"
 #include "results/verdict/ordering.h"
@@ -63,16 +63,17 @@ int RunSession::run_steps() {
   return finish();
 }
 
+// What the judge needs beyond the record (called with RunRecord::mu held: the allowed order).
+results::LocalFacts RunSession::local_facts() const {
+  return {live_.lost_ranks(), !ctx_.world.external_store, rendezvous::seconds_since(ctx_.start)};
+}
+
 int RunSession::finish() {
   results::Verdict local;
   {
     std::lock_guard lock(ctx_.record.mu);
     auto& v = ctx_.record.verdict;
-    // A phase that never ran is listed as such: fail closed, a missing phase is never a pass.
-    results::list_phases_not_run(v.phases);
-    live_.demote_consequences_locked(v);  // whatever phase stopped: a frozen/dead rank's effects are info
-    v.duration_s = rendezvous::seconds_since(ctx_.start);
-    results::apply_verdict(v);
+    results::judge_local(v, local_facts());
     local = v;
   }
   ctx_.write(ctx_.local_path(), local);
@@ -111,8 +112,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
           rendezvous::seconds_since(ctx_.start), phase));
     else
       rv.findings.push_back(results::run_timeout_finding(ctx_.self(), ctx_.o.timeout_s, phase));
-    rv.duration_s = rendezvous::seconds_since(ctx_.start);
-    results::apply_verdict(rv);
+    results::judge_local(rv, local_facts());
     v = rv;
   }
   // The stuck phase, said on stderr too (the verdict's last finding is this one).
@@ -124,12 +124,10 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
   // far) is the world's verdict for whoever reads verdict.json.
   if (ctx_.have_world && ctx_.world.rank == 0) {
-    results::MergeOptions mo;
-    mo.reporting_rank = 0;
-    mo.world_size = ctx_.world.world_size;
-    auto global = results::merge_rank_verdicts({v}, mo);
-    global.duration_s = rendezvous::seconds_since(ctx_.start);
-    results::apply_verdict(global);
+    results::WorldRoster roster;
+    roster.world_size = ctx_.world.world_size;
+    roster.duration_s = rendezvous::seconds_since(ctx_.start);
+    auto global = results::judge_world({v}, roster, nullptr);
     ctx_.write(ctx_.global_path(), global);
     v = global;
   }

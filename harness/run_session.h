@@ -15,6 +15,7 @@
 #include "harness/run_context.h"
 #include "harness/run_options.h"
 #include "rendezvous/mesh.h"
+#include "results/judging/judge_run.h"
 
 namespace ncclsmoke::harness {
 
@@ -26,6 +27,7 @@ class RunSession {
  private:
   int run_steps();
   int finish();                               // this rank's verdict, then the world's on rank 0
+  results::LocalFacts local_facts() const;
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 
   RunContext ctx_;

@@ -79,7 +79,6 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   for (auto& r : out.rows) v.transports.push_back(std::move(r));
   for (auto& i : out.identities) v.identities.push_back(std::move(i));
   for (auto& f : out.findings) v.findings.push_back(std::move(f));
-  live.demote_consequences_locked(v);
 }
 
 }  // namespace ncclsmoke::harness

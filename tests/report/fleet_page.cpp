@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "results/report/html_report.h"
+#include "results/verdict/finding_text.h"
 #include "tests/report/report_rows.h"
 
 using namespace ncclsmoke::report;
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
                   " (host vm-1): no efa provider";
       f.ranks = {r};
       f.hosts = {"vm-1"};
+      f.subject = ncclsmoke::results::reported_by({r, "vm-1"}, "transport:fabric",
+                                                  "open/unavailable", "fabric");
       in.findings.push_back(f);
     }
   }

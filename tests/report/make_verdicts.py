@@ -260,10 +260,16 @@ def fleet(prepared, n, t_end, span_s, seed=11):
                 regressions.append(run_id_at(t, i))
             if cluster == "ap-south":
                 for r in (0, 1):
-                    findings.append(finding(
-                        "TRANSPORT_UNAVAILABLE", "warning",
-                        f"transport fabric skipped on rank {r} (host {hosts[0]}): no efa provider",
-                        [r], [hosts[0]], "Install the EFA provider or drop fabric."))
+                    f = finding("TRANSPORT_UNAVAILABLE", "warning",
+                                f"transport fabric skipped on rank {r} (host {hosts[0]}): "
+                                "no efa provider",
+                                [r], [hosts[0]], "Install the EFA provider or drop fabric.")
+                    # As ncclsmoke writes it (schema_minor 1): what it is about, as data.
+                    f["subject"] = {"reporters": [r], "reporter_host": hosts[0],
+                                    "transport": "fabric", "phase": "transport:fabric",
+                                    "item": "open/unavailable"}
+                    f["message_template"] = "transport fabric skipped on {reporter}: no efa provider"
+                    findings.append(f)
             counts[verdict] += 1
             d = vary(prepared, i, t, busbw, verdict, findings, hosts)
             d["run_id"] = d["run_id"][:-8] + f"{ci:02x}{i:06x}"

@@ -1,0 +1,37 @@
+#include "results/judging/judge_run.h"
+
+#include <stdexcept>
+
+#include "rendezvous/rank_ref.h"
+#include "results/judging/classify.h"
+#include "results/judging/judge.h"
+#include "results/judging/merge.h"
+#include "results/judging/run_rules.h"
+
+namespace ncclsmoke::results {
+
+void judge_local(Verdict& v, const LocalFacts& facts) {
+  list_phases_not_run(v.phases);
+  demote_consequences(v.findings, facts.watch_lost, facts.rank0_hosts_store);
+  v.duration_s = facts.duration_s;
+  apply_verdict(v);
+}
+
+Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile) {
+  if (views.empty()) throw std::invalid_argument("judge_world: no local views");
+  for (const auto& r : roster.unreported)
+    name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host});
+  MergeOptions mo;
+  mo.reporting_rank = roster.reporting_rank;
+  mo.world_size = roster.world_size;
+  Verdict global = merge_rank_verdicts(views, mo);
+  global.duration_s = roster.duration_s;
+  if (profile) {
+    add_judged_findings(global.findings, judge(global, profile));
+    global.baseline = baseline_record(profile, global);
+  }
+  apply_verdict(global);
+  return global;
+}
+
+}  // namespace ncclsmoke::results

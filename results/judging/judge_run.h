@@ -1,0 +1,44 @@
+#pragma once
+// The two calls that decide a run's verdicts, so the harness assembles no rules:
+// - judge_local: one rank's own view, once its steps are over (or the watchdog stopped them);
+// - judge_world: rank 0's verdict for the world, from every local view it gathered.
+// Each applies the rules in their one order and ends with apply_verdict (classify.h).
+#include <set>
+#include <string>
+#include <vector>
+
+#include "results/judging/profile.h"
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::results {
+
+// What the rank knows beyond its verdict record: the ranks its liveness watch saw die, and
+// whether rank 0 hosts the store (then a lost store is rank 0's consequence).
+struct LocalFacts {
+  std::set<int> watch_lost;
+  bool rank0_hosts_store = true;
+  double duration_s = 0;
+};
+
+// In order: every phase that never ran is listed (fail closed), the consequences of a frozen or
+// dead rank are demoted to info (run_rules.h demote_consequences), the verdict applied.
+void judge_local(Verdict& v, const LocalFacts& facts);
+
+// Rank 0's gather: who joined, and who sent no view.
+struct WorldRoster {
+  int world_size = 0;
+  int reporting_rank = 0;
+  struct Rank {
+    int rank = -1;
+    std::string host;
+  };
+  std::vector<Rank> unreported;  // joined but no view arrived (named in rank 0's own view)
+  double duration_s = 0;
+};
+
+// In order: each unreported rank named in rank 0's view (views[0]), the views merged (merge.h),
+// the profile's rules when there is a profile (judge.h) and its baseline record, the verdict
+// applied. `views` must hold rank 0's own view first.
+Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile);
+
+}  // namespace ncclsmoke::results
