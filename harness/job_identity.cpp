@@ -1,4 +1,5 @@
 #include "harness/job_identity.h"
+#include "harness/env.h"
 #include "harness/text.h"
 
 #include <cstddef>
@@ -7,22 +8,6 @@
 
 namespace ncclsmoke::harness {
 namespace {
-
-class Lookup {
- public:
-  explicit Lookup(const Environment& env) : env_(env) {}
-  std::optional<std::string> operator()(const char* name) const {
-    if (!env_) return std::nullopt;
-    try {
-      return env_(name);
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
-
- private:
-  const Environment& env_;
-};
 
 std::optional<JobIdentity> usable(const std::optional<std::string>& raw, const char* source) {
   if (!raw) return std::nullopt;
@@ -61,7 +46,7 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
                                                  const Environment& env,
                                                  const std::string& hostname) {
   try {
-    Lookup get(env);
+    auto get = [&env](const char* name) { return lookup(env, name); };
     if (auto j = usable(flag, "--job-id")) return j;
     if (auto j = usable(get("NCCLSMOKE_JOB_ID"), "NCCLSMOKE_JOB_ID")) return j;
     if (auto j = usable(get("TORCHELASTIC_RUN_ID"), "TORCHELASTIC_RUN_ID"); j && j->id != "none")

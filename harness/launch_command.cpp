@@ -34,6 +34,7 @@
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "rendezvous/deadline.h"
+#include "rendezvous/net.h"
 
 extern char** environ;
 
@@ -67,7 +68,6 @@ int free_loopback_port() {
 struct LaunchOptions {
   LaunchFlags flags;
   RunOptions run;
-  bool gpu_given = false;       // --gpu on the launch command line
   bool run_takes_job_id = false;  // this build's `run` has --job-id
   std::string spawn = "auto";     // --spawn: auto | exec | fork (see SpawnMode)
   bool out_dir_given = false;     // --out-dir on the command line (else a run directory)
@@ -347,11 +347,8 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
       args.push_back("--store-bind");
       args.push_back("127.0.0.1");
     }
-    // One GPU per local rank, unless the user chose one, or several ranks share one on purpose.
-    if (!lo.gpu_given && o.backend_option("nccl.share_gpu") != "true") {
-      args.push_back("--gpu");
-      args.push_back(std::to_string(l));
-    }
+    // A backend's per-rank values (a GPU per local rank ...) follow from --rank and --local-rank
+    // in the rank itself (transports/options.h: rank_default), so nothing backend-specific here.
     if (lo.run_takes_job_id && !plan.job_id.empty()) {
       args.push_back("--job-id");
       args.push_back(plan.job_id);
@@ -472,7 +469,7 @@ int launch(LaunchOptions lo) {
     if (!lo.run.quiet && attempt == 0)
       std::cout << "ncclsmoke launch: node " << plan.node_rank << "/" << plan.nnodes << " (host "
                 << local_hostname() << "): ranks " << first << ".." << last << " of "
-                << plan.world_size() << ", master " << plan.master_addr << ":" << port
+                << plan.world_size() << ", master " << rendezvous::join_host_port(plan.master_addr, static_cast<uint16_t>(port))
                 << ", job id " << (plan.job_id.empty() ? "(none)" : plan.job_id)
                 << (plan.job_id_source.empty() ? "" : " (from " + plan.job_id_source + ")")
                 << "; logs and verdicts in " << lo.run.out_dir << std::endl;
@@ -553,7 +550,6 @@ void register_launch_command(CLI::App& app, Action& action) {
   cmd->callback([lo, cmd, &app, &action] {
     if (auto* opt = cmd->get_option_no_throw("--job-id"); opt && opt->count())
       lo->flags.job_id = opt->as<std::string>();
-    lo->gpu_given = cmd->get_option("--gpu")->count() > 0;
     lo->out_dir_given = cmd->get_option("--out-dir")->count() > 0;
     try {
       lo->run_takes_job_id = app.get_subcommand("run")->get_option_no_throw("--job-id") != nullptr;

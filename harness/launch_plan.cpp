@@ -1,4 +1,5 @@
 #include "harness/launch_plan.h"
+#include "harness/env.h"
 #include "harness/text.h"
 
 #include <dirent.h>
@@ -38,20 +39,14 @@ class Planner {
   std::variant<LaunchPlan, LaunchError> run();
 
  private:
-  std::optional<std::string> getenv(const char* name) const {
-    if (!env_) return std::nullopt;
-    try {
-      return env_(name);
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
+  // The launcher variable `name` (harness/env.h: guarded, set-but-empty is "").
+  std::optional<std::string> var(const char* name) const { return lookup(env_, name); }
   // The flag when given, else the first variable that is set.
   std::optional<Raw> pick(const std::optional<std::string>& flag, const char* flag_name,
                           std::initializer_list<const char*> vars) const {
     if (flag) return Raw{flag_name, *flag};
     for (const char* v : vars)
-      if (auto val = getenv(v)) return Raw{v, *val};
+      if (auto val = var(v)) return Raw{v, *val};
     return std::nullopt;
   }
   LaunchError error(const Raw& r, const std::string& what, const std::string& fix) const {
@@ -202,7 +197,7 @@ std::variant<LaunchPlan, LaunchError> Planner::run() {
   if (p.nnodes == 1) {
     p.local_node_names = true;
   } else {
-    auto n = getenv("NODE_NAME");
+    auto n = var("NODE_NAME");
     std::string name = n ? trim(*n) : "";
     p.node_name = name.empty() ? trim(host_) : name;
     if (p.node_name.empty()) p.node_name = "unknown-host";

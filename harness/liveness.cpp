@@ -23,8 +23,10 @@ void Liveness::start(Store& store, const JoinResult& join, const std::string& lo
   }
   po.bind_address = ctx_.o.mesh_bind.empty() ? local_address : ctx_.o.mesh_bind;
   po.advertise_address = po.bind_address;
-  // The mesh's listener is closed by now: the watch listens in the same allowed range.
-  parse_port_range(ctx_.o.mesh_port_range, po.port_min, po.port_max);
+  // The mesh's listener is closed by now: the watch listens in the same allowed range (checked
+  // at the door; not given: 0/0, ephemeral).
+  if (!ctx_.o.mesh_port_range.empty())
+    parse_port_range(ctx_.o.mesh_port_range, po.port_min, po.port_max);
   po.full_threshold = ctx_.o.mesh_threshold;
   po.random_peers = ctx_.o.mesh_random_peers;
   po.deadline =

@@ -24,7 +24,8 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   for (const auto& id : join.present) m.ranks.push_back(id.rank);
   m.bind_address = ctx.o.mesh_bind.empty() ? s.self.local_address : ctx.o.mesh_bind;
   m.advertise_address = m.bind_address;
-  parse_port_range(ctx.o.mesh_port_range, m.port_min, m.port_max);
+  if (!ctx.o.mesh_port_range.empty())  // checked at the door; not given: 0/0, ephemeral
+    parse_port_range(ctx.o.mesh_port_range, m.port_min, m.port_max);
   m.full_mesh_threshold = ctx.o.mesh_threshold;
   m.random_peers = ctx.o.mesh_random_peers;
   m.pair_timeout = ms(ctx.o.pair_timeout_s);

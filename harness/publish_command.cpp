@@ -7,6 +7,7 @@
 #include "cronjob/publish.h"
 #include "harness/cli_util.h"
 #include "harness/commands.h"
+#include "harness/env.h"
 #include "harness/log.h"
 
 namespace ncclsmoke::harness {
@@ -18,8 +19,7 @@ struct PublishFlags {
 };
 
 std::string default_cluster() {
-  const char* c = std::getenv("NCCLSMOKE_CLUSTER");
-  return c && *c ? c : "default";
+  return env("NCCLSMOKE_CLUSTER").value_or("default");
 }
 
 }  // namespace

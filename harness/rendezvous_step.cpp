@@ -137,7 +137,7 @@ bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::ti
   fs.self = ctx.self();
   fs.this_job = me.job_id;
   fs.job_id_source = w.job_id_source;
-  fs.store = fmt::format("{}:{}", w.store_host, w.store_port);
+  fs.store = join_host_port(w.store_host, w.store_port);
   fs.port = w.store_port;
   fs.waited_s = seconds_since(t0);
   fs.other_job = other.job_id;
@@ -234,7 +234,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   log_info(phase_start_line(
       "rendezvous", ctx.hosts_store()
                         ? fmt::format("serving the store on port {}", w.master_port)
-                        : fmt::format("store at {}:{}", w.store_host, w.store_port)));
+                        : "store at " + join_host_port(w.store_host, w.store_port)));
   if (ctx.hosts_store() && !start_server(ctx, s, t0)) return false;
 
   // Rank 0 reaches its own store over loopback: a firewall rule against the master port must

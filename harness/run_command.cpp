@@ -9,6 +9,7 @@
 #include <string>
 
 #include "harness/commands.h"
+#include "harness/env.h"
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "harness/run_session.h"
@@ -17,8 +18,7 @@ namespace ncclsmoke::harness {
 
 int run_smoke(const RunOptions& options) {
   // NCCLSMOKE_LOG_LEVEL is checked at the door like a flag: a typo is a usage error naming it.
-  const char* env = std::getenv(kLogLevelEnv);
-  std::string log_env = env ? env : "";
+  const std::string log_env = env(kLogLevelEnv).value_or("");
   if (!log_env.empty() && !parse_log_level(log_env)) {
     log_error(fmt::format("ncclsmoke: error: {}='{}' is not a log level (accepted: {})",
                           kLogLevelEnv, log_env, kLogLevelNames));

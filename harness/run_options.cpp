@@ -12,6 +12,7 @@
 
 #include "harness/cli_util.h"
 #include "harness/transport_phase.h"
+#include "rendezvous/net.h"
 #include "transports/options.h"
 #include "transports/registry.h"
 
@@ -27,10 +28,28 @@ std::string accepted_transports() {
   return list + "; or none";
 }
 
+// --gate's backend settings, from the declarations ("--<backend>-<option> <value> and " each).
+std::string gate_settings() {
+  std::string out;
+  for (const auto* spec : transports::all_options())
+    if (!spec->gate_value.empty())
+      out += fmt::format("{} {} and ", spec->flags().front(), spec->gate_value);
+  return out;
+}
+
+// What a gate accepts as its expectation: --profile or any option declared as one.
+std::string gate_expectations() {
+  std::string out = "--profile";
+  for (const auto* spec : transports::all_options())
+    if (spec->gate_expectation) out += " or " + spec->flags().front();
+  return out;
+}
+
 CLI::Validator port_check() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        return parse_port_text(v) ? "" : "'" + v + "' is not a port (accepted: an integer from 1 to 65535)";
+        return rendezvous::parse_port(v) ? ""
+                                         : "'" + v + "' is not a port (accepted: an integer from 1 to 65535)";
       },
       "PORT");
 }
@@ -73,17 +92,6 @@ void add_backend_options(CLI::App& app, RunOptions& o) {
 
 }  // namespace
 
-std::optional<std::uint16_t> parse_port_text(const std::string& text) {
-  if (text.empty() || text.size() > 5) return std::nullopt;
-  unsigned v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + static_cast<unsigned>(c - '0');
-  }
-  if (v < 1 || v > 65535) return std::nullopt;
-  return static_cast<std::uint16_t>(v);
-}
-
 std::string check_transports(const std::string& text) {
   if (text == "none") return "";
   std::stringstream ss(text);
@@ -106,15 +114,8 @@ std::string check_transports(const std::string& text) {
 }
 
 std::string check_port_range(const std::string& text) {
-  const std::string accepted = "A-B with 1 <= A <= B <= 65535, e.g. 30000-30100";
-  auto dash = text.find('-');
-  if (dash == std::string::npos)
-    return "'" + text + "' is not a port range (accepted: " + accepted + ")";
-  auto a = parse_port_text(text.substr(0, dash));
-  auto b = parse_port_text(text.substr(dash + 1));
-  if (!a || !b) return "'" + text + "' is not a port range (accepted: " + accepted + ")";
-  if (*a > *b) return "'" + text + "' is reversed (accepted: " + accepted + ")";
-  return "";
+  std::uint16_t lo = 0, hi = 0;
+  return rendezvous::parse_port_range(text, lo, hi);
 }
 
 void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
@@ -172,7 +173,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                  "Address the mesh probe listens on (default: the address used to reach the store)")
       ->group(n);
   app.add_option("--mesh-port-range", o.mesh_port_range,
-                 "Ports the mesh probe may listen on, e.g. 30000-30100 (default: ephemeral)")
+                 "Ports the mesh probe may listen on: a port or a range, e.g. 30000-30100 "
+                 "(default: ephemeral)")
       ->check(CLI::Validator(check_port_range, "A-B"))
       ->group(n);
   app.add_option("--mesh-threshold", o.mesh_threshold,
@@ -219,10 +221,11 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
       ->needs(profiles)
       ->group(j);
   app.add_flag("--gate", o.gate,
-               "Pre-training gate: --nccl-policy pin and short deadlines (connect 60, join 60, "
-               "mesh 10, transport 45, op 10, whole run 100 s: pods still pulling their image "
-               "count against join) unless given explicitly; needs --profile or --nccl-net, so "
-               "there is an expectation to fail closed on")
+               fmt::format("Pre-training gate: {}short deadlines (connect 60, join 60, mesh 10, "
+                           "transport 45, op 10, whole run 100 s: pods still pulling their image "
+                           "count against join) unless given explicitly; needs {}, so there is "
+                           "an expectation to fail closed on",
+                           gate_settings(), gate_expectations()))
       ->group(j);
   // --gate fills in the deadlines the user did not set (an explicit flag always wins).
   app.parse_complete_callback([&app, &o] {
@@ -235,13 +238,21 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                                                       o.max_bytes + "' (accepted: min <= max)");
     }
     if (!o.gate) return;
-    if (!unset("--nccl-policy") && o.backend_option("nccl.policy") != "pin")
-      throw CLI::ValidationError("--gate", "a gate pins NCCL's network: drop --nccl-policy " +
-                                               o.backend_option("nccl.policy"));
-    if (o.profile.empty() && o.backend_option("nccl.net").empty())
-      throw CLI::ValidationError("--gate", "needs --profile or --nccl-net: without an "
-                                           "expectation a broken fabric could still pass");
-    o.backend_options["nccl.policy"] = "pin";
+    // What a gate does to the backends is in their declarations (transports/options.h).
+    bool expected = !o.profile.empty();
+    for (const auto* spec : transports::all_options()) {
+      const std::string given = o.backend_option(spec->key());
+      if (!spec->gate_value.empty() && !given.empty() && given != spec->gate_value)
+        throw CLI::ValidationError("--gate", fmt::format("{}: drop {} {}", spec->gate_reason,
+                                                         spec->flags().front(), given));
+      expected = expected || (spec->gate_expectation && !given.empty());
+    }
+    if (!expected)
+      throw CLI::ValidationError("--gate", fmt::format("needs {}: without an expectation a "
+                                                       "broken fabric could still pass",
+                                                       gate_expectations()));
+    for (const auto* spec : transports::all_options())
+      if (!spec->gate_value.empty()) o.backend_options[spec->key()] = spec->gate_value;
     const std::pair<const char*, double*> deadlines[] = {
         {"--connect-timeout", &o.connect_timeout_s}, {"--join-timeout", &o.join_timeout_s},
         {"--mesh-timeout", &o.mesh_timeout_s},       {"--transport-timeout", &o.transport_timeout_s},
@@ -327,16 +338,7 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
 
 std::map<std::string, std::string> backend_options_for_run(const RunOptions& o, int rank,
                                                            int local_rank) {
-  std::map<std::string, std::string> m = o.backend_options;
-  // One GPU per rank by local rank, unless a device is named or the ranks share one on purpose.
-  if (!m.count("nccl.gpu"))
-    m["nccl.gpu"] = std::to_string(m.count("nccl.share_gpu") && m.at("nccl.share_gpu") == "true"
-                                       ? 0
-                                       : local_rank);
-  if (!m.count("nccl.debug_file"))
-    m["nccl.debug_file"] =
-        (std::filesystem::path(o.out_dir) / fmt::format("nccl-debug.rank{}.log", rank)).string();
-  return m;
+  return transports::with_rank_defaults(o.backend_options, {rank, local_rank, o.out_dir});
 }
 
 }  // namespace ncclsmoke::harness

@@ -25,7 +25,7 @@ struct RunOptions {
   std::string store_bind;         // rank 0's store listens here ("" = every address, dual-stack)
   // Mesh
   std::string mesh_bind;          // "" = the local address used to reach the store
-  std::string mesh_port_range;    // "A-B"; "" = ephemeral
+  std::string mesh_port_range;    // "N" or "A-B" (rendezvous::parse_port_range); "" = not given: ephemeral
   std::size_t mesh_threshold = 64;
   std::size_t mesh_random_peers = 4;
   // Output
@@ -69,17 +69,18 @@ struct RunOptions {
 
 // Input is checked at the door (each a usage error, exit 2, one line naming flag, value and the
 // accepted values): --transports items must be backends of transports/registry.h (or "none"
-// alone); --master-port and --mesh-port-range ports are 1-65535 with A <= B; every deadline is a
+// alone); --master-port and --mesh-port-range ports are 1-65535 with A <= B (one grammar:
+// rendezvous/net.h); every deadline is a
 // finite number of seconds > 0 (>= 0 for --hold-after-join) and at most kMaxSeconds, so no
 // NaN/inf/1e308 reaches the deadline arithmetic; sizes go through the one size parser
 // (transports/options.h) and an explicit --min-bytes must not exceed an explicit --max-bytes;
 // each backend option is checked by its declaration (name, kind, range); --factor is finite.
 // "" when `text` is an accepted --transports value, else the one-line reason.
 std::string check_transports(const std::string& text);
-// "" when `text` is an accepted --mesh-port-range ("A-B", 1 <= A <= B <= 65535), else the reason.
+// "" when `text` is an accepted --mesh-port-range, else the reason: the grammar is
+// rendezvous/net.h's parse_port_range ("N" or "A-B", 1 <= A <= B <= 65535), the one the mesh
+// probe and the liveness watch read the range with.
 std::string check_port_range(const std::string& text);
-// A port written as a plain decimal 1-65535; nullopt otherwise.
-std::optional<std::uint16_t> parse_port_text(const std::string& text);
 
 // Declares the run flags on `app` (the run subcommand, or the launcher that forwards them).
 void add_run_options(CLI::App& app, RunOptions& options, bool include_world_flags);
@@ -88,8 +89,7 @@ void add_run_options(CLI::App& app, RunOptions& options, bool include_world_flag
 std::vector<std::string> run_option_args(const RunOptions& options);
 
 // The options one rank's transports get (TransportContext::options): the given backend options,
-// plus what depends on the rank: nccl.gpu = the local rank (0 with --nccl-share-gpu) unless
-// --gpu is given, and nccl.debug_file = OUT_DIR/nccl-debug.rank<rank>.log unless given.
+// plus each option's per-rank default (transports/options.h: rank_default) where none was given.
 std::map<std::string, std::string> backend_options_for_run(const RunOptions& options, int rank,
                                                            int local_rank);
 

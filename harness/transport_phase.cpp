@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "harness/env.h"
 #include "rendezvous/prefix_store.h"
 #include "results/report/summary.h"
 #include "transports/registry.h"
@@ -71,8 +72,8 @@ class GuardedStore final : public rendezvous::Store {
 
 void test_pause_point(const std::string& point, int rank) {
   static std::atomic<bool> paused{false};
-  const char* at = std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
-  if (!at || point != at || paused.exchange(true)) return;
+  const auto at = env("NCCLSMOKE_TEST_PAUSE_AT");
+  if (!at || point != *at || paused.exchange(true)) return;
   std::fprintf(stderr, "ncclsmoke: test hook: rank %d stops itself at %s\n", rank, point.c_str());
   std::fflush(stderr);
   std::raise(SIGSTOP);
@@ -108,7 +109,7 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
     ctx.options = o.backend_options;
     const std::string phase = "transport:" + name;
     Clock::time_point sweep_start{};
-    bool pause_in_sweep = out.size() == 1 && std::getenv("NCCLSMOKE_TEST_PAUSE_AT");
+    bool pause_in_sweep = out.size() == 1 && env("NCCLSMOKE_TEST_PAUSE_AT").has_value();
     if (in.set_wait_state || pause_in_sweep)
       ctx.set_wait_state = [&, phase](int peer, const std::string& what) {
         if (pause_in_sweep && oc.stage == TransportStage::sweep &&

@@ -38,7 +38,7 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   to.sweep.op_timeout = ms(o_.op_timeout_s);
   to.timeout_s = o_.transport_timeout_s;
   to.run_limit = ctx.steps_deadline;
-  // The backends' options: the declared flags given, plus the per-rank GPU and NCCL log
+  // The backends' options: the declared flags given, plus each declaration's per-rank default
   // (harness/run_options.h).
   to.backend_options = backend_options_for_run(o_, world_.rank, world_.local_rank);
 

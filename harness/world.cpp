@@ -17,6 +17,7 @@
 
 #include "harness/hostlist.h"
 #include "harness/job_identity.h"
+#include "rendezvous/net.h"
 #include "rendezvous/store_util.h"
 
 namespace ncclsmoke::harness {
@@ -123,21 +124,15 @@ class Discovery {
   WorldResult run();
 
  private:
-  std::optional<std::string> getenv(const char* name) const {
-    if (!env_ || name == nullptr) return std::nullopt;
-    try {
-      return env_(name);
-    } catch (...) {
-      return std::nullopt;
-    }
-  }
+  // The launcher variable `name` (harness/env.h: guarded, set-but-empty is "").
+  std::optional<std::string> var(const char* name) const { return lookup(env_, name); }
 
   std::optional<Raw> from_flag(const std::optional<std::string>& v, const char* flag) const {
     if (!v) return std::nullopt;
     return Raw{flag, *v, true};
   }
   std::optional<Raw> from_env(const char* name) const {
-    auto v = getenv(name);
+    auto v = var(name);
     if (!v) return std::nullopt;
     return Raw{name, *v, false};
   }
@@ -225,7 +220,7 @@ const Launcher* Discovery::choose_launcher() {
   for (char& c : hint) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (hint.empty() || hint == "auto") {
     for (const Launcher* l : kDetectionOrder)
-      if (getenv(l->rank_var)) return l;
+      if (var(l->rank_var)) return l;
     return nullptr;
   }
   auto_mode_ = false;
@@ -241,7 +236,7 @@ const Launcher* Discovery::choose_launcher() {
           "pass --launcher as one of auto, torchrun, mpi, slurm, k8s, flags");
   auto_mode_ = true;  // fall back to detection so the other fields are still checked
   for (const Launcher* l : kDetectionOrder)
-    if (getenv(l->rank_var)) return l;
+    if (var(l->rank_var)) return l;
   return nullptr;
 }
 
@@ -553,7 +548,7 @@ std::optional<uint16_t> Discovery::slurm_port(const Raw& job) {
   }
   uint64_t id = std::strtoull(v.c_str(), nullptr, 10);
   std::optional<uint64_t> step;
-  if (auto s = getenv("SLURM_STEP_ID")) {
+  if (auto s = var("SLURM_STEP_ID")) {
     std::string t = trim(*s);
     if (all_digits(t) && t.size() <= 18) step = std::strtoull(t.c_str(), nullptr, 10);
   }
@@ -627,7 +622,7 @@ std::optional<JobIdentity> Discovery::job_identity(const std::string& host) {
   // --launcher flags reads no launcher variables: only our own.
   Environment own = [this](const std::string& name) -> std::optional<std::string> {
     if (name != "NCCLSMOKE_JOB_ID") return std::nullopt;
-    return getenv("NCCLSMOKE_JOB_ID");
+    return var("NCCLSMOKE_JOB_ID");
   };
   return discover_job_identity(flags_.job_id, own, host);
 }
@@ -726,7 +721,7 @@ WorldResult Discovery::run() {
 
   // A PyTorchJob pod's RANK counts pods; only torchrun (or our launcher) turns it into processes.
   if (env_launchers_ && rank_raw && !rank_raw->from_flag && rank_raw->variable == "RANK" &&
-      !getenv("TORCHELASTIC_RUN_ID"))
+      !var("TORCHELASTIC_RUN_ID"))
     check_pytorchjob(*rank_raw, size_raw);
 
   // Local rank.
@@ -863,7 +858,7 @@ WorldResult Discovery::run() {
     }
   }
   if (node_name.empty() && !flags_.node_name) {
-    if (auto n = getenv("NODE_NAME"); n && !trim(*n).empty()) {
+    if (auto n = var("NODE_NAME"); n && !trim(*n).empty()) {
       node_name = trim(*n);
       sources["node_name"] = "NODE_NAME";
     }
@@ -909,22 +904,6 @@ WorldResult Discovery::run() {
 
 }  // namespace
 
-Environment process_environment() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    const char* v = std::getenv(name.c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
-
-Environment map_environment(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](const std::string& name) -> std::optional<std::string> {
-    auto it = vars.find(name);
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
-
 std::string local_hostname() {
   char buf[256] = {};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown-host";
@@ -958,15 +937,12 @@ uint16_t slurm_derived_port(uint64_t job_id, std::optional<uint64_t> step_id) {
 }
 
 std::string describe(const World& w) {
-  auto endpoint = [](const std::string& a, uint16_t port) {
-    return a.find(':') != std::string::npos ? fmt::format("[{}]:{}", a, port)
-                                            : fmt::format("{}:{}", a, port);
-  };
+  using rendezvous::join_host_port;
   std::string line = fmt::format("rank {}/{} (local {}) on {} (host {}), master {}, from {}",
                                  w.rank, w.world_size, w.local_rank, w.node_name, w.hostname,
-                                 endpoint(w.master_addr, w.master_port), w.source);
+                                 join_host_port(w.master_addr, w.master_port), w.source);
   if (w.external_store)
-    line += fmt::format(", store {} (external, {})", endpoint(w.store_host, w.store_port),
+    line += fmt::format(", store {} (external, {})", join_host_port(w.store_host, w.store_port),
                         w.store_source);
   if (!w.job_id.empty()) line += fmt::format(", job {}", w.job_id);
   return line;

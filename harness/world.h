@@ -12,18 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "harness/env.h"  // Environment, process_environment, map_environment
 #include "results/judging/config_problem.h"
 #include "results/judging/probe_rules.h"
 
 namespace ncclsmoke::harness {
-
-// Looks up one environment variable; nullopt when it is not set (set-but-empty is "").
-using Environment = std::function<std::optional<std::string>(const std::string& name)>;
-
-// The process environment, read at lookup time (getenv).
-Environment process_environment();
-// A fixed environment, for tests and for replaying a pod's env.
-Environment map_environment(std::map<std::string, std::string> vars);
 
 // What the command line gave. Values are kept as text so that `--rank abc` is validated by the
 // same rules (and reported the same way) as `RANK=abc`.

@@ -11,21 +11,6 @@
 #include <cstring>
 
 namespace ncclsmoke::rendezvous {
-namespace {
-
-// Digits only, at most 5, value in [min, 65535]; -1 otherwise.
-long port_value(std::string_view text, long min) {
-  if (text.empty() || text.size() > 5) return -1;
-  long v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return -1;
-    v = v * 10 + (c - '0');
-  }
-  return v < min || v > 65535 ? -1 : v;
-}
-
-}  // namespace
-
 std::string format_address(const sockaddr* addr, socklen_t len) {
   char ip[INET6_ADDRSTRLEN] = "?";
   if (addr->sa_family == AF_INET && len >= sizeof(sockaddr_in)) {
@@ -66,10 +51,10 @@ bool split_host_port(std::string_view text, std::string& host, uint16_t& port) {
     h = text.substr(0, colon);
     p = text.substr(colon + 1);
   }
-  long v = port_value(p, 1);
-  if (h.empty() || v < 0) return false;
+  auto v = parse_port(p);
+  if (h.empty() || !v) return false;
   host = std::string(h);
-  port = static_cast<uint16_t>(v);
+  port = *v;
   return true;
 }
 
@@ -168,19 +153,28 @@ std::string route_source_address(const std::string& host, uint16_t port) {
   return out;
 }
 
+std::optional<uint16_t> parse_port(std::string_view text) {
+  if (text.empty() || text.size() > 5) return std::nullopt;
+  unsigned v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + static_cast<unsigned>(c - '0');
+  }
+  if (v < 1 || v > 65535) return std::nullopt;
+  return static_cast<uint16_t>(v);
+}
+
 std::string parse_port_range(std::string_view text, uint16_t& lo, uint16_t& hi) {
   lo = hi = 0;
-  if (text.empty()) return "";
-  auto dash = text.find('-');
-  long a = port_value(text.substr(0, dash), 0);
-  long b = dash == std::string_view::npos ? a : port_value(text.substr(dash + 1), 0);
-  if (a < 0 || b < 0)
-    return fmt::format("'{}' is not a port range (accepted: A-B or a single port, ports 0 to "
-                       "65535 in digits)",
-                       text);
-  if (a > b) return fmt::format("'{}' is reversed (the first port must not exceed the second)", text);
-  lo = static_cast<uint16_t>(a);
-  hi = static_cast<uint16_t>(b);
+  constexpr const char* accepted =
+      "accepted: a port N or a range A-B with 1 <= A <= B <= 65535, e.g. 30000-30100";
+  const auto dash = text.find('-');
+  const auto a = parse_port(text.substr(0, dash));
+  const auto b = dash == std::string_view::npos ? a : parse_port(text.substr(dash + 1));
+  if (!a || !b) return fmt::format("'{}' is not a port range ({})", text, accepted);
+  if (*a > *b) return fmt::format("'{}' is reversed ({})", text, accepted);
+  lo = *a;
+  hi = *b;
   return "";
 }
 

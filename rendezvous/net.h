@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -55,10 +56,15 @@ std::string interface_of(const sockaddr* addr);
 // getaddrinfo's, unbounded: call it with a numeric address or a name already resolved once.
 std::string route_source_address(const std::string& host, uint16_t port);
 
-// A port range flag: "" -> 0/0 (an ephemeral port), "N" -> N/N, "A-B" -> A/B. Returns "" on
-// success, else why the text is not a range (lo and hi are then 0/0). Ports are plain digits,
-// 0..65535; A <= B. The run's flags are checked at the door (harness/run_options.cpp), so for
-// valid input this gives what std::stoi gave before.
+// The one port grammar (flags, launcher variables, "host:port"): plain decimal digits, nothing
+// around them, 1..65535. Port 0 ("pick any") is never written by a user: an unset flag means it.
+// nullopt for anything else ("", " 1", "+1", "0", "65536", "tcp://1.2.3.4:29500").
+std::optional<uint16_t> parse_port(std::string_view text);
+
+// The one port-range grammar (--mesh-port-range): "N" (the single port N, so lo == hi == N) or
+// "A-B" with A <= B, each a port of parse_port. Returns "" and sets lo/hi on success, else one
+// line that quotes the text and says what is accepted (lo and hi are then 0/0). An empty text is
+// refused too: a caller whose flag was not given leaves the range 0/0 (ephemeral) itself.
 std::string parse_port_range(std::string_view text, uint16_t& lo, uint16_t& hi);
 
 }  // namespace ncclsmoke::rendezvous

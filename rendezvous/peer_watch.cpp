@@ -1,4 +1,5 @@
 #include "rendezvous/peer_watch.h"
+#include "rendezvous/rank_ref.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -289,10 +290,7 @@ class PeerWatchImpl final : public PeerWatch {
     auto it = opt_.hosts.find(r);
     return it == opt_.hosts.end() ? "" : it->second;
   }
-  std::string peer_name(int r) const {
-    std::string h = host_of(r);
-    return "rank " + std::to_string(r) + (h.empty() ? "" : " (" + h + ")");
-  }
+  std::string peer_name(int r) const { return rank_text(r, host_of(r)); }
 
   void wake() {
     if (event_fd_ < 0) return;
@@ -338,7 +336,7 @@ class PeerWatchImpl final : public PeerWatch {
       char b = kBye;
       ::send(fd, &b, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
       ::close(fd);
-      note_unwatched(peer, "rank " + std::to_string(opt_.rank) + " -> " + peer_name(peer) + " at " +
+      note_unwatched(peer, rank_text(opt_.rank) + " -> " + peer_name(peer) + " at " +
                                addr + ": " + why + " after " + seconds_text_fine(seconds_since(t0)));
       return;
     }
@@ -984,8 +982,7 @@ std::string wait_chain_text(const WaitChain& chain, const std::map<int, WaitStat
                             const std::map<int, std::string>& hosts, Clock::time_point now) {
   auto name = [&](int r) {
     auto h = hosts.find(r);
-    return "rank " + std::to_string(r) +
-           (h == hosts.end() || h->second.empty() ? "" : " (" + h->second + ")");
+    return rank_text(r, h == hosts.end() ? std::string_view() : std::string_view(h->second));
   };
   auto state_text = [&](const WaitState& w) {
     std::string t;

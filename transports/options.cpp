@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cctype>
 
-#include "transports/registry.h"
-
 namespace ncclsmoke::transports {
 namespace {
 
@@ -237,6 +235,16 @@ bool BackendOptions::get_bool(const std::string& key) const {
   if (s->kind != OptionKind::boolean)
     throw OptionError(fmt::format("option {} is not a boolean", key));
   return parse_bool(t).value_or(false);
+}
+
+std::map<std::string, std::string> with_rank_defaults(std::map<std::string, std::string> given,
+                                                      const RankFacts& rank) {
+  const BackendOptions view(given);
+  std::map<std::string, std::string> out = given;
+  for (const auto* spec : all_options())
+    if (spec->per_rank_default && !given.count(spec->key()))
+      out[spec->key()] = spec->per_rank_default(rank, view);
+  return out;
 }
 
 void BackendOptions::validate(const std::string& backend) const {

@@ -6,8 +6,15 @@
 // with. Adding an option is therefore one edit in the backend's folder, plus the line that reads
 // it. Values travel as text under the key "<backend>.<name>" (TransportContext::options); a
 // backend reads them typed (get_size, get_int, get_bool, get_string) and never parses text.
+// A value that depends on the rank (nccl.gpu from the local rank) is the declaration's
+// per-rank default (rank_default below), so the harness names no backend and no key.
+//
+// Dependencies point one way: registry.h includes this header, never the reverse. The lookup of
+// the declarations (all_options, find_option) is declared here, because BackendOptions needs it,
+// and defined by the registry, which owns the list of backends.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -36,6 +43,18 @@ std::string check_size(const std::string& text, std::uint64_t min, std::uint64_t
 
 enum class OptionKind { string, size, integer, boolean, choice };
 
+class BackendOptions;
+
+// What a per-rank default may depend on: known once the world is, in every rank.
+struct RankFacts {
+  int rank = 0;
+  int local_rank = 0;     // rank on this node
+  std::string out_dir;    // the run's output folder (--out-dir)
+};
+// The value one rank gets for an option it was not given; `given` is what was given, so one
+// option's default may follow another (nccl.gpu is 0 when nccl.share_gpu is set).
+using RankDefault = std::function<std::string(const RankFacts&, const BackendOptions& given)>;
+
 // One option of one backend. Build it with the *_option functions below.
 struct OptionSpec {
   std::string backend;  // "socket"
@@ -50,6 +69,13 @@ struct OptionSpec {
   // Earlier spellings that do not follow the pattern (e.g. "--gpu" for nccl.gpu). They stay
   // accepted; the first one is the name --help and error messages use.
   std::vector<std::string> aliases;
+  RankDefault per_rank_default;  // when set: the value of a rank that was not given one
+  // --gate (harness/run_options.cpp): the value this option takes under a gate (nccl.policy:
+  // pin), and why, for the refusal of another explicit value ("a gate pins NCCL's network").
+  std::string gate_value, gate_reason;
+  // The option states what the run must observe (nccl.net): a gate needs --profile or one of
+  // these, so there is an expectation to fail closed on.
+  bool gate_expectation = false;
 
   std::string key() const;                 // "socket.chunk"
   std::string flag() const;                // "--socket-chunk"
@@ -67,6 +93,19 @@ struct OptionSpec {
   }
   OptionSpec& shown_default(std::string text) {
     default_help = std::move(text);
+    return *this;
+  }
+  OptionSpec& rank_default(RankDefault f) {
+    per_rank_default = std::move(f);
+    return *this;
+  }
+  OptionSpec& under_gate(std::string value, std::string why) {
+    gate_value = std::move(value);
+    gate_reason = std::move(why);
+    return *this;
+  }
+  OptionSpec& expectation() {
+    gate_expectation = true;
     return *this;
   }
 };
@@ -121,5 +160,16 @@ class BackendOptions {
   std::string text(const std::string& key, const OptionSpec** spec) const;
   std::map<std::string, std::string> values_;
 };
+
+// Every backend's declarations, in registry order; the one of `key` ("socket.chunk") or nullptr.
+// Defined in registry.cpp (see the top of this file).
+std::vector<const OptionSpec*> all_options();
+const OptionSpec* find_option(const std::string& key);
+
+// The options one rank's transports get: `given`, plus each declared per-rank default of an
+// option not given, computed for `rank`. An option without one stays absent (its declared
+// default applies when the backend reads it).
+std::map<std::string, std::string> with_rank_defaults(std::map<std::string, std::string> given,
+                                                      const RankFacts& rank);
 
 }  // namespace ncclsmoke::transports

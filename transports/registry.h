@@ -24,8 +24,7 @@ struct BackendInfo {
 
 const std::vector<BackendInfo>& backends();
 const BackendInfo* find_backend(const std::string& name);
-// Every backend's declarations, in registry order; the one of `key` ("socket.chunk") or nullptr.
-std::vector<const OptionSpec*> all_options();
-const OptionSpec* find_option(const std::string& key);
+// all_options() and find_option(key), over these backends' declarations, are declared in
+// options.h (BackendOptions reads them) and defined in registry.cpp.
 
 }  // namespace ncclsmoke::transports

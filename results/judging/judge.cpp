@@ -10,6 +10,7 @@
 #include "results/judging/baseline_learn.h"
 #include "results/judging/nccl_judge.h"
 #include "results/judging/transport_rules.h"
+#include "rendezvous/rank_ref.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -39,10 +40,7 @@ std::string host_of(const Verdict& v, int rank) {
   return {};
 }
 
-std::string where(const Verdict& v, int rank) {
-  std::string h = host_of(v, rank);
-  return "rank " + std::to_string(rank) + (h.empty() ? std::string() : " (" + h + ")");
-}
+std::string where(const Verdict& v, int rank) { return rendezvous::rank_text(rank, host_of(v, rank)); }
 
 std::vector<std::string> hosts_of(const Verdict& v, const std::vector<int>& ranks) {
   std::vector<std::string> hosts;

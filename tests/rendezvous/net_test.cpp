@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -122,13 +123,24 @@ TEST(NetRoute, LoopbackRoutesFromLoopback) {
   EXPECT_EQ(route_source_address("not a host name!", 1), "");
 }
 
-TEST(NetPortRange, GoodRangesMatchTheOldParser) {
+// The one port grammar: plain digits 1..65535, nothing around them.
+TEST(NetPort, PlainDigitsFromOneTo65535) {
+  EXPECT_EQ(parse_port("29500"), uint16_t{29500});
+  EXPECT_EQ(parse_port("1"), uint16_t{1});
+  EXPECT_EQ(parse_port("65535"), uint16_t{65535});
+  EXPECT_EQ(parse_port("00080"), uint16_t{80});  // five digits, leading zeros: still the port
+  for (const char* bad : {"", "0", "00000", "65536", "99999", "100000", " 1", "1 ", "+1", "-1",
+                          "0x50", "1e3", "tcp://1.2.3.4:29500", "1.2.3.4:29500", "29500/"})
+    EXPECT_EQ(parse_port(bad), std::nullopt) << bad;
+}
+
+TEST(NetPortRange, SinglePortsAndOrderedRanges) {
   struct Case {
     const char* text;
     uint16_t lo, hi;
   };
-  for (const Case& c : {Case{"", 0, 0}, Case{"30000-30100", 30000, 30100},
-                        Case{"1-65535", 1, 65535}, Case{"4000", 4000, 4000}, Case{"5-5", 5, 5}}) {
+  for (const Case& c : {Case{"29500", 29500, 29500}, Case{"29500-29510", 29500, 29510},
+                        Case{"1-65535", 1, 65535}, Case{"5-5", 5, 5}}) {
     uint16_t lo = 9, hi = 9;
     EXPECT_EQ(parse_port_range(c.text, lo, hi), "") << c.text;
     EXPECT_EQ(lo, c.lo) << c.text;
@@ -136,18 +148,35 @@ TEST(NetPortRange, GoodRangesMatchTheOldParser) {
   }
 }
 
-TEST(NetPortRange, BadTextIsReportedNotThrown) {
-  for (const char* bad : {"-", "a-b", "1-", "-5", "1-x", "70000-70001", "1-65536", "1--2",
-                          " 1-2", "1-2 ", "1-2-3", "abc"}) {
+TEST(NetPortRange, RefusalsQuoteTheTextAndTheGrammar) {
+  for (const char* bad : {"", "0", "65536", "0-10", "-", "a-b", "1-", "-5", "1-x", "70000-70001",
+                          "1-65536", "1--2", " 1-2", "1-2 ", "1-2-3", "abc",
+                          "tcp://1.2.3.4:29500"}) {
     uint16_t lo = 9, hi = 9;
     std::string why;
     EXPECT_NO_THROW(why = parse_port_range(bad, lo, hi)) << bad;
-    EXPECT_NE(why.find(bad), std::string::npos) << bad << ": " << why;
+    EXPECT_NE(why.find(fmt::format("'{}' is not a port range", bad)), std::string::npos)
+        << bad << ": " << why;
+    EXPECT_NE(why.find("1 <= A <= B <= 65535"), std::string::npos) << bad << ": " << why;
     EXPECT_EQ(lo, 0) << bad;
     EXPECT_EQ(hi, 0) << bad;
   }
-  uint16_t lo = 0, hi = 0;
-  EXPECT_NE(parse_port_range("200-100", lo, hi).find("reversed"), std::string::npos);
+  uint16_t lo = 9, hi = 9;
+  EXPECT_EQ(parse_port_range("5-3", lo, hi),
+            "'5-3' is reversed (accepted: a port N or a range A-B with 1 <= A <= B <= 65535, "
+            "e.g. 30000-30100)");
+  EXPECT_EQ(lo, 0);
+  EXPECT_EQ(hi, 0);
+}
+
+// split_host_port takes its port through the same grammar.
+TEST(NetPort, HostPortUsesTheSamePortGrammar) {
+  std::string h;
+  uint16_t p = 0;
+  EXPECT_TRUE(split_host_port("a:29500", h, p));
+  EXPECT_EQ(p, 29500);
+  for (const char* bad : {"a:0", "a:65536", "a: 1", "a:+1", "a:"})
+    EXPECT_FALSE(split_host_port(bad, h, p)) << bad;
 }
 
 // The exception-free face of the classified connect: same class and sentence as connect_tcp.

@@ -475,8 +475,8 @@ TEST(WaitChain, AChainPointsAtTheSilentRoot) {
   EXPECT_EQ(root_of_wait_chain(3, st, {2, 0}), std::optional<int>(2));
   std::string text = wait_chain_text(follow_wait_chain(3, st, {0}), st, {{0, "node-a"}, {3, "node-d"}});
   std::printf("%s\n", text.c_str());
-  EXPECT_NE(text.find("rank 3 (node-d) waits on rank 2 in mesh (recv from) for 2."), std::string::npos) << text;
-  EXPECT_NE(text.find("rank 0 (node-a) is silent or lost"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 3 (host node-d) waits on rank 2 in mesh (recv from) for 2."), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0 (host node-a) is silent or lost"), std::string::npos) << text;
 }
 
 TEST(WaitChain, ACycleHasNoRoot) {

@@ -342,7 +342,7 @@ TEST(Judge, StragglerByTime) {
   ASSERT_EQ(st.size(), 1u) << codes(fs);
   EXPECT_EQ(st[0]->ranks, std::vector<int>{2});
   EXPECT_EQ(st[0]->hosts, std::vector<std::string>{"host-2"});
-  EXPECT_NE(st[0]->message.find("rank 2 (host-2)"), std::string::npos);
+  EXPECT_NE(st[0]->message.find("rank 2 (host host-2)"), std::string::npos);
   EXPECT_EQ(st[0]->severity, Severity::warning);
   // Below the ratio, or ratio met but under the 1 ms floor: no straggler.
   v.transports[2].time_us = 14000;
@@ -366,7 +366,7 @@ TEST(Judge, StragglerByBlockedSends) {
   auto st = with_code(fs, "STRAGGLER");
   ASSERT_EQ(st.size(), 1u) << codes(fs);
   EXPECT_EQ(st[0]->ranks, std::vector<int>{1});
-  EXPECT_NE(st[0]->message.find("sending to rank 2 (host-2)"), std::string::npos)
+  EXPECT_NE(st[0]->message.find("sending to rank 2 (host host-2)"), std::string::npos)
       << st[0]->message;
   EXPECT_EQ(st[0]->evidence["next_rank"], 2);
   // Not 3x every other, or under 0.5 s: nothing.

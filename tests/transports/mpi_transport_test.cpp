@@ -40,7 +40,7 @@ TEST(MpiTransport, OpenOutsideMpirunIsUnavailableWithTheReason) {
     std::string m = e.what();
     EXPECT_NE(m.find("not started by mpirun"), std::string::npos) << m;
     EXPECT_NE(m.find("mpirun ... ncclsmoke run --transports mpi"), std::string::npos) << m;
-    EXPECT_NE(m.find("rank 1 (node-b)"), std::string::npos) << m;
+    EXPECT_NE(m.find("rank 1 (host node-b)"), std::string::npos) << m;
   }
 }
 

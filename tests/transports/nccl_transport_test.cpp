@@ -73,7 +73,7 @@ TEST(NcclTransport, NoGpuIsUnavailableNamingCuda) {
   TransportError e = open_error(*t, ctx);
   EXPECT_EQ(e.kind(), ErrorKind::unavailable) << e.what();
   EXPECT_TRUE(has(e.what(), "CUDA")) << e.what();
-  EXPECT_TRUE(has(e.what(), "rank 0 (testhost)")) << e.what();
+  EXPECT_TRUE(has(e.what(), "rank 0 (host testhost)")) << e.what();
   // Either no device / old driver, or libraries that did not load: both say which.
   EXPECT_TRUE(has(e.what(), "no CUDA device") || has(e.what(), "not loadable")) << e.what();
   // Nothing was published: rank 0 never got as far as the unique id.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -295,6 +296,58 @@ TEST(GeneratedFlags, GatePinsNcclPolicyInTheBackendOptions) {
   auto back = parse(harness::run_option_args(p.options));
   ASSERT_EQ(back.error, "");
   EXPECT_EQ(back.options.backend_options["nccl.policy"], "pin");
+}
+
+// What --gate does to a backend comes from the declarations: every gate_value is applied, an
+// explicit other value is refused naming the flag, and every declared expectation satisfies it.
+TEST(GeneratedFlags, GateSettingsAndExpectationsComeFromTheDeclarations) {
+  std::size_t gated = 0, expectations = 0;
+  for (const auto* s : all_options()) {
+    if (!s->gate_value.empty()) {
+      ++gated;
+      EXPECT_EQ(s->check(s->gate_value), "") << s->key();
+      EXPECT_FALSE(s->gate_reason.empty()) << s->key();
+      auto p = parse({"--gate", "--nccl-net", "IB"});
+      ASSERT_EQ(p.error, "");
+      EXPECT_EQ(p.options.backend_option(s->key()), s->gate_value) << s->key();
+      if (s->kind == OptionKind::choice) {
+        for (const auto& other : s->choices) {
+          if (other == s->gate_value) continue;
+          auto e = parse({"--gate", "--nccl-net", "IB", s->flags().front(), other}).error;
+          EXPECT_TRUE(has(e, "--gate: " + s->gate_reason + ": drop " + s->flags().front() + " " +
+                                 other))
+              << e;
+        }
+      }
+    }
+    if (s->gate_expectation) {
+      ++expectations;
+      EXPECT_EQ(parse({"--gate", s->flags().front(), "x"}).error, "") << s->key();
+    }
+  }
+  EXPECT_GE(gated, 1u);
+  EXPECT_GE(expectations, 1u);
+  auto e = parse({"--gate"}).error;
+  EXPECT_TRUE(has(e, "--gate: needs --profile or --nccl-net: without an expectation")) << e;
+}
+
+// The per-rank values come only from declarations (rank_default): exactly the declared keys are
+// added, and a given value is never replaced.
+TEST(RankDefaults, OnlyDeclaredOptionsGetAPerRankValue) {
+  std::set<std::string> declared;
+  for (const auto* s : all_options())
+    if (s->per_rank_default) declared.insert(s->key());
+  EXPECT_EQ(declared, (std::set<std::string>{"nccl.debug_file", "nccl.gpu"}));
+  auto m = with_rank_defaults({{"socket.chunk", "64K"}}, RankFacts{4, 2, "/o"});
+  std::set<std::string> added;
+  for (const auto& [k, v] : m)
+    if (k != "socket.chunk") added.insert(k);
+  EXPECT_EQ(added, declared);
+  EXPECT_EQ(m.at("nccl.gpu"), "2");
+  EXPECT_EQ(m.at("nccl.debug_file"), "/o/nccl-debug.rank4.log");
+  std::map<std::string, std::string> given;
+  for (const auto& k : declared) given[k] = "7";
+  EXPECT_EQ(with_rank_defaults(given, RankFacts{1, 1, "/o"}), given);
 }
 
 // ---- what one rank's transports get --------------------------------------------------------

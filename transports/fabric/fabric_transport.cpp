@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -26,6 +25,8 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/connect.h"
+#include "rendezvous/net.h"
 #include "rendezvous/rank_ref.h"
 #include "transports/fabric/efa_counters.h"
 #include "transports/fabric/fi_handle.h"
@@ -695,28 +696,26 @@ std::string FabricTransport::probe_gone(int peer) const {
   if (it == peer_addr_raw_.end() || it->second.size() < sizeof(sockaddr_in)) return "";
   sockaddr_storage ss{};
   std::memcpy(&ss, it->second.data(), std::min(it->second.size(), sizeof ss));
-  socklen_t len = ss.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   if (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) return "";
   if (ss.ss_family == AF_INET6 && it->second.size() < sizeof(sockaddr_in6)) return "";
-  int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "";
-  std::string verdict;
-  int rc = ::connect(fd, reinterpret_cast<sockaddr*>(&ss), len);
-  int err = rc == 0 ? 0 : errno;
-  if (err == EINPROGRESS) {
-    pollfd pfd{fd, POLLOUT, 0};
-    if (::poll(&pfd, 1, 200) == 1) {
-      socklen_t sl = sizeof err;
-      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &sl);
-    }
+  const socklen_t len = ss.ss_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+  // The shared classified connect (rendezvous/connect.h), bounded to 200 ms: only a refusal is
+  // evidence; connected, dropped or unreachable stays inconclusive.
+  std::string host;
+  uint16_t port = 0;
+  if (!rendezvous::split_host_port(rendezvous::format_address(reinterpret_cast<sockaddr*>(&ss), len),
+                                   host, port))
+    return "";
+  auto c = rendezvous::try_connect_tcp(host, port, rendezvous::deadline_after(rendezvous::Millis{200}));
+  if (c.ok()) {
+    ::close(c.fd);
+    return "";
   }
-  if (err == ECONNREFUSED)
-    verdict = fmt::format(
-        "its fabric address {} now refuses TCP connections: its process exited or closed the "
-        "endpoint (after a failure of its own?)",
-        peer_addr_text_.at(peer));
-  ::close(fd);
-  return verdict;
+  if (c.error_class != rendezvous::ErrorClass::refused) return "";
+  return fmt::format(
+      "its fabric address {} now refuses TCP connections: its process exited or closed the "
+      "endpoint (after a failure of its own?)",
+      peer_addr_text_.at(peer));
 }
 
 // ---------------------------------------------------------------------------------------------

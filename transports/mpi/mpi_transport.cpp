@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "transports/mpi/mpi_wire.h"
+#include "rendezvous/rank_ref.h"
 
 extern char** environ;
 
@@ -588,7 +589,7 @@ class MpiTransport final : public Transport {
     return ev;
   }
 
-  std::string who() const { return "mpi: rank " + std::to_string(rank_) + " (" + host_ + ")"; }
+  std::string who() const { return "mpi: " + rendezvous::rank_text(rank_, host_); }
 
   int rank_ = 0;
   int world_ = 1;

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "rendezvous/store_error.h"
+#include "rendezvous/rank_ref.h"
 #include "transports/nccl/nccl_api.h"
 
 namespace ncclsmoke::transports {
@@ -101,7 +102,7 @@ class NcclTransportImpl final : public NcclTransport {
     rank_ = ctx.rank;
     world_ = ctx.world_size;
     host_ = ctx.host_of(ctx.rank);
-    where_ = "rank " + std::to_string(rank_) + " (" + host_ + ")";
+    where_ = rendezvous::rank_text(rank_, host_);
     healthy_ = true;  // a transport object may be opened again after close()
     failure_.clear();
     read_options(ctx);
