@@ -22,6 +22,7 @@
 #include "transports/socket/socket_transport.h"
 #include "transports/sweep.h"
 #include "tests/transports/rank_world.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::transports {
 namespace {
@@ -262,7 +263,7 @@ void peer_goes_away(int n, int dead) {
   auto start = Clock::now();
   auto errors = on_ranks(n, [&](int r) {
     if (r == dead) {
-      std::this_thread::sleep_for(300ms);
+      std::this_thread::sleep_for(300ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();
       return;
     }
@@ -493,9 +494,8 @@ TEST(SocketLinkStats, SayWhereEachRankWaitedAndCountBytesAndCollectives) {
       std::vector<float> buf(count);
       fill_input(buf.data(), count, DType::float32, r);
       arrived.fetch_add(1);
-      for (int spin = 0; arrived.load() % n != 0 && spin < 20000; ++spin)
-        std::this_thread::sleep_for(100us);  // bounded: 2 s at most
-      if (delay && r == late) std::this_thread::sleep_for(500ms);
+      ncclsmoke::testing::wait_until([&] { return arrived.load() % n == 0; }, 2s, 100us);
+      if (delay && r == late) std::this_thread::sleep_for(500ms);  // the slow peer under test
       auto t0 = Clock::now();
       w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
                          deadline_after(30s));

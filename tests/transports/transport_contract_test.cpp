@@ -149,7 +149,7 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
   std::vector<bool> threw(w.n, false);
   w.each([&](int r) {
     if (r == gone) {
-      std::this_thread::sleep_for(200ms);
+      std::this_thread::sleep_for(200ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();  // as if the process died: its connections close
       return;
     }
