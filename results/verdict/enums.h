@@ -17,7 +17,7 @@
 // (a newer launcher or torch era must not make an older ncclsmoke reject the verdict), so each is
 // an Open<E> value (AnyWorldSource, AnyStoreHostedBy, AnyServerEra) that keeps an unknown spelling
 // as text. scope and store.dialect are enum lists in the schema, so they are plain enums; a test
-// (tests/results/enums_test.cpp) keeps every enum list here equal to the schema's.
+// (tests/results/verdict/enums_test.cpp) keeps every enum list here equal to the schema's.
 //
 // Each type also has nlohmann to_json/from_json (the schema's spelling), so a `json j = severity`
 // never silently writes an integer; from_json throws std::invalid_argument for a bad spelling.

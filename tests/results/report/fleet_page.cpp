@@ -17,7 +17,7 @@
 #include <iostream>
 
 #include "results/report/html_report.h"
-#include "tests/report/report_rows.h"
+#include "tests/results/report/report_rows.h"
 
 using namespace ncclsmoke::report;
 using namespace ncclsmoke::report::testing;

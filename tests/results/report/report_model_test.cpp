@@ -8,7 +8,7 @@
 #include "results/report/markdown_report.h"
 #include "results/report/model.h"
 #include "results/report/svg_chart.h"
-#include "tests/report/report_rows.h"
+#include "tests/results/report/report_rows.h"
 
 namespace ncclsmoke::report {
 namespace {
