@@ -3,7 +3,7 @@
 
   1. A real verdict from `ncclsmoke launch -n 2 --transports socket` (judged against ci-loopback)
      is the template; N copies vary run_id, started_at, gate busbw, verdict and findings
-     (tests/report/make_verdicts.py: healthy runs, then a bandwidth regression, an occasional
+     (tests/results/report/make_verdicts.py: healthy runs, then a bandwidth regression, an occasional
      SILENT_FALLBACK and inconclusive run), spread over the last 13 days. A sample (or all, with
      --validate all) is checked against results/verdict/verdict.schema.json with python3-jsonschema.
   2. Times `ncclsmoke history import --history DB DIR` (one directory argument: no argv limit).
@@ -32,7 +32,7 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tests", "report"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "results", "report"))
 import make_verdicts  # noqa: E402
 
 

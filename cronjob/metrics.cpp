@@ -24,10 +24,6 @@ struct Family {
   std::vector<Sample> samples;
 };
 
-constexpr const char* kVerdicts[] = {"pass", "degraded", "fail", "inconclusive"};
-constexpr const char* kPhaseStatuses[] = {"pass",     "fail",         "skipped",
-                                          "degraded", "inconclusive", "not_run"};
-constexpr const char* kRankStatuses[] = {"joined", "missing", "lost", "failed"};
 // Codes the alert rules match on: always present (0 when not found) at both severities a rule
 // may see, so a resolved problem reads 0 rather than vanishing.
 constexpr const char* kAlertCodes[] = {"SILENT_FALLBACK", "BANDWIDTH_REGRESSION", "STRAGGLER"};
@@ -120,8 +116,8 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
 
   Family verdict{"ncclsmoke_verdict",
                  "Verdict of the last smoke run: 1 for its verdict, 0 for the others.", {}};
-  for (const char* name : kVerdicts)
-    verdict.samples.push_back({labels({{"verdict", name}}), results::to_string(v.verdict) == name ? 1.0 : 0.0});
+  for (results::Outcome o : results::kAllOutcomes)
+    verdict.samples.push_back({labels({{"verdict", results::to_string(o)}}), v.verdict == o ? 1.0 : 0.0});
   fs.push_back(std::move(verdict));
 
   fs.push_back({"ncclsmoke_exit_code",
@@ -135,7 +131,7 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
 
   Family ranks{"ncclsmoke_ranks", "Ranks of the last smoke run by status.", {}};
   std::map<std::string, int> rank_counts;
-  for (const char* s : kRankStatuses) rank_counts[s] = 0;
+  for (results::RankStatus s : results::kAllRankStatuses) rank_counts[results::to_string(s)] = 0;
   for (const auto& r : v.ranks) ++rank_counts[results::to_string(r.status)];
   for (const auto& [status, n] : rank_counts)
     ranks.samples.push_back({labels({{"status", status}}), static_cast<double>(n)});
@@ -190,13 +186,10 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
   for (const auto& p : v.phases) {
     if (p.name.rfind(prefix, 0) != 0) continue;
     std::string name = p.name.substr(prefix.size());
-    bool known = false;
-    for (const char* s : kPhaseStatuses) {
-      known |= results::to_string(p.status) == s;
-      transport.samples.push_back(
-          {labels({{"transport", name}, {"status", s}}), results::to_string(p.status) == s ? 1.0 : 0.0});
+    for (results::PhaseStatus s : results::kAllPhaseStatuses) {
+      transport.samples.push_back({labels({{"transport", name}, {"status", results::to_string(s)}}),
+                                   p.status == s ? 1.0 : 0.0});
     }
-    if (!known) transport.samples.push_back({labels({{"transport", name}, {"status", results::to_string(p.status)}}), 1});
   }
   fs.push_back(std::move(transport));
 

@@ -137,7 +137,7 @@ void parse_file(const std::string& path, Parsed& out) {
   // file) goes through nlohmann + the schema validator, which decide and name the problem.
   if (auto fast = results::verdict_from_text_fast(out.text)) {
     out.verdict = std::move(*fast);
-    out.state = out.verdict.scope == "global" ? Parsed::ok : Parsed::local;
+    out.state = out.verdict.scope == results::Scope::global ? Parsed::ok : Parsed::local;
     return;
   }
   auto doc = nlohmann::json::parse(out.text, nullptr, false);
@@ -148,7 +148,7 @@ void parse_file(const std::string& path, Parsed& out) {
   }
   try {
     out.verdict = results::verdict_from_json(doc);
-    out.state = out.verdict.scope == "global" ? Parsed::ok : Parsed::local;
+    out.state = out.verdict.scope == results::Scope::global ? Parsed::ok : Parsed::local;
   } catch (const results::VerdictFormatError& e) {
     std::string first = e.problems().empty() ? e.what() : e.problems().front();
     out.problem = path + ": not a verdict: " + first +

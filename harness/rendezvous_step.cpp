@@ -72,18 +72,28 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
   }
 }
 
+// The verdict's spelling of a negotiated era (same text as rendezvous' to_string(StoreEra)).
+results::ServerEra verdict_era(StoreEra era) {
+  switch (era) {
+    case StoreEra::torch_legacy: return results::ServerEra::torch_le_2_0;
+    case StoreEra::validate_no_ping: return results::ServerEra::torch_2_1_to_2_4;
+    case StoreEra::validate_ping: return results::ServerEra::torch_ge_2_5;
+  }
+  return results::ServerEra::unknown;
+}
+
 void record_store_info(RunContext& ctx, const StoreSession& s) {
   results::StoreInfo info;
   info.host = ctx.world.store_host;
   info.port = ctx.world.store_port;
-  info.hosted_by = !ctx.world.external_store              ? "rank 0"
-                   : ctx.world.store_source == "--store" ? "external (--store)"
-                                                         : "torchelastic agent";
-  info.dialect = wire::to_string(s.client->options().dialect);
-  if (auto n = s.client->negotiation())
-    info.era = to_string(n->era);
-  else
-    info.era = "ncclsmoke";
+  info.hosted_by = !ctx.world.external_store              ? results::StoreHostedBy::rank0
+                   : ctx.world.store_source == "--store" ? results::StoreHostedBy::external
+                                                         : results::StoreHostedBy::torchelastic_agent;
+  info.dialect = s.client->options().dialect == wire::Dialect::legacy
+                     ? results::StoreDialect::legacy
+                     : results::StoreDialect::modern;
+  info.era = results::ServerEra::ncclsmoke;  // told the dialect, not negotiated
+  if (auto n = s.client->negotiation()) info.era = verdict_era(n->era);
   info.key_prefix = fmt::format("ncclsmoke/{}/", ctx.job_namespace());
   std::lock_guard lock(ctx.record.mu);
   ctx.record.verdict.world.store = info;

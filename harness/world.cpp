@@ -33,23 +33,23 @@ const std::string kSlurmPortText =
 
 // A launcher's variables. Rank presence is what detects it.
 struct Launcher {
-  const char* source;  // World::source
+  results::WorldSource source;  // World::source
   const char* label;   // for messages
   const char* rank_var;
   std::vector<const char*> size_vars;  // first one set wins
   const char* local_var;               // nullptr: none
 };
 
-const Launcher kTorchrun{"torchrun", "torchrun", "RANK", {"WORLD_SIZE"}, "LOCAL_RANK"};
-const Launcher kOpenMpi{"openmpi",
+const Launcher kTorchrun{results::WorldSource::torchrun, "torchrun", "RANK", {"WORLD_SIZE"}, "LOCAL_RANK"};
+const Launcher kOpenMpi{results::WorldSource::openmpi,
                         "Open MPI",
                         "OMPI_COMM_WORLD_RANK",
                         {"OMPI_COMM_WORLD_SIZE"},
                         "OMPI_COMM_WORLD_LOCAL_RANK"};
 const Launcher kSlurm{
-    "slurm", "Slurm", "SLURM_PROCID", {"SLURM_NTASKS", "SLURM_NPROCS"}, "SLURM_LOCALID"};
+    results::WorldSource::slurm, "Slurm", "SLURM_PROCID", {"SLURM_NTASKS", "SLURM_NPROCS"}, "SLURM_LOCALID"};
 const Launcher kK8s{
-    "k8s-indexed-job", "Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", {"WORLD_SIZE"}, nullptr};
+    results::WorldSource::k8s_indexed_job, "Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", {"WORLD_SIZE"}, nullptr};
 const std::array<const Launcher*, 4> kDetectionOrder{&kTorchrun, &kOpenMpi, &kSlurm, &kK8s};
 
 
@@ -677,7 +677,7 @@ WorldResult Discovery::run() {
   std::optional<Raw> rank_raw = from_flag(flags_.rank, "--rank");
   if (!rank_raw && launcher) rank_raw = from_env(launcher->rank_var);
   std::optional<int> rank;
-  std::string source = "flags";
+  results::WorldSource source = results::WorldSource::flags;
   if (rank_raw) {
     std::string expected = world_size ? fmt::format("a rank in 0..{}", *world_size - 1)
                                       : std::string("a rank, 0..world size - 1");

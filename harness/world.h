@@ -15,6 +15,7 @@
 #include "harness/env.h"  // Environment, process_environment, map_environment
 #include "results/judging/config_problem.h"
 #include "results/judging/probe_rules.h"
+#include "results/verdict/enums.h"
 
 namespace ncclsmoke::harness {
 
@@ -47,8 +48,9 @@ struct World {
   uint16_t master_port = 29500;
   std::string node_name;  // --node-name, else NODE_NAME (downward API), else hostname
   std::string hostname;   // gethostname() of this process (the pod name on Kubernetes)
-  // Where the rank came from: "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job".
-  std::string source;
+  // Where the rank came from: flags, torchrun, openmpi, slurm, k8s-indexed-job (the verdict's
+  // world.source spelling, results/verdict/enums.h); unknown until discovered.
+  results::WorldSource source = results::WorldSource::unknown;
   // Field ("rank", "world_size", "local_rank", "master_addr", "master_port", "node_name",
   // "restart_count" (torchrun only), "store") -> the flag or variable it was read from ("--rank",
   // "RANK", "SLURM_STEP_NODELIST", "SLURM_JOB_ID", "--store", ...), or "default" / "hostname";

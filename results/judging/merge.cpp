@@ -106,7 +106,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
   out.env = head->env;
   out.versions = head->versions;
   out.baseline = head->baseline;
-  out.scope = "global";
+  out.scope = Scope::global;
   out.reporting_rank = options.reporting_rank;
 
   int world_size = options.world_size;

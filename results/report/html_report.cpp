@@ -87,8 +87,9 @@ table.findings td:nth-child(-n+3){white-space:nowrap}
 
 std::string e(const std::string& s) { return html_escape(s); }
 
-std::string verdict_badge(const std::string& v) {
-  return "<span class=\"verdict v-" + e(v) + "\">" + e(v) + "</span>";
+std::string verdict_badge(results::Outcome v) {
+  const std::string s = to_string(v);
+  return "<span class=\"verdict v-" + s + "\">" + s + "</span>";
 }
 
 std::string list_text(const std::vector<std::string>& v, std::size_t max = 8) {
@@ -96,6 +97,12 @@ std::string list_text(const std::vector<std::string>& v, std::size_t max = 8) {
   for (std::size_t i = 0; i < v.size() && i < max; ++i) s += (i ? ", " : "") + v[i];
   if (v.size() > max) s += ", \xE2\x80\xA6 (" + std::to_string(v.size()) + ")";
   return s;
+}
+
+std::vector<std::string> code_names(const std::vector<results::Code>& codes) {
+  std::vector<std::string> out;
+  for (results::Code c : codes) out.push_back(to_string(c));
+  return out;
 }
 
 std::string ranks_text(const std::vector<int>& r) {
@@ -120,12 +127,13 @@ std::string slug(const std::string& c) {
   return s;
 }
 
-void counts(std::string& o, const std::map<std::string, int>& vc, const std::string& cls) {
+void counts(std::string& o, const std::map<results::Outcome, int>& vc, const std::string& cls) {
   o += "<div class=\"" + cls + "\">";
-  for (const char* v : kVerdicts) {
-    auto it = vc.find(v);
+  for (results::Outcome verdict : results::kAllOutcomes) {
+    auto it = vc.find(verdict);
     int n = it == vc.end() ? 0 : it->second;
-    o += "<span class=\"count v-" + std::string(v) + "\" data-verdict=\"" + v + "\"><b>" +
+    const std::string v = to_string(verdict);
+    o += "<span class=\"count v-" + v + "\" data-verdict=\"" + v + "\"><b>" +
          std::to_string(n) + "</b>" + v + "</span>";
   }
 }
@@ -137,7 +145,7 @@ void incident_item(std::string& o, const Incident& i) {
        "\" data-first-run=\"" + e(i.first_run_id) + "\" data-last-run=\"" + e(i.last_run_id) +
        "\" data-ongoing=\"" + (i.ongoing() ? "true" : "false") + "\"><span class=\"tag" +
        (i.ongoing() ? "" : " cleared") + "\">" + (i.ongoing() ? "ongoing" : "cleared") +
-       "</span>" + (i.worst_verdict.empty() ? "" : verdict_badge(i.worst_verdict)) + " <b>" +
+       "</span>" + (i.worst_verdict ? verdict_badge(*i.worst_verdict) : "") + " <b>" +
        e(describe_incident(i)) + "</b>";
   o += "<div class=\"rfind\">";
   if (!i.hosts.empty()) o += "hosts " + e(list_text(i.hosts)) + " \xC2\xB7 ";
@@ -146,7 +154,7 @@ void incident_item(std::string& o, const Incident& i) {
   if (!i.ongoing()) o += " \xC2\xB7 cleared by <code>" + e(i.cleared_run_id) + "</code>";
   o += "</div>";
   if (!i.message.empty())
-    o += "<div class=\"rfind\"><strong>" + e(list_text(i.codes)) + "</strong>: " + e(i.message) +
+    o += "<div class=\"rfind\"><strong>" + e(list_text(code_names(i.codes))) + "</strong>: " + e(i.message) +
          "</div>";
   o += "</li>\n";
 }
@@ -165,7 +173,7 @@ void latest_list(std::string& o, const ClusterReport& m) {
          "</span> " + e(describe_latest(s)) + ", since " + e(format_utc(s.since_unix)) +
          " <span class=\"note\">(" + std::to_string(s.streak_runs) +
          (s.streak_runs == 1 ? " run" : " runs") + "; latest " + e(format_utc(s.latest_unix)) +
-         ", run <code>" + e(s.run_id) + "</code>, " + e(s.verdict) + ")</span></li>\n";
+         ", run <code>" + e(s.run_id) + "</code>, " + to_string(s.verdict) + ")</span></li>\n";
   }
   o += "</ul>\n";
 }

@@ -28,26 +28,21 @@ std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
   o += "Runs: " + std::to_string(m.run_count) + " (" + format_utc(m.first_unix) + " to " +
        format_utc(m.last_unix) + ") \xE2\x80\x94 ";
   bool first = true;
-  for (const char* v : kVerdicts) {
+  for (results::Outcome v : results::kAllOutcomes) {
     auto it = m.verdict_counts.find(v);
-    o += (first ? "" : " \xC2\xB7 ") + std::string(v) + " " +
+    o += (first ? "" : " \xC2\xB7 ") + to_string(v) + " " +
          std::to_string(it == m.verdict_counts.end() ? 0 : it->second);
     first = false;
-  }
-  for (const auto& [v, n] : m.verdict_counts) {
-    bool known = false;
-    for (const char* k : kVerdicts) known = known || v == k;
-    if (!known && n > 0) o += " \xC2\xB7 " + markdown_escape(v) + " " + std::to_string(n);
   }
   o += "\n\n";
 
   for (const auto& c : m.clusters) {
     o += "### Cluster " + markdown_escape(cluster_label(c.cluster)) + " \xE2\x80\x94 " +
          std::to_string(c.run_count) + " runs";
-    for (const char* v : kVerdicts) {
+    for (results::Outcome v : results::kAllOutcomes) {
       auto it = c.verdict_counts.find(v);
       int n = it == c.verdict_counts.end() ? 0 : it->second;
-      if (n) o += " \xC2\xB7 " + std::string(v) + " " + std::to_string(n);
+      if (n) o += " \xC2\xB7 " + to_string(v) + " " + std::to_string(n);
     }
     o += "\n\n";
     if (c.incidents.empty()) {
@@ -69,7 +64,7 @@ std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
         o += "\n";
         if (!inc.message.empty()) {
           std::string codes;
-          for (const auto& cd : inc.codes) codes += (codes.empty() ? "" : ", ") + cd;
+          for (results::Code cd : inc.codes) codes += (codes.empty() ? "" : ", ") + to_string(cd);
           o += "  - " + markdown_escape(codes) + ": " + markdown_escape(inc.message) + "\n";
         }
       }

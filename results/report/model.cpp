@@ -14,6 +14,7 @@
 #include "results/judging/merge.h"
 #include "results/report/scale.h"
 #include "results/report/summary.h"
+#include "results/verdict/ordering.h"
 
 namespace ncclsmoke::report {
 
@@ -61,8 +62,8 @@ std::size_t ClusterReport::ongoing_incidents() const {
                                                 [](const Incident& i) { return i.ongoing(); }));
 }
 
-bool is_regression_code(const std::string& code) {
-  for (const char* c : kRegressionCodes)
+bool is_regression_code(const results::AnyCode& code) {
+  for (results::Code c : kRegressionCodes)
     if (code == c) return true;
   return false;
 }
@@ -90,13 +91,6 @@ const char* to_string(GateState s) {
       return "not-measured";
   }
   return "not-measured";
-}
-
-int verdict_rank(const std::string& verdict) {
-  if (verdict == "pass") return 0;
-  if (verdict == "inconclusive") return 1;
-  if (verdict == "degraded") return 2;
-  return 3;  // fail, and any unknown spelling: the worst case
 }
 
 std::string profile_label(const std::string& profile) {
@@ -159,7 +153,7 @@ std::vector<ChartPoint> thin(const std::vector<ChartPoint>& pts, std::size_t max
     if (p.regression) keep[i] = 1;
     std::size_t b = width > 0 ? static_cast<std::size_t>((p.unix - t0) / width) : 0;
     b = std::min(b, buckets - 1);
-    auto& pick = picks[b][static_cast<std::size_t>(verdict_rank(p.verdict))];
+    auto& pick = picks[b][static_cast<std::size_t>(results::verdict_rank(p.verdict))];
     if (!std::isfinite(p.busbw_gbps)) {
       if (pick.nan == SIZE_MAX) pick.nan = i;
       continue;
@@ -180,8 +174,8 @@ std::vector<ChartPoint> thin(const std::vector<ChartPoint>& pts, std::size_t max
 TimelineCell cell_of(const HistoryRun& r, bool regression) {
   TimelineCell c;
   c.t0 = c.t1 = r.started_unix;
-  c.verdict = to_string(r.verdict);
-  c.counts[to_string(r.verdict)] = 1;
+  c.verdict = r.verdict;
+  c.counts[r.verdict] = 1;
   c.run_id = r.run_id;
   c.regression = regression;
   return c;
@@ -194,8 +188,8 @@ void merge_into(TimelineCell& c, const HistoryRun& r, bool regression) {
   }
   c.t0 = std::min(c.t0, r.started_unix);
   c.t1 = std::max(c.t1, r.started_unix);
-  c.counts[to_string(r.verdict)] += 1;
-  if (verdict_rank(to_string(r.verdict)) > verdict_rank(c.verdict)) c.verdict = to_string(r.verdict);
+  c.counts[r.verdict] += 1;
+  if (results::verdict_rank(r.verdict) > results::verdict_rank(c.verdict)) c.verdict = r.verdict;
   c.run_id.clear();
   c.regression = c.regression || regression;
 }
@@ -208,6 +202,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void add_unique(std::vector<std::string>& v, const std::string& s) {
   if (!s.empty() && std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+void add_unique(std::vector<results::Code>& v, results::Code c) {
+  if (std::find(v.begin(), v.end(), c) == v.end()) v.push_back(c);
 }
 
 // The transport a regression finding is about: judge messages start with "<transport>: ",
@@ -269,7 +267,7 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
     st.state = gate_state(g.busbw_gbps, g.baseline_gbps, g.degraded_ratio, g.fail_ratio);
     st.latest_unix = newest.started_unix;
     st.run_id = newest.run_id;
-    st.verdict = to_string(newest.verdict);
+    st.verdict = newest.verdict;
     st.measured_unix = g.started_unix;
     st.measured_run_id = measured ? g.run_id : "";
     st.unmeasured_after = measured ? after : 0;
@@ -285,7 +283,7 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
       if (newest_run && newest_run->started_unix > st.latest_unix) {
         st.latest_unix = newest_run->started_unix;
         st.run_id = newest_run->run_id;
-        st.verdict = to_string(newest_run->verdict);
+        st.verdict = newest_run->verdict;
       }
     }
     st.since_unix = g.started_unix;
@@ -342,15 +340,16 @@ std::vector<Incident> incidents_of(const std::vector<const HistoryRun*>& runs,
     inc.last_unix = run ? run->started_unix : g->started_unix;
     if (run) {
       for (const auto& h : run->hosts) add_unique(inc.hosts, h);
-      if (inc.worst_verdict.empty() || verdict_rank(to_string(run->verdict)) > verdict_rank(inc.worst_verdict))
-        inc.worst_verdict = to_string(run->verdict);
+      if (!inc.worst_verdict ||
+          results::verdict_rank(run->verdict) > results::verdict_rank(*inc.worst_verdict))
+        inc.worst_verdict = run->verdict;
     }
     auto rf = idx.regression.find(id);
     if (rf != idx.regression.end())
       for (const auto* x : rf->second) {
         std::string t = transport_of(*x);
         if (t.empty() || t == inc.transport || !gated[id].count(t)) {
-          add_unique(inc.codes, to_string(x->code));
+          add_unique(inc.codes, x->code.code());
           inc.message = x->message;
           for (const auto& h : x->hosts) add_unique(inc.hosts, h);
         }
@@ -463,7 +462,7 @@ std::vector<SizeCurve> size_curves_of(const HistoryRun& run, const nlohmann::jso
     c.profile = run.profile;
     c.transport = name;
     c.run_id = run.run_id;
-    c.verdict = to_string(run.verdict);
+    c.verdict = run.verdict;
     c.unix = run.started_unix;
     c.world_size = v.world.size;
     c.gate_busbw = c.baseline_gbps = c.degraded_ratio = c.fail_ratio = kNaN;
@@ -541,10 +540,10 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
   ClusterReport m;
   m.cluster = cluster;
   m.run_count = runs.size();
-  for (const char* v : kVerdicts) m.verdict_counts[v] = 0;
+  for (results::Outcome v : results::kAllOutcomes) m.verdict_counts[v] = 0;
   RunIndex idx;
   for (const auto* r : runs) {
-    m.verdict_counts[to_string(r->verdict)] += 1;
+    m.verdict_counts[r->verdict] += 1;
     idx.run[r->run_id] = r;
   }
   if (!runs.empty()) {
@@ -555,7 +554,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
     }
   }
   for (const auto* f : findings)
-    if (is_regression_code(to_string(f->code))) idx.regression[f->run_id].push_back(f);
+    if (is_regression_code(f->code)) idx.regression[f->run_id].push_back(f);
   auto is_regression = [&](const std::string& run_id) { return idx.regression.count(run_id) != 0; };
 
   m.incidents = incidents_of(runs, gates, idx);
@@ -577,7 +576,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
     p.baseline_gbps = g.baseline_gbps;
     p.degraded_ratio = g.degraded_ratio;
     p.fail_ratio = g.fail_ratio;
-    p.verdict = to_string(g.verdict);
+    p.verdict = g.verdict;
     p.run_id = g.run_id;
     p.world_size = g.world_size;
     p.regression = is_regression(g.run_id) || in_incident.count(g.run_id) > 0;
@@ -645,7 +644,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
 ReportModel build_model(const ReportInput& in, const ReportOptions& options) {
   ReportModel m;
   m.options = options;
-  for (const char* v : kVerdicts) m.verdict_counts[v] = 0;
+  for (results::Outcome v : results::kAllOutcomes) m.verdict_counts[v] = 0;
   auto wanted = [&](const std::string& cluster) {
     if (options.cluster.empty()) return true;
     if (options.cluster == kDefaultCluster) return cluster.empty() || cluster == kDefaultCluster;
@@ -674,7 +673,7 @@ ReportModel build_model(const ReportInput& in, const ReportOptions& options) {
   for (auto& [cluster, rs] : runs) {  // std::map: "" first, then by name
     m.run_count += rs.size();
     for (const auto* r : rs) {
-      m.verdict_counts[to_string(r->verdict)] += 1;
+      m.verdict_counts[r->verdict] += 1;
       if (first) m.first_unix = m.last_unix = r->started_unix;
       first = false;
       m.first_unix = std::min(m.first_unix, r->started_unix);

@@ -19,10 +19,12 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "results/history/history.h"
+#include "results/verdict/enums.h"
 
 namespace ncclsmoke::report {
 
@@ -58,18 +60,18 @@ std::string cluster_label(const std::string& cluster);
 inline constexpr const char* kDefaultCluster = "default";
 
 // Finding codes that make a run a regression.
-inline constexpr const char* kRegressionCodes[] = {"BANDWIDTH_REGRESSION", "SILENT_FALLBACK"};
-bool is_regression_code(const std::string& code);
+inline constexpr results::Code kRegressionCodes[] = {results::Code::BANDWIDTH_REGRESSION,
+                                                     results::Code::SILENT_FALLBACK};
+bool is_regression_code(const results::AnyCode& code);  // false for every unknown code
 
 // Where one gate number sits against its baseline band.
 enum class GateState { ok, degraded, fail, no_baseline, not_measured };
 GateState gate_state(double busbw, double baseline, double degraded_ratio, double fail_ratio);
 const char* to_string(GateState s);  // "ok" "degraded" "fail" "no-baseline" "not-measured"
 
-// The verdict spellings in display order, and the severity order used to merge (fail worst).
-inline constexpr const char* kVerdicts[] = {"pass", "degraded", "fail", "inconclusive"};
-int verdict_rank(
-    const std::string& verdict);  // pass 0, inconclusive 1, degraded 2, fail 3 (other: 3)
+// Verdicts are results::Outcome: listed in results::kAllOutcomes' order (enums.h), and the worst
+// of several (a timeline cell, an incident) is the one results::verdict_rank (ordering.h) ranks
+// highest, the order merge and classify use too.
 
 struct ChartPoint {
   double unix = 0;
@@ -77,7 +79,7 @@ struct ChartPoint {
   double baseline_gbps = 0;  // NaN: no band
   double degraded_ratio = 0;
   double fail_ratio = 0;
-  std::string verdict;
+  results::Outcome verdict = results::Outcome::pass;
   std::string run_id;
   int world_size = 0;
   bool regression = false;  // the run is in ReportModel::regressions
@@ -109,7 +111,7 @@ struct LatestState {
   GateState state = GateState::no_baseline;  // of the newest run that measured the key
   double latest_unix = 0;   // the newest run with a row for the key (measured or not)
   std::string run_id;       // that run
-  std::string verdict;      // its verdict
+  results::Outcome verdict = results::Outcome::pass;  // its verdict
   double measured_unix = 0; // the newest run that measured it (== latest_unix when it did)
   std::string measured_run_id;
   std::size_t unmeasured_after = 0;  // runs after that one without a number (sticky state)
@@ -134,9 +136,9 @@ struct Incident {
   std::string first_run_id, last_run_id, cleared_run_id;
   std::vector<std::string> run_ids;  // every regressed run, oldest first
   std::vector<std::string> hosts;    // the runs' hosts united (first-appearance order)
-  std::vector<std::string> codes;    // regression codes seen (BANDWIDTH_REGRESSION, ...)
+  std::vector<results::Code> codes;  // regression codes seen (BANDWIDTH_REGRESSION, ...)
   std::string message;               // the newest regression finding's message ("" none)
-  std::string worst_verdict;         // of the regressed runs
+  std::optional<results::Outcome> worst_verdict;  // of the regressed runs (none: no run row)
   double lowest_busbw = 0;           // NaN: no number
   double baseline_gbps = 0;          // of the lowest run; NaN none
   double lowest_ratio = 0;           // NaN without both
@@ -154,7 +156,8 @@ struct SizePoint {
   double in_gbps = 0;   // in-place busbw; NaN absent
 };
 struct SizeCurve {
-  std::string cluster, profile, transport, run_id, verdict;
+  std::string cluster, profile, transport, run_id;
+  results::Outcome verdict = results::Outcome::pass;
   double unix = 0;
   int world_size = 0;
   std::vector<SizePoint> points;  // ascending size
@@ -181,8 +184,8 @@ struct FindingGroup {
 
 struct TimelineCell {
   double t0 = 0, t1 = 0;  // first and last run in the cell
-  std::string verdict;    // the worst verdict in the cell
-  std::map<std::string, int> counts;
+  results::Outcome verdict = results::Outcome::pass;  // the worst verdict in the cell
+  std::map<results::Outcome, int> counts;
   std::string run_id;       // when the cell is one run
   bool regression = false;  // some run in the cell is a regression
 };
@@ -191,7 +194,7 @@ struct TimelineCell {
 struct ClusterReport {
   std::string cluster;  // as stored ("" runs without a cluster: shown as "default")
   std::size_t run_count = 0;
-  std::map<std::string, int> verdict_counts;
+  std::map<results::Outcome, int> verdict_counts;  // every Outcome, 0 for none
   double first_unix = 0, last_unix = 0;
   std::vector<Incident> incidents;       // newest onset first, every one
   std::size_t regression_runs = 0;       // runs in some incident
@@ -210,7 +213,7 @@ struct ClusterReport {
 struct ReportModel {
   ReportOptions options;
   std::size_t run_count = 0;                  // fleet-wide
-  std::map<std::string, int> verdict_counts;  // fleet-wide
+  std::map<results::Outcome, int> verdict_counts;  // fleet-wide; every Outcome, 0 for none
   double first_unix = 0, last_unix = 0;       // of the runs in the window
   std::vector<ClusterReport> clusters;        // by name; "" (default) first
 };

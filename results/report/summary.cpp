@@ -73,8 +73,8 @@ std::string human_summary(const Verdict& verdict) {
   dedupe_findings(findings);
   const Verdict& v = verdict;
   std::string out = "ncclsmoke " + to_string(v.verdict) + " (exit " + std::to_string(v.exit_code) + "): run " +
-                    (v.run_id.empty() ? "?" : v.run_id) + ", " + v.scope;
-  if (v.scope == "local" && v.reporting_rank >= 0) {
+                    (v.run_id.empty() ? "?" : v.run_id) + ", " + to_string(v.scope);
+  if (v.scope == Scope::local && v.reporting_rank >= 0) {
     out += " view of rank " + std::to_string(v.reporting_rank);
   }
   out += ", " + std::to_string(v.world.size) + " rank" + (v.world.size == 1 ? "" : "s") + ", " +
@@ -82,8 +82,9 @@ std::string human_summary(const Verdict& verdict) {
          ", " + fixed(v.duration_s, 1) + " s\n";
   if (!v.world.store.host.empty()) {
     const auto& st = v.world.store;
-    out += "store " + st.host + ":" + std::to_string(st.port) + " hosted by " + st.hosted_by +
-           ", " + st.dialect + " dialect (" + st.era + "), launcher " + v.world.source +
+    out += "store " + st.host + ":" + std::to_string(st.port) + " hosted by " + to_string(st.hosted_by) +
+           ", " + to_string(st.dialect) + " dialect (" + to_string(st.era) + "), launcher " +
+           to_string(v.world.source) +
            (v.world.job_id.empty() ? "" : ", job " + v.world.job_id + " from " + v.world.job_id_source) +
            "\n";
   }

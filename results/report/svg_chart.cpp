@@ -25,7 +25,7 @@ bool same_band(const ChartPoint& a, const ChartPoint& b) {
 }
 
 std::string point_title(const ChartPoint& p) {
-  std::string t = format_utc(p.unix) + " \xC2\xB7 run " + p.run_id + " \xC2\xB7 " + p.verdict;
+  std::string t = format_utc(p.unix) + " \xC2\xB7 run " + p.run_id + " \xC2\xB7 " + to_string(p.verdict);
   if (std::isfinite(p.busbw_gbps)) {
     t += " \xC2\xB7 " + format_gbps(p.busbw_gbps) + " GB/s";
     if (std::isfinite(p.baseline_gbps) && p.baseline_gbps > 0)
@@ -43,10 +43,13 @@ std::string point_title(const ChartPoint& p) {
 
 }  // namespace
 
-const char* verdict_color(const std::string& verdict) {
-  if (verdict == "pass") return "#2e7d32";
-  if (verdict == "degraded") return "#ef8f00";
-  if (verdict == "fail") return "#c62828";
+const char* verdict_color(results::Outcome verdict) {
+  switch (verdict) {
+    case results::Outcome::pass: return "#2e7d32";
+    case results::Outcome::degraded: return "#ef8f00";
+    case results::Outcome::fail: return "#c62828";
+    case results::Outcome::inconclusive: return "#757575";
+  }
   return "#757575";
 }
 
@@ -168,10 +171,10 @@ std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGe
   o += "<g class=\"points\">\n";
   for (const auto& p : s.points) {
     const char* color = verdict_color(p.verdict);
-    std::string cls = "pt v-" + attr(p.verdict) + (p.regression ? " regression" : "") +
+    std::string cls = "pt v-" + to_string(p.verdict) + (p.regression ? " regression" : "") +
                       (p.synthetic ? " synthetic" : "");
     std::string common =
-        " data-verdict=\"" + attr(p.verdict) + "\" data-run=\"" + attr(p.run_id) + "\"";
+        " data-verdict=\"" + to_string(p.verdict) + "\" data-run=\"" + attr(p.run_id) + "\"";
     if (std::isfinite(p.busbw_gbps)) {
       o += "<circle class=\"" + cls + "\"" + common + " cx=\"" + svg_num(x(p.unix)) + "\" cy=\"" +
            svg_num(y(p.busbw_gbps)) + "\" r=\"" + svg_num(p.regression && ring ? r + 1.2 : r) +
@@ -348,18 +351,18 @@ std::string timeline_svg(const std::vector<TimelineCell>& cells, bool bucketed, 
     const auto& c = cells[i];
     std::string title;
     if (!bucketed && !c.run_id.empty()) {
-      title = format_utc(c.t0) + " \xC2\xB7 run " + c.run_id + " \xC2\xB7 " + c.verdict;
+      title = format_utc(c.t0) + " \xC2\xB7 run " + c.run_id + " \xC2\xB7 " + to_string(c.verdict);
     } else {
       int n = 0;
       for (const auto& [v, k] : c.counts) n += k;
       title = format_utc(c.t0) + " \xE2\x80\x93 " + format_utc(c.t1) + " \xC2\xB7 " +
-              std::to_string(n) + (n == 1 ? " run" : " runs") + ", worst " + c.verdict + ":";
-      for (const auto& [v, k] : c.counts) title += " " + std::to_string(k) + " " + v;
+              std::to_string(n) + (n == 1 ? " run" : " runs") + ", worst " + to_string(c.verdict) + ":";
+      for (const auto& [v, k] : c.counts) title += " " + std::to_string(k) + " " + to_string(v);
     }
     if (c.regression) title += " \xC2\xB7 REGRESSION";
     double cx = left + i * w;
-    o += "<rect class=\"cell v-" + attr(c.verdict) + (c.regression ? " regression" : "") +
-         "\" data-verdict=\"" + attr(c.verdict) + "\"" +
+    o += "<rect class=\"cell v-" + to_string(c.verdict) + (c.regression ? " regression" : "") +
+         "\" data-verdict=\"" + to_string(c.verdict) + "\"" +
          (c.run_id.empty() ? std::string() : " data-run=\"" + attr(c.run_id) + "\"") + " x=\"" +
          svg_num(cx) + "\" y=\"" + svg_num(top) + "\" width=\"" + svg_num(std::max(0.5, w - gap)) +
          "\" height=\"" + svg_num(cell_h) + "\" fill=\"" + verdict_color(c.verdict) + "\"><title>" +

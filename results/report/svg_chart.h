@@ -17,7 +17,7 @@
 namespace ncclsmoke::report {
 
 // "#2e7d32" pass, "#ef8f00" degraded, "#c62828" fail, "#757575" inconclusive (and unknown).
-const char* verdict_color(const std::string& verdict);
+const char* verdict_color(results::Outcome verdict);
 
 struct ChartGeometry {
   double width = 960, height = 260;

@@ -21,6 +21,18 @@ constexpr std::array<std::string_view, 4> kRankStatus = {"joined", "missing", "l
 constexpr std::string_view kCode[] = {NCCLSMOKE_FINDING_CODES(NCCLSMOKE_CODE_SPELLING) ""};
 #undef NCCLSMOKE_CODE_SPELLING
 static_assert(std::size(kCode) == static_cast<std::size_t>(Code::unknown) + 1);
+constexpr std::array<std::string_view, 2> kScope = {"global", "local"};
+constexpr std::array<std::string_view, 2> kStoreDialect = {"legacy", "modern"};
+// The open lists: the last slot is `unknown`'s, spelled "" (never parsed back).
+constexpr std::array<std::string_view, 6> kWorldSource = {"flags", "torchrun", "openmpi",
+                                                          "slurm", "k8s-indexed-job", ""};
+constexpr std::array<std::string_view, 4> kStoreHostedBy = {"rank 0", "torchelastic agent",
+                                                            "external (--store)", ""};
+constexpr std::array<std::string_view, 5> kServerEra = {"torch<=2.0", "torch2.1-2.4",
+                                                        "torch>=2.5", "ncclsmoke", ""};
+static_assert(kWorldSource.size() == static_cast<std::size_t>(WorldSource::unknown) + 1);
+static_assert(kStoreHostedBy.size() == static_cast<std::size_t>(StoreHostedBy::unknown) + 1);
+static_assert(kServerEra.size() == static_cast<std::size_t>(ServerEra::unknown) + 1);
 
 template <typename E, typename Table>
 std::string_view spell(const Table& t, E e) {
@@ -48,6 +60,19 @@ void read(const nlohmann::json& j, E& out, std::optional<E> (*parse)(std::string
   out = *v;
 }
 
+// An open list's value: any string; a spelling this build does not know keeps its text.
+template <typename Any>
+void read_open(const nlohmann::json& j, Any& out, const char* what) {
+  if (!j.is_string()) throw std::invalid_argument(std::string(what) + ": not a string");
+  out = Any::from_text(j.get_ref<const std::string&>());
+}
+
+// How an open list's bare enum prints: its spelling, or "<unknown>" for the unknown slot.
+template <typename E, typename Table>
+std::ostream& print_open(std::ostream& os, const Table& t, E e) {
+  return e == E::unknown ? os << "<unknown>" : os << spell(t, e);
+}
+
 }  // namespace
 
 std::string_view name(Severity s) { return spell(kSeverity, s); }
@@ -56,6 +81,11 @@ std::string_view name(PhaseStatus s) { return spell(kPhaseStatus, s); }
 std::string_view name(Outcome o) { return spell(kOutcome, o); }
 std::string_view name(RankStatus s) { return spell(kRankStatus, s); }
 std::string_view name(Code c) { return spell(kCode, c); }
+std::string_view name(Scope s) { return spell(kScope, s); }
+std::string_view name(StoreDialect d) { return spell(kStoreDialect, d); }
+std::string_view name(WorldSource s) { return spell(kWorldSource, s); }
+std::string_view name(StoreHostedBy h) { return spell(kStoreHostedBy, h); }
+std::string_view name(ServerEra e) { return spell(kServerEra, e); }
 
 std::optional<Severity> parse_severity(std::string_view s) {
   return find<Severity>(kSeverity, s, kSeverity.size());
@@ -75,6 +105,23 @@ std::optional<RankStatus> parse_rank_status(std::string_view s) {
 std::optional<Code> parse_code(std::string_view s) {
   // Not "" (the unknown slot's spelling).
   return find<Code>(kCode, s, static_cast<std::size_t>(Code::unknown));
+}
+
+std::optional<Scope> parse_scope(std::string_view s) {
+  return find<Scope>(kScope, s, kScope.size());
+}
+std::optional<StoreDialect> parse_store_dialect(std::string_view s) {
+  return find<StoreDialect>(kStoreDialect, s, kStoreDialect.size());
+}
+// Not "" (the unknown slot's spelling).
+std::optional<WorldSource> parse_world_source(std::string_view s) {
+  return find<WorldSource>(kWorldSource, s, kWorldSource.size() - 1);
+}
+std::optional<StoreHostedBy> parse_store_hosted_by(std::string_view s) {
+  return find<StoreHostedBy>(kStoreHostedBy, s, kStoreHostedBy.size() - 1);
+}
+std::optional<ServerEra> parse_server_era(std::string_view s) {
+  return find<ServerEra>(kServerEra, s, kServerEra.size() - 1);
 }
 
 bool is_code_shape(std::string_view s) {
@@ -106,6 +153,18 @@ std::ostream& operator<<(std::ostream& os, Code c) {
   return os << (c == Code::unknown ? std::string_view("<unknown>") : name(c));
 }
 std::ostream& operator<<(std::ostream& os, const AnyCode& c) { return os << c.str(); }
+std::ostream& operator<<(std::ostream& os, Scope s) { return os << name(s); }
+std::ostream& operator<<(std::ostream& os, StoreDialect d) { return os << name(d); }
+std::ostream& operator<<(std::ostream& os, WorldSource s) {
+  return print_open(os, kWorldSource, s);
+}
+std::ostream& operator<<(std::ostream& os, StoreHostedBy h) {
+  return print_open(os, kStoreHostedBy, h);
+}
+std::ostream& operator<<(std::ostream& os, ServerEra e) { return print_open(os, kServerEra, e); }
+std::ostream& operator<<(std::ostream& os, const AnyWorldSource& s) { return os << s.str(); }
+std::ostream& operator<<(std::ostream& os, const AnyStoreHostedBy& h) { return os << h.str(); }
+std::ostream& operator<<(std::ostream& os, const AnyServerEra& e) { return os << e.str(); }
 
 void to_json(nlohmann::json& j, Severity s) { j = name(s); }
 void to_json(nlohmann::json& j, Layer l) { j = name(l); }
@@ -114,6 +173,14 @@ void to_json(nlohmann::json& j, Outcome o) { j = name(o); }
 void to_json(nlohmann::json& j, RankStatus s) { j = name(s); }
 void to_json(nlohmann::json& j, Code c) { j = name(c); }
 void to_json(nlohmann::json& j, const AnyCode& c) { j = c.str(); }
+void to_json(nlohmann::json& j, Scope s) { j = name(s); }
+void to_json(nlohmann::json& j, StoreDialect d) { j = name(d); }
+void to_json(nlohmann::json& j, WorldSource s) { j = name(s); }
+void to_json(nlohmann::json& j, StoreHostedBy h) { j = name(h); }
+void to_json(nlohmann::json& j, ServerEra e) { j = name(e); }
+void to_json(nlohmann::json& j, const AnyWorldSource& s) { j = s.str(); }
+void to_json(nlohmann::json& j, const AnyStoreHostedBy& h) { j = h.str(); }
+void to_json(nlohmann::json& j, const AnyServerEra& e) { j = e.str(); }
 void from_json(const nlohmann::json& j, Severity& s) { read(j, s, parse_severity, "severity"); }
 void from_json(const nlohmann::json& j, Layer& l) { read(j, l, parse_layer, "layer"); }
 void from_json(const nlohmann::json& j, PhaseStatus& s) {
@@ -124,6 +191,22 @@ void from_json(const nlohmann::json& j, RankStatus& s) {
   read(j, s, parse_rank_status, "rank status");
 }
 void from_json(const nlohmann::json& j, Code& c) { read(j, c, parse_code, "finding code"); }
+void from_json(const nlohmann::json& j, Scope& s) { read(j, s, parse_scope, "scope"); }
+void from_json(const nlohmann::json& j, StoreDialect& d) {
+  read(j, d, parse_store_dialect, "store dialect");
+}
+void from_json(const nlohmann::json& j, WorldSource& s) {
+  read(j, s, parse_world_source, "world source");
+}
+void from_json(const nlohmann::json& j, StoreHostedBy& h) {
+  read(j, h, parse_store_hosted_by, "store hosted_by");
+}
+void from_json(const nlohmann::json& j, ServerEra& e) { read(j, e, parse_server_era, "store era"); }
+void from_json(const nlohmann::json& j, AnyWorldSource& s) { read_open(j, s, "world source"); }
+void from_json(const nlohmann::json& j, AnyStoreHostedBy& h) {
+  read_open(j, h, "store hosted_by");
+}
+void from_json(const nlohmann::json& j, AnyServerEra& e) { read_open(j, e, "store era"); }
 void from_json(const nlohmann::json& j, AnyCode& c) {
   if (!j.is_string()) throw std::invalid_argument("finding code: not a string");
   auto v = AnyCode::parse(j.get_ref<const std::string&>());

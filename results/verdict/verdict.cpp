@@ -190,7 +190,7 @@ json to_json(const Verdict& v) {
   j["run_id"] = v.run_id;
   j["started_at"] = v.started_at;
   j["duration_s"] = duration(v.duration_s);
-  j["scope"] = v.scope;
+  j["scope"] = v.scope;  // enums.h's to_json: the schema's spelling
   j["reporting_rank"] = v.reporting_rank;
   j["verdict"] = to_string(v.verdict);
   j["exit_code"] = v.exit_code;
@@ -248,7 +248,7 @@ Verdict verdict_from_json(const json& j) {
   v.run_id = j.at("run_id").get<std::string>();
   v.started_at = j.at("started_at").get<std::string>();
   v.duration_s = j.at("duration_s").get<double>();
-  v.scope = j.at("scope").get<std::string>();
+  v.scope = j.at("scope").get<Scope>();
   v.reporting_rank = j.at("reporting_rank").get<int>();
   v.verdict = j.at("verdict").get<Outcome>();
   v.exit_code = j.at("exit_code").get<int>();
@@ -256,7 +256,7 @@ Verdict verdict_from_json(const json& j) {
   v.world.size = w.at("size").get<int>();
   v.world.master_addr = w.at("master_addr").get<std::string>();
   v.world.master_port = w.at("master_port").get<int>();
-  v.world.source = w.at("source").get<std::string>();
+  v.world.source = w.at("source").get<AnyWorldSource>();  // unknown: kept as text
   v.world.job_id = w.value("job_id", "");
   v.world.job_id_source = w.value("job_id_source", "");
   v.world.restart_count = w.value("restart_count", 0);
@@ -265,9 +265,9 @@ Verdict verdict_from_json(const json& j) {
     const json& s = w.at("store");
     v.world.store.host = s.at("host").get<std::string>();
     v.world.store.port = s.at("port").get<int>();
-    v.world.store.hosted_by = s.at("hosted_by").get<std::string>();
-    v.world.store.dialect = s.at("dialect").get<std::string>();
-    v.world.store.era = s.at("era").get<std::string>();
+    v.world.store.hosted_by = s.at("hosted_by").get<AnyStoreHostedBy>();
+    v.world.store.dialect = s.at("dialect").get<StoreDialect>();
+    v.world.store.era = s.at("era").get<AnyServerEra>();
     v.world.store.key_prefix = s.at("key_prefix").get<std::string>();
   }
   for (const auto& r : j.at("ranks")) v.ranks.push_back(rank_from(r));
@@ -574,12 +574,6 @@ struct Seen {
   bool has(std::uint32_t mask) const { return (bits & mask) == mask; }
 };
 
-bool one_of(const std::string& s, std::initializer_list<const char*> values) {
-  for (const char* v : values)
-    if (s == v) return true;
-  return false;
-}
-
 bool digits(const std::string& s, size_t from, size_t n) {
   if (s.size() < from + n) return false;
   for (size_t i = from; i < from + n; ++i)
@@ -624,6 +618,15 @@ bool read_enum(FastReader& r, E& out, std::optional<E> (*parse)(std::string_view
   return true;
 }
 
+// A string member of an open list (enums.h Open<>): any string; an unknown one keeps its text.
+template <typename Any>
+bool read_open(FastReader& r, Any& out) {
+  std::string s;
+  if (!r.string(s)) return false;
+  out = Any::from_text(s);
+  return true;
+}
+
 bool read_code(FastReader& r, AnyCode& out) {
   std::string s;
   if (!r.string(s, true) || !code_shape(s)) return false;
@@ -636,10 +639,9 @@ bool read_store(FastReader& r, StoreInfo& s) {
   return r.object([&](std::string_view k) {
     if (k == "host") return seen.first(0) && r.string(s.host);
     if (k == "port") return seen.first(1) && r.int32(s.port, 0, 65535);
-    if (k == "hosted_by") return seen.first(2) && r.string(s.hosted_by);
-    if (k == "dialect")
-      return seen.first(3) && r.string(s.dialect) && one_of(s.dialect, {"legacy", "modern"});
-    if (k == "era") return seen.first(4) && r.string(s.era);
+    if (k == "hosted_by") return seen.first(2) && read_open(r, s.hosted_by);
+    if (k == "dialect") return seen.first(3) && read_enum(r, s.dialect, parse_store_dialect);
+    if (k == "era") return seen.first(4) && read_open(r, s.era);
     if (k == "key_prefix") return seen.first(5) && r.string(s.key_prefix);
     return false;
   }) && seen.has(0x3f);
@@ -651,7 +653,7 @@ bool read_world(FastReader& r, World& w) {
     if (k == "size") return seen.first(0) && r.int32(w.size, 0, kIntMax);
     if (k == "master_addr") return seen.first(1) && r.string(w.master_addr);
     if (k == "master_port") return seen.first(2) && r.int32(w.master_port, 0, 65535);
-    if (k == "source") return seen.first(3) && r.string(w.source);
+    if (k == "source") return seen.first(3) && read_open(r, w.source);
     if (k == "job_id") return seen.first(4) && r.string(w.job_id, true) && w.job_id.size() <= 128;
     if (k == "job_id_source") return seen.first(5) && r.string(w.job_id_source);
     if (k == "restart_count") return seen.first(6) && r.int32(w.restart_count, 0, kIntMax);
@@ -811,7 +813,7 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
     if (k == "started_at")
       return seen.first(3) && r.string(v.started_at, true) && rfc3339_shape(v.started_at);
     if (k == "duration_s") return seen.first(4) && r.number_min0(v.duration_s);
-    if (k == "scope") return seen.first(5) && r.string(v.scope) && one_of(v.scope, {"global", "local"});
+    if (k == "scope") return seen.first(5) && read_enum(r, v.scope, parse_scope);
     if (k == "reporting_rank") return seen.first(6) && r.int32(v.reporting_rank, -1, kIntMax);
     if (k == "verdict")
       return seen.first(7) && read_enum(r, v.verdict, parse_outcome);

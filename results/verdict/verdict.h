@@ -114,9 +114,9 @@ struct Tool {
 struct StoreInfo {
   std::string host;               // empty: the rank never got as far as the store
   int port = 0;
-  std::string hosted_by;          // "rank 0" | "torchelastic agent" | "external (--store)"
-  std::string dialect;            // "legacy" | "modern"
-  std::string era;                // "torch<=2.0" | "torch2.1-2.4" | "torch>=2.5" | "ncclsmoke"
+  AnyStoreHostedBy hosted_by;     // rank 0 | torchelastic agent | external (--store)
+  StoreDialect dialect = StoreDialect::modern;
+  AnyServerEra era;               // torch<=2.0 | torch2.1-2.4 | torch>=2.5 | ncclsmoke
   std::string key_prefix;         // the run's namespace in the store, e.g. "ncclsmoke/<job>/0/"
 };
 
@@ -124,7 +124,7 @@ struct World {
   int size = 0;                   // 0: unknown
   std::string master_addr;        // empty: unknown
   int master_port = 0;            // 0: unknown
-  std::string source;             // "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job"
+  AnyWorldSource source;          // flags, torchrun, openmpi, slurm, k8s-indexed-job; "": unknown
   std::string job_id;             // the job identity (harness/job_identity.h); empty: none
   std::string job_id_source;      // where it came from: "SLURM_JOB_ID", "--job-id", ...
   int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT (0 elsewhere)
@@ -141,7 +141,7 @@ struct Verdict {
   std::string run_id;
   std::string started_at;         // RFC 3339, UTC
   double duration_s = 0;
-  std::string scope = "local";    // "global" | "local"
+  Scope scope = Scope::local;
   int reporting_rank = -1;        // -1: unknown (e.g. invalid configuration)
   Outcome verdict = Outcome::inconclusive;
   int exit_code = 4;

@@ -30,10 +30,10 @@ inline results::Verdict passing() {
   v.run_id = "20261130T010000Z-00000001";
   v.started_at = "2026-11-30T01:00:00.000Z";
   v.duration_s = 4.5;
-  v.scope = "global";
+  v.scope = results::Scope::global;
   v.verdict = results::Outcome::pass;
   v.exit_code = 0;
-  v.world = {4, "127.0.0.1", 29500, "flags"};
+  v.world = {4, "127.0.0.1", 29500, results::WorldSource::flags};
   for (int r = 0; r < 4; ++r)
     v.ranks.push_back({r, results::RankStatus::joined, "host-" + std::to_string(r), "", 100 + r, "127.0.0.1", "lo", ""});
   v.phases = {{"world", results::PhaseStatus::pass, 0.01, true, ""},

@@ -77,7 +77,7 @@ TEST(WorldDiscovery, Torchrun) {
   EXPECT_EQ(w.local_rank, 0);
   EXPECT_EQ(w.master_addr, "10.0.0.7");
   EXPECT_EQ(w.master_port, 29501);
-  EXPECT_EQ(w.source, "torchrun");
+  EXPECT_EQ(w.source, results::WorldSource::torchrun);
   EXPECT_EQ(w.hostname, "pod-2");
   EXPECT_EQ(w.node_name, "pod-2");
   EXPECT_EQ(w.sources_by_field.at("rank"), "RANK");
@@ -100,7 +100,7 @@ TEST(WorldDiscovery, OpenMpi) {
   EXPECT_EQ(r.world->local_rank, 1);
   EXPECT_EQ(r.world->master_addr, "head-node");
   EXPECT_EQ(r.world->master_port, kDefaultMasterPort);
-  EXPECT_EQ(r.world->source, "openmpi");
+  EXPECT_EQ(results::name(r.world->source), "openmpi");
   EXPECT_EQ(r.world->sources_by_field.at("rank"), "OMPI_COMM_WORLD_RANK");
   EXPECT_EQ(r.world->sources_by_field.at("local_rank"), "OMPI_COMM_WORLD_LOCAL_RANK");
   EXPECT_EQ(r.world->sources_by_field.at("master_port"), "default");
@@ -122,7 +122,7 @@ TEST(WorldDiscovery, Slurm) {
   EXPECT_EQ(r.world->rank, 3);
   EXPECT_EQ(r.world->world_size, 4);
   EXPECT_EQ(r.world->local_rank, 3);
-  EXPECT_EQ(r.world->source, "slurm");
+  EXPECT_EQ(results::name(r.world->source), "slurm");
   EXPECT_EQ(r.world->sources_by_field.at("world_size"), "SLURM_NTASKS");
 }
 
@@ -158,7 +158,7 @@ TEST(WorldDiscovery, KubernetesIndexedJobWithWorldSizeEnv) {
   EXPECT_EQ(r.world->rank, 3);
   EXPECT_EQ(r.world->world_size, 4);
   EXPECT_EQ(r.world->local_rank, 0);
-  EXPECT_EQ(r.world->source, "k8s-indexed-job");
+  EXPECT_EQ(results::name(r.world->source), "k8s-indexed-job");
   EXPECT_EQ(r.world->node_name, "ip-10-0-1-5.ec2.internal");
   EXPECT_EQ(r.world->hostname, "pod-2");
   EXPECT_EQ(r.world->sources_by_field.at("rank"), "JOB_COMPLETION_INDEX");
@@ -172,7 +172,7 @@ TEST(WorldDiscovery, KubernetesIndexedJobWithWorldSizeFlag) {
   ASSERT_TRUE(r.world) << dump(r);
   EXPECT_EQ(r.world->rank, 0);
   EXPECT_EQ(r.world->world_size, 4);
-  EXPECT_EQ(r.world->source, "k8s-indexed-job");
+  EXPECT_EQ(results::name(r.world->source), "k8s-indexed-job");
   EXPECT_EQ(r.world->sources_by_field.at("world_size"), "--world-size");
 }
 
@@ -229,7 +229,7 @@ TEST(WorldDiscovery, FlagsOnly) {
   EXPECT_EQ(r.world->world_size, 3);
   EXPECT_EQ(r.world->local_rank, 1);
   EXPECT_EQ(r.world->master_port, 40000);
-  EXPECT_EQ(r.world->source, "flags");
+  EXPECT_EQ(results::name(r.world->source), "flags");
   EXPECT_EQ(r.world->sources_by_field.at("rank"), "--rank");
   EXPECT_EQ(r.world->sources_by_field.at("master_port"), "--master-port");
 }
@@ -242,7 +242,7 @@ TEST(WorldDiscovery, FlagsOverrideEnvironmentFieldByField) {
   EXPECT_EQ(r.world->world_size, 4);  // still from WORLD_SIZE
   EXPECT_EQ(r.world->master_port, 31000);
   EXPECT_EQ(r.world->master_addr, "10.0.0.7");
-  EXPECT_EQ(r.world->source, "flags");
+  EXPECT_EQ(results::name(r.world->source), "flags");
   EXPECT_EQ(r.world->sources_by_field.at("rank"), "--rank");
   EXPECT_EQ(r.world->sources_by_field.at("world_size"), "WORLD_SIZE");
   EXPECT_EQ(r.world->sources_by_field.at("master_port"), "--master-port");
@@ -268,7 +268,7 @@ TEST(WorldDiscovery, LauncherFlagsIgnoresEnvironment) {
   EXPECT_EQ(r.world->world_size, 1);
   EXPECT_EQ(r.world->master_addr, "127.0.0.1");
   EXPECT_EQ(r.world->master_port, kDefaultMasterPort);
-  EXPECT_EQ(r.world->source, "flags");
+  EXPECT_EQ(results::name(r.world->source), "flags");
 }
 
 TEST(WorldDiscovery, LauncherHintSelectsThatLaunchersVariables) {
@@ -280,7 +280,7 @@ TEST(WorldDiscovery, LauncherHintSelectsThatLaunchersVariables) {
   ASSERT_TRUE(r.world) << dump(r);
   EXPECT_TRUE(r.findings.empty()) << dump(r);  // chosen on purpose: no conflict warning
   EXPECT_EQ(r.world->rank, 1);
-  EXPECT_EQ(r.world->source, "openmpi");
+  EXPECT_EQ(results::name(r.world->source), "openmpi");
 }
 
 TEST(WorldDiscovery, LauncherHintWithoutItsVariables) {
@@ -531,7 +531,7 @@ TEST(WorldDiscovery, ConflictingLaunchersWarnAndTorchrunWins) {
   auto r = discover(env);
   ASSERT_TRUE(r.world) << dump(r);
   EXPECT_EQ(r.world->rank, 2);
-  EXPECT_EQ(r.world->source, "torchrun");
+  EXPECT_EQ(results::name(r.world->source), "torchrun");
   ASSERT_EQ(r.findings.size(), 1u) << dump(r);
   const auto& f = r.findings[0];
   EXPECT_EQ(code_of(f), "CONFIG_INVALID");
@@ -572,7 +572,7 @@ TEST(WorldDiscovery, TorchrunNestedInSrunPerNodeDoesNotWarn) {
   auto r = discover(env);
   ASSERT_TRUE(r.world) << dump(r);
   EXPECT_TRUE(r.findings.empty()) << dump(r);
-  EXPECT_EQ(r.world->source, "torchrun");
+  EXPECT_EQ(results::name(r.world->source), "torchrun");
 }
 
 TEST(WorldDiscovery, OpenMpiBeatsSlurmWhenBothPresent) {
@@ -582,7 +582,7 @@ TEST(WorldDiscovery, OpenMpiBeatsSlurmWhenBothPresent) {
                      {"SLURM_NTASKS", "2"},
                      {"MASTER_ADDR", "h"}});
   ASSERT_TRUE(r.world) << dump(r);
-  EXPECT_EQ(r.world->source, "openmpi");
+  EXPECT_EQ(results::name(r.world->source), "openmpi");
   EXPECT_TRUE(r.findings.empty()) << dump(r);
 }
 
@@ -676,7 +676,7 @@ TEST(WorldDiscovery, DescribeIsOneLine) {
   w.hostname = "pod-2";
   w.master_addr = "10.0.0.7";
   w.master_port = 29500;
-  w.source = "torchrun";
+  w.source = results::WorldSource::torchrun;
   EXPECT_EQ(describe(w),
             "rank 2/4 (local 0) on node-b (host pod-2), master 10.0.0.7:29500, from torchrun");
 }
@@ -1176,7 +1176,7 @@ TEST(WorldStore, DescribeMentionsExternalStoreAndJob) {
   w.hostname = "h";
   w.master_addr = "fd00::7";
   w.master_port = 29500;
-  w.source = "torchrun";
+  w.source = results::WorldSource::torchrun;
   w.external_store = true;
   w.store_host = "fd00::7";
   w.store_port = 29500;

@@ -30,6 +30,7 @@
 #include "rendezvous/connect.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -114,22 +115,17 @@ std::string in_namespace(int flags, const std::function<std::string()>& body) {
   ::close(pipefd[1]);
   std::string out;
   char buf[4096];
-  auto until = deadline_after(60s);
   int fl = ::fcntl(pipefd[0], F_GETFL);
   ::fcntl(pipefd[0], F_SETFL, fl | O_NONBLOCK);
   bool child_done = false;
-  while (!expired(until)) {
-    ssize_t n = ::read(pipefd[0], buf, sizeof buf);
-    if (n > 0) {
-      out.append(buf, n);
-      continue;
-    }
-    if (n == 0) {
-      child_done = true;
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  ncclsmoke::testing::wait_until(
+      [&] {  // drains what the child wrote; done at EOF
+        ssize_t n;
+        while ((n = ::read(pipefd[0], buf, sizeof buf)) > 0) out.append(buf, n);
+        child_done = n == 0;
+        return child_done;
+      },
+      60s);
   ::close(pipefd[0]);
   if (!child_done) ::kill(pid, SIGKILL);
   int status = 0;
@@ -292,7 +288,7 @@ TEST(Connect, RetriesUntilTheServerStartsListening) {
   BoundSocket server;  // refuses until listen()
   ASSERT_TRUE(server.ok());
   std::thread later([&] {
-    std::this_thread::sleep_for(300ms);
+    std::this_thread::sleep_for(300ms);  // the late server is the test
     server.listen();
   });
   Connected c;
@@ -608,7 +604,7 @@ TEST_P(WithServer, JoinWorkersWaitsForWorldSizeAndCountsEachClientOnce) {
   }
   int64_t seen_a = 0;
   std::thread waiter([&] { seen_a = a->join_workers(2, deadline_after(10s)); });
-  std::this_thread::sleep_for(100ms);
+  std::this_thread::sleep_for(100ms);  // lets a block in its join first (nothing to observe)
   EXPECT_EQ(b->join_workers(2, deadline_after(10s)), 2);
   waiter.join();
   EXPECT_EQ(seen_a, 2);

@@ -20,6 +20,7 @@
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
 #include "rendezvous/tcp_server_keyspace.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -335,7 +336,7 @@ TEST_F(DialectProbeTest, NegotiatedClientWorksWithATorch24Store) {
   auto other = TcpStore::connect(client_options(server.port()), deadline_after(5000ms));
   EXPECT_TRUE(other->negotiation()->cached);
   std::thread setter([&] {
-    std::this_thread::sleep_for(100ms);
+    std::this_thread::sleep_for(100ms);  // late on purpose: the get must block until the set
     other->set("late", "x");
   });
   EXPECT_EQ(store->get("late", deadline_after(5000ms)), "x");
@@ -538,9 +539,10 @@ TEST_F(DialectProbeTest, ThreeQueuePoppersOnePushOneItemEach) {
     return got.size();
   };
   auto wait_for = [&](std::size_t n) {
-    for (int i = 0; i < 1000 && count() < n; ++i) std::this_thread::sleep_for(10ms);
+    ncclsmoke::testing::wait_until([&] { return count() >= n; }, 10s);
   };
-  std::this_thread::sleep_for(200ms);  // let the three WAITs reach the server
+  // Lets the three WAITs reach the server; the server counts no waiting requests to wait on.
+  std::this_thread::sleep_for(200ms);
   pusher->queue_push("q", "one");
   wait_for(1);
   ASSERT_EQ(count(), 1u);

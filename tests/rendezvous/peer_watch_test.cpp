@@ -27,6 +27,7 @@
 #include "rendezvous/memory_store.h"
 #include "rendezvous/mesh.h"
 #include "rendezvous/peer_watch.h"
+#include "tests/wait_until.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
 
@@ -171,9 +172,9 @@ TEST(PeerWatch, FourRanksWatchEachOtherAndACleanStopIsNotALoss) {
     auto t0 = Clock::now();
     w->stop();
     std::printf("stop() took %.1f ms\n", seconds_since(t0) * 1000);
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(50ms);  // spaced on purpose: the later ones still watch
   }
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   for (auto& w : watches) EXPECT_TRUE(w->lost().empty());
   for (auto& w : watches) w->stop();  // idempotent
@@ -280,7 +281,7 @@ class FakeRank {
       while (beating_ && !expired(deadline)) {
         for (std::size_t i = 0; i < conns_.size(); ++i)
           if (to.count(conn_ranks_[i])) ::send(conns_[i], "H", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        std::this_thread::sleep_for(50ms);
+        std::this_thread::sleep_for(50ms);  // the fake's heartbeat interval
       }
     });
   }
@@ -357,8 +358,7 @@ void expect_single_loss(const std::string& ending, const std::string& how) {
   fake.end(ending);
   // Wait for the loss itself, not for the first report: on a loaded machine the fake (which
   // sends no heartbeats) can first be reported silent, and the loss follows when the end lands.
-  auto until = deadline_after(5s);
-  while (w->lost().empty() && !expired(until)) std::this_thread::sleep_for(10ms);
+  ncclsmoke::testing::wait_until([&] { return !w->lost().empty(); }, 5s);
   auto lost = w->lost();
   ASSERT_FALSE(lost.empty()) << ending << ": no loss reported within 5 s";
   ASSERT_EQ(lost.size(), 1u);
@@ -380,7 +380,7 @@ TEST(PeerWatch, ByeThenCloseIsNotALoss) {
   auto w = PeerWatch::start(store, options(0, {0, 1}, deadline_after(3s)), rep.sink(0));
   ASSERT_EQ(w->watched(), std::vector<int>{1});
   fake.end("bye");
-  std::this_thread::sleep_for(300ms);
+  std::this_thread::sleep_for(300ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   EXPECT_TRUE(w->lost().empty());
 }
@@ -601,7 +601,7 @@ TEST(PeerWatch, APeerThatBeatsIsNeverSilentAndOneThatStartsAgainResumes) {
   EXPECT_TRUE(w->silent().empty());
   EXPECT_TRUE(w->silence_witnesses().empty());
   fake.end("bye");
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   EXPECT_EQ(rep.silent_by[0].size(), 1u);
 }
@@ -618,13 +618,12 @@ TEST(PeerWatch, ARelayNeverMakesSilentAPeerWeStillHear) {
   fake.beat({0, 1});
   ASSERT_TRUE(rep.wait_for([&] { return !rep.silent_by[2].empty(); }, 5s));
   EXPECT_EQ(rep.silent_by[2][0].rank, 3);
-  bool evidence = false;
-  for (int k = 0; k < 50 && !evidence; ++k) {
-    evidence = watches[0]->silence_witnesses()[3] == std::set<int>{2} &&
+  EXPECT_TRUE(ncclsmoke::testing::wait_until(
+      [&] {
+        return watches[0]->silence_witnesses()[3] == std::set<int>{2} &&
                watches[1]->silence_witnesses()[3] == std::set<int>{2};
-    if (!evidence) std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(evidence);
+      },
+      1s));
   std::this_thread::sleep_for(700ms);  // more than a silence timeout: 0 and 1 still hear 3
   EXPECT_TRUE(watches[0]->silent().empty());
   EXPECT_TRUE(watches[1]->silent().empty());
@@ -710,9 +709,7 @@ TEST(PeerWatch, WaitStatesReachEveryPeerAndTheLatestWins) {
     }
     return true;
   };
-  bool ok = false;
-  for (int k = 0; k < 100 && !(ok = seen_all()); ++k) std::this_thread::sleep_for(20ms);
-  ASSERT_TRUE(ok);
+  ASSERT_TRUE(ncclsmoke::testing::wait_until(seen_all, 2s));
   auto st = watches[1]->peer_wait_states();
   EXPECT_EQ(st[0].phase, "transport:socket");
   EXPECT_EQ(st[0].waiting_on, 2);
@@ -725,24 +722,22 @@ TEST(PeerWatch, WaitStatesReachEveryPeerAndTheLatestWins) {
   EXPECT_LT(age, 30.0);
   EXPECT_TRUE(follow_wait_chain(1, st, {}).cycle);  // 1 -> 0 -> 2 -> 1
   watches[0]->set_wait_state({});  // rank 0 stops waiting
-  ok = false;
-  for (int k = 0; k < 100 && !ok; ++k) {
-    st = watches[1]->peer_wait_states();
-    ok = st[0].waiting_on == -1;
-    if (!ok) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(ok);
+  ASSERT_TRUE(ncclsmoke::testing::wait_until(
+      [&] {
+        st = watches[1]->peer_wait_states();
+        return st[0].waiting_on == -1;
+      },
+      2s));
   EXPECT_EQ(root_of_wait_chain(1, st, {}), std::optional<int>(0));
   EXPECT_EQ(root_of_wait_chain(2, st, {}), std::optional<int>(0));
   // Oversized fields are cut, not refused.
   watches[2]->set_wait_state(waits_on(1, std::string(500, 'p'), std::string(5000, 'w')));
-  ok = false;
-  for (int k = 0; k < 100 && !ok; ++k) {
-    st = watches[0]->peer_wait_states();
-    ok = st[2].what.size() == 256 && st[2].phase.size() == 64;
-    if (!ok) std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(ok);
+  EXPECT_TRUE(ncclsmoke::testing::wait_until(
+      [&] {
+        st = watches[0]->peer_wait_states();
+        return st[2].what.size() == 256 && st[2].phase.size() == 64;
+      },
+      2s));
   for (auto& w : watches) w->stop();
   EXPECT_EQ(rep.total(), 0u);
   EXPECT_EQ(rep.silent_total(), 0u);
@@ -763,7 +758,7 @@ TEST(PeerWatch, WatchThreadsDoNotSpinIdleOrUnderAStormOfWaitStates) {
   auto watches = start_all(store, ranks, ranks, rep, deadline_after(5s),
                            [&](PeerWatchOptions& o) { rep.quick_silence(o); });
   double all0 = cpu_seconds(RUSAGE_SELF), me0 = cpu_seconds(RUSAGE_THREAD);
-  std::this_thread::sleep_for(1s);
+  std::this_thread::sleep_for(1s);  // the idle second whose CPU time is measured
   double idle = (cpu_seconds(RUSAGE_SELF) - all0) - (cpu_seconds(RUSAGE_THREAD) - me0);
   all0 = cpu_seconds(RUSAGE_SELF);
   me0 = cpu_seconds(RUSAGE_THREAD);
@@ -778,13 +773,10 @@ TEST(PeerWatch, WatchThreadsDoNotSpinIdleOrUnderAStormOfWaitStates) {
               "during 1 s of %ld set_wait_state calls\n", idle * 1000, storm * 1000, calls);
   EXPECT_LT(idle, 0.3);   // a spinning thread alone would take most of a core
   EXPECT_LT(storm, 0.3);
-  bool ok = false;
   std::string last = "chunk " + std::to_string(calls - 1);
-  for (int k = 0; k < 100 && !ok; ++k) {
-    ok = watches[2]->peer_wait_states()[0].what == last;
-    if (!ok) std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(ok) << "the last of " << calls << " wait states never arrived";
+  EXPECT_TRUE(ncclsmoke::testing::wait_until(
+      [&] { return watches[2]->peer_wait_states()[0].what == last; }, 2s))
+      << "the last of " << calls << " wait states never arrived";
   for (auto& w : watches) w->stop();
   EXPECT_EQ(rep.silent_total(), 0u);
 }
@@ -1026,9 +1018,8 @@ bool overloaded() {
       write_line(report_fd, "lost " + me + " " + std::to_string(lp.rank) + " " + lp.how);
     });
     w->set_wait_state(waits_on((rank + world - 1) % world, "test", "ring recv from"));
-    auto until = deadline_after(5s);
-    while (w->peer_wait_states().size() < static_cast<std::size_t>(world) && !expired(until))
-      std::this_thread::sleep_for(10ms);
+    ncclsmoke::testing::wait_until(
+        [&] { return w->peer_wait_states().size() >= static_cast<std::size_t>(world); }, 5s);
     std::string waits = "waits " + me;
     for (const auto& [k, ws] : w->peer_wait_states())
       waits += " " + std::to_string(k) + ":" + std::to_string(ws.waiting_on);

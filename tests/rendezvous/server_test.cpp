@@ -31,6 +31,7 @@
 #include "rendezvous/store_error.h"
 #include "rendezvous/tcp_server.h"
 #include "rendezvous/wire.h"
+#include "tests/wait_until.h"
 #include "tests/rendezvous/server_test_util.h"
 
 namespace ncclsmoke::rendezvous {
@@ -504,7 +505,9 @@ TEST_F(ServerTest, PeerClosingMidRequestIsLogged) {
   {
     Raw t(port(), Dialect::legacy);
     t.send_raw(std::string(1, '\x03') + u64le(4) + "/ab");
-    std::this_thread::sleep_for(50ms);
+    // The server has read the partial request (it buffers it) before the close.
+    EXPECT_TRUE(ncclsmoke::testing::wait_until(
+        [&] { return server_->stats().buffered_request_bytes > 0; }, 5s));
   }
   EXPECT_NE(log_.wait_for({"middle of a request"}), "") << log_.all();
   expect_healthy("after-close");
@@ -540,7 +543,7 @@ TEST_F(ServerTest, LargeRequestsArriveIntact) {
   wire::encode_request(Dialect::modern, req(Op::set, {"/big"}, {big}), enc);
   for (std::size_t off = 0; off < enc.size(); off += 100 * 1000) {  // dribbled in pieces
     c.send_raw(std::string_view(enc).substr(off, 100 * 1000));
-    if (off % (1000 * 1000) == 0) std::this_thread::sleep_for(3ms);
+    if (off % (1000 * 1000) == 0) std::this_thread::sleep_for(3ms);  // the dribble is the test
   }
   EXPECT_EQ(c.call(req(Op::get, {"/big"})).values.at(0), big);
   // 18 MiB in one MULTI_SET: the server decodes the growing request a few times, not per read.
@@ -673,6 +676,7 @@ TEST(ServerLimits, OutOfDescriptorsDropsNewConnectionsAndRecovers) {
   EXPECT_GE(served, 10);
   EXPECT_GE(dropped, 1);
   clients.resize(clients.size() / 2);  // free descriptors in the server
+  // The server (a child process) closes its ends of those connections: nothing here to observe.
   std::this_thread::sleep_for(200ms);
   Raw again(port, Dialect::legacy);
   EXPECT_EQ(again.call(req(Op::add, {"/n"}, {}, 1)).number, served + 1);
@@ -688,8 +692,7 @@ TEST(ServerLimits, OutOfDescriptorsDropsNewConnectionsAndRecovers) {
   EXPECT_NE(log.find("out of file descriptors"), std::string::npos) << log;
   ::close(go_pipe[1]);
   int status = 0;
-  for (int i = 0; i < 100 && ::waitpid(pid, &status, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(50ms);
+  ncclsmoke::testing::wait_until([&] { return ::waitpid(pid, &status, WNOHANG) != 0; }, 5s);
   if (::waitpid(pid, &status, WNOHANG) == 0) {
     ::kill(pid, SIGKILL);
     ::waitpid(pid, &status, 0);

@@ -25,6 +25,7 @@
 #include "rendezvous/tcp_server.h"
 #include "rendezvous/wire.h"
 #include "tests/rendezvous/server_test_util.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -178,12 +179,8 @@ class StoreBudgetTest : public ::testing::Test {
   }
   // Polls the server's stats until `pred` holds (false when it never did within kIo).
   bool stats_reach(std::function<bool(const TcpStoreServerStats&)> pred) {
-    auto deadline = SteadyClock::now() + kIo;
-    while (SteadyClock::now() < deadline) {
-      if (pred(server_->stats())) return true;
-      std::this_thread::sleep_for(10ms);
-    }
-    return pred(server_->stats());
+    return ncclsmoke::testing::wait_until([&] { return pred(server_->stats()); },
+                                          std::chrono::duration_cast<std::chrono::milliseconds>(kIo));
   }
 
   LogSink log_;

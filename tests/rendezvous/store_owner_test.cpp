@@ -52,7 +52,7 @@ TEST(StoreOwner, OwnJobIsFound) {
   PrefixStore raw("ncclsmoke", mem);
   PrefixStore job("A/0", mem);
   std::thread rank0([&] {
-    std::this_thread::sleep_for(Millis{100});
+    std::this_thread::sleep_for(Millis{100});  // late on purpose: the wait must wait for it
     claim_store(raw, owner("A", 2));
     job.set("join/world_size", "2");
   });

@@ -11,11 +11,11 @@ inline Verdict full_sample() {
   v.run_id = "20240501T101500Z-3fa9c2d1";
   v.started_at = "2024-05-01T10:15:00.123Z";
   v.duration_s = 10.4;
-  v.scope = "global";
+  v.scope = Scope::global;
   v.reporting_rank = 0;
   v.verdict = Outcome::fail;
   v.exit_code = 1;
-  v.world = {4, "master.smoke.svc", 29500, "torchrun"};
+  v.world = {4, "master.smoke.svc", 29500, WorldSource::torchrun};
   v.ranks = {
       {0, RankStatus::joined, "host-a", "node-a", 101, "10.0.0.1", "eth0", ""},
       {1, RankStatus::joined, "host-b", "node-b", 102, "10.0.0.2", "eth0", ""},

@@ -24,6 +24,8 @@
 #include "transports/fabric/fabric_transport.h"
 #include "transports/reduce.h"
 #include "transports/sweep.h"
+#include "tests/transports/rank_world.h"
+#include "tests/wait_until.h"
 
 extern char** environ;
 
@@ -31,53 +33,15 @@ namespace ncclsmoke::transports {
 namespace {
 
 using namespace std::chrono_literals;
-using Options = std::map<std::string, std::string>;
+using testing::Options;
 
-TransportContext make_ctx(int rank, int n, rendezvous::Store* store, const Options& options) {
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.world_size = n;
-  ctx.local_address = "127.0.0.1";
-  ctx.store = store;
-  ctx.options = options;
-  for (int k = 0; k < n; ++k) ctx.hosts[k] = "host-" + std::to_string(k);
-  return ctx;
-}
+using testing::make_ctx;
 
-// n ranks, one thread each, one MemoryStore seen through PrefixStore("transport/fabric").
-class World {
+// n fabric ranks (rank_world.h), opened within 30 s unless open_all is false.
+class World : public testing::RankWorld {
  public:
-  World(int n, const Options& options, bool open_all = true) : n_(n) {
-    auto inner = std::make_shared<rendezvous::MemoryStore>();
-    store_ = std::make_shared<rendezvous::PrefixStore>("transport/fabric", inner);
-    for (int r = 0; r < n; ++r) {
-      ctxs_.push_back(make_ctx(r, n, store_.get(), options));
-      ts_.push_back(make_fabric_transport());
-    }
-    if (open_all) each([&](int r) { ts_[r]->open(ctxs_[r], rendezvous::deadline_after(30s)); });
-  }
-  ~World() {
-    for (auto& t : ts_) t->close();
-  }
-  // Runs fn(rank) on every rank concurrently; rethrows the first exception (after all finished).
-  void each(const std::function<void(int)>& fn) {
-    std::vector<std::future<void>> fs;
-    for (int r = 0; r < n_; ++r) fs.push_back(std::async(std::launch::async, fn, r));
-    std::exception_ptr first;
-    for (auto& f : fs) {
-      try {
-        f.get();
-      } catch (...) {
-        if (!first) first = std::current_exception();
-      }
-    }
-    if (first) std::rethrow_exception(first);
-  }
-
-  int n_;
-  std::shared_ptr<rendezvous::Store> store_;
-  std::vector<TransportContext> ctxs_;
-  std::vector<std::unique_ptr<Transport>> ts_;
+  World(int n, const Options& options, bool open_all = true)
+      : RankWorld(n, "fabric", make_fabric_transport, options, open_all ? 30s : 0s) {}
 };
 
 // float32 inputs that differ per element and rank, so a segment reduced or gathered at the wrong
@@ -115,9 +79,9 @@ int64_t checked_allreduce(World& w, std::size_t count, DType dt, bool in_place) 
     std::vector<unsigned char> in(bytes), out(bytes, 0xEE);
     fill(in, count, dt, r);
     auto& dst = in_place ? in : out;
-    w.ts_[r]->allreduce(in.data(), dst.data(), count, dt, ReduceOp::sum,
+    w.ts[r]->allreduce(in.data(), dst.data(), count, dt, ReduceOp::sum,
                         rendezvous::deadline_after(60s));
-    wrong += wrong_elements(dst, count, dt, w.n_);
+    wrong += wrong_elements(dst, count, dt, w.n);
   });
   return wrong.load();
 }
@@ -157,8 +121,8 @@ TEST_P(FabricRing, IdentifyReportsWhatLibfabricReturned) {
   o["fabric.provider"] = GetParam().provider;
   World w(GetParam().world, o);
   EXPECT_EQ(checked_allreduce(w, 4099, DType::float32, false), 0);
-  for (int r = 0; r < w.n_; ++r) {
-    auto id = w.ts_[r]->identify();
+  for (int r = 0; r < w.n; ++r) {
+    auto id = w.ts[r]->identify();
     std::string expect = GetParam().provider == "tcp"   ? "tcp;ofi_rxm"
                          : GetParam().provider == "udp" ? "udp;ofi_rxd"
                                                         : GetParam().provider;
@@ -169,7 +133,7 @@ TEST_P(FabricRing, IdentifyReportsWhatLibfabricReturned) {
     EXPECT_FALSE(id.value("domain", "").empty()) << id.dump();
     EXPECT_EQ(id.value("libfabric_version", "").rfind("1.", 0), 0u) << id.dump();
     EXPECT_FALSE(id.contains("hw_counters")) << "counters are for efa (or 'always') only";
-    EXPECT_EQ(id["left"].value("rank", -1), (r + w.n_ - 1) % w.n_);
+    EXPECT_EQ(id["left"].value("rank", -1), (r + w.n - 1) % w.n);
     if (GetParam().provider != "shm") {
       // Loopback ranks pick the domain of the store address (lo), not the first one (eth0).
       EXPECT_EQ(id.value("domain", ""), "lo") << id.dump();
@@ -205,7 +169,7 @@ TEST(FabricSweep, SmallSweepHasNoWrongElements) {
   so.warmup_iters = 1;
   std::vector<SweepResult> results(3);
   w.each([&](int r) {
-    results[r] = run_sweep(*w.ts_[r], w.ctxs_[r], *w.store_, so, rendezvous::deadline_after(120s));
+    results[r] = run_sweep(*w.ts[r], w.ctxs[r], *w.store, so, rendezvous::deadline_after(120s));
   });
   ASSERT_TRUE(results[0].complete);
   ASSERT_EQ(results[0].rows.size(), 2 * sweep_sizes(so).size());
@@ -276,7 +240,7 @@ TEST(FabricDeadline, OpenTimesOutNamingTheMissingPeer) {
   World w(2, {{"fabric.provider", "tcp"}}, /*open_all=*/false);
   auto t0 = rendezvous::Clock::now();
   try {
-    w.ts_[0]->open(w.ctxs_[0], rendezvous::deadline_after(1500ms));
+    w.ts[0]->open(w.ctxs[0], rendezvous::deadline_after(1500ms));
     FAIL() << "open() succeeded without a peer";
   } catch (const TransportError& e) {
     EXPECT_EQ(e.kind(), ErrorKind::timeout) << e.what();
@@ -300,7 +264,7 @@ TEST(FabricDeadline, StoppedPeerTimesOutWithinDeadlineAndEndpointIsClosed) {
     std::vector<float> buf(1 << 16, 1.0f);
     auto t0 = rendezvous::Clock::now();
     try {
-      w.ts_[r]->allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum,
+      w.ts[r]->allreduce(buf.data(), buf.data(), buf.size(), DType::float32, ReduceOp::sum,
                           rendezvous::deadline_after(budget));
       what[r] = "returned";
     } catch (const TransportError& e) {
@@ -326,11 +290,11 @@ TEST(FabricDeadline, StoppedPeerTimesOutWithinDeadlineAndEndpointIsClosed) {
   // The endpoint is closed after a failure: a later call throws at once instead of hanging.
   std::vector<float> buf(16, 1.0f);
   auto t0 = rendezvous::Clock::now();
-  EXPECT_THROW(w.ts_[0]->allreduce(buf.data(), buf.data(), buf.size(), DType::float32,
+  EXPECT_THROW(w.ts[0]->allreduce(buf.data(), buf.data(), buf.size(), DType::float32,
                                    ReduceOp::sum, rendezvous::deadline_after(5s)),
                TransportError);
   EXPECT_LT(rendezvous::seconds_since(t0), 1.0);
-  EXPECT_TRUE(w.ts_[0]->identify().contains("closed_after_error"));
+  EXPECT_TRUE(w.ts[0]->identify().contains("closed_after_error"));
 }
 
 // --- hardware counters through identify() ---------------------------------------------------
@@ -348,7 +312,7 @@ TEST(FabricCounters, IdentifyReportsDeltasFromTheConfiguredRoot) {
               {"fabric.hw_counters_root", root.string()}});
   put("tx_bytes", 1000 + 4096);
   put("rx_bytes", 50 + 10);
-  auto id = w.ts_[0]->identify();
+  auto id = w.ts[0]->identify();
   fs::remove_all(root);
   ASSERT_TRUE(id.contains("hw_counters")) << id.dump();
   EXPECT_EQ(id["hw_counters"]["efa_0/1"].value("tx_bytes", 0), 4096) << id.dump();
@@ -398,6 +362,7 @@ TEST(FabricChild, Rank) {
     if (std::string(mode) == "die") {
       // The next collective runs into the dead rank 1.
       tcp->wait({"result/1"}, rendezvous::deadline_after(30s));
+      // Rank 1 kills itself right after that set; no sign of its death reaches this process.
       std::this_thread::sleep_for(300ms);
       auto t0 = rendezvous::Clock::now();
       try {
@@ -465,12 +430,8 @@ std::vector<std::string> run_processes(int world, const std::string& provider,
     }
   }
   for (pid_t& p : kids.pids) {
-    for (int i = 0; i < 100 && p > 0; ++i) {
-      if (::waitpid(p, nullptr, WNOHANG) == p)
-        p = -1;
-      else
-        std::this_thread::sleep_for(50ms);
-    }
+    if (p > 0 && ncclsmoke::testing::wait_until([&] { return ::waitpid(p, nullptr, WNOHANG) == p; }, 5s))
+      p = -1;
   }
   return results;
 }

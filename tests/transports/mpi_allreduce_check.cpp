@@ -37,6 +37,7 @@
 #include "rendezvous/tcp_server.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/sweep.h"
+#include "tests/wait_until.h"
 
 using namespace ncclsmoke;
 using namespace ncclsmoke::transports;
@@ -245,9 +246,8 @@ int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
   // Rank 0 keeps serving until everyone is done with the store.
   store->add("done", 1);
   if (g_rank == 0) {
-    auto until = in_s(60);
-    while (store->add("done", 0) < g_size && Clock::now() < until)
-      std::this_thread::sleep_for(Millis(20));
+    ncclsmoke::testing::wait_until([&] { return store->add("done", 0) >= g_size; },
+                                   std::chrono::seconds(60), Millis(20));
   }
   store.reset();
   if (server) server->stop();
@@ -258,7 +258,8 @@ int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
 int scenario_timeout(Transport& t, const Args& a) {
   std::vector<float> buf(1024);
   if (g_rank == g_size - 1) {
-    // Skips the collective; mpirun ends it once the others exit without MPI_Finalize.
+    // Skips the collective (the rank the test is about); mpirun ends it once the others exit
+    // without MPI_Finalize.
     std::this_thread::sleep_for(std::chrono::seconds(20));
     return 0;
   }
@@ -391,7 +392,8 @@ int main(int argc, char** argv) {
   ctx.options["mpi.collective"] = a.collective;
 
   if (a.scenario == "open_timeout") {
-    // The last rank never opens the transport: the others' MPI_Init cannot complete.
+    // The last rank never opens the transport (on purpose, for 8 s): the others' MPI_Init cannot
+    // complete.
     if (g_rank == g_size - 1) {
       std::this_thread::sleep_for(std::chrono::seconds(8));
       return 0;

@@ -21,65 +21,25 @@
 #include "transports/socket/ring.h"
 #include "transports/socket/socket_transport.h"
 #include "transports/sweep.h"
+#include "tests/transports/rank_world.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::transports {
 namespace {
 
 using namespace std::chrono_literals;
 using rendezvous::deadline_after;
-using Options = std::map<std::string, std::string>;
+using testing::Options;
 
-TransportContext make_ctx(int rank, int n, rendezvous::Store* store, const Options& options) {
-  TransportContext ctx;
-  ctx.rank = rank;
-  ctx.world_size = n;
-  ctx.local_address = "127.0.0.1";
-  ctx.store = store;
-  ctx.options = options;
-  for (int k = 0; k < n; ++k) ctx.hosts[k] = "host-" + std::to_string(k);
-  return ctx;
-}
+using testing::make_ctx;
+using testing::on_ranks;
+using testing::rethrow_any;
 
-// Runs fn(rank) on n threads; returns each rank's exception (nullptr when it returned).
-std::vector<std::exception_ptr> on_ranks(int n, const std::function<void(int)>& fn) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      try {
-        fn(r);
-      } catch (...) {
-        errors[r] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  return errors;
-}
-
-void rethrow_any(const std::vector<std::exception_ptr>& errors) {
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
-class World {
+// n socket ranks, opened within 20 s (rank_world.h).
+class World : public testing::RankWorld {
  public:
-  explicit World(int ranks, const Options& options = {}) : n(ranks) {
-    inner = std::make_shared<rendezvous::MemoryStore>();
-    store = std::make_shared<rendezvous::PrefixStore>("transport/socket", inner);
-    for (int r = 0; r < n; ++r) {
-      ctxs.push_back(make_ctx(r, n, store.get(), options));
-      ts.push_back(make_socket_transport());
-    }
-    rethrow_any(on_ranks(n, [&](int r) { ts[r]->open(ctxs[r], deadline_after(20s)); }));
-  }
-  ~World() {
-    for (auto& t : ts) t->close();
-  }
-  int n;
-  std::shared_ptr<rendezvous::MemoryStore> inner;
-  std::shared_ptr<rendezvous::Store> store;
-  std::vector<TransportContext> ctxs;
-  std::vector<std::unique_ptr<Transport>> ts;
+  explicit World(int ranks, const Options& options = {})
+      : RankWorld(ranks, "socket", make_socket_transport, options, 20s) {}
 };
 
 TransportError expect_error(const std::exception_ptr& e, const std::string& what) {
@@ -303,7 +263,7 @@ void peer_goes_away(int n, int dead) {
   auto start = Clock::now();
   auto errors = on_ranks(n, [&](int r) {
     if (r == dead) {
-      std::this_thread::sleep_for(300ms);
+      std::this_thread::sleep_for(300ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();
       return;
     }
@@ -534,9 +494,8 @@ TEST(SocketLinkStats, SayWhereEachRankWaitedAndCountBytesAndCollectives) {
       std::vector<float> buf(count);
       fill_input(buf.data(), count, DType::float32, r);
       arrived.fetch_add(1);
-      for (int spin = 0; arrived.load() % n != 0 && spin < 20000; ++spin)
-        std::this_thread::sleep_for(100us);  // bounded: 2 s at most
-      if (delay && r == late) std::this_thread::sleep_for(500ms);
+      ncclsmoke::testing::wait_until([&] { return arrived.load() % n == 0; }, 2s, 100us);
+      if (delay && r == late) std::this_thread::sleep_for(500ms);  // the slow peer under test
       auto t0 = Clock::now();
       w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
                          deadline_after(30s));

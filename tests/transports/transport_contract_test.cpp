@@ -4,14 +4,12 @@
 // corrupted reduction; a peer that goes away ends in peer_lost/timeout, not a hang.
 #include <gtest/gtest.h>
 
-#include <future>
 #include <thread>
 
-#include "rendezvous/memory_store.h"
-#include "rendezvous/prefix_store.h"
 #include "transports/reduce.h"
 #include "transports/registry.h"
 #include "transports/sweep.h"
+#include "tests/transports/rank_world.h"
 
 namespace ncclsmoke::transports {
 namespace {
@@ -31,41 +29,11 @@ std::vector<BackendCase> cases() {
           {"fabric_udp", "fabric", {{"fabric.provider", "udp"}}}};
 }
 
-// One world of n ranks, one thread each, sharing an in-memory store.
-class World {
+// n ranks of the case's backend (rank_world.h), opened within 20 s.
+class World : public testing::RankWorld {
  public:
-  World(const BackendCase& c, int n) : n_(n) {
-    auto inner = std::make_shared<rendezvous::MemoryStore>();
-    store_ = std::make_shared<rendezvous::PrefixStore>("transport/" + c.backend, inner);
-    const BackendInfo* b = find_backend(c.backend);
-    for (int r = 0; r < n; ++r) {
-      TransportContext ctx;
-      ctx.rank = r;
-      ctx.world_size = n;
-      ctx.local_address = "127.0.0.1";
-      ctx.store = store_.get();
-      ctx.options = c.options;
-      for (int k = 0; k < n; ++k) ctx.hosts[k] = "host-" + std::to_string(k);
-      ctxs_.push_back(ctx);
-      ts_.push_back(b->make());
-    }
-    each([&](int r) { ts_[r]->open(ctxs_[r], rendezvous::deadline_after(20s)); });
-  }
-  ~World() {
-    for (auto& t : ts_) t->close();
-  }
-
-  // Runs fn(rank) on every rank concurrently; rethrows the first exception.
-  void each(const std::function<void(int)>& fn) {
-    std::vector<std::future<void>> fs;
-    for (int r = 0; r < n_; ++r) fs.push_back(std::async(std::launch::async, fn, r));
-    for (auto& f : fs) f.get();
-  }
-
-  int n_;
-  std::shared_ptr<rendezvous::Store> store_;
-  std::vector<TransportContext> ctxs_;
-  std::vector<std::unique_ptr<Transport>> ts_;
+  World(const BackendCase& c, int n)
+      : RankWorld(n, c.backend, find_backend(c.backend)->make, c.options, 20s) {}
 };
 
 struct Param {
@@ -89,16 +57,16 @@ TEST_P(TransportContract, SumsAreCorrectForOddCountsBothPlacesAndTypes) {
     for (std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{4099},
                               (std::size_t{1} << 18) + 3}) {
       for (bool in_place : {false, true}) {
-        std::vector<int64_t> wrong(w.n_, -1);
+        std::vector<int64_t> wrong(w.n, -1);
         w.each([&](int r) {
           std::vector<unsigned char> send(count * dtype_size(dtype)), recv(send.size(), 0xFF);
           fill_input(send.data(), count, dtype, r);
           void* out = in_place ? send.data() : recv.data();
-          w.ts_[r]->allreduce(send.data(), out, count, dtype, ReduceOp::sum,
+          w.ts[r]->allreduce(send.data(), out, count, dtype, ReduceOp::sum,
                               rendezvous::deadline_after(20s));
-          wrong[r] = count_wrong(out, count, dtype, w.n_);
+          wrong[r] = count_wrong(out, count, dtype, w.n);
         });
-        for (int r = 0; r < w.n_; ++r)
+        for (int r = 0; r < w.n; ++r)
           EXPECT_EQ(wrong[r], 0) << "rank " << r << " count " << count << " " << to_string(dtype)
                                  << (in_place ? " in-place" : " out-of-place");
       }
@@ -115,16 +83,16 @@ TEST_P(TransportContract, SweepMeasuresEverySizeWithNoWrongElements) {
   o.iters = 2;
   o.warmup_iters = 1;
   o.gate_bytes = 64 * 1024;
-  std::vector<SweepResult> results(w.n_);
+  std::vector<SweepResult> results(w.n);
   w.each([&](int r) {
-    results[r] = run_sweep(*w.ts_[r], w.ctxs_[r], *w.store_, o, rendezvous::deadline_after(30s));
+    results[r] = run_sweep(*w.ts[r], w.ctxs[r], *w.store, o, rendezvous::deadline_after(30s));
   });
   ASSERT_EQ(results[0].rows.size(), sweep_sizes(o).size() * 2);
   int gates = 0;
   for (const auto& row : results[0].rows) {
     EXPECT_EQ(row.wrong, 0);
     EXPECT_GT(row.busbw_gbps, 0);
-    EXPECT_EQ(row.rank_time_us.size(), static_cast<std::size_t>(w.n_));
+    EXPECT_EQ(row.rank_time_us.size(), static_cast<std::size_t>(w.n));
     gates += row.gate;
   }
   EXPECT_EQ(gates, 1);
@@ -159,11 +127,11 @@ TEST_P(TransportContract, TheDataCheckCatchesACorruptedReduction) {
   o.min_bytes = o.max_bytes = o.gate_bytes = 64 * 1024;
   o.iters = 1;
   o.warmup_iters = 0;
-  std::vector<SweepResult> results(w.n_);
-  const int bad_rank = w.n_ - 1;
+  std::vector<SweepResult> results(w.n);
+  const int bad_rank = w.n - 1;
   w.each([&](int r) {
-    Corrupting c(*w.ts_[r], r == bad_rank);
-    results[r] = run_sweep(c, w.ctxs_[r], *w.store_, o, rendezvous::deadline_after(30s));
+    Corrupting c(*w.ts[r], r == bad_rank);
+    results[r] = run_sweep(c, w.ctxs[r], *w.store, o, rendezvous::deadline_after(30s));
   });
   for (const auto& row : results[0].rows) {
     EXPECT_EQ(row.wrong, 2);
@@ -177,17 +145,17 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
   const int gone = 1;
   const std::size_t count = 1 << 20;
   auto start = rendezvous::Clock::now();
-  std::vector<ErrorKind> kinds(w.n_, ErrorKind::other);
-  std::vector<bool> threw(w.n_, false);
+  std::vector<ErrorKind> kinds(w.n, ErrorKind::other);
+  std::vector<bool> threw(w.n, false);
   w.each([&](int r) {
     if (r == gone) {
-      std::this_thread::sleep_for(200ms);
-      w.ts_[r]->close();  // as if the process died: its connections close
+      std::this_thread::sleep_for(200ms);  // goes away mid-collective: the test's fault
+      w.ts[r]->close();  // as if the process died: its connections close
       return;
     }
     std::vector<float> buf(count, 1.0f);
     try {
-      w.ts_[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
+      w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
                           rendezvous::deadline_after(4s));
     } catch (const TransportError& e) {
       threw[r] = true;
@@ -195,7 +163,7 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
     }
   });
   EXPECT_LT(rendezvous::Clock::now() - start, 8s);
-  for (int r = 0; r < w.n_; ++r) {
+  for (int r = 0; r < w.n; ++r) {
     if (r == gone) continue;
     EXPECT_TRUE(threw[r]) << "rank " << r << " returned from an all-reduce missing a peer";
     EXPECT_TRUE(kinds[r] == ErrorKind::peer_lost || kinds[r] == ErrorKind::timeout)

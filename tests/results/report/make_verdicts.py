@@ -7,7 +7,7 @@ every field the schema requires, so each generated file is a verdict the history
 `scenario()` lays out a history: healthy runs around the baseline, then a bandwidth regression
 (degraded, then fail), an occasional SILENT_FALLBACK and inconclusive run.
 
-Used by tests/report/test_report_*.py and bench/history_bench.py (/usr/bin/python3 only).
+Used by tests/results/report/test_report_*.py and bench/history_bench.py (/usr/bin/python3 only).
 """
 
 import copy
@@ -17,7 +17,7 @@ import os
 import random
 import subprocess
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PROFILES = os.path.join(ROOT, "results", "judging", "profiles.example.yaml")
 SCHEMA = os.path.join(ROOT, "results", "verdict", "verdict.schema.json")
 

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/results/sample.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -195,17 +196,17 @@ TEST_F(HistoryTest, WriterKilledMidStreamLosesNothingStored) {
     ::_exit(0);
   }
   // Kill once some runs are committed (bounded wait).
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   std::int64_t seen = 0;
-  while (std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    try {
-      History peek(db_, false);
-      seen = peek.count_runs();
-    } catch (const HistoryError&) {
-    }
-    if (seen >= 20) break;
-  }
+  ncclsmoke::testing::wait_until(
+      [&] {
+        try {
+          History peek(db_, false);
+          seen = peek.count_runs();
+        } catch (const HistoryError&) {
+        }
+        return seen >= 20;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(50));
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);

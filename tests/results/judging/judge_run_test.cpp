@@ -55,7 +55,7 @@ TEST(JudgeRun, WorldNamesTheUnreportedAndMergesTheViews) {
   WorldRoster roster{.world_size = 3, .reporting_rank = 0, .unreported = {{2, "h2"}},
                      .duration_s = 3};
   Verdict g = judge_world(views, roster, nullptr);
-  EXPECT_EQ(g.scope, "global");
+  EXPECT_EQ(g.scope, Scope::global);
   EXPECT_DOUBLE_EQ(g.duration_s, 3);
   ASSERT_EQ(g.findings.size(), 1u);
   EXPECT_EQ(g.findings[0].code, Code::PEER_LOST);

@@ -443,6 +443,7 @@ TEST_P(HistoryContract, WriterKilledAnywhereLeavesNoneOrAll) {
     char c = 0;
     ASSERT_EQ(::read(ready[0], &c, 1), 1);
     ::close(ready[0]);
+    // Kills the writer a different moment into each round's batch: the timing is the test.
     std::this_thread::sleep_for(std::chrono::milliseconds(40 * round + 10));
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);

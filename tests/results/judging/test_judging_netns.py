@@ -21,7 +21,7 @@ tests/multihost/netns.py (see ../../shared/TESTHOSTS.md): every rank runs inside
 nothing can leave, everything is removed at the end. The history and file commands run in the
 root namespace: they only read and write files.
 
-    /usr/bin/python3 tests/judging/test_judging_netns.py --binary build/ncclsmoke [-k NAME] [--keep]
+    /usr/bin/python3 tests/results/judging/test_judging_netns.py --binary build/ncclsmoke [-k NAME] [--keep]
 
 Exit status: 0 all passed, 1 something failed, 77 nothing failed but something was skipped.
 The last line of the output is "N passed, M failed".
@@ -34,7 +34,7 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "multihost"))
 import netns  # noqa: E402
 import suite  # noqa: E402

@@ -17,7 +17,7 @@ Verdict view(int rank, const std::string& host, std::vector<Phase> phases) {
   v.run_id = "20240501T101500Z-00000001";
   v.started_at = "2024-05-01T10:15:0" + std::to_string(rank) + ".000Z";
   v.reporting_rank = rank;
-  v.world = {3, "master", 29500, "torchrun"};
+  v.world = {3, "master", 29500, WorldSource::torchrun};
   v.env = {{"RANK", std::to_string(rank)}};
   RankInfo r;
   r.rank = rank;
@@ -45,7 +45,7 @@ std::vector<Phase> ok(double s = 0.5) {
 TEST(Merge, HealthyViewsMergeToPass) {
   std::vector<Verdict> views = {view(1, "b", ok(0.7)), view(0, "a", ok(0.2)), view(2, "c", ok())};
   Verdict g = merge_rank_verdicts(views);
-  EXPECT_EQ(g.scope, "global");
+  EXPECT_EQ(g.scope, Scope::global);
   EXPECT_EQ(g.reporting_rank, 0);
   EXPECT_EQ(g.env.at("RANK"), "0");  // header from rank 0's view, not the first one
   EXPECT_EQ(g.started_at, "2024-05-01T10:15:00.000Z");

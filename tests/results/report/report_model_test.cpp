@@ -9,7 +9,7 @@
 #include "results/report/model.h"
 #include "results/report/svg_chart.h"
 #include "results/verdict/finding_text.h"
-#include "tests/report/report_rows.h"
+#include "tests/results/report/report_rows.h"
 
 namespace ncclsmoke::report {
 namespace {
@@ -40,8 +40,8 @@ ReportInput healthy_then_regression() {
 TEST(ReportModel, ConsecutiveRegressedRunsAreOneIncident) {
   auto m = build_model(healthy_then_regression(), options_at(kT0 + 12 * 3600.0));
   EXPECT_EQ(m.run_count, 12u);
-  EXPECT_EQ(m.verdict_counts["pass"], 10);
-  EXPECT_EQ(m.verdict_counts["fail"], 1);
+  EXPECT_EQ(m.verdict_counts[results::Outcome::pass], 10);
+  EXPECT_EQ(m.verdict_counts[results::Outcome::fail], 1);
   ASSERT_EQ(m.clusters.size(), 1u);
   const auto& c = m.clusters[0];
   EXPECT_EQ(cluster_label(c.cluster), "default");
@@ -53,10 +53,10 @@ TEST(ReportModel, ConsecutiveRegressedRunsAreOneIncident) {
   EXPECT_TRUE(i.ongoing());
   EXPECT_DOUBLE_EQ(i.onset_unix, kT0 + 10 * 3600.0);
   EXPECT_DOUBLE_EQ(i.duration_s(), 3600.0);
-  EXPECT_EQ(i.worst_verdict, "fail");
+  EXPECT_EQ(i.worst_verdict, results::Outcome::fail);
   EXPECT_DOUBLE_EQ(i.lowest_busbw, 0.15);
   EXPECT_EQ(i.hosts, std::vector<std::string>{"vm"});
-  EXPECT_EQ(i.codes, std::vector<std::string>{"BANDWIDTH_REGRESSION"});
+  EXPECT_EQ(i.codes, std::vector<results::Code>{results::Code::BANDWIDTH_REGRESSION});
   EXPECT_EQ(i.message, "socket busbw 0.15 GB/s is 20% of 0.74");
   EXPECT_EQ(c.regression_runs, 2u);
   EXPECT_EQ(c.findings_total, 3u);
@@ -339,7 +339,7 @@ TEST(ReportModel, ThinningKeepsEveryRegressionAndTheExtremes) {
   EXPECT_LE(m.timeline.size(), opt.max_timeline_cells);
   int fail_cells = 0, runs_in_cells = 0;
   for (const auto& c : m.timeline) {
-    fail_cells += c.verdict == "fail";
+    fail_cells += c.verdict == results::Outcome::fail;
     for (const auto& [v, n] : c.counts) runs_in_cells += n;
   }
   EXPECT_EQ(fail_cells, 20);        // each failing run makes its bucket's worst verdict
@@ -478,6 +478,39 @@ TEST(ReportMarkdown, SummarisesCountsRegressionsAndLatest) {
   EXPECT_NE(md.find("socket on ci-loopback: 0.10 GB/s at 64 MiB, 14% of baseline 0.74"),
             std::string::npos);
   EXPECT_NE(md.find("**fail** since"), std::string::npos);
+}
+
+// Verdicts are Outcomes ranked by results::verdict_rank (ordering.h), the one order merge and
+// classify use: a cell holding degraded and inconclusive runs is inconclusive, one with a fail is
+// fail; the counts are per Outcome.
+TEST(ReportModel, TimelineCellWorstVerdictFollowsTheModelsOrder) {
+  ReportInput in;
+  add_run(in, {.run_id = "a", .t = kT0});
+  add_run(in, {.run_id = "b", .t = kT0 + 60, .verdict = results::Outcome::degraded});
+  add_run(in, {.run_id = "c", .t = kT0 + 120, .verdict = results::Outcome::inconclusive});
+  add_run(in, {.run_id = "d", .t = kT0 + 180, .verdict = results::Outcome::degraded});
+  auto opt = options_at(kT0 + 3600);
+  opt.max_timeline_cells = 1;
+  auto m = build_model(in, opt);
+  ASSERT_EQ(m.clusters.size(), 1u);
+  ASSERT_EQ(m.clusters[0].timeline.size(), 1u);
+  const auto& cell = m.clusters[0].timeline[0];
+  EXPECT_EQ(cell.verdict, results::Outcome::inconclusive);
+  EXPECT_EQ(cell.counts.at(results::Outcome::degraded), 2);
+  EXPECT_EQ(cell.counts.at(results::Outcome::inconclusive), 1);
+  EXPECT_EQ(m.verdict_counts.at(results::Outcome::fail), 0);  // every Outcome, 0 for none
+
+  add_run(in, {.run_id = "e", .t = kT0 + 240, .verdict = results::Outcome::fail});
+  auto with_fail = build_model(in, opt);
+  EXPECT_EQ(with_fail.clusters[0].timeline.at(0).verdict, results::Outcome::fail);
+}
+
+TEST(ReportModel, RegressionCodesAreTheEnumsOnly) {
+  EXPECT_TRUE(is_regression_code(results::Code::BANDWIDTH_REGRESSION));
+  EXPECT_TRUE(is_regression_code(results::Code::SILENT_FALLBACK));
+  EXPECT_FALSE(is_regression_code(results::Code::STRAGGLER));
+  EXPECT_TRUE(is_regression_code(results::AnyCode::from_text("SILENT_FALLBACK")));
+  EXPECT_FALSE(is_regression_code(results::AnyCode::from_text("BANDWIDTH_REGRESSION_V2")));
 }
 
 }  // namespace

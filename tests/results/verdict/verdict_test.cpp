@@ -93,16 +93,20 @@ TEST(VerdictJson, JobAndStoreRoundTrip) {
   v.world.job_id_source = "SLURM_JOB_ID";
   v.world.restart_count = 2;
   v.world.sources = {{"master_addr", "SLURM_STEP_NODELIST"}, {"master_port", "SLURM_JOB_ID"}};
-  v.world.store = {"10.0.0.7", 29500, "torchelastic agent", "legacy", "torch<=2.0",
-                   "ncclsmoke/4242.0/2/"};
+  v.world.store = {"10.0.0.7",          29500, StoreHostedBy::torchelastic_agent,
+                   StoreDialect::legacy, ServerEra::torch_le_2_0, "ncclsmoke/4242.0/2/"};
   auto j = to_json(v);
   Verdict back = verdict_from_json(j);
   EXPECT_EQ(back.world.job_id, "4242.0");
   EXPECT_EQ(back.world.job_id_source, "SLURM_JOB_ID");
   EXPECT_EQ(back.world.restart_count, 2);
-  EXPECT_EQ(back.world.store.hosted_by, "torchelastic agent");
-  EXPECT_EQ(back.world.store.dialect, "legacy");
-  EXPECT_EQ(back.world.store.era, "torch<=2.0");
+  EXPECT_EQ(back.world.store.hosted_by, StoreHostedBy::torchelastic_agent);
+  EXPECT_EQ(back.world.store.dialect, StoreDialect::legacy);
+  EXPECT_EQ(back.world.store.era, ServerEra::torch_le_2_0);
+  // The JSON spelling is the one written before these fields were enums.
+  EXPECT_EQ(j["world"]["store"]["hosted_by"], "torchelastic agent");
+  EXPECT_EQ(j["world"]["store"]["dialect"], "legacy");
+  EXPECT_EQ(j["world"]["store"]["era"], "torch<=2.0");
   EXPECT_EQ(back.world.store.key_prefix, "ncclsmoke/4242.0/2/");
   EXPECT_EQ(back.world.sources.at("master_port"), "SLURM_JOB_ID");
   EXPECT_EQ(to_json(back), j);
@@ -162,7 +166,7 @@ TEST(VerdictJson, FromJsonThrowsNamingThePath) {
 TEST(VerdictJson, NewVerdictIsValidAndInconclusiveUntilSomethingRuns) {
   Verdict v = new_verdict(2);
   EXPECT_EQ(v.reporting_rank, 2);
-  EXPECT_EQ(v.scope, "local");
+  EXPECT_EQ(v.scope, Scope::local);
   EXPECT_FALSE(v.tool.version.empty());
   auto errors = validate_verdict_json(to_json(v));
   EXPECT_TRUE(errors.empty()) << errors.front();
@@ -258,7 +262,8 @@ json full_sample_json() {
   v.world.job_id_source = "--job-id";
   v.world.restart_count = 1;
   v.world.sources = {{"rank", "--rank"}, {"master_addr", "MASTER_ADDR"}};
-  v.world.store = {"master.smoke.svc", 29500, "rank 0", "modern", "torch>=2.5", "ncclsmoke/job-1/0/"};
+  v.world.store = {"master.smoke.svc",      29500, StoreHostedBy::rank0,
+                   StoreDialect::modern,    ServerEra::torch_ge_2_5, "ncclsmoke/job-1/0/"};
   v.baseline = {{"profile", "ci-loopback"},
                 {"transports", json::array({{{"transport", "socket"},
                                               {"band", {{"busbw_gbps", 1.5}, {"gate_bytes", 1048576}}}}})}};

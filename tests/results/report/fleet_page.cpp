@@ -18,7 +18,7 @@
 
 #include "results/report/html_report.h"
 #include "results/verdict/finding_text.h"
-#include "tests/report/report_rows.h"
+#include "tests/results/report/report_rows.h"
 
 using namespace ncclsmoke::report;
 using namespace ncclsmoke::report::testing;

@@ -4,7 +4,7 @@
 and the errors (missing history, bad --since, unwritable output: one line, exit 2; a corrupt
 history: one line with the move-aside hint, exit 7).
 
-    /usr/bin/python3 tests/report/test_report_cli.py --binary build/ncclsmoke
+    /usr/bin/python3 tests/results/report/test_report_cli.py --binary build/ncclsmoke
 """
 
 import argparse

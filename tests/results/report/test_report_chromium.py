@@ -18,7 +18,7 @@
   (skipped, never passed) and says so.
 Exits 77 when chromium is absent. Chromium runs with a temporary profile and is killed on timeout.
 
-    /usr/bin/python3 tests/report/test_report_chromium.py --binary build/ncclsmoke \
+    /usr/bin/python3 tests/results/report/test_report_chromium.py --binary build/ncclsmoke \
         --fleet-page build/report_fleet_page [--part single,fleet-page] [--keep DIR]
 """
 
