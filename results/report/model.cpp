@@ -208,9 +208,11 @@ void add_unique(std::vector<results::Code>& v, results::Code c) {
   if (std::find(v.begin(), v.end(), c) == v.end()) v.push_back(c);
 }
 
-// The transport a regression finding is about: judge messages start with "<transport>: ",
-// nccl_judge's with "NCCL on ...". "" when the message does not say.
+// The transport a regression finding is about: its subject's. A row stored before subjects
+// (history version 3) has none; for those only, the judge's message shape is the evidence
+// ("<transport>: ...", nccl_judge's "NCCL on ..."). "" when neither says.
 std::string transport_of(const HistoryFinding& f) {
+  if (!f.subject.empty()) return f.subject.transport;
   auto colon = f.message.find(": ");
   if (colon != std::string::npos && colon > 0 && colon < 40 &&
       f.message.find(' ') >= colon)
