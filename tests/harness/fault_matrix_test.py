@@ -35,11 +35,12 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+from loopback import free_port
 
 WORLD = 4
 FLAGS = {"--connect-timeout": 8, "--join-timeout": 6, "--mesh-timeout": 4, "--pair-timeout": 1.5,
@@ -86,14 +87,6 @@ STORE_CODES = {"RENDEZVOUS_STALLED", "RENDEZVOUS_REFUSED", "RENDEZVOUS_TIMEOUT",
 
 CASES = [(phase, victim, sig) for phase in ("rendezvous", "mesh", "sweep") for victim in (0, 2)
          for sig in ("SIGSTOP", "SIGKILL")]
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def proc_state(pid):

@@ -12,21 +12,14 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from loopback import free_port
+
 RUN_TIMEOUT = 25  # --timeout of each rank: the case must end by then + 2 s
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def cpu_s(pid):

@@ -13,22 +13,15 @@ collective's 60 s).
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+from loopback import free_port
+
 RUN_TIMEOUT = 20
 SLACK = 0.5  # the verdict must be written by --timeout + this
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def main():
