@@ -727,8 +727,8 @@ class Server final : public TcpStoreServer {
       ++turn;
       c.requests++;
       stats_.requests++;
-      if (auto why = execute(c, d.request)) {
-        close_with_reason(c, *why, is_limit(*why));
+      if (auto refused = execute(c, d.request)) {
+        close_with_reason(c, refused->why, refused->limit);
         return false;
       }
       stats_.keys.store(keyspace_.num_keys());
@@ -752,7 +752,7 @@ class Server final : public TcpStoreServer {
     return true;
   }
 
-  std::optional<std::string> execute(Conn& c, wire::Request& req) {
+  std::optional<detail::Refusal> execute(Conn& c, wire::Request& req) {
     if (*c.dialect == wire::Dialect::modern) {
       if (req.op == wire::Op::validate) {
         if (req.u32 != wire::kValidateMagic) {
@@ -803,11 +803,6 @@ class Server final : public TcpStoreServer {
            " in buffered requests, " + std::to_string(out_total_) + " in queued replies) of " +
            "max_total_bytes " + std::to_string(opt_.max_total_bytes) + " (--max-total-bytes" +
            (item > kSmallItem ? "; items over 64 KiB may use 7/8 of it)" : ")");
-  }
-
-  static bool is_limit(const std::string& why) {
-    return why.find("(--max-") != std::string::npos ||
-           why.find("--request-timeout") != std::string::npos;
   }
 
   // Brings the totals up to date with this connection's buffers.

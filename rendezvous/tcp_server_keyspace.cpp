@@ -110,19 +110,22 @@ void ServerKeyspace::notify_watchers(const std::string& key, Change change,
   }
 }
 
-std::optional<std::string> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
-                                                 std::size_t item, const char* what) const {
+std::optional<Refusal> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
+                                             std::size_t item, const char* what) const {
   std::size_t entries = data_.size() + queues_.size();
   if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys)
-    return std::string(what) + " would create " + std::to_string(new_entries) +
-           " key(s) beyond the key-count limit: " + std::to_string(entries) + " keys stored, " +
-           "max_stored_keys " + std::to_string(limits_.max_stored_keys) + " (--max-keys)";
-  if (grow > 0 && limits_.may_grow) return limits_.may_grow(grow, item);
+    return Refusal(std::string(what) + " would create " + std::to_string(new_entries) +
+                       " key(s) beyond the key-count limit: " + std::to_string(entries) +
+                       " keys stored, max_stored_keys " +
+                       std::to_string(limits_.max_stored_keys) + " (--max-keys)",
+                   true);
+  if (grow > 0 && limits_.may_grow)
+    if (auto why = limits_.may_grow(grow, item)) return Refusal(std::move(*why), true);
   return std::nullopt;
 }
 
-std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect dialect,
-                                                   wire::Request&& req) {
+std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialect,
+                                               wire::Request&& req) {
   std::string out;
   switch (req.op) {
     case Op::validate:
@@ -323,10 +326,11 @@ std::optional<std::string> ServerKeyspace::execute(ConnId conn, wire::Dialect di
       } else {
         std::size_t old_size = it->second.size();
         if (old_size + value.size() > limits_.max_value_bytes)
-          return "APPEND of " + std::to_string(value.size()) + " bytes to key " +
-                 printable(key) + " (" + std::to_string(old_size) + " bytes) would exceed " +
-                 "max_value_bytes " + std::to_string(limits_.max_value_bytes) +
-                 " (--max-value-bytes)";
+          return Refusal("APPEND of " + std::to_string(value.size()) + " bytes to key " +
+                             printable(key) + " (" + std::to_string(old_size) +
+                             " bytes) would exceed max_value_bytes " +
+                             std::to_string(limits_.max_value_bytes) + " (--max-value-bytes)",
+                         true);
         if (auto why = admit(0, value.size(), old_size + value.size(), "APPEND")) return why;
         bytes_ += value.size();
         it->second.append(value);  // amortised: no copy of what is already stored

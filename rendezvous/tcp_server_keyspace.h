@@ -39,6 +39,16 @@ using ConnId = uint64_t;
 inline constexpr std::size_t kEntryOverhead = 96;
 inline constexpr std::size_t kItemOverhead = 48;
 
+// Why a request was refused (the server closes the connection, saying `why`). `limit`: a limit
+// the operator set (--max-keys, --max-total-bytes) refused it, not a wrong request; the server
+// counts those apart, so the flag says it, never the text.
+struct Refusal {
+  Refusal(std::string why_text, bool by_limit = false)  // NOLINT: a reason reads as a refusal
+      : why(std::move(why_text)), limit(by_limit) {}
+  std::string why;
+  bool limit = false;
+};
+
 struct KeyspaceLimits {
   std::size_t max_value_bytes = SIZE_MAX;
   std::size_t max_stored_keys = SIZE_MAX;  // keys + non-empty queues
@@ -59,8 +69,8 @@ class ServerKeyspace {
 
   // Runs one decoded request from `conn` (VALIDATE is the server's business, not ours). The
   // rvalue form moves the request's values into the store.
-  std::optional<std::string> execute(ConnId conn, wire::Dialect dialect, wire::Request&& req);
-  std::optional<std::string> execute(ConnId conn, wire::Dialect dialect, const wire::Request& req) {
+  std::optional<Refusal> execute(ConnId conn, wire::Dialect dialect, wire::Request&& req);
+  std::optional<Refusal> execute(ConnId conn, wire::Dialect dialect, const wire::Request& req) {
     wire::Request copy = req;
     return execute(conn, dialect, std::move(copy));
   }
@@ -89,8 +99,8 @@ class ServerKeyspace {
     return !limits_.may_queue || limits_.may_queue(conn, bytes);
   }
   // nullopt when the store may take `new_entries` more keys/queues and `grow` more bytes.
-  std::optional<std::string> admit(std::size_t new_entries, std::size_t grow, std::size_t item,
-                                   const char* what) const;
+  std::optional<Refusal> admit(std::size_t new_entries, std::size_t grow, std::size_t item,
+                               const char* what) const;
 
   Send send_;
   SendShared send_shared_;

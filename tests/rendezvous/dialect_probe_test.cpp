@@ -131,7 +131,7 @@ class EmulatedServer {
       }
       c.buf.erase(0, dec.consumed);
       if (auto why = keyspace_.execute(id, Dialect::modern, dec.request)) {
-        close_conn(id, *why);
+        close_conn(id, why->why);
         return false;
       }
     }
