@@ -22,6 +22,9 @@ using transports::SweepRow;
 using transports::TransportFailure;
 using transports::TransportOutcome;
 
+// The judging rank, as its findings name it.
+RankRef self_of(const TransportJudgeContext& ctx) { return {ctx.rank, ctx.host}; }
+
 std::string host_of(const TransportJudgeContext& ctx, int rank) {
   if (rank == ctx.rank && !ctx.host.empty()) return ctx.host;
   auto it = ctx.hosts.find(rank);
@@ -61,7 +64,7 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
   const std::string phase = "transport:" + name;
   if (e.source == TransportFailure::Source::store)
     return make_finding_about(Code::RENDEZVOUS_LOST,
-                              reported_by(RankRef{ctx.rank, ctx.host}, phase, stage, name),
+                              reported_by(self_of(ctx), phase, stage, name),
                               fmt::format("{{reporter}} lost the store during transport {} ({}): {}",
                                           name, stage, e.message),
                               {ctx.rank}, {ctx.host});
@@ -77,7 +80,7 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
   std::map<std::string, std::string> vars{{"transport", name}, {"phase", phase}};
   const std::string waited = rendezvous::seconds_text(e.waited_s);
   // The same failure seen by several ranks of a host (same stage, kind and peer) is one finding.
-  Subject about = reported_by(RankRef{ctx.rank, ctx.host}, phase,
+  Subject about = reported_by(self_of(ctx), phase,
                               fmt::format("{}/{}", stage, transports::to_string(e.kind)), name);
   if (e.peer >= 0) {
     about.peer = e.peer;
@@ -174,7 +177,7 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
   if (!o.sweep.complete) {
     out.findings.push_back(make_finding_about(
         Code::RESULTS_MISSING,
-        reported_by(RankRef{ctx.rank, ctx.host}, "transport:" + o.name, "sweep figures", o.name),
+        reported_by(self_of(ctx), "transport:" + o.name, "sweep figures", o.name),
         fmt::format("transport {}: some ranks' sweep figures never arrived on {{reporter}}", o.name),
         {ctx.rank}, {ctx.host}));
   }
@@ -196,7 +199,7 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
       phase.detail = *o.not_built;
       out.findings.push_back(make_finding_about(
           Code::TRANSPORT_UNAVAILABLE,
-          reported_by(RankRef{ctx.rank, ctx.host}, phase.name, "not built", o.name),
+          reported_by(self_of(ctx), phase.name, "not built", o.name),
           fmt::format("transport {} skipped on {{reporter}}: {}", o.name, *o.not_built),
           {ctx.rank}, {ctx.host}, {{"transport", o.name}}));
     } else if (o.not_started) {
@@ -206,7 +209,7 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
                o.error->source == TransportFailure::Source::transport &&
                o.error->kind == ErrorKind::timeout) {
       const std::string stage = transports::to_string(o.stage);
-      auto f = run_timeout_during(RankRef{ctx.rank, ctx.host}, ctx.run_timeout_s, phase.name,
+      auto f = run_timeout_during(self_of(ctx), ctx.run_timeout_s, phase.name,
                                   o.error->waited_s);
       f.evidence = {{"error_kind", transports::to_string(o.error->kind)},
                     {"waited_s", o.error->waited_s}, {"stage", stage}};
