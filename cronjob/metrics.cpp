@@ -132,7 +132,7 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
   Family ranks{"ncclsmoke_ranks", "Ranks of the last smoke run by status.", {}};
   std::map<std::string, int> rank_counts;
   for (results::RankStatus s : results::kAllRankStatuses) rank_counts[results::to_string(s)] = 0;
-  for (const auto& r : v.ranks) ++rank_counts[results::to_string(r.status)];
+  for (const auto& r : v.ranks) rank_counts[results::to_string(r.status)] += results::ranks_in(r);
   for (const auto& [status, n] : rank_counts)
     ranks.samples.push_back({labels({{"status", status}}), static_cast<double>(n)});
   fs.push_back(std::move(ranks));

@@ -222,13 +222,10 @@ void record_ranks(RunContext& ctx, const JoinResult& join) {
                      .local_address = id.local_address,
                      .interface = id.interface,
                      .detail = {}});
-  for (int r : join.missing) {
-    results::RankInfo ri;
-    ri.rank = r;
-    ri.status = results::RankStatus::missing;
-    ri.detail = "never joined";
-    ranks.push_back(ri);
-  }
+  results::RankInfo missing;
+  missing.status = results::RankStatus::missing;
+  missing.detail = "never joined";
+  results::add_rank_ranges(ranks, join.missing, missing);  // a range per run: size ~ joined ranks
   std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
 }
 

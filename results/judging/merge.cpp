@@ -1,5 +1,7 @@
 #include "results/judging/merge.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -42,12 +44,53 @@ void fill_empty(std::string& into, const std::string& from) {
 // first-appearance order, worst severity, first hint and evidence, the message rendered again.
 void merge_into(Finding& g, const Finding& f) {
   sorted_union(g.ranks, f.ranks);
+  cap_listed_ranks(g);
   ordered_union(g.hosts, f.hosts);
   sorted_union(g.subject.reporters, f.subject.reporters);
   if (severity_rank(f.severity) > severity_rank(g.severity)) g.severity = f.severity;
   fill_empty(g.hint, f.hint);
   if (!g.evidence.is_object() && f.evidence.is_object()) g.evidence = f.evidence;
   render(g);
+}
+
+// Adds `ranges` to `ranks` (keyed by first rank) where no single-rank entry falls inside them
+// (the parts around one that does), each range once, then a range "described by no rank's
+// verdict" for every gap below world_size. Returns the gaps' first ranks.
+std::set<int> place_rank_ranges(std::map<int, RankInfo>& ranks, std::vector<RankInfo> ranges,
+                                int world_size) {
+  std::sort(ranges.begin(), ranges.end(),
+            [](const RankInfo& a, const RankInfo& b) { return a.rank < b.rank; });
+  int covered = -1;  // every rank <= covered is placed
+  std::set<int> gaps;
+  auto add_span = [&](const RankInfo& like, int lo, int hi, bool gap) {
+    for (int r = lo; r <= hi;) {
+      auto next = ranks.lower_bound(r);
+      if (next != ranks.end() && next->first == r) {  // taken: step past it (and its range)
+        r = std::max(r, next->second.through) + 1;
+        continue;
+      }
+      const int end = next == ranks.end() ? hi : std::min(hi, next->first - 1);
+      RankInfo m = like;
+      m.rank = r;
+      m.through = end > r ? end : -1;
+      ranks.emplace(r, m);
+      if (gap) gaps.insert(r);
+      r = end + 1;
+    }
+  };
+  for (const auto& g : ranges) {
+    // A range past the world (a view's own world size, or a forged one) is cut at its end.
+    const int hi = world_size > 0 ? std::min(g.through, world_size - 1) : g.through;
+    const int lo = std::max(g.rank, covered + 1);
+    if (lo > hi) continue;
+    add_span(g, lo, hi, false);
+    covered = std::max(covered, hi);
+  }
+  RankInfo none;
+  none.status = RankStatus::missing;
+  none.detail = "described by no rank's verdict";
+  if (world_size > 0) add_span(none, 0, world_size - 1, true);
+  return gaps;
 }
 
 }  // namespace
@@ -118,10 +161,17 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
   }
   if (world_size > 0) out.world.size = world_size;
 
-  // ranks
+  // ranks. Ranges (ranks that never joined, RankInfo::through) stay ranges unless some view
+  // describes a rank inside one; ranks no view describes become ranges too, so the merged list
+  // grows with the ranks that joined, not with the world size.
   std::map<int, RankInfo> ranks;
+  std::vector<RankInfo> ranges;
   for (const auto& v : local_views) {
     for (const auto& r : v.ranks) {
+      if (r.through > r.rank) {
+        ranges.push_back(r);
+        continue;
+      }
       auto [it, fresh] = ranks.try_emplace(r.rank, r);
       if (fresh) continue;
       RankInfo& m = it->second;
@@ -137,15 +187,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
       fill_empty(m.detail, r.detail);
     }
   }
-  for (int r = 0; r < world_size; ++r) {
-    if (!ranks.count(r)) {
-      RankInfo m;
-      m.rank = r;
-      m.status = RankStatus::missing;
-      m.detail = "described by no rank's verdict";
-      ranks.emplace(r, m);
-    }
-  }
+  const std::set<int> gaps = place_rank_ranges(ranks, ranges, world_size);
   for (auto& [_, r] : ranks) out.ranks.push_back(r);
 
   // phases
@@ -237,24 +279,30 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
       explained.insert(f.ranks.begin(), f.ranks.end());
     }
   }
+  // Candidates: every rank a view describes as having joined, and every rank no view describes
+  // (a gap); a rank the roster lists as never joined is the join's finding, not a missing view.
+  // Walked by entry, so a world of a million with one rank present costs one range, not a loop
+  // over the world.
   std::vector<int> silent;
+  std::size_t silent_total = 0;
   std::vector<std::string> silent_hosts;
-  for (int r = 0; r < world_size; ++r) {
-    if (reported.count(r) || explained.count(r)) continue;
-    silent.push_back(r);
-    const std::string& host = ranks[r].host;
-    if (!host.empty()) silent_hosts.push_back(host);
+  for (const auto& [first, e] : ranks) {
+    if (e.status == RankStatus::missing && !gaps.count(first)) continue;
+    for (int r = first; r <= std::max(first, e.through); ++r) {
+      if (reported.count(r) || explained.count(r)) continue;
+      ++silent_total;
+      if (silent.size() < kMaxListedRanks) silent.push_back(r);
+      if (!e.host.empty()) silent_hosts.push_back(e.host);
+    }
   }
   if (!silent.empty()) {
-    std::string list;
-    for (int r : silent) list += (list.empty() ? "" : ", ") + std::to_string(r);
     out.findings.push_back(make_finding(
         Code::RESULTS_MISSING,
-        "rank " + std::to_string(options.reporting_rank) +
-            " received no local verdict from rank" + std::string(silent.size() > 1 ? "s " : " ") +
-            list + " (" + std::to_string(local_views.size()) + " of " +
-            std::to_string(world_size) + " views merged)",
+        fmt::format("rank {} received no local verdict from rank{} {} ({} of {} views merged)",
+                    options.reporting_rank, silent_total > 1 ? "s" : "", rank_runs(silent),
+                    local_views.size(), world_size),
         silent, silent_hosts));
+    if (silent_total > silent.size()) out.findings.back().evidence["ranks_total"] = silent_total;
     sorted_union(out.findings.back().hosts, {});
   }
 

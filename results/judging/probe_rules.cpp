@@ -55,7 +55,8 @@ std::string store_process(const ProbeContext& c) {
   return fmt::format("{}{}", master(c), c.external_store ? "" : " (rank 0)");
 }
 
-std::string join_ints(const std::vector<int>& v) { return fmt::format("{}", fmt::join(v, ", ")); }
+// Runs and at most 16 of them ("1-999999"): one line at any world size.
+std::string join_ints(const std::vector<int>& v) { return rank_runs(v); }
 
 // "rank" / "ranks ", for "rank 3" / "ranks 3, 4".
 std::string_view ranks_word(std::size_t n) { return n > 1 ? "ranks " : "rank "; }

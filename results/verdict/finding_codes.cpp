@@ -2,6 +2,7 @@
 
 #include "results/verdict/finding_text.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace ncclsmoke::results {
@@ -192,7 +193,21 @@ Finding make_finding(Code code, std::string message, std::vector<int> ranks,
   f.hosts = std::move(hosts);
   f.message = std::move(message);
   f.hint = fill_template(c->hint, hint_vars);
+  if (f.ranks.size() > kMaxListedRanks) cap_listed_ranks(f);
   return f;
+}
+
+void cap_listed_ranks(Finding& f) {
+  std::sort(f.ranks.begin(), f.ranks.end());
+  f.ranks.erase(std::unique(f.ranks.begin(), f.ranks.end()), f.ranks.end());
+  if (f.ranks.size() <= kMaxListedRanks) return;
+  std::size_t total = f.ranks.size();
+  if (f.evidence.is_object() && f.evidence.contains("ranks_total") &&
+      f.evidence["ranks_total"].is_number_unsigned())
+    total = std::max(total, f.evidence["ranks_total"].get<std::size_t>());
+  if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
+  f.evidence["ranks_total"] = total;
+  f.ranks.resize(kMaxListedRanks);
 }
 
 Finding make_finding_about(Code code, Subject subject, std::string message_template,

@@ -36,6 +36,13 @@ Finding make_finding(Code code, std::string message,
                      std::vector<int> ranks = {}, std::vector<std::string> hosts = {},
                      const std::map<std::string, std::string>& hint_vars = {});
 
+// A finding lists at most this many ranks (the lowest); evidence.ranks_total then counts them
+// all, and the message (finding_text.h rank_list) names them as ranges. A WORLD_SIZE of a million
+// with one rank present is one finding of 1,024 ranks, not a 7 MB line.
+inline constexpr std::size_t kMaxListedRanks = 1024;
+// Sorts and dedupes f.ranks, then applies kMaxListedRanks (keeping the largest ranks_total seen).
+void cap_listed_ranks(Finding& f);
+
 // A finding about `subject` (verdict.h): its message is `message_template` rendered
 // (finding_text.h), "{reporter}" / "{peer}" standing for the subject's ranks, so merging it with
 // the same finding from other ranks re-renders it instead of rewriting its text. `ranks`/`hosts`

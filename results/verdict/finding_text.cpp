@@ -1,5 +1,8 @@
 #include "results/verdict/finding_text.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <iterator>
 #include <string_view>
 
@@ -18,15 +21,27 @@ Subject reported_by(rendezvous::RankRef self, std::string phase, std::string ite
 }
 
 std::string rank_list(const std::set<int>& ranks) {
+  return rank_runs(std::vector<int>(ranks.begin(), ranks.end()), ranks.size());
+}
+
+std::string rank_runs(const std::vector<int>& unsorted, std::size_t max_runs) {
+  std::vector<int> ranks = unsorted;
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
   std::string out;
-  for (auto it = ranks.begin(); it != ranks.end();) {
-    int lo = *it, hi = lo;
-    auto next = std::next(it);
-    while (next != ranks.end() && *next == hi + 1) hi = *next++;
+  std::size_t runs = 0;
+  for (std::size_t i = 0; i < ranks.size();) {
+    if (runs == max_runs) {
+      out += fmt::format(", ... and {} more rank{}", ranks.size() - i, ranks.size() - i > 1 ? "s" : "");
+      break;
+    }
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
     if (!out.empty()) out += ", ";
-    out += std::to_string(lo);
-    if (hi > lo) out += (hi == lo + 1 ? ", " : "-") + std::to_string(hi);
-    it = next;
+    out += std::to_string(ranks[i]);
+    if (j > i) out += (j == i + 1 ? ", " : "-") + std::to_string(ranks[j]);
+    ++runs;
+    i = j + 1;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "rendezvous/rank_ref.h"
 #include "results/verdict/verdict.h"
@@ -18,6 +19,9 @@ Subject reported_by(rendezvous::RankRef self, std::string phase = {}, std::strin
 
 // "0-3", "1, 4, 7", "0-2, 5" (two in a row: "0, 1").
 std::string rank_list(const std::set<int>& ranks);
+// The same for any list of ranks, at most `max_runs` runs ("1-999999"; "1, 3, 5, ... and 1,200
+// more ranks"), so a message stays one readable line at any world size.
+std::string rank_runs(const std::vector<int>& ranks, std::size_t max_runs = 16);
 
 // "rank 3 (host a)", "ranks 0, 2-5 (host a)", "rank 3" (host unknown); "no rank" for none.
 std::string reporters_text(const Subject& s);

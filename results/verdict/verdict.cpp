@@ -35,8 +35,26 @@ std::map<std::string, std::string> string_map(const json& j) {
   return m;
 }
 
+}  // namespace
+
+void add_rank_ranges(std::vector<RankInfo>& into, const std::vector<int>& sorted_ranks,
+                     const RankInfo& like) {
+  for (std::size_t i = 0; i < sorted_ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < sorted_ranks.size() && sorted_ranks[j + 1] == sorted_ranks[j] + 1) ++j;
+    RankInfo r = like;
+    r.rank = sorted_ranks[i];
+    r.through = j > i ? sorted_ranks[j] : -1;
+    into.push_back(std::move(r));
+    i = j + 1;
+  }
+}
+
+namespace {
+
 json to_json(const RankInfo& r) {
   json j = {{"rank", r.rank}, {"status", to_string(r.status)}};
+  if (r.through > r.rank) j["through"] = r.through;
   put_if(j, "host", r.host);
   put_if(j, "node", r.node);
   if (r.pid > 0) j["pid"] = r.pid;
@@ -89,6 +107,7 @@ RankInfo rank_from(const json& j) {
   r.local_address = str_or(j, "local_address");
   r.interface = str_or(j, "interface");
   r.detail = str_or(j, "detail");
+  r.through = j.value("through", -1);
   return r;
 }
 
@@ -675,6 +694,7 @@ bool read_rank(FastReader& r, RankInfo& x) {
     if (k == "local_address") return seen.first(5) && r.string(x.local_address);
     if (k == "interface") return seen.first(6) && r.string(x.interface);
     if (k == "detail") return seen.first(7) && r.string(x.detail);
+    if (k == "through") return seen.first(8) && r.int32(x.through, 0, kIntMax);
     return false;
   }) && seen.has(0x3);
 }

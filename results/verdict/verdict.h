@@ -70,6 +70,10 @@ struct RankInfo {
   std::string local_address;      // the address this rank used to reach the store
   std::string interface;          // the interface that address belongs to
   std::string detail;             // e.g. "killed after joining"
+  // > rank: this entry stands for every rank from `rank` to `through`, alike (ranks that never
+  // joined, written as ranges so a verdict's size grows with the ranks that joined, not with
+  // WORLD_SIZE); -1 (or == rank): this rank only. JSON: "through", only when > rank.
+  int through = -1;
 };
 
 struct Phase {
@@ -166,6 +170,13 @@ class VerdictFormatError : public std::runtime_error {
  private:
   std::vector<std::string> problems_;
 };
+
+// How many ranks the entry stands for (1, or the size of its range).
+inline int ranks_in(const RankInfo& r) { return r.through > r.rank ? r.through - r.rank + 1 : 1; }
+// Appends entries for `sorted_ranks` (ascending), alike but for their rank, one per run of
+// consecutive ranks.
+void add_rank_ranges(std::vector<RankInfo>& into, const std::vector<int>& sorted_ranks,
+                     const RankInfo& like);
 
 nlohmann::json to_json(const Verdict& v);
 // Validates against the embedded schema first; throws VerdictFormatError naming every bad path.

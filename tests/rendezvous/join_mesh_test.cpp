@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <future>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "harness/world.h"
@@ -43,6 +44,52 @@ std::vector<JoinResult> join_all(MemoryStore& store, const std::vector<Identity>
   std::vector<JoinResult> out;
   for (auto& f : fs) out.push_back(f.get());
   return out;
+}
+
+// WORLD_SIZE of a million with only rank 0 there: the join ends at its deadline (not 25 s later,
+// one CHECK per absent rank), and the roster names the absent ones as one range that every rank
+// reads back in full.
+TEST(Join, AMillionRankWorldWithOneRankEndsAtTheDeadline) {
+  MemoryStore store;
+  auto t0 = Clock::now();
+  auto res = join_world(store, identity(0, 1'000'000), deadline_after(300ms), 100ms);
+  const double waited = seconds_since(t0);
+  EXPECT_LT(waited, 0.3 + 2.5);  // the deadline plus the bounded tail, never a scan of the world
+  ASSERT_EQ(res.missing.size(), 999'999u);
+  EXPECT_EQ(res.missing.front(), 1);
+  EXPECT_EQ(res.missing.back(), 999'999);
+  auto roster = nlohmann::json::parse(store.get("join/roster", deadline_after(100ms)));
+  EXPECT_EQ(roster["missing_ranges"], nlohmann::json::parse("[[1, 999999]]"));
+  EXPECT_FALSE(roster.contains("missing"));
+}
+
+// Past the deadline, ranks that claimed late are still found (join/count says some did), and
+// the rest are missing without a request each.
+TEST(Join, ARankThatClaimedPastTheDeadlineIsStillFound) {
+  MemoryStore store;
+  // Rank 5 of 6 claims first, then rank 0 waits (for rank 1, which never comes).
+  auto late = join_world(store, identity(5, 6), deadline_after(10ms), 0ms);
+  (void)late;
+  auto res = join_world(store, identity(0, 6), deadline_after(200ms), 100ms);
+  EXPECT_EQ(res.missing, (std::vector<int>{1, 2, 3, 4}));
+  ASSERT_EQ(res.present.size(), 2u);
+  EXPECT_EQ(res.present[1].rank, 5);
+}
+
+// A roster from another version (a plain "missing" list) or a hostile one (ranges beyond the
+// world, overlapping) reads as the ranks of this world, each once.
+TEST(Join, RosterRangesAreBoundedByTheWorld) {
+  MemoryStore store;
+  store.set("join/world_size", "4");
+  store.set("join/roster",
+            R"({"missing_ranges":[[2,3],[3,2000000000],[-5,2]],"present":[]})");
+  auto res = join_world(store, identity(1, 4), deadline_after(200ms), 100ms);
+  EXPECT_EQ(res.missing, (std::vector<int>{0, 1, 2, 3}));
+  MemoryStore old;
+  old.set("join/world_size", "4");
+  old.set("join/roster", R"({"missing":[3, 9],"present":[]})");
+  auto res_old = join_world(old, identity(1, 4), deadline_after(200ms), 100ms);
+  EXPECT_EQ(res_old.missing, (std::vector<int>{3}));
 }
 
 TEST(Join, EveryRankSeesACompleteRoster) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <functional>
 
 #include "results/judging/classify.h"
@@ -330,6 +331,73 @@ TEST(Merge, RequiredPhaseMissingEverywhereIsInconclusive) {
   Verdict g = merge_rank_verdicts({view(0, "a", ok()), view(1, "b", ok())},
                                   {.world_size = 2, .required_phases = {"transport:socket"}});
   EXPECT_EQ(g.verdict, Outcome::inconclusive);
+}
+
+// A world of a million where one rank joined: the roster's range stays a range through the
+// merge, ranks no view describes become ranges, and the world is never walked rank by rank: the
+// global verdict is a few entries and one capped RANKS_MISSING-sized list at most.
+TEST(Merge, RanksThatNeverJoinedStayRanges) {
+  Verdict v0 = view(0, "a", {timed_phase("world", "pass", 0)});
+  v0.world.size = 1'000'000;
+  RankInfo never;
+  never.status = RankStatus::missing;
+  never.detail = "never joined";
+  add_rank_ranges(v0.ranks, {1, 2, 3, 7, 8}, never);  // 1-3, 7-8; 4-6 and 9.. described by none
+  Verdict v5 = view(5, "b", {timed_phase("world", "pass", 0)});
+  MergeOptions mo;
+  mo.world_size = 1'000'000;
+  auto g = merge_rank_verdicts({v0, v5}, mo);
+  std::vector<std::pair<int, int>> spans;
+  for (const auto& r : g.ranks) spans.push_back({r.rank, std::max(r.rank, r.through)});
+  EXPECT_EQ(spans, (std::vector<std::pair<int, int>>{
+                       {0, 0}, {1, 3}, {4, 4}, {5, 5}, {6, 6}, {7, 8}, {9, 999'999}}));
+  int total = 0;
+  for (const auto& r : g.ranks) total += ranks_in(r);
+  EXPECT_EQ(total, 1'000'000);
+  // Ranks 4, 6 and 9.. sent nothing and nothing explains them; 1-3 and 7-8 never joined (the
+  // join's finding, here absent, would say so) and are not called missing views.
+  auto rm = std::find_if(g.findings.begin(), g.findings.end(),
+                         [](const Finding& f) { return f.code == Code::RESULTS_MISSING; });
+  ASSERT_NE(rm, g.findings.end());
+  EXPECT_EQ(rm->ranks.size(), kMaxListedRanks);
+  EXPECT_EQ(rm->ranks[0], 4);
+  EXPECT_EQ(rm->ranks[1], 6);
+  EXPECT_EQ(rm->evidence["ranks_total"], 2 + 999'991);
+  EXPECT_LT(rm->message.size(), 300u) << rm->message;
+  EXPECT_LT(to_json(g).dump().size(), 64u * 1024);
+}
+
+// A view's own range cannot reach past the world (a forged "through" of 2^31-1), and a rank one
+// view describes inside another's range splits it.
+TEST(Merge, ARangeIsCutAtTheWorldAndSplitAroundADescribedRank) {
+  Verdict v0 = view(0, "a", {timed_phase("world", "pass", 0)});
+  RankInfo never;
+  never.rank = 1;
+  never.through = 2'147'483'647;
+  never.status = RankStatus::missing;
+  v0.ranks.push_back(never);
+  Verdict v2 = view(2, "c", {timed_phase("world", "pass", 0)});
+  MergeOptions mo;
+  mo.world_size = 4;
+  auto g = merge_rank_verdicts({v0, v2}, mo);
+  std::vector<std::pair<int, int>> spans;
+  for (const auto& r : g.ranks) spans.push_back({r.rank, std::max(r.rank, r.through)});
+  EXPECT_EQ(spans, (std::vector<std::pair<int, int>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}}));
+}
+
+// One finding lists at most kMaxListedRanks ranks, however many it concerns and however many
+// merges add to it; evidence.ranks_total keeps the count.
+TEST(Merge, AFindingListsAtMostTheCapOfRanks) {
+  std::vector<int> many(5000);
+  for (int i = 0; i < 5000; ++i) many[i] = 4999 - i;
+  Finding f = make_finding(Code::RANKS_MISSING, "m", many);
+  ASSERT_EQ(f.ranks.size(), kMaxListedRanks);
+  EXPECT_EQ(f.ranks.front(), 0);
+  EXPECT_EQ(f.evidence["ranks_total"], 5000);
+  std::vector<Finding> two{f, make_finding(Code::RANKS_MISSING, "m", {7000, 7001})};
+  dedupe_findings(two);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].ranks.size(), kMaxListedRanks);
 }
 
 TEST(Merge, NoViewsIsAnError) {

@@ -43,6 +43,19 @@ TEST(FindingText, ReportersReadAsOneRankOrAList) {
   EXPECT_EQ(rank_list({4, 5}), "4, 5");
 }
 
+// Any number of ranks is one readable line: runs, at most 16 of them, then a count.
+TEST(FindingText, RankRunsStayOneLineAtAnyWorldSize) {
+  std::vector<int> all(999'999);
+  for (int i = 0; i < 999'999; ++i) all[i] = i + 1;
+  EXPECT_EQ(rank_runs(all), "1-999999");
+  std::vector<int> odd;
+  for (int r = 1; r < 2000; r += 2) odd.push_back(r);
+  const std::string t = rank_runs(odd);
+  EXPECT_EQ(t.rfind("1, 3, 5, ", 0), 0u) << t;
+  EXPECT_NE(t.find(", ... and 984 more ranks"), std::string::npos) << t;
+  EXPECT_EQ(rank_runs({5, 3, 4, 3}), "3-5");
+}
+
 TEST(FindingText, WithoutATemplateTheMessageIsKept) {
   Finding f = make_finding(Code::RANKS_MISSING, "rank {reporter} text from an older verdict", {3});
   EXPECT_EQ(render_message(f), "rank {reporter} text from an older verdict");

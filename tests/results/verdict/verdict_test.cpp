@@ -85,6 +85,24 @@ TEST(VerdictJson, AVerdictFromBeforeSubjectsReadsTheSame) {
   }
 }
 
+// A range of ranks (RankInfo::through) round-trips on both readers; a single rank writes none.
+TEST(VerdictJson, RankRangesRoundTrip) {
+  Verdict v = testing::full_sample();
+  RankInfo never;
+  never.status = RankStatus::missing;
+  never.detail = "never joined";
+  v.ranks.clear();
+  add_rank_ranges(v.ranks, {4, 5, 6, 9}, never);
+  json j = to_json(v);
+  EXPECT_EQ(j["ranks"][0]["through"], 6);
+  EXPECT_FALSE(j["ranks"][1].contains("through"));
+  for (const Verdict& back : {verdict_from_json(j), *verdict_from_text_fast(j.dump())}) {
+    ASSERT_EQ(back.ranks.size(), 2u);
+    EXPECT_EQ(ranks_in(back.ranks[0]), 3);
+    EXPECT_EQ(ranks_in(back.ranks[1]), 1);
+  }
+}
+
 TEST(VerdictJson, JobAndStoreRoundTrip) {
   Verdict v = testing::full_sample();
   EXPECT_FALSE(to_json(v).at("world").contains("store"));
