@@ -64,6 +64,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   for (const auto& id : s.join.present)
     if (id.rank != 0) pending.push_back(&id);
   auto last_arrival = Clock::now();
+  const auto gather_start = last_arrival;
   while (!pending.empty()) {
     bool progressed = false;
     // A rank the mesh probe found silent, or the watch saw die, is dead: its verdict will not
@@ -109,14 +110,20 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     if (!progressed) std::this_thread::sleep_for(Millis{20});
   }
   late.insert(late.end(), pending.begin(), pending.end());
-  for (const auto& id : s.join.present) {
-    auto it = got.find(id.rank);
-    if (it != got.end()) views.push_back(std::move(it->second));
-  }
   results::WorldRoster roster;
+  for (const auto& id : s.join.present) {
+    roster.joined.push_back({id.rank, id.host, id.local_address, id.world_size});
+    auto it = got.find(id.rank);
+    if (it == got.end()) continue;
+    views.push_back(std::move(it->second));
+    roster.posted_as.push_back(id.rank);
+  }
   roster.world_size = ctx.world.world_size;
   roster.duration_s = seconds_since(ctx.start);
-  for (const auto* id : late) roster.unreported.push_back({id->rank, id->host});
+  roster.gathered_s = seconds_since(gather_start);
+  const auto alive = live.alive_ranks();
+  for (const auto* id : late)
+    roster.unreported.push_back({id->rank, id->host, alive.count(id->rank) > 0});
   auto tj = Clock::now();
   log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
                                                  : std::string("no profile")));

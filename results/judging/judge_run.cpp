@@ -19,8 +19,10 @@ void judge_local(Verdict& v, const LocalFacts& facts) {
 
 Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile) {
   if (views.empty()) throw std::invalid_argument("judge_world: no local views");
+  if (!roster.joined.empty()) set_aside_disproved_views(views, roster.posted_as, roster.joined);
   for (const auto& r : roster.unreported)
-    name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host});
+    name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host}, r.seen_alive,
+                         roster.gathered_s);
   MergeOptions mo;
   mo.reporting_rank = roster.reporting_rank;
   mo.world_size = roster.world_size;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "results/judging/profile.h"
+#include "results/judging/view_trust.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -31,12 +32,19 @@ struct WorldRoster {
   struct Rank {
     int rank = -1;
     std::string host;
+    bool seen_alive = false;  // rank 0's liveness watch had it connected and answering
   };
   std::vector<Rank> unreported;  // joined but no view arrived (named in rank 0's own view)
   double duration_s = 0;
+  double gathered_s = 0;         // how long rank 0 waited for the views
+  // Every rank that joined, as the roster has it, and the rank whose key each view after
+  // views[0] was read from (view_trust.h): empty lists skip the check (a caller without a roster).
+  std::vector<RosterRank> joined;
+  std::vector<int> posted_as;
 };
 
-// In order: each unreported rank named in rank 0's view (views[0]), the views merged (merge.h),
+// In order: the posted views rank 0 can disprove set aside (view_trust.h), each unreported rank
+// named in rank 0's view (views[0]), the views merged (merge.h),
 // the profile's rules when there is a profile (judge.h) and its baseline record, the verdict
 // applied. `views` must hold rank 0's own view first.
 Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile);

@@ -272,7 +272,22 @@ Finding mesh_not_run_finding(RankRef self, std::string_view error) {
 
 // ---- rank 0's gather ---------------------------------------------------------------------------
 
-void name_unreported_rank(Verdict& mine, RankRef rank) {
+void name_unreported_rank(Verdict& mine, RankRef rank, bool seen_alive, double waited_s) {
+  if (seen_alive) {
+    Subject s = lost_subject(rank.rank, rank.host, mine.reporting_rank);
+    s.phase = "gather";
+    auto f = make_finding_about(
+        Code::RESULTS_MISSING, s,
+        fmt::format("{{peer}} was alive to the end (rank {}'s liveness watch heard it) but its "
+                    "verdict did not reach rank {} within {}: it was lost or removed in the store, "
+                    "or the rank could not post it",
+                    mine.reporting_rank, mine.reporting_rank,
+                    rendezvous::seconds_text_fine(waited_s)),
+        {rank.rank}, {std::string(rank.host)});
+    f.evidence = {{"source", "liveness watch"}, {"seen_alive", true}};
+    mine.findings.push_back(std::move(f));
+    return;
+  }
   if (!names_rank(mine.findings, Code::PEER_LOST, rank.rank) &&
       !names_rank(mine.findings, Code::PEER_STALLED, rank.rank))
     mine.findings.push_back(make_finding_about(Code::PEER_LOST,

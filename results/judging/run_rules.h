@@ -122,9 +122,12 @@ Finding mesh_not_run_finding(rendezvous::RankRef self, std::string_view error);
 
 // ---- rank 0's gather ---------------------------------------------------------------------------
 
-// A rank that joined but whose verdict never came: PEER_LOST in rank 0's own view (unless a
-// PEER_LOST / PEER_STALLED already names it) and its roster status "lost".
-void name_unreported_rank(Verdict& mine, rendezvous::RankRef rank);
+// A rank that joined but whose verdict never came. `seen_alive` (rank 0's liveness watch had it
+// connected and answering to the end): RESULTS_MISSING, the rank is not called dead; otherwise
+// PEER_LOST in rank 0's own view (unless a PEER_LOST / PEER_STALLED already names it) and its
+// roster status "lost". `waited_s`: how long rank 0 gathered.
+void name_unreported_rank(Verdict& mine, rendezvous::RankRef rank, bool seen_alive = false,
+                          double waited_s = 0);
 // A rank rank 0 took for dead posted a verdict whose own error names itself: that error is the
 // cause, and the rank reads "failed" with its own code (the merge drops the PEER_LOST guesses).
 void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank);

@@ -88,6 +88,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(RUN_TIMEOUT)                   \
   X(RUN_TERMINATED)                \
   X(RESULTS_MISSING)               \
+  X(VERDICT_DISPROVED)             \
   X(TRANSPORT_INIT_FAILED)         \
   X(TRANSPORT_UNAVAILABLE)         \
   X(TRANSPORT_TIMEOUT)             \

@@ -98,6 +98,14 @@ const std::vector<FindingCode> kCodes = {
      "A rank's local verdict never reached rank 0, so its measurements are missing from the "
      "global verdict.",
      "Read the named rank's local verdict file and log; it holds that rank's own view."},
+    {Code::VERDICT_DISPROVED, Severity::error, Layer::run, Outcome::inconclusive,
+     "The verdict posted to the store for a rank contradicts what rank 0 itself observed of that "
+     "rank (its host, the hosts of the job, the world size it joined with): someone else wrote "
+     "it, or the rank's process is not the one that joined. Rank 0 set it aside and judged "
+     "without it; the rank's own verdict file still holds what it saw.",
+     "Read the named rank's local verdict file (written on its own host) and compare; find who "
+     "else reaches MASTER_PORT (NetworkPolicy, security group) and set a job token "
+     "(NCCLSMOKE_JOB_TOKEN) so a stranger's posts are refused."},
     // --- transport --------------------------------------------------------------------------
     {Code::TRANSPORT_INIT_FAILED, Severity::error, Layer::transport, Outcome::degraded,
      "A transport failed to initialise (NCCL or libfabric init, communicator creation); its own "
