@@ -67,6 +67,8 @@ std::vector<GateHeadline> gate_headlines(const Verdict& v) {
 
 std::string human_summary(const Verdict& verdict) {
   constexpr const char* kRunWide = "(run)";
+  // The summary stays a screenful at any world size; verdict.json has everything.
+  constexpr std::size_t kMaxLineMessage = 600, kMaxLinesPerHost = 12, kMaxOkHosts = 32;
   // Verdicts merged before dedupe_findings existed (or one rank's local view) may still carry
   // the same finding once per rank: print it once, naming every rank.
   std::vector<Finding> findings = verdict.findings;
@@ -109,7 +111,11 @@ std::string human_summary(const Verdict& verdict) {
       if (it != host_of_rank.end()) add_unique(named, it->second);
     }
     if (named.empty()) named.push_back(kRunWide);
-    std::string line = upper(to_string(f.severity)) + ": " + f.message + " [" + to_string(f.code) + "]";
+    // One finding is one line, bounded, at any world size (the message may quote a peer's text).
+    std::string msg = f.message.size() > kMaxLineMessage
+                          ? f.message.substr(0, kMaxLineMessage) + "... (cut; verdict.json has it)"
+                          : f.message;
+    std::string line = upper(to_string(f.severity)) + ": " + msg + " [" + to_string(f.code) + "]";
     for (const auto& h : named) {
       add_unique(hosts, h);
       lines[h].push_back(line);
@@ -125,10 +131,26 @@ std::string human_summary(const Verdict& verdict) {
 
   size_t width = 0;
   for (const auto& h : hosts) width = std::max(width, h.size());
+  // Bounded too: at most kMaxOkHosts healthy hosts by name and kMaxLinesPerHost lines a host,
+  // each with the count of what was left out.
+  std::size_t ok_shown = 0, ok_left = 0;
   for (const auto& h : hosts) {
-    if (!troubled[h] && h != kRunWide) out += pad(h, width) + " | OK\n";
-    for (const auto& l : lines[h]) out += pad(h, width) + " | " + l + "\n";
+    if (!troubled[h] && h != kRunWide) {
+      if (ok_shown == kMaxOkHosts) {
+        ++ok_left;
+        continue;
+      }
+      ++ok_shown;
+      out += pad(h, width) + " | OK\n";
+    }
+    const auto& ls = lines[h];
+    for (std::size_t i = 0; i < ls.size() && i < kMaxLinesPerHost; ++i)
+      out += pad(h, width) + " | " + ls[i] + "\n";
+    if (ls.size() > kMaxLinesPerHost)
+      out += pad(h, width) + " | ... and " + std::to_string(ls.size() - kMaxLinesPerHost) +
+             " more findings (verdict.json)\n";
   }
+  if (ok_left) out += "(" + std::to_string(ok_left) + " more hosts OK)\n";
   if (hosts.empty()) out += "(no hosts known)\n";
 
   if (!v.phases.empty()) {

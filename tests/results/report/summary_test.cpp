@@ -46,6 +46,25 @@ TEST(Summary, FirstLineCarriesVerdictAndExitCode) {
   EXPECT_NE(lines[0].find("2 findings"), std::string::npos) << lines[0];
 }
 
+// A world of thousands stays a screenful: healthy hosts beyond 32 are counted, a host's findings
+// beyond 12 are counted, a long message is cut (verdict.json keeps it whole).
+TEST(Summary, BoundedAtAnyWorldSize) {
+  Verdict v = testing::full_sample();
+  v.ranks.clear();
+  v.findings.clear();
+  for (int r = 0; r < 5000; ++r)
+    v.ranks.push_back({r, RankStatus::joined, "h" + std::to_string(r), "", 0, "", "", ""});
+  for (int i = 0; i < 40; ++i)
+    v.findings.push_back(make_finding(Code::STRAGGLER, "slow " + std::to_string(i), {7}, {"h7"}));
+  v.findings.push_back(make_finding(Code::DATA_CORRUPTION, std::string(100000, 'x'), {9}, {"h9"}));
+  const std::string text = human_summary(v);
+  EXPECT_LT(text.size(), 16u * 1024) << text.size();
+  auto lines = lines_of(text);
+  EXPECT_TRUE(has_line(lines, "(4966 more hosts OK)")) << dump(lines);
+  EXPECT_NE(text.find(" | ... and 28 more findings (verdict.json)"), std::string::npos) << text;
+  EXPECT_NE(text.find("... (cut; verdict.json has it) [DATA_CORRUPTION]"), std::string::npos);
+}
+
 TEST(Summary, OneLinePerHostAligned) {
   auto lines = lines_of(human_summary(testing::full_sample()));
   // host-a and host-c have nothing wrong; host-b has a straggler warning; rank 3 has no host.
