@@ -156,12 +156,12 @@ results::Verdict load_verdict(const std::string& path) {
     text.append(chunk, static_cast<std::size_t>(in.gcount()));
   }
   if (text.size() > limit)
-    throw PublishUsageError(path + ": not a verdict: more than the " +
-                            rendezvous::json_size_text(limit) + " limit");
+    throw PublishUsageError(path + ": more than the " + rendezvous::json_size_text(limit) +
+                            " limit of a verdict file");
   // Bounded (rendezvous/bounded_json.h): nothing nested deeper than kMaxJsonDepth reaches the
   // validator or the history, which recurse once per level.
   auto parsed = rendezvous::parse_bounded_json(text, limit);
-  if (!parsed.ok()) throw PublishUsageError(path + ": not a verdict: " + parsed.error);
+  if (!parsed.ok()) throw PublishUsageError(path + ": " + parsed.error);
   try {
     return results::verdict_from_json(parsed.value);
   } catch (const results::VerdictFormatError& e) {
