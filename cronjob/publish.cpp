@@ -13,6 +13,7 @@
 #include "cronjob/pushgateway.h"
 #include "cronjob/textfile.h"
 #include "results/judging/classify.h"
+#include "rendezvous/bounded_json.h"
 #include "results/history/history.h"
 #include "results/verdict/write.h"
 
@@ -144,17 +145,25 @@ std::vector<std::string> parse_fail_on(const std::string& text) {
 results::Verdict load_verdict(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw PublishUsageError(path + ": cannot read the verdict file (missing or unreadable)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& e) {
-    throw PublishUsageError(path + ": not JSON at byte " + std::to_string(e.byte) + " (" +
-                            std::string(e.what()).substr(0, 200) + ")");
+  // At most one byte over the limit is read: the bounded parse names the size, and a verdict file
+  // that is really /dev/zero or a huge log costs no memory.
+  const std::size_t limit = rendezvous::kMaxVerdictJsonBytes;
+  std::string text;
+  char chunk[1 << 16];
+  while (text.size() <= limit) {
+    in.read(chunk, sizeof chunk);
+    if (in.gcount() <= 0) break;
+    text.append(chunk, static_cast<std::size_t>(in.gcount()));
   }
+  if (text.size() > limit)
+    throw PublishUsageError(path + ": more than the " + rendezvous::json_size_text(limit) +
+                            " limit of a verdict file");
+  // Bounded (rendezvous/bounded_json.h): nothing nested deeper than kMaxJsonDepth reaches the
+  // validator or the history, which recurse once per level.
+  auto parsed = rendezvous::parse_bounded_json(text, limit);
+  if (!parsed.ok()) throw PublishUsageError(path + ": " + parsed.error);
   try {
-    return results::verdict_from_json(j);
+    return results::verdict_from_json(parsed.value);
   } catch (const results::VerdictFormatError& e) {
     throw PublishUsageError(path + ": " + e.what());
   } catch (const nlohmann::json::exception& e) {
@@ -194,6 +203,17 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
       grouping_url(push);  // a bad URL is a usage error, found before anything is written
     } catch (const PushUrlError& e) {
       throw PublishUsageError(std::string("--pushgateway: ") + e.what());
+    }
+  }
+
+  // A history path that holds a device, FIFO, socket or directory is a configuration problem the
+  // next publish would hit too: exit 7 before anything is written, and no spool next to it.
+  if (!o.history_path.empty()) {
+    try {
+      results::check_history_path(o.history_path);
+    } catch (const results::HistoryError& e) {
+      err << "ncclsmoke publish: error: --history: " << e.what() << "\n";
+      return results::kExitHistoryUnusable;
     }
   }
 

@@ -14,6 +14,8 @@
 //      JSON path of each problem)
 //   5  metrics not delivered (push or textfile failed) — a warning; the history was written
 //   6  the history could not be written (wins over 5); the run is spooled (below)
+//   7  --history names a device, FIFO, socket or directory (results::check_history_path): found
+//      before anything is written; nothing is spooled
 //
 // Spool: a run that could not be stored is not lost. When the history write fails, the verdict
 // file's bytes are written atomically (temp file, fsync, rename) to spool_dir(history)/
@@ -71,7 +73,8 @@ class PublishUsageError : public std::runtime_error {
 std::vector<std::string> parse_fail_on(const std::string& text);
 
 // Reads and validates a verdict file. Throws PublishUsageError with one line naming the file and
-// the problem (missing, not JSON with the byte offset, schema problems with their JSON paths).
+// the problem (missing, over kMaxVerdictJsonBytes, nested deeper than kMaxJsonDepth, not JSON
+// with the byte offset, schema problems with their JSON paths): rendezvous/bounded_json.h.
 results::Verdict load_verdict(const std::string& path);
 
 // The verdict's own code (1/3/4) when its verdict is in `fail_on`, else 0.

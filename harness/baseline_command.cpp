@@ -63,8 +63,8 @@ int learn(const LearnFlags& f) {
     return usage(std::string("--since: ") + e.what());
   }
   std::error_code ec;
-  if (!is_history_url(f.history) && !fs::is_regular_file(f.history, ec))
-    return usage("--history: '" + f.history + "' does not exist or is not a file");
+  if (!is_history_url(f.history) && !fs::exists(f.history, ec))  // not a file: exit 7
+    return usage("--history: '" + f.history + "' does not exist");
 
   std::vector<HistoryGate> gates;
   std::vector<HistoryRun> all_runs;

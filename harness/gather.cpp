@@ -60,6 +60,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   const auto window = ms(std::max(5.0, ctx.o.pair_timeout_s * 2));
   const Deadline hard_stop = ctx.steps_deadline + (ctx.run_deadline - ctx.steps_deadline) * 4 / 5;
   std::map<int, results::Verdict> got;
+  std::map<int, std::pair<std::string, std::string>> unreadable;  // rank -> (key, problem)
   std::vector<const Identity*> pending, late;
   for (const auto& id : s.join.present)
     if (id.rank != 0) pending.push_back(&id);
@@ -85,13 +86,19 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
         if (s.store->check({key})) {
           auto text = s.store->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
           // The one-pass reader first (what the schema surely accepts); anything unusual takes
-          // the full, validating path, which names the problem.
-          auto fast = results::verdict_from_text_fast(text);
-          auto v = fast ? std::move(*fast) : results::verdict_from_json(nlohmann::json::parse(text));
-          // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
-          v.transports.clear();
-          if (known_dead) results::explained_by_itself(views.front(), v, id.rank);
-          got.emplace(id.rank, std::move(v));
+          // the bounded, validating path, which names the problem: a post too big, too deep or
+          // not a verdict is that rank's answer (a finding naming it), never a crash.
+          try {
+            auto v = results::verdict_from_text(text, kMaxVerdictJsonBytes);
+            // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+            v.transports.clear();
+            if (known_dead) results::explained_by_itself(views.front(), v, id.rank);
+            got.emplace(id.rank, std::move(v));
+          } catch (const results::VerdictFormatError& e) {
+            unreadable[id.rank] = {key, e.what()};
+            log_error(fmt::format("ncclsmoke: rank 0: the verdict posted for {} cannot be read: {}",
+                                  RankRef{id.rank, id.host}, e.what()));
+          }
           fetched = true;
         }
       } catch (const std::exception&) {
@@ -124,6 +131,9 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   const auto alive = live.alive_ranks();
   for (const auto* id : late)
     roster.unreported.push_back({id->rank, id->host, alive.count(id->rank) > 0});
+  for (const auto& id : s.join.present)
+    if (auto bad = unreadable.find(id.rank); bad != unreadable.end())
+      roster.unreadable.push_back({id.rank, id.host, bad->second.first, bad->second.second});
   auto tj = Clock::now();
   log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
                                                  : std::string("no profile")));

@@ -38,6 +38,7 @@
 #include <sstream>
 
 #include "harness/commands.h"
+#include "rendezvous/bounded_json.h"
 #include "results/history/history.h"
 #include "results/verdict/verdict.h"
 
@@ -101,7 +102,8 @@ struct Parsed {
   std::string problem;  // for `bad`
 };
 
-// The whole file in one read (no stream buffering: 100,000 files of ~12 KB in a big import).
+// The whole file in one read (no stream buffering: 100,000 files of ~12 KB in a big import), at
+// most kMaxVerdictJsonBytes: a bigger file (or one that grows past it) is refused unread.
 bool read_whole(const std::string& path, std::string& text, std::string& problem) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -111,10 +113,21 @@ bool read_whole(const std::string& path, std::string& text, std::string& problem
   struct stat st{};
   size_t got = 0;
   bool ok = ::fstat(fd, &st) == 0;
+  const size_t limit = rendezvous::kMaxVerdictJsonBytes;
+  if (ok && static_cast<size_t>(std::max<off_t>(st.st_size, 0)) > limit) {
+    problem = path + ": not a verdict: " +
+              rendezvous::json_size_text(static_cast<size_t>(st.st_size)) + ", more than the " +
+              rendezvous::json_size_text(limit) + " limit";
+    ::close(fd);
+    return false;
+  }
   if (ok) {
     text.resize(static_cast<size_t>(std::max<off_t>(st.st_size, 0)));
     for (;;) {
-      if (got == text.size()) text.resize(text.size() + 4096);  // grew since fstat
+      if (got == text.size()) {
+        if (text.size() > limit) break;  // grew past the limit since fstat: the parse names it
+        text.resize(text.size() + 4096);  // grew since fstat
+      }
       ssize_t k = ::read(fd, text.data() + got, text.size() - got);
       if (k < 0 && errno == EINTR) continue;
       if (k < 0) ok = false;
@@ -140,12 +153,15 @@ void parse_file(const std::string& path, Parsed& out) {
     out.state = out.verdict.scope == results::Scope::global ? Parsed::ok : Parsed::local;
     return;
   }
-  auto doc = nlohmann::json::parse(out.text, nullptr, false);
-  if (doc.is_discarded()) {
-    out.problem = path + ": not JSON";
+  // Bounded (rendezvous/bounded_json.h): a document too big or nested too deep is named, never
+  // handed to the validator, which recurses once per level.
+  auto parsed = rendezvous::parse_bounded_json(out.text, rendezvous::kMaxVerdictJsonBytes);
+  if (!parsed.ok()) {
+    out.problem = path + ": not a verdict: " + parsed.error;
     out.state = Parsed::bad;
     return;
   }
+  const nlohmann::json& doc = parsed.value;
   try {
     out.verdict = results::verdict_from_json(doc);
     out.state = out.verdict.scope == results::Scope::global ? Parsed::ok : Parsed::local;
@@ -376,13 +392,15 @@ int run_prune(const PruneFlags& f) {
   return 0;
 }
 
-// --history of a command that reads an existing history: a URL, or a file that exists.
+// --history of a command that reads an existing history: a URL, or a file that exists. Something
+// there that is not a file (a device, a FIFO, a directory) passes, for History to refuse with
+// exit 7 naming its type (results::check_history_path); only a missing one is a usage error.
 CLI::Validator existing_history() {
   return CLI::Validator(
       [](std::string& s) {
         if (results::is_history_url(s)) return std::string();
         std::error_code ec;
-        if (fs::is_regular_file(s, ec)) return std::string();
+        if (fs::exists(s, ec)) return std::string();
         return "no such history file: " + s + " (or give a postgresql:// URL)";
       },
       "FILE|URL");

@@ -72,7 +72,7 @@ int run_report(const ReportFlags& f) {
   namespace fs = std::filesystem;
   using namespace ncclsmoke::report;
   std::error_code ec;
-  if (!results::is_history_url(f.history) && !fs::is_regular_file(f.history, ec))
+  if (!results::is_history_url(f.history) && !fs::exists(f.history, ec))  // not a file: exit 7
     return usage_error("--history: " + f.history + ": no such history file");
   double now =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

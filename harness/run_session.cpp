@@ -83,11 +83,24 @@ int RunSession::finish() {
     shown = gather_global(ctx_, store_, mesh_, live_, local);
   else if (store_.store)
     post_local(ctx_, store_, live_, local);
+  else if (ctx_.have_world && ctx_.world.rank == 0)
+    // Stopped before there was a store (a bad --profiles, a port it cannot serve): nothing to
+    // gather, and a config error must still leave verdict.json saying so.
+    shown = write_own_view_as_global(local);
   // A clean goodbye: peers must not read this rank's exit as a death.
   live_.stop();
   if (store_.server) store_.server->stop();
   if (!ctx_.o.quiet) std::cout << results::human_summary(shown) << transport_table(shown) << std::flush;
   return ctx_.exit_code(shown);
+}
+
+results::Verdict RunSession::write_own_view_as_global(const results::Verdict& v) {
+  results::WorldRoster roster;
+  roster.world_size = ctx_.world.world_size;
+  roster.duration_s = rendezvous::seconds_since(ctx_.start);
+  auto global = results::judge_world({v}, roster, nullptr);
+  ctx_.write(ctx_.global_path(), global);
+  return global;
 }
 
 // The backstop: the steps stop at steps_deadline and write the verdict by run_deadline; if
@@ -123,14 +136,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   ctx_.write(ctx_.local_path(), v);
   // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
   // far) is the world's verdict for whoever reads verdict.json.
-  if (ctx_.have_world && ctx_.world.rank == 0) {
-    results::WorldRoster roster;
-    roster.world_size = ctx_.world.world_size;
-    roster.duration_s = rendezvous::seconds_since(ctx_.start);
-    auto global = results::judge_world({v}, roster, nullptr);
-    ctx_.write(ctx_.global_path(), global);
-    v = global;
-  }
+  if (ctx_.have_world && ctx_.world.rank == 0) v = write_own_view_as_global(v);
   if (!ctx_.o.quiet) std::cout << results::human_summary(v) << std::flush;
   std::_Exit(ctx_.write_failed ? kExitVerdictNotWritten : results::exit_code_for(v.verdict));
 }

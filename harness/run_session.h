@@ -27,6 +27,9 @@ class RunSession {
  private:
   int run_steps();
   int finish();                               // this rank's verdict, then the world's on rank 0
+  // Rank 0 with no gather to run (stopped before the store, or by the watchdog): its own view as
+  // the world's verdict, written to verdict.json, so the CronJob still publishes why.
+  results::Verdict write_own_view_as_global(const results::Verdict& v);
   results::LocalFacts local_facts() const;
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 

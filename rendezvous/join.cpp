@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "rendezvous/bounded_json.h"
+
 namespace ncclsmoke::rendezvous {
 namespace {
 
@@ -93,7 +95,7 @@ std::optional<Identity> identity_of(const json& j) {
 }  // namespace
 
 std::optional<Identity> Identity::from_json(const std::string& text) {
-  auto j = json::parse(text, nullptr, false);
+  auto j = parse_bounded_or_discarded(text, kMaxSmallJsonBytes);
   if (j.is_discarded()) return std::nullopt;
   return identity_of(j);
 }
@@ -188,7 +190,7 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
   } else {
     try {
       auto text = store.get("join/roster", deadline + roster_grace);
-      auto roster = json::parse(text, nullptr, false);
+      auto roster = parse_bounded_or_discarded(text, kMaxStorePostJsonBytes);
       if (!roster.is_discarded()) {
         result.roster_received = true;
         result.missing = missing_of(roster, self.world_size);

@@ -18,6 +18,7 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/bounded_json.h"
 #include "rendezvous/connect.h"
 #include "rendezvous/rank_ref.h"
 #include "rendezvous/socket_io.h"
@@ -330,7 +331,7 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
   std::vector<std::pair<int, int>> untested_pairs;  // (from, to), sorted out once lost is known
   bool hit = false;
   auto take = [&](int from, const std::string& text) {
-    auto j = json::parse(text, nullptr, false);
+    auto j = parse_bounded_or_discarded(text, kMaxStorePostJsonBytes);
     if (j.is_discarded() || !j.is_object()) return false;
     tested += j.value("tested", std::size_t{0});
     for (int to : j.value("untested_to", std::vector<int>{})) untested_pairs.emplace_back(from, to);
@@ -543,7 +544,8 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
     collect(store, opt, result);
   } else {
     try {
-      auto j = json::parse(store.get("mesh/done", opt.deadline + 2 * opt.done_grace), nullptr, false);
+      auto j = parse_bounded_or_discarded(store.get("mesh/done", opt.deadline + 2 * opt.done_grace),
+                                          kMaxStorePostJsonBytes);
       if (!j.is_discarded()) {
         result.summary_received = true;
         result.pairs_tested = j.value("tested", std::size_t{0});

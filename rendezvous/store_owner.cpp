@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "rendezvous/bounded_json.h"
+
 namespace ncclsmoke::rendezvous {
 namespace {
 constexpr const char* kOwnerKey = "owner";
@@ -19,7 +21,7 @@ std::string StoreOwner::to_json() const {
 }
 
 std::optional<StoreOwner> StoreOwner::from_json(const std::string& text) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = parse_bounded_or_discarded(text, kMaxSmallJsonBytes);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   StoreOwner o;
   try {

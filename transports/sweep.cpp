@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "rendezvous/bounded_json.h"
 #include "transports/reduce.h"
 
 namespace ncclsmoke::transports {
@@ -212,7 +213,13 @@ SweepResult run_sweep(Transport& t, const TransportContext& ctx, rendezvous::Sto
   result.complete = true;
   for (int r = 0; r < ctx.world_size; ++r) {
     try {
-      all[r] = json::parse(store.get("sweep/" + std::to_string(r), deadline));
+      // Bounded (rendezvous/bounded_json.h): a peer's post too big or too deep is a missing one.
+      all[r] = rendezvous::parse_bounded_or_discarded(store.get("sweep/" + std::to_string(r), deadline),
+                                                      rendezvous::kMaxStorePostJsonBytes);
+      if (all[r].is_discarded()) {
+        all[r] = nullptr;
+        result.complete = false;
+      }
     } catch (const std::exception&) {
       result.complete = false;
     }

@@ -166,6 +166,7 @@ std::string to_string(HistoryProblem p) {
     case HistoryProblem::read_only: return "read-only";
     case HistoryProblem::io: return "I/O error";
     case HistoryProblem::cannot_open: return "cannot open";
+    case HistoryProblem::not_a_file: return "not a file";
     case HistoryProblem::not_history: return "not an ncclsmoke history";
     case HistoryProblem::bad_verdict: return "bad verdict";
     case HistoryProblem::unreachable: return "unreachable";
@@ -375,7 +376,7 @@ double started_unix_of(const Verdict& v, const std::string& name) {
 
 std::vector<int> parse_int_array(const std::string& text) {
   std::vector<int> out;
-  auto j = json::parse(text, nullptr, false);
+  auto j = rendezvous::parse_bounded_or_discarded(text, rendezvous::kMaxSmallJsonBytes);
   if (j.is_array())
     for (const auto& e : j)
       if (e.is_number_integer()) out.push_back(e.get<int>());
@@ -384,7 +385,7 @@ std::vector<int> parse_int_array(const std::string& text) {
 
 std::vector<std::string> parse_string_array(const std::string& text) {
   std::vector<std::string> out;
-  auto j = json::parse(text, nullptr, false);
+  auto j = rendezvous::parse_bounded_or_discarded(text, rendezvous::kMaxSmallJsonBytes);
   if (j.is_array())
     for (const auto& e : j)
       if (e.is_string()) out.push_back(e.get<std::string>());
@@ -393,10 +394,27 @@ std::vector<std::string> parse_string_array(const std::string& text) {
 
 }  // namespace detail
 
+void check_history_path(const std::string& target) {
+  if (is_history_url(target)) return;
+  struct stat st{};
+  if (::stat(target.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;  // absent: the open says
+  const char* type = S_ISCHR(st.st_mode)    ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO (named pipe)"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                     : S_ISDIR(st.st_mode)  ? "a directory"
+                                            : "not a regular file";
+  throw HistoryError("history " + target + " is " + type +
+                         ", not a history file: --history takes an SQLite file path (created "
+                         "when absent) or a postgresql:// URL; name a file there",
+                     HistoryProblem::not_a_file);
+}
+
 History::History(const std::string& target, bool create, int busy_timeout_ms)
     : path_(redact_history_url(target)),
       postgres_(is_history_url(target)),
       cluster_(default_history_cluster()) {
+  check_history_path(target);
   impl_ = postgres_ ? detail::open_postgres_history(target, create, busy_timeout_ms)
                     : detail::open_sqlite_history(target, create, busy_timeout_ms);
 }

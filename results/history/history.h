@@ -61,6 +61,7 @@ enum class HistoryProblem {
   not_history,   // an SQLite file of something else, or a newer schema than this build's
   bad_verdict,   // the verdict given to add() cannot be stored (no run_id, bad started_at)
   unreachable,   // PostgreSQL: the server refused / timed out / went away (mid-batch too)
+  not_a_file,    // the path holds a device, FIFO, socket or directory (check_history_path)
 };
 inline constexpr int kExitHistoryUnusable = 7;
 
@@ -73,6 +74,14 @@ std::string history_lock_holders(const std::string& path);
 // The one-line hint for a cause (path: the history file; busy_timeout_ms: how long we retried).
 std::string history_hint(HistoryProblem p, const std::string& path, int sys_errno,
                          int busy_timeout_ms);
+
+// A history is a URL, or a path that is absent (created) or a regular file. Anything else that
+// exists there (a character or block device, a FIFO, a socket, a directory) throws HistoryError
+// (not_a_file, exit kExitHistoryUnusable) naming the path and its type, before SQLite opens it:
+// a FIFO would block the open, and /dev/zero would read as a corrupt database whose hint says
+// to move it aside. History's constructor checks it; publish checks it before anything is
+// written, so no spool folder is made next to such a path.
+void check_history_path(const std::string& target);
 
 // true for "postgresql://..." and "postgres://..." (the PostgreSQL backend), else a file path.
 bool is_history_url(const std::string& target);

@@ -15,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "rendezvous/bounded_json.h"
 #include "results/history/history.h"
 
 namespace ncclsmoke::results::detail {
@@ -107,7 +108,8 @@ HistoryFinding finding_from_row(const Row& s) {
   f.hosts = parse_string_array(s.text(8));
   f.cluster = s.text(9);
   const std::string subject = s.text(10);
-  if (!subject.empty()) f.subject = subject_from_json(nlohmann::json::parse(subject, nullptr, false));
+  if (!subject.empty()) f.subject = subject_from_json(
+        rendezvous::parse_bounded_or_discarded(subject, rendezvous::kMaxSmallJsonBytes));
   return f;
 }
 

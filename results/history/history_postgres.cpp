@@ -247,7 +247,7 @@ class PostgresHistory final : public HistoryBackend {
     ensure_connected();
     Result r = exec_params("SELECT verdict_json FROM ncclsmoke_runs WHERE run_id = $1", {run_id});
     if (r.rows() == 0) return std::nullopt;
-    return json::parse(r.text(0, 0), nullptr, false);
+    return rendezvous::parse_bounded_or_discarded(r.text(0, 0), rendezvous::kMaxVerdictJsonBytes);
   }
 
  private:

@@ -434,7 +434,7 @@ class SqliteHistory final : public HistoryBackend {
     Stmt s(db_, "SELECT verdict_json FROM runs WHERE run_id = ?", path_);
     s.bind(1, run_id);
     if (!s.step()) return std::nullopt;
-    return json::parse(s.text(0), nullptr, false);
+    return rendezvous::parse_bounded_or_discarded(s.text(0), rendezvous::kMaxVerdictJsonBytes);
   }
 
  private:

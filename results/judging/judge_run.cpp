@@ -23,6 +23,8 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   for (const auto& r : roster.unreported)
     name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host}, r.seen_alive,
                          roster.gathered_s);
+  for (const auto& u : roster.unreadable)
+    name_unreadable_post(views.front(), rendezvous::RankRef{u.rank, u.host}, u.key, u.problem);
   MergeOptions mo;
   mo.reporting_rank = roster.reporting_rank;
   mo.world_size = roster.world_size;

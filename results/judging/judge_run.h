@@ -41,6 +41,12 @@ struct WorldRoster {
   // views[0] was read from (view_trust.h): empty lists skip the check (a caller without a roster).
   std::vector<RosterRank> joined;
   std::vector<int> posted_as;
+  // Posts rank 0 could not read (too big, too deep, not a verdict): RESULTS_MISSING each.
+  struct Unreadable {
+    int rank = -1;
+    std::string host, key, problem;
+  };
+  std::vector<Unreadable> unreadable;
 };
 
 // In order: the posted views rank 0 can disprove set aside (view_trust.h), each unreported rank

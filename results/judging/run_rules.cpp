@@ -298,6 +298,19 @@ void name_unreported_rank(Verdict& mine, RankRef rank, bool seen_alive, double w
     if (ri.rank == rank.rank && ri.status == RankStatus::joined) ri.status = RankStatus::lost;
 }
 
+void name_unreadable_post(Verdict& mine, RankRef rank, std::string_view key,
+                          std::string_view problem) {
+  auto f = make_finding_about(
+      Code::RESULTS_MISSING, lost_subject(rank.rank, rank.host, mine.reporting_rank),
+      fmt::format("the verdict posted for {{peer}} under store key {} cannot be read ({}); its "
+                  "measurements are missing from the global verdict. If that rank did not post "
+                  "it, something else writes into this job's store",
+                  key, problem),
+      {rank.rank}, {std::string(rank.host)});
+  f.evidence = nlohmann::json{{"key", key}, {"problem", problem}};
+  mine.findings.push_back(std::move(f));
+}
+
 void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank) {
   auto cause = std::find_if(theirs.findings.begin(), theirs.findings.end(), [&](const Finding& f) {
     return f.severity == Severity::error && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();

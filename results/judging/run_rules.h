@@ -128,6 +128,10 @@ Finding mesh_not_run_finding(rendezvous::RankRef self, std::string_view error);
 // roster status "lost". `waited_s`: how long rank 0 gathered.
 void name_unreported_rank(Verdict& mine, rendezvous::RankRef rank, bool seen_alive = false,
                           double waited_s = 0);
+// A rank posted a verdict rank 0 cannot read (too big, nested too deep, not JSON, not a verdict;
+// `problem` says which): RESULTS_MISSING in rank 0's own view naming the rank and the problem.
+void name_unreadable_post(Verdict& mine, rendezvous::RankRef rank, std::string_view key,
+                          std::string_view problem);
 // A rank rank 0 took for dead posted a verdict whose own error names itself: that error is the
 // cause, and the rank reads "failed" with its own code (the merge drops the PEER_LOST guesses).
 void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank);

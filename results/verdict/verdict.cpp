@@ -6,7 +6,10 @@
 #include <limits>
 #include <random>
 
+#include <fmt/format.h>
+
 #include "ncclsmoke/version.h"
+#include "rendezvous/bounded_json.h"
 #include "results/verdict/schema.h"
 
 namespace ncclsmoke::results {
@@ -248,6 +251,13 @@ json to_json(const Verdict& v) {
 }
 
 Verdict verdict_from_json(const json& j) {
+  // The validator and everything after it recurse once per level: a tree deeper than any reader
+  // lets through is refused before them (a tree from bounded_json.h never is).
+  if (rendezvous::json_deeper_than(j))
+    throw VerdictFormatError(
+        fmt::format("not a valid ncclsmoke verdict: nested deeper than {} levels",
+                    rendezvous::kMaxJsonDepth),
+        {fmt::format("(document): nested deeper than {} levels", rendezvous::kMaxJsonDepth)});
   auto problems = validate_verdict_json(j);
   if (!problems.empty()) {
     std::string msg = "not a valid ncclsmoke verdict (schema version " +
@@ -486,7 +496,10 @@ class FastReader {
     return out >= 0;
   }
 
-  // Any JSON object, delimited here and parsed (and checked) by nlohmann.
+  // Any JSON object, delimited here and parsed (and checked) by nlohmann. At most
+  // kFreeFormEnclosing levels enclose one (findings[i].evidence: the root, the list, the finding),
+  // so one nested deeper than kMaxJsonDepth minus those gives up: the full path names it.
+  static constexpr int kFreeFormEnclosing = 3;
   bool any_object(json& out) {
     ws();
     if (p_ >= end_ || *p_ != '{') return false;
@@ -498,7 +511,7 @@ class FastReader {
         ++p_;
         if (!to_closing_quote()) return false;
       } else if (c == '{' || c == '[') {
-        ++depth;
+        if (++depth > rendezvous::kMaxJsonDepth - kFreeFormEnclosing) return false;
       } else if (c == '}' || c == ']') {
         if (--depth == 0) {
           ++p_;
@@ -812,6 +825,7 @@ bool read_list(FastReader& r, std::vector<T>& out, Read read) {
 }  // namespace
 
 std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
+  if (text.size() > rendezvous::kMaxVerdictJsonBytes) return std::nullopt;
   FastReader r(text);
   Verdict v;
   v.schema_minor = 0;  // absent: written before minor versions
@@ -856,6 +870,23 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
                             : v.verdict == Outcome::degraded ? 3 : 4;
   if (v.exit_code != expected_exit) return std::nullopt;
   return v;
+}
+
+}  // namespace ncclsmoke::results
+
+namespace ncclsmoke::results {
+
+Verdict verdict_from_text(std::string_view text, std::size_t max_bytes) {
+  if (text.size() <= max_bytes)
+    if (auto fast = verdict_from_text_fast(text)) return std::move(*fast);
+  auto parsed = rendezvous::parse_bounded_json(text, max_bytes);
+  if (!parsed.ok())
+    throw VerdictFormatError("not a valid ncclsmoke verdict: " + parsed.error, {parsed.error});
+  try {
+    return verdict_from_json(parsed.value);
+  } catch (const nlohmann::json::exception& e) {  // a type the schema let through, read as another
+    throw VerdictFormatError(std::string("not a valid ncclsmoke verdict: ") + e.what(), {e.what()});
+  }
 }
 
 }  // namespace ncclsmoke::results

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/bounded_json.h"
 #include "results/verdict/enums.h"
 
 namespace ncclsmoke::results {
@@ -179,7 +180,8 @@ void add_rank_ranges(std::vector<RankInfo>& into, const std::vector<int>& sorted
                      const RankInfo& like);
 
 nlohmann::json to_json(const Verdict& v);
-// Validates against the embedded schema first; throws VerdictFormatError naming every bad path.
+// Validates against the embedded schema first; throws VerdictFormatError naming every bad path,
+// or the depth, for a tree nested deeper than kMaxJsonDepth (rendezvous/bounded_json.h).
 Verdict verdict_from_json(const nlohmann::json& j);
 
 // The import's fast path (`history import` reads ~12 KB a run, 100,000 runs and more): reads the
@@ -191,6 +193,13 @@ Verdict verdict_from_json(const nlohmann::json& j);
 // names the problems. So what is accepted stays exactly what the schema accepts; the results
 // tests check that on a corpus of mutated verdicts.
 std::optional<Verdict> verdict_from_text_fast(std::string_view text);
+
+// Text from outside (a verdict file, a rank's post) to a verdict: the one-pass reader, else the
+// bounded parse (rendezvous/bounded_json.h: at most `max_bytes`, nested at most kMaxJsonDepth)
+// and verdict_from_json. Throws VerdictFormatError naming the problem: a limit exceeded ("nested
+// deeper than 64 levels at byte 1234"), "not JSON at byte N (...)", or the schema's paths.
+Verdict verdict_from_text(std::string_view text,
+                          std::size_t max_bytes = rendezvous::kMaxVerdictJsonBytes);
 
 nlohmann::json to_json(const Finding& f);
 // A subject's members that are set (an empty subject is {}); and back, absent members defaults.

@@ -296,7 +296,7 @@ TEST(PublishSpool, CorruptHistorySpoolsTheRunAndTheNextPublishStoresIt) {
 TEST(PublishSpool, UnopenableHistorySpoolsAndABadSpoolFileIsSetAside) {
   TempDir d;
   const std::string db = d / "h.db";
-  fs::create_directories(db);  // a directory where the file should be: cannot open
+  std::ofstream(db) << "not an SQLite file";  // cannot be opened as a history
   PublishOptions o;
   o.verdict_path = write_verdict(d, testing::passing(), "verdict.json");
   o.history_path = db;

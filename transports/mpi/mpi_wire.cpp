@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "rendezvous/bounded_json.h"
+
 namespace ncclsmoke::transports::mpi_wire {
 
 bool send_msg(int sock, const nlohmann::json& msg, int fd) {
@@ -68,7 +70,8 @@ int recv_msg(int sock, nlohmann::json& out, rendezvous::Deadline deadline, int* 
       else close(fd);
     }
   }
-  out = nlohmann::json::parse(std::string(buf.data(), static_cast<std::size_t>(n)), nullptr, false);
+  out = rendezvous::parse_bounded_or_discarded(std::string_view(buf.data(), static_cast<std::size_t>(n)),
+                                               kMaxMessage);
   return out.is_discarded() ? -1 : 1;
 }
 

@@ -17,6 +17,7 @@
 
 #include <fmt/format.h>
 
+#include "rendezvous/bounded_json.h"
 #include "rendezvous/connect.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rank_ref.h"
@@ -666,7 +667,9 @@ class SocketTransport final : public Transport {
     try {
       std::string key = "abort/" + std::to_string(r);
       if (!ctx_.store->check({key})) return nullptr;
-      return json::parse(ctx_.store->get(key, deadline_after(Millis(1000))));
+      auto j = rendezvous::parse_bounded_or_discarded(ctx_.store->get(key, deadline_after(Millis(1000))),
+                                                      rendezvous::kMaxStorePostJsonBytes);
+      return j.is_discarded() ? json(nullptr) : j;
     } catch (const std::exception&) {
       return nullptr;
     }

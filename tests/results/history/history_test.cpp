@@ -361,8 +361,8 @@ TEST_F(HistoryTest, ADirectoryAtThePathCannotBeOpened) {
     History h(db_);
     FAIL();
   } catch (const HistoryError& e) {
-    EXPECT_EQ(e.problem(), HistoryProblem::cannot_open) << e.what();
-    EXPECT_NE(std::string(e.what()).find(db_), std::string::npos) << e.what();
+    EXPECT_EQ(e.problem(), HistoryProblem::not_a_file) << e.what();
+    EXPECT_NE(std::string(e.what()).find(db_ + " is a directory"), std::string::npos) << e.what();
   }
 }
 
