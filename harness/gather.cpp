@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "harness/progress.h"
+#include "harness/transport_phase.h"
 #include "results/history/history.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
@@ -50,6 +51,7 @@ void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& li
 
 results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const MeshResult& mesh,
                                const Liveness& live, const results::Verdict& local) {
+  test_pause_point("gather", ctx.world.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
   std::vector<results::Verdict> views{local};
   // A rank is late only when no verdict at all has arrived for `window`: rank 0 looks at every
   // pending rank in turn, without blocking on one. Waiting on each rank in join order with one

@@ -60,7 +60,8 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
 // at <point>" to stderr and stops itself with SIGSTOP (once per process), so a test can leave it
 // frozen or SIGKILL it exactly there instead of guessing from timing. Points: "rendezvous" (store
 // connected, before the join), "mesh" (mesh address published, before any dial), "sweep" (the
-// first transport's sweep, 0.3 s into it, inside a collective). Unset or another point: nothing.
+// first transport's sweep, 0.3 s into it, inside a collective), "gather" (rank 0, its own
+// verdict written, before it reads anyone's). Unset or another point: nothing.
 void test_pause_point(const std::string& point, int rank);
 
 // "64M", "1G", "4096", "512K" -> bytes: the one size parser of every flag and option
