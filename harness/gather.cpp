@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "harness/progress.h"
+#include "rendezvous/net.h"
 #include "results/history/history.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
@@ -117,6 +118,9 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   roster.world_size = ctx.world.world_size;
   roster.duration_s = seconds_since(ctx.start);
   for (const auto* id : late) roster.unreported.push_back({id->rank, id->host});
+  roster.tampered = s.tampered->snapshot();
+  roster.reporting_host = ctx.world.hostname;
+  roster.store = join_host_port(ctx.world.store_host, static_cast<uint16_t>(ctx.world.store_port));
   auto tj = Clock::now();
   log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
                                                  : std::string("no profile")));
