@@ -66,8 +66,10 @@ int RunSession::run_steps() {
 
 // What the judge needs beyond the record (called with RunRecord::mu held: the allowed order).
 results::LocalFacts RunSession::local_facts() const {
-  results::LocalFacts facts{live_.lost_ranks(), !ctx_.world.external_store,
-                            rendezvous::seconds_since(ctx_.start)};
+  results::LocalFacts facts;
+  facts.watch_lost = live_.lost_ranks();
+  facts.rank0_hosts_store = !ctx_.world.external_store;
+  facts.duration_s = rendezvous::seconds_since(ctx_.start);
   facts.tampered = store_.tampered->snapshot();
   facts.rank = ctx_.world.rank;
   facts.host = ctx_.world.hostname;
