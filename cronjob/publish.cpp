@@ -220,6 +220,13 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
   const results::Verdict v = load_verdict(o.verdict_path);
   const std::string profile = verdict_profile(v);
   const int policy = policy_exit_code(v.verdict, o.fail_on);
+  // Said even with --quiet: what the ranks read from an unauthenticated store could have been
+  // written by anyone who reaches it (README "Threat model").
+  if (!v.world.store.authenticated)
+    err << "ncclsmoke publish: warning: run " << v.run_id
+        << " was not authenticated (world.store.authenticated: false): anyone who reaches the "
+           "store could have written what its ranks read; set NCCLSMOKE_JOB_TOKEN (a Secret) on "
+           "every rank\n";
 
   MetricsOptions mo;
   mo.cluster = o.cluster;

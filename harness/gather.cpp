@@ -8,6 +8,7 @@
 
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
+#include "rendezvous/net.h"
 #include "results/history/history.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
@@ -136,6 +137,9 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   for (const auto& id : s.join.present)
     if (auto bad = unreadable.find(id.rank); bad != unreadable.end())
       roster.unreadable.push_back({id.rank, id.host, bad->second.first, bad->second.second});
+  roster.tampered = s.tampered->snapshot();
+  roster.reporting_host = ctx.world.hostname;
+  roster.store = join_host_port(ctx.world.store_host, static_cast<uint16_t>(ctx.world.store_port));
   auto tj = Clock::now();
   log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
                                                  : std::string("no profile")));

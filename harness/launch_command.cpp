@@ -30,11 +30,13 @@
 
 #include "harness/cli_util.h"
 #include "harness/commands.h"
+#include "harness/job_token.h"
 #include "harness/launch_plan.h"
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/net.h"
+#include "rendezvous/signed_store.h"
 
 extern char** environ;
 
@@ -363,6 +365,7 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
         {"MASTER_ADDR", plan.master_addr},
         {"MASTER_PORT", std::to_string(port)}};
     if (!plan.job_id.empty()) set.emplace_back("NCCLSMOKE_JOB_ID", plan.job_id);
+    if (!plan.job_token.empty()) set.emplace_back("NCCLSMOKE_JOB_TOKEN", plan.job_token);
     const int nice_increment = herd_nice && g != 0 ? kHerdNice : 0;
     pid_t pid = mode == SpawnMode::kFork
                     ? fork_rank(args, rank_environment(set), log_path(o, g), nice_increment)
@@ -435,6 +438,20 @@ int launch(LaunchOptions lo) {
     plan.job_id = random_launch_id();
     plan.job_id_source = "random, this launch";
   }
+  // One node: every rank is ours, so a token made here (RAND_bytes) is the whole job's. Several
+  // nodes must share one: each node's environment sets NCCLSMOKE_JOB_TOKEN (or a token file).
+  std::string token_note = "store unauthenticated (set NCCLSMOKE_JOB_TOKEN on every node)";
+  if (job_token_given(lo.run.job_token_file)) {
+    token_note = "store values signed with the given job token";
+  } else if (plan.nnodes == 1) {
+    try {
+      plan.job_token = rendezvous::make_job_token();
+      token_note = "store values signed with a job token made for this launch";
+    } catch (const std::exception& e) {
+      std::cerr << "ncclsmoke launch: " << e.what() << "\n";
+      return kExitFail;
+    }
+  }
   if (!lo.out_dir_given) {
     std::string error;
     lo.run.out_dir = claim_run_directory(plan, id_made_here, error);
@@ -472,7 +489,7 @@ int launch(LaunchOptions lo) {
                 << plan.world_size() << ", master " << rendezvous::join_host_port(plan.master_addr, static_cast<uint16_t>(port))
                 << ", job id " << (plan.job_id.empty() ? "(none)" : plan.job_id)
                 << (plan.job_id_source.empty() ? "" : " (from " + plan.job_id_source + ")")
-                << "; logs and verdicts in " << lo.run.out_dir << std::endl;
+                << ", " << token_note << "; logs and verdicts in " << lo.run.out_dir << std::endl;
     LogFollower follow(log_path(lo.run, first), !lo.run.quiet);
     code = launch_once(lo, plan, port, codes, follow);
     std::ifstream log(log_path(lo.run, first));

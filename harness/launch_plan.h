@@ -37,6 +37,9 @@ struct LaunchPlan {
   std::string node_name;           // multi-node: NODE_NAME, else the host name
   std::string job_id;              // "" when none (single-node: a random one is made at launch)
   std::string job_id_source;
+  // The job token handed to every rank as NCCLSMOKE_JOB_TOKEN ("" none: the ranks read their own
+  // environment). One node: made per launch unless one is set (launch_command.cpp).
+  std::string job_token;
   // Where each value came from, for the launcher's first line ("--nnodes", "PET_NNODES", ...).
   std::string nnodes_from, node_rank_from, nproc_from, addr_from, port_from;
 

@@ -95,6 +95,7 @@ void record_store_info(RunContext& ctx, const StoreSession& s) {
   info.era = results::ServerEra::ncclsmoke;  // told the dialect, not negotiated
   if (auto n = s.client->negotiation()) info.era = verdict_era(n->era);
   info.key_prefix = fmt::format("ncclsmoke/{}/", ctx.job_namespace());
+  info.authenticated = !ctx.job_token.empty();
   std::lock_guard lock(ctx.record.mu);
   ctx.record.verdict.world.store = info;
 }
@@ -261,8 +262,12 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
                    t0, e.what());
     return false;
   }
+  // TcpStore -> SignedStore (the job token; below the prefixes, so it signs the full key) ->
+  // PrefixStore("ncclsmoke") -> PrefixStore(job namespace). The owner note stays unsigned.
   s.raw_store = std::make_shared<PrefixStore>("ncclsmoke", *s.client);
-  s.store = std::make_shared<PrefixStore>(ctx.job_namespace(), s.raw_store);
+  auto signed_store = std::make_shared<SignedStore>(*s.client, ctx.job_token, s.tampered);
+  s.store = std::make_shared<PrefixStore>(
+      ctx.job_namespace(), std::make_shared<PrefixStore>("ncclsmoke", signed_store));
   record_store_info(ctx, s);
   test_pause_point("rendezvous", w.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
   s.self = self_identity(ctx, s);

@@ -9,6 +9,7 @@
 
 #include "harness/run_context.h"
 #include "rendezvous/join.h"
+#include "rendezvous/signed_store.h"
 #include "rendezvous/store.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
@@ -19,8 +20,14 @@ namespace ncclsmoke::harness {
 struct StoreSession {
   std::unique_ptr<rendezvous::TcpStoreServer> server;  // rank 0 hosting the store
   std::unique_ptr<rendezvous::TcpStore> client;
-  std::shared_ptr<rendezvous::Store> raw_store;  // "ncclsmoke/": the owner key
-  std::shared_ptr<rendezvous::Store> store;      // "ncclsmoke/<job>/<restart>/": every run key
+  // "ncclsmoke/": the owner key, unsigned, so a job with another token is still named
+  // (STORE_FOREIGN_JOB); it is advisory and only ever stops a rank.
+  std::shared_ptr<rendezvous::Store> raw_store;
+  // "ncclsmoke/<job>/<restart>/": every run key, over the job token's SignedStore (which sees
+  // the full key) when there is a token.
+  std::shared_ptr<rendezvous::Store> store;
+  // The keys whose values failed verification (STORE_TAMPERED); read by the judge.
+  std::shared_ptr<rendezvous::TamperSink> tampered = std::make_shared<rendezvous::TamperSink>();
   rendezvous::Identity self;
   rendezvous::JoinResult join;
   std::atomic<bool> frozen{false};  // a probe found the store accepting but silent

@@ -81,6 +81,9 @@ struct RunContext {
   bool have_world = false;
   std::vector<results::Profile> profiles;
   const results::Profile* profile = nullptr;
+  // The job token (harness/job_token.h) the store's values are signed with; "" none. Never
+  // logged, never in a verdict.
+  std::string job_token;
   RunRecord record;
   std::atomic<bool> write_failed{false};
 

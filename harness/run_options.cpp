@@ -169,6 +169,11 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.add_option("--store-bind", o.store_bind,
                  "Address rank 0's store listens on (default: every address, dual-stack)")
       ->group(n);
+  app.add_option("--job-token-file", o.job_token_file,
+                 "File holding the job token every store value is signed with (else "
+                 "NCCLSMOKE_JOB_TOKEN, else NCCLSMOKE_JOB_TOKEN_FILE; e.g. a mounted Secret; one "
+                 "trailing newline is stripped). Without a token the store is unauthenticated")
+      ->group(n);
   app.add_option("--mesh-bind", o.mesh_bind,
                  "Address the mesh probe listens on (default: the address used to reach the store)")
       ->group(n);
@@ -302,6 +307,7 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
     }
   };
   opt("--store-bind", o.store_bind);
+  opt("--job-token-file", o.job_token_file);
   opt("--mesh-bind", o.mesh_bind);
   opt("--mesh-port-range", o.mesh_port_range);
   opt("--json", o.json_path);

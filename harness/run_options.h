@@ -23,6 +23,7 @@ struct RunOptions {
   double timeout_s = 120;         // the whole run; past it a RUN_TIMEOUT verdict is written
   // Store
   std::string store_bind;         // rank 0's store listens here ("" = every address, dual-stack)
+  std::string job_token_file;     // --job-token-file: the job token's file (harness/job_token.h)
   // Mesh
   std::string mesh_bind;          // "" = the local address used to reach the store
   std::string mesh_port_range;    // "N" or "A-B" (rendezvous::parse_port_range); "" = not given: ephemeral

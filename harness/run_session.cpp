@@ -14,6 +14,7 @@
 #include "harness/transport_phase.h"  // transport_table
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
+#include "rendezvous/net.h"
 #include "results/judging/classify.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
@@ -65,7 +66,17 @@ int RunSession::run_steps() {
 
 // What the judge needs beyond the record (called with RunRecord::mu held: the allowed order).
 results::LocalFacts RunSession::local_facts() const {
-  return {live_.lost_ranks(), !ctx_.world.external_store, rendezvous::seconds_since(ctx_.start)};
+  results::LocalFacts facts;
+  facts.watch_lost = live_.lost_ranks();
+  facts.rank0_hosts_store = !ctx_.world.external_store;
+  facts.duration_s = rendezvous::seconds_since(ctx_.start);
+  facts.tampered = store_.tampered->snapshot();
+  facts.rank = ctx_.world.rank;
+  facts.host = ctx_.world.hostname;
+  if (!ctx_.world.store_host.empty())
+    facts.store = rendezvous::join_host_port(ctx_.world.store_host,
+                                             static_cast<uint16_t>(ctx_.world.store_port));
+  return facts;
 }
 
 int RunSession::finish() {

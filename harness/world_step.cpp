@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "results/judging/probe_rules.h"
+#include "harness/job_token.h"
 #include "harness/progress.h"
 #include "results/judging/run_rules.h"
 
@@ -27,6 +28,21 @@ bool load_profile(RunContext& ctx) {
     ctx.record.add(results::profile_unknown_finding(ctx.self(), o.profile, o.profiles_file, names));
     return false;
   }
+  return true;
+}
+
+// The job token (harness/job_token.h): a token file that cannot be used stops the run here, before
+// it touches the network, as CONFIG_INVALID naming the file.
+bool load_job_token(RunContext& ctx) {
+  auto t = resolve_job_token(ctx.o.job_token_file);
+  if (t.problem) {
+    auto f = results::config_finding(*t.problem);
+    f.ranks.push_back(ctx.world.rank);
+    f.hosts.push_back(ctx.world.hostname);
+    ctx.record.add(std::move(f));
+    return false;
+  }
+  ctx.job_token = std::move(t.token);
   return true;
 }
 
@@ -87,6 +103,11 @@ bool world_step(RunContext& ctx) {
     return false;
   }
   gate_sweep_from_profile(ctx);
+  if (!load_job_token(ctx)) {
+    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+                  "unreadable job token file");
+    return false;
+  }
   ctx.end_phase("world", results::world_phase_status(wr.findings, true, true), t0, describe(w));
   return true;
 }

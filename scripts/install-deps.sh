@@ -12,12 +12,12 @@ set -euo pipefail
 
 runtime=(
   ca-certificates
-  libfabric1 libopenmpi3 libyaml-cpp0.7 libsqlite3-0 libcurl4 libpq5 libfmt9 libspdlog1.10
+  libfabric1 libopenmpi3 libyaml-cpp0.7 libsqlite3-0 libcurl4 libpq5 libfmt9 libspdlog1.10 libssl3
 )
 build=(
   build-essential cmake ninja-build pkg-config
   libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libvalijson-dev
-  libsqlite3-dev libcurl4-openssl-dev libyaml-cpp-dev libpq-dev
+  libsqlite3-dev libcurl4-openssl-dev libyaml-cpp-dev libpq-dev libssl-dev
   libfabric-dev libopenmpi-dev
 )
 test=(

@@ -12,6 +12,7 @@ namespace ncclsmoke::results {
 
 void judge_local(Verdict& v, const LocalFacts& facts) {
   list_phases_not_run(v.phases);
+  note_store_tampered(v.findings, {facts.rank, facts.host}, facts.store, facts.tampered);
   demote_consequences(v.findings, facts.watch_lost, facts.rank0_hosts_store);
   v.duration_s = facts.duration_s;
   apply_verdict(v);
@@ -20,6 +21,8 @@ void judge_local(Verdict& v, const LocalFacts& facts) {
 Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile) {
   if (views.empty()) throw std::invalid_argument("judge_world: no local views");
   if (!roster.joined.empty()) set_aside_disproved_views(views, roster.posted_as, roster.joined);
+  note_store_tampered(views.front().findings, {roster.reporting_rank, roster.reporting_host},
+                      roster.store, roster.tampered);
   for (const auto& r : roster.unreported)
     name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host}, r.seen_alive,
                          roster.gathered_s);

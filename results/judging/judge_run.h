@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/signed_store.h"
 #include "results/judging/profile.h"
 #include "results/judging/view_trust.h"
 #include "results/verdict/verdict.h"
@@ -19,9 +20,16 @@ struct LocalFacts {
   std::set<int> watch_lost;
   bool rank0_hosts_store = true;
   double duration_s = 0;
+  // The store keys whose values failed the job token's verification (STORE_TAMPERED, one each),
+  // the rank and host that refused them, and the store's host:port.
+  std::vector<rendezvous::TamperedValue> tampered;
+  int rank = -1;
+  std::string host;
+  std::string store;
 };
 
-// In order: every phase that never ran is listed (fail closed), the consequences of a frozen or
+// In order: every phase that never ran is listed (fail closed), STORE_TAMPERED for each refused
+// store key, the consequences of a frozen or
 // dead rank are demoted to info (run_rules.h demote_consequences), the verdict applied.
 void judge_local(Verdict& v, const LocalFacts& facts);
 
@@ -47,6 +55,10 @@ struct WorldRoster {
     std::string host, key, problem;
   };
   std::vector<Unreadable> unreadable;
+  // What rank 0 refused while gathering (STORE_TAMPERED in its own view), its host, the store.
+  std::vector<rendezvous::TamperedValue> tampered;
+  std::string reporting_host;
+  std::string store;
 };
 
 // In order: the posted views rank 0 can disprove set aside (view_trust.h), each unreported rank

@@ -192,6 +192,32 @@ Finding run_terminated_finding(RankRef self, std::string_view signal_name, doubl
 
 // ---- store and configuration -------------------------------------------------------------------
 
+Finding store_tampered_finding(RankRef reader, std::string_view master,
+                               const rendezvous::TamperedValue& value) {
+  auto f = make_finding_about(
+      Code::STORE_TAMPERED, reported_by(reader, "store", value.key),
+      fmt::format("{{reporter}} refused the store key '{}': its value failed the job token's "
+                  "verification ({}); it was treated as not there",
+                  value.key, value.why),
+      {reader.rank}, {std::string(reader.host)},
+      {{"master", master.empty() ? std::string("MASTER_ADDR:MASTER_PORT") : std::string(master)},
+       {"key", value.key}});
+  f.evidence = nlohmann::json{{"key", value.key}, {"why", value.why}};
+  return f;
+}
+
+void note_store_tampered(std::vector<Finding>& findings, RankRef reader, std::string_view master,
+                         const std::vector<rendezvous::TamperedValue>& values) {
+  for (const auto& value : values) {
+    const bool named = std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
+      return f.code == Code::STORE_TAMPERED && f.subject.item == value.key &&
+             std::find(f.subject.reporters.begin(), f.subject.reporters.end(), reader.rank) !=
+                 f.subject.reporters.end();
+    });
+    if (!named) findings.push_back(store_tampered_finding(reader, master, value));
+  }
+}
+
 Finding store_foreign_job_finding(const ForeignStore& s) {
   auto f = make_finding_about(
       Code::STORE_FOREIGN_JOB, reported_by(s.self, "rendezvous", std::string(s.store)),

@@ -28,10 +28,22 @@
 #include "rendezvous/join.h"
 #include "rendezvous/peer_watch.h"
 #include "rendezvous/rank_ref.h"
+#include "rendezvous/signed_store.h"
 #include "results/judging/config_problem.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
+
+// ---- the job token ----------------------------------------------------------------------------
+
+// STORE_TAMPERED: `reader` refused the value of `key` (the key as the store names it) because it
+// failed the job token's verification (`why`); `master` is the store's host:port.
+Finding store_tampered_finding(rendezvous::RankRef reader, std::string_view master,
+                               const rendezvous::TamperedValue& value);
+// One STORE_TAMPERED per refused key: a key already named by `reader` is not named again.
+void note_store_tampered(std::vector<Finding>& findings, rendezvous::RankRef reader,
+                         std::string_view master,
+                         const std::vector<rendezvous::TamperedValue>& values);
 
 // Whether a finding with `code` already names `rank` (one finding per dead or frozen rank).
 bool names_rank(const std::vector<Finding>& findings, Code code, int rank);

@@ -80,6 +80,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(RANKS_MISSING)                 \
   X(WORLD_MISMATCH)                \
   X(STORE_FOREIGN_JOB)             \
+  X(STORE_TAMPERED)                \
   X(RENDEZVOUS_LOST)               \
   X(MESH_BLOCKED)                  \
   X(MESH_INCOMPLETE)               \

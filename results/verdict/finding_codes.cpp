@@ -59,6 +59,14 @@ const std::vector<FindingCode> kCodes = {
      "Give every job its own MASTER_PORT (port {port} is shared by job {this_job} and job "
      "{other_job}); under Slurm leave MASTER_PORT unset and ncclsmoke derives one from "
      "SLURM_JOB_ID."},
+    {Code::STORE_TAMPERED, Severity::error, Layer::rendezvous, Outcome::degraded,
+     "A value in the store failed the job token's verification (NCCLSMOKE_JOB_TOKEN): someone "
+     "who does not hold the token wrote it (a stranger on the cluster network, or a rank given "
+     "another token). The rank ignored it, as if the key were not there; what it would have "
+     "claimed (a verdict, a roster, an address, sweep figures) is not in this verdict.",
+     "Find who else writes to the store at {master} (key {key}) and restrict who can reach "
+     "MASTER_PORT (NetworkPolicy, security group); make sure every rank of the job gets the same "
+     "token (one Secret, or `ncclsmoke launch`'s own)."},
     {Code::RENDEZVOUS_LOST, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The connection to the rendezvous store broke after the rank had joined.",
      "Check whether rank 0 ({master}) was killed, OOM-killed or evicted, or whether a connection "

@@ -230,7 +230,8 @@ json to_json(const Verdict& v) {
     const auto& s = v.world.store;
     j["world"]["store"] = {{"host", s.host},           {"port", s.port},
                            {"hosted_by", s.hosted_by}, {"dialect", s.dialect},
-                           {"era", s.era},             {"key_prefix", s.key_prefix}};
+                           {"era", s.era},             {"key_prefix", s.key_prefix},
+                           {"authenticated", s.authenticated}};
   }
   j["ranks"] = json::array();
   for (const auto& r : v.ranks) j["ranks"].push_back(to_json(r));
@@ -298,6 +299,7 @@ Verdict verdict_from_json(const json& j) {
     v.world.store.dialect = s.at("dialect").get<StoreDialect>();
     v.world.store.era = s.at("era").get<AnyServerEra>();
     v.world.store.key_prefix = s.at("key_prefix").get<std::string>();
+    v.world.store.authenticated = s.value("authenticated", false);
   }
   for (const auto& r : j.at("ranks")) v.ranks.push_back(rank_from(r));
   for (const auto& p : j.at("phases")) v.phases.push_back(phase_from(p));
@@ -675,6 +677,7 @@ bool read_store(FastReader& r, StoreInfo& s) {
     if (k == "dialect") return seen.first(3) && read_enum(r, s.dialect, parse_store_dialect);
     if (k == "era") return seen.first(4) && read_open(r, s.era);
     if (k == "key_prefix") return seen.first(5) && r.string(s.key_prefix);
+    if (k == "authenticated") return seen.first(6) && r.boolean(s.authenticated);
     return false;
   }) && seen.has(0x3f);
 }

@@ -24,7 +24,7 @@ namespace ncclsmoke::results {
 
 inline constexpr int kSchemaVersion = 1;
 // Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
-// "schema_minor" is 0). 1: findings' "subject" and "message_template".
+// "schema_minor" is 0). 1: findings' "subject" and "message_template"; world.store.authenticated.
 inline constexpr int kSchemaMinor = 1;
 
 // What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
@@ -123,6 +123,9 @@ struct StoreInfo {
   StoreDialect dialect = StoreDialect::modern;
   AnyServerEra era;               // torch<=2.0 | torch2.1-2.4 | torch>=2.5 | ncclsmoke
   std::string key_prefix;         // the run's namespace in the store, e.g. "ncclsmoke/<job>/0/"
+  // Whether every value the rank read from the store had to carry the job token's signature
+  // (NCCLSMOKE_JOB_TOKEN; rendezvous/signed_store.h). Absent in an older verdict: false.
+  bool authenticated = false;
 };
 
 struct World {

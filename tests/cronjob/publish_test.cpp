@@ -343,5 +343,26 @@ TEST(Publish, WithoutSinksTheMetricsGoToStdout) {
   EXPECT_NE(err.str().find("verdict fail"), std::string::npos) << err.str();
 }
 
+TEST(Publish, WarnsOnceWhenTheRunWasNotAuthenticated) {
+  TempDir d;
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  for (bool authenticated : {false, true}) {
+    auto v = testing::failing();
+    v.world.store.host = "10.0.0.1";
+    v.world.store.port = 29500;
+    v.world.store.authenticated = authenticated;
+    PublishOptions o;
+    o.verdict_path = write_verdict(d, v, authenticated ? "signed.json" : "open.json");
+    o.quiet = true;  // the warning is said even then
+    std::ostringstream out, err;
+    publish(o, out, err);
+    EXPECT_EQ(count(err.str(), "was not authenticated"), authenticated ? 0u : 1u) << err.str();
+  }
+}
+
 }  // namespace
 }  // namespace ncclsmoke::cronjob

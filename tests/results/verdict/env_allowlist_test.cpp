@@ -73,5 +73,22 @@ TEST(EnvAllowlist, ReadsTheProcessEnvironmentByDefault) {
   ::unsetenv("NCCLSMOKE_UNLISTED_MARKER");
 }
 
+// The job token is ncclsmoke's own secret: neither its value nor its file's path reaches a verdict.
+TEST(EnvAllowlist, NeverCarriesTheJobToken) {
+  const char* envp[] = {"NCCLSMOKE_JOB_TOKEN=hunter2-token", "NCCLSMOKE_JOB_TOKEN_FILE=/run/tok",
+                        "NCCL_DEBUG=INFO", nullptr};
+  auto env = allowlisted_env(envp);
+  EXPECT_EQ(env.count("NCCLSMOKE_JOB_TOKEN"), 0u);
+  EXPECT_EQ(env.count("NCCLSMOKE_JOB_TOKEN_FILE"), 0u);
+  for (const auto& [k, v] : env) EXPECT_EQ(v.find("hunter2-token"), std::string::npos) << k;
+  EXPECT_FALSE(env_name_allowed("NCCLSMOKE_JOB_TOKEN"));
+  EXPECT_TRUE(env_name_secret("NCCLSMOKE_JOB_TOKEN"));
+  ::setenv("NCCLSMOKE_JOB_TOKEN", "hunter2-token", 1);
+  auto from_process = allowlisted_env();
+  ::unsetenv("NCCLSMOKE_JOB_TOKEN");
+  for (const auto& [k, v] : from_process)
+    EXPECT_EQ(v.find("hunter2-token"), std::string::npos) << k;
+}
+
 }  // namespace
 }  // namespace ncclsmoke::results
