@@ -157,7 +157,9 @@ void parse_file(const std::string& path, Parsed& out) {
   // handed to the validator, which recurses once per level.
   auto parsed = rendezvous::parse_bounded_json(out.text, rendezvous::kMaxVerdictJsonBytes);
   if (!parsed.ok()) {
-    out.problem = path + ": not a verdict: " + parsed.error;
+    // "not JSON at byte N" reads best as it is; a size or depth limit is why it is not a verdict.
+    const bool not_json = parsed.error.rfind("not JSON", 0) == 0;
+    out.problem = path + (not_json ? ": " : ": not a verdict: ") + parsed.error;
     out.state = Parsed::bad;
     return;
   }

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <random>
 
 #include "results/judging/probe_rules.h"
+#include "harness/env.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
@@ -55,10 +57,30 @@ std::string port_holder(const RunContext& ctx) {
   }
 }
 
+// NCCLSMOKE_STORE_MAX_KEYS / NCCLSMOKE_STORE_MAX_CONNECTIONS: rank 0's store with a smaller
+// --max-keys / --max-connections (tests fill it without a million keys). A bad value is said and
+// ignored.
+void store_limit_knob(const char* name, std::size_t& into) {
+  auto text = env(name);
+  if (!text) return;
+  std::size_t v = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), v);
+  if (ec != std::errc() || end != text->data() + text->size() || v == 0) {
+    log_warn(fmt::format("{}={} is not a positive whole number; ignored (the store keeps {})",
+                         name, *text, into));
+    return;
+  }
+  into = v;
+}
+
 bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
   TcpStoreServerOptions so;
   so.host = ctx.o.store_bind;
   so.port = ctx.world.master_port;
+  // Idle strangers cannot take the ranks' room (tcp_server.h, "Connections").
+  so.reserved_connections = static_cast<std::size_t>(std::max(0, ctx.world.world_size));
+  store_limit_knob("NCCLSMOKE_STORE_MAX_KEYS", so.max_stored_keys);
+  store_limit_knob("NCCLSMOKE_STORE_MAX_CONNECTIONS", so.max_connections);
   so.log = [](const std::string& line) { log_warn(fmt::format("store: {}", line)); };
   try {
     s.server = TcpStoreServer::start(so);
@@ -211,6 +233,20 @@ StoreError stalled_if_silent(const RunContext& ctx, StoreSession& s, const Store
   }
 }
 
+// The store rank 0 hosts refused someone at a store-wide limit: say so, it is the cause behind
+// a lost store or missing ranks.
+void note_store_full(RunContext& ctx, const StoreSession& s) {
+  if (!s.server) return;
+  for (const auto& hit : s.server->stats().full)
+    ctx.record.add(results::store_full_finding({.rank0 = ctx.self(),
+                                                .limit = hit.limit,
+                                                .flag = hit.flag,
+                                                .value = hit.value,
+                                                .in_use = hit.in_use,
+                                                .refusals = hit.refusals,
+                                                .last_peer = hit.last_peer}));
+}
+
 void record_ranks(RunContext& ctx, const JoinResult& join) {
   std::lock_guard lock(ctx.record.mu);
   auto& ranks = ctx.record.verdict.ranks;
@@ -258,6 +294,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   try {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
+    note_store_full(ctx, s);
     ctx.stop_phase("rendezvous", results::connect_finding(e, probe_context(w), seconds_since(t0)),
                    t0, e.what());
     return false;
@@ -284,6 +321,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     };
     s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
   } catch (const StoreError& e) {
+    note_store_full(ctx, s);
     ctx.stop_phase("rendezvous",
                    results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w),
                                          "the join barrier"),
@@ -291,6 +329,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     return false;
   }
   record_ranks(ctx, s.join);
+  note_store_full(ctx, s);
   for (auto& f : results::join_findings(s.join, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
   ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,

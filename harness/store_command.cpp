@@ -2,6 +2,7 @@
 // `ncclsmoke store check` connects to one (ours or torch's) and runs a short self-check;
 // `ncclsmoke store selftest` does both in one process on loopback.
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -34,6 +35,11 @@ struct ServeFlags {
   std::size_t max_output_bytes = TcpStoreServerOptions{}.max_output_bytes;
   double request_timeout_s =
       std::chrono::duration<double>(TcpStoreServerOptions{}.stalled_request_timeout).count();
+  std::size_t max_pending_keys = TcpStoreServerOptions{}.max_pending_keys;
+  std::size_t max_connections = TcpStoreServerOptions{}.max_connections;
+  std::size_t reserved_connections = TcpStoreServerOptions{}.reserved_connections;
+  double idle_timeout_s =
+      std::chrono::duration<double>(TcpStoreServerOptions{}.idle_timeout).count();
   double duration_s = 0;  // 0 = until SIGINT/SIGTERM
 };
 
@@ -43,6 +49,28 @@ struct CheckFlags {
   std::string dialect = "modern";
   double timeout_s = 10;
 };
+
+// SECONDS in [0.001, 86400].
+CLI::Validator timeout_check() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        try {
+          v = std::stod(text);
+        } catch (const std::exception&) {
+          return "not a number: " + text;
+        }
+        if (!std::isfinite(v) || v < 0.001 || v > 86400)
+          return "must be a finite number of seconds in [0.001, 86400], got " + text;
+        return "";
+      },
+      "SECONDS in [0.001, 86400]");
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::max(std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000))),
+                  std::chrono::milliseconds(1));
+}
 
 wire::Dialect parse_dialect(const std::string& s) {
   return s == "legacy" ? wire::Dialect::legacy : wire::Dialect::modern;
@@ -134,19 +162,27 @@ void register_store_command(CLI::App& app, Action& action) {
   serve->add_option("--request-timeout", serve_flags->request_timeout_s,
                     "Seconds a request may take from its first byte to its last; a slower one "
                     "closes its connection")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            double v = 0;
-            try {
-              v = std::stod(text);
-            } catch (const std::exception&) {
-              return "not a number: " + text;
-            }
-            if (!std::isfinite(v) || v < 0.001 || v > 86400)
-              return "must be a finite number of seconds in [0.001, 86400], got " + text;
-            return "";
-          },
-          "SECONDS in [0.001, 86400]"))
+      ->check(timeout_check())
+      ->capture_default_str();
+  serve->add_option("--max-pending-keys", serve_flags->max_pending_keys,
+                    "Per connection: keys it may WAIT on (missing keys of its pending WAIT) and "
+                    "WATCH at once; over it the connection is closed")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 32))
+      ->capture_default_str();
+  serve->add_option("--max-connections", serve_flags->max_connections,
+                    "Most connections open; when full, the oldest one that never completed a "
+                    "request is shed before a new one is refused")
+      ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 24))
+      ->capture_default_str();
+  serve->add_option("--reserved-connections", serve_flags->reserved_connections,
+                    "Of --max-connections, slots that connections which never completed a request "
+                    "cannot take (set it to the job's world size; at most half)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24))
+      ->capture_default_str();
+  serve->add_option("--idle-timeout", serve_flags->idle_timeout_s,
+                    "Seconds a connection may stay open without completing a request (torch "
+                    "1.13's WATCH_KEY socket is kept while its main connection vouches for it)")
+      ->check(timeout_check())
       ->capture_default_str();
   serve->add_option("--duration", serve_flags->duration_s,
                     "Seconds to serve before exiting (default: until SIGINT/SIGTERM)")
@@ -161,10 +197,11 @@ void register_store_command(CLI::App& app, Action& action) {
       opt.max_total_bytes = serve_flags->max_total_bytes;
       opt.max_stored_keys = serve_flags->max_keys;
       opt.max_output_bytes = serve_flags->max_output_bytes;
-      opt.stalled_request_timeout = std::chrono::milliseconds(
-          static_cast<long long>(std::llround(serve_flags->request_timeout_s * 1000)));
-      opt.stalled_request_timeout =
-          std::max(opt.stalled_request_timeout, std::chrono::milliseconds(1));
+      opt.stalled_request_timeout = to_ms(serve_flags->request_timeout_s);
+      opt.max_pending_keys = serve_flags->max_pending_keys;
+      opt.max_connections = serve_flags->max_connections;
+      opt.reserved_connections = serve_flags->reserved_connections;
+      opt.idle_timeout = to_ms(serve_flags->idle_timeout_s);
       opt.log = [](const std::string& line) { log_warn(line); };  // through the one logger
       auto server = TcpStoreServer::start(opt);
       std::cout << "ncclsmoke store listening on port " << server->port();
@@ -177,7 +214,17 @@ void register_store_command(CLI::App& app, Action& action) {
                              static_cast<long long>(serve_flags->duration_s * 1000)))
                        : Deadline::max();
       while (!g_stop && !expired(until)) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      auto st = server->stats();
       server->stop();
+      // One summary line (bench/store_stranger_bench.py reads the longest turn from it).
+      log_info(fmt::format("store: served {} requests on {} connections; closed {} for limits "
+                           "({} idle, {} shed); longest event-loop turn {:.1f} ms",
+                           st.requests, st.accepted, st.closed_for_limits, st.closed_idle,
+                           st.shed_idle, static_cast<double>(st.longest_turn_us) / 1000.0));
+      for (const auto& f : st.full)
+        log_info(fmt::format("store: full: {} ({}) {} refused {} time(s), last at {} in use, "
+                             "last peer {}",
+                             f.limit, f.flag, f.value, f.refusals, f.in_use, f.last_peer));
       return kExitPass;
     };
   });

@@ -72,6 +72,16 @@ constexpr std::size_t kTrimAfter = 16 * 1024 * 1024;
 // (checking one walks every field: a MULTI_SET of 128 Ki keys would be quadratic on every read).
 constexpr std::size_t kDeferDecodeFrom = 1024 * 1024;
 constexpr auto kDeferredDecodeIdle = std::chrono::milliseconds(10);
+// A WAIT / CHECK / MULTI_GET / MULTI_SET with more keys or bytes runs one slice of at most this
+// many keys and bytes per turn, decoded from the connection's buffer as it goes (128 Ki keys
+// decoded and registered in one go held the loop for 200-300 ms).
+constexpr std::size_t kSliceKeys = 4096;
+constexpr std::size_t kSliceBytes = 256 * 1024;
+// Idle connections closed per turn at most (16k expiring at once would hold the loop).
+constexpr int kIdleClosesPerTurn = 512;
+// How far back (in accept order) a never-requested socket looks for the connection that
+// vouches for it (torch 1.13's main socket, accepted just before its WATCH_KEY socket).
+constexpr ConnId kVouchWindow = 64;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -221,6 +231,16 @@ struct Conn {
   ConnId id = 0;
   int fd = -1;
   std::string peer;
+  std::string host;        // peer without the port: who may vouch for an idle socket
+  ConnId companion = 0;    // the idle socket this connection vouches for (torch 1.13's watch one)
+  bool vouched = false;    // never requested, but kept: a connection from its host vouches for it
+  // A big list request (wire::Decoded::lazy) run one slice per turn, straight from `in`: it
+  // starts at in_pos (which stays there until its last slice), its next field is at
+  // in_pos + big_next, it ends at in_pos + big_end.
+  std::optional<wire::Op> big;
+  std::size_t big_next = 0, big_end = 0;
+  bool big_first = true;
+  bool big_all = true;  // CHECK: every slice so far was present
   std::optional<wire::Dialect> dialect;
   bool validated = false;
   InBuffer in;
@@ -253,7 +273,11 @@ struct Conn {
 
   std::size_t out_pending() const { return out_bytes; }
   std::size_t in_pending() const { return in.size() - in_pos; }
+  // Never completed a request and nobody vouches for it: idle_timeout and shedding apply.
+  bool stranger() const { return requests == 0 && !vouched; }
 };
+
+
 
 class Server final : public TcpStoreServer {
  public:
@@ -334,6 +358,12 @@ class Server final : public TcpStoreServer {
     s.stored_bytes = stats_.stored.load();
     s.buffered_request_bytes = stats_.buffered.load();
     s.queued_reply_bytes = stats_.queued.load();
+    s.registered_bytes = stats_.registered.load();
+    s.closed_idle = stats_.idle.load();
+    s.shed_idle = stats_.shed.load();
+    s.longest_turn_us = stats_.longest_turn_us.load();
+    std::lock_guard lock(full_mu_);
+    s.full = full_;
     return s;
   }
 
@@ -448,6 +478,12 @@ class Server final : public TcpStoreServer {
         auto ms = any_deferred_ ? kDeferredDecodeIdle : tick_;
         timeout = static_cast<int>(ms.count());
       }
+      if (!fresh_.empty()) {
+        auto until = std::chrono::ceil<std::chrono::milliseconds>(
+            fresh_.front().first + opt_.idle_timeout - SteadyClock::now());
+        int ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, 1000));
+        timeout = timeout < 0 ? ms : std::min(timeout, ms);
+      }
       if (!backlog_.empty()) timeout = 0;
       int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0) {
@@ -455,6 +491,7 @@ class Server final : public TcpStoreServer {
         opt_.log("tcp store server: epoll_wait failed: " + errno_text(errno) + "; stopping");
         break;
       }
+      auto turn_start = SteadyClock::now();
       for (int i = 0; i < n && !stopping_; ++i) {
         ConnId id = events[i].data.u64;
         uint32_t ev = events[i].events;
@@ -478,7 +515,12 @@ class Server final : public TcpStoreServer {
         flush_dirty();
         next_sweep = now + tick_;
       }
+      if (!fresh_.empty()) expire_idle(now);
       publish(now);
+      auto took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() -
+                                                                        turn_start);
+      if (static_cast<uint64_t>(took.count()) > stats_.longest_turn_us.load())
+        stats_.longest_turn_us.store(static_cast<uint64_t>(took.count()));
     }
   }
 
@@ -491,6 +533,7 @@ class Server final : public TcpStoreServer {
     stats_.stored.store(stored);
     stats_.buffered.store(in_total_);
     stats_.queued.store(out_total_);
+    stats_.registered.store(keyspace_.registered_bytes());
     stats_.keys.store(keyspace_.num_keys());
     if (released_ >= kTrimAfter && now - last_trim_ >= std::chrono::seconds(1)) {
       malloc_trim(0);
@@ -530,11 +573,15 @@ class Server final : public TcpStoreServer {
       }
       std::string peer = format_address(reinterpret_cast<sockaddr*>(&ss), len);
       stats_.accepted++;
-      if (conns_.size() >= opt_.max_connections) {
+      if (!make_room(peer)) {
         opt_.log("tcp store server: refused connection from " + peer + ": " +
-                 std::to_string(conns_.size()) + " connections open (max_connections " +
-                 std::to_string(opt_.max_connections) + ")");
+                 std::to_string(conns_.size()) + " connections open, each past its first request"
+                 " or vouched for (max_connections " + std::to_string(opt_.max_connections) +
+                 ", --max-connections)");
         stats_.errors++;
+        stats_.limits++;
+        record_full("max_connections", "--max-connections", opt_.max_connections, conns_.size(),
+                    peer);
         ::close(fd);
         continue;
       }
@@ -545,7 +592,10 @@ class Server final : public TcpStoreServer {
       c.id = id;
       c.fd = fd;
       c.peer = std::move(peer);
+      c.host = host_part(c.peer);
       c.opened = c.last_rx = c.last_tx_progress = SteadyClock::now();
+      fresh_.emplace_back(c.opened, id);
+      ++strangers_;
       epoll_event ev{};
       ev.events = c.interest = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = id;
@@ -553,6 +603,7 @@ class Server final : public TcpStoreServer {
         opt_.log("tcp store server: epoll_ctl for " + c.peer + " failed: " + errno_text(errno));
         ::close(fd);
         conns_.erase(id);
+        --strangers_;
         continue;
       }
       stats_.open.store(conns_.size());
@@ -597,7 +648,7 @@ class Server final : public TcpStoreServer {
       ssize_t n = ::recv(c.fd, into, direct ? std::min(c.in.room(), kReadChunk) : rbuf_.size(), 0);
       if (n > 0) {
         auto got = static_cast<std::size_t>(n);
-        if (auto why = over_budget(got, c.in_pending() + got)) {
+        if (auto why = over_budget(got, c.in_pending() + got, &c)) {
           std::string what = c.in_pending() > 0 ? head_op(c) : op_name(c, rbuf_[0]);
           close_with_reason(c, "buffering " + std::to_string(c.in_pending() + got) + " bytes of " +
                                    what + " " + *why, true);
@@ -681,13 +732,21 @@ class Server final : public TcpStoreServer {
       }
     }
     int turn = 0;
+    bool sliced = false;
     turn_output_ = 0;
-    while (!c.paused && c.in_pending() > 0) {
-      if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn) {
+    while (!c.paused && (c.big || c.in_pending() > 0)) {
+      if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn || sliced) {
         c.backlogged = true;
         backlog_.push_back(c.id);
         update_interest(c);
         break;
+      }
+      if (c.big) {
+        // One slice of a big request per turn; its later requests wait behind it, in order.
+        if (!run_slice(c)) return false;
+        sliced = true;
+        ++turn;
+        continue;
       }
       if (!force && c.defer_until > 0 && c.in_pending() < c.defer_until) {
         set_deferred(c, true);
@@ -695,7 +754,7 @@ class Server final : public TcpStoreServer {
       }
       if (c.in_pending() == c.decoded_at) break;  // nothing new since the last need_more
       std::string_view view = std::string_view(c.in).substr(c.in_pos);
-      auto d = wire::decode_request(*c.dialect, view, opt_.limits);
+      auto d = wire::decode_request(*c.dialect, view, opt_.limits, kSliceKeys, kSliceBytes);
       if (d.status == wire::Status::error) {
         std::string reason = d.error;
         if (c.requests == 0 && *c.dialect == wire::Dialect::legacy && !view.empty() &&
@@ -723,11 +782,20 @@ class Server final : public TcpStoreServer {
       c.decoded_at = 0;
       c.partial = false;
       set_deferred(c, false);
-      c.in_pos += d.consumed;
       ++turn;
-      c.requests++;
+      if (c.requests++ == 0 && !c.vouched) --strangers_;
       stats_.requests++;
-      if (auto refused = execute(c, d.request)) {
+      if (d.lazy && !(*c.dialect == wire::Dialect::modern && !c.validated)) {
+        // Its bytes stay in the buffer (counted there) while its slices run.
+        c.big = d.request.op;
+        c.big_next = d.body_at;
+        c.big_end = d.consumed;
+        c.big_first = true;
+        c.big_all = true;
+        continue;  // its first slice runs next
+      }
+      c.in_pos += d.consumed;
+      if (auto refused = run_request(c, d.request)) {
         close_with_reason(c, refused->why, refused->limit);
         return false;
       }
@@ -749,6 +817,63 @@ class Server final : public TcpStoreServer {
       c.in_pos = 0;
     }
     count(c);
+    return true;
+  }
+
+  // Executes one request (or slice), recording a store-wide refusal for the job.
+  std::optional<detail::Refusal> run_request(Conn& c, wire::Request& req) {
+    running_ = &c;
+    auto refused = execute(c, req);
+    running_ = nullptr;
+    if (refused && refused->keys_full)
+      record_full("max_stored_keys", "--max-keys", opt_.max_stored_keys, keyspace_.num_keys(),
+                  c.peer);
+    return refused;
+  }
+
+  // Runs the next kSliceKeys keys of c.big: WAIT registers them (answering after the last),
+  // CHECK ands them (answering after the last), MULTI_GET answers them (the slices' replies
+  // concatenated are the whole reply), MULTI_SET sets them. Returns false when closed.
+  bool run_slice(Conn& c) {
+    wire::Request part;
+    part.op = *c.big;
+    std::string_view body = std::string_view(c.in).substr(c.in_pos, c.big_end);
+    wire::decode_slice(part.op, body, c.big_next, kSliceKeys, kSliceBytes, part);
+    bool first = c.big_first, last = c.big_next >= c.big_end;
+    c.big_first = false;
+    std::optional<detail::Refusal> refused;
+    switch (part.op) {
+      case wire::Op::wait:
+        running_ = &c;
+        refused = keyspace_.wait_part(c.id, part.keys, first, last);
+        running_ = nullptr;
+        break;
+      case wire::Op::check:
+        c.big_all = c.big_all && keyspace_.all_present(part.keys);
+        if (last) {
+          std::string out;
+          wire::put_u8(out, c.big_all ? wire::kCheckReady : wire::kCheckNotReady);
+          send_to(c.id, std::move(out));
+        }
+        break;
+      default:
+        refused = run_request(c, part);
+    }
+    if (last) {
+      c.big.reset();
+      c.in_pos += c.big_end;
+    }
+    if (refused) {
+      close_with_reason(c, refused->why, refused->limit);
+      return false;
+    }
+    stats_.keys.store(keyspace_.num_keys());
+    stats_.stored.store(keyspace_.stored_bytes());
+    if (!c.drop_reason.empty()) {
+      close_with_reason(c, c.drop_reason, true);
+      return false;
+    }
+    if (c.out_pending() > kOutputHigh) pause(c, true);
     return true;
   }
 
@@ -777,6 +902,7 @@ class Server final : public TcpStoreServer {
     detail::KeyspaceLimits l;
     l.max_value_bytes = opt_.limits.max_value_bytes;
     l.max_stored_keys = opt_.max_stored_keys;
+    l.max_pending_keys = opt_.max_pending_keys;
     l.may_queue = [this](ConnId id, std::size_t bytes) {
       Conn* c = find(id);
       return c && admit_output(*c, bytes);
@@ -789,20 +915,46 @@ class Server final : public TcpStoreServer {
     return l;
   }
 
-  std::size_t in_use() const { return keyspace_.stored_bytes() + in_total_ + out_total_; }
+  std::size_t in_use() const {
+    return keyspace_.stored_bytes() + keyspace_.registered_bytes() + in_total_ + out_total_;
+  }
 
   // Why `grow` more bytes for an item (a request, a reply, a value) of `item` bytes do not fit
   // the total budget, or nullopt when they do. Big items may use only 7/8 of it.
-  std::optional<std::string> over_budget(std::size_t grow, std::size_t item) const {
+  // A refusal is recorded for the job (stats().full), naming `who` (else the running request's
+  // connection).
+  std::optional<std::string> over_budget(std::size_t grow, std::size_t item,
+                                         const Conn* who = nullptr) {
     std::size_t cap = opt_.max_total_bytes;
     if (item > kSmallItem) cap -= cap / 8;
     std::size_t used = in_use();
     if (used + grow <= cap) return std::nullopt;
+    if (!who) who = running_;
+    record_full("max_total_bytes", "--max-total-bytes", opt_.max_total_bytes, used,
+                who ? who->peer : std::string());
     return "would exceed the total memory budget: " + std::to_string(used) + " bytes in use (" +
-           std::to_string(keyspace_.stored_bytes()) + " stored, " + std::to_string(in_total_) +
-           " in buffered requests, " + std::to_string(out_total_) + " in queued replies) of " +
-           "max_total_bytes " + std::to_string(opt_.max_total_bytes) + " (--max-total-bytes" +
+           std::to_string(keyspace_.stored_bytes()) + " stored, " +
+           std::to_string(keyspace_.registered_bytes()) + " in WAIT/WATCH_KEY registrations, " +
+           std::to_string(in_total_) + " in buffered requests, " + std::to_string(out_total_) +
+           " in queued replies) of " + "max_total_bytes " +
+           std::to_string(opt_.max_total_bytes) + " (--max-total-bytes" +
            (item > kSmallItem ? "; items over 64 KiB may use 7/8 of it)" : ")");
+  }
+
+  void record_full(const char* limit, const char* flag, uint64_t value, uint64_t in_use,
+                   const std::string& peer) {
+    std::lock_guard lock(full_mu_);
+    auto it = std::find_if(full_.begin(), full_.end(),
+                           [&](const StoreFullHit& h) { return h.limit == limit; });
+    if (it == full_.end()) {
+      it = full_.insert(full_.end(), StoreFullHit{});
+      it->limit = limit;
+      it->flag = flag;
+    }
+    it->value = value;
+    it->in_use = in_use;
+    it->refusals++;
+    it->last_peer = peer;
   }
 
   // Brings the totals up to date with this connection's buffers.
@@ -827,7 +979,7 @@ class Server final : public TcpStoreServer {
                   " (--max-output-bytes)");
       return false;
     }
-    if (auto why = over_budget(bytes, pending + bytes)) {
+    if (auto why = over_budget(bytes, pending + bytes, &c)) {
       doom(c, "queueing a reply or notification of " + std::to_string(bytes) + " bytes " + *why);
       return false;
     }
@@ -1027,6 +1179,70 @@ class Server final : public TcpStoreServer {
     }
   }
 
+  // ---- connections: idle strangers, room for the job's ranks ---------------------------------
+
+  std::size_t reserved() const {
+    return std::min(opt_.reserved_connections, opt_.max_connections / 2);
+  }
+
+  // Whether a new connection may be accepted: at max_connections, or with every slot that is not
+  // reserved held by strangers, the oldest stranger is shed to make room. False: nobody to shed.
+  bool make_room(const std::string& newcomer) {
+    bool full = conns_.size() >= opt_.max_connections;
+    bool strangers_full = strangers_ >= opt_.max_connections - reserved();
+    if (!full && !strangers_full) return true;
+    while (!fresh_.empty()) {
+      auto [since, id] = fresh_.front();
+      fresh_.pop_front();
+      Conn* c = find(id);
+      if (!c || !c->stranger() || try_vouch(*c)) continue;
+      stats_.shed++;
+      close_with_reason(
+          *c,
+          "shed to make room for " + newcomer + ": never completed a request in " +
+              seconds(SteadyClock::now() - c->opened) + ", the oldest such of " +
+              std::to_string(strangers_) + " with " + std::to_string(conns_.size()) +
+              " connections open (max_connections " + std::to_string(opt_.max_connections) +
+              ", --max-connections; " + std::to_string(reserved()) +
+              " kept for the job's ranks)",
+          true);
+      return true;
+    }
+    return !full;
+  }
+
+  // Closes strangers past idle_timeout, oldest first, a bounded number per turn.
+  void expire_idle(SteadyClock::time_point now) {
+    for (int closed = 0; !fresh_.empty() && closed < kIdleClosesPerTurn;) {
+      auto [since, id] = fresh_.front();
+      if (now - since < opt_.idle_timeout) return;
+      fresh_.pop_front();
+      Conn* c = find(id);
+      if (!c || !c->stranger() || try_vouch(*c)) continue;
+      stats_.idle++;
+      ++closed;
+      close_with_reason(*c,
+                        "idle: no complete request " + seconds(now - c->opened) +
+                            " after connecting (idle timeout " + seconds(opt_.idle_timeout) +
+                            ", --idle-timeout)",
+                        true);
+    }
+  }
+
+  // torch 1.13's WATCH_KEY socket: kept when a connection from the same host, accepted just
+  // before it and past its first request, vouches for no other socket yet.
+  bool try_vouch(Conn& c) {
+    for (ConnId id = c.id - 1; id > kWakeId && id + kVouchWindow > c.id; --id) {
+      Conn* d = find(id);
+      if (!d || d->requests == 0 || d->companion || d->host != c.host) continue;
+      d->companion = c.id;
+      c.vouched = true;
+      --strangers_;
+      return true;
+    }
+    return false;
+  }
+
   // ---- closing -------------------------------------------------------------------------------
 
   static std::string op_name(const Conn& c, char first) {
@@ -1068,6 +1284,17 @@ class Server final : public TcpStoreServer {
 
   void close_conn(Conn& c) {
     ConnId id = c.id;
+    if (c.stranger()) --strangers_;
+    if (c.companion) {
+      // The socket it vouched for is a stranger again, with a fresh idle deadline.
+      if (Conn* e = find(c.companion); e && e->vouched) {
+        e->vouched = false;
+        if (e->requests == 0) {
+          ++strangers_;
+          fresh_.emplace_back(SteadyClock::now(), e->id);
+        }
+      }
+    }
     epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c.fd, nullptr);
     ::close(c.fd);
     keyspace_.forget(id);
@@ -1113,8 +1340,14 @@ class Server final : public TcpStoreServer {
 
   struct {
     std::atomic<uint64_t> accepted{0}, open{0}, legacy{0}, modern{0}, errors{0}, requests{0},
-        keys{0}, limits{0}, stored{0}, buffered{0}, queued{0};
+        keys{0}, limits{0}, stored{0}, buffered{0}, queued{0}, registered{0}, idle{0}, shed{0},
+        longest_turn_us{0};
   } stats_;
+  mutable std::mutex full_mu_;
+  std::vector<StoreFullHit> full_;  // under full_mu_
+  const Conn* running_ = nullptr;   // whose request is executing (names the peer of a refusal)
+  std::deque<std::pair<SteadyClock::time_point, ConnId>> fresh_;  // accept order: idle deadline
+  std::size_t strangers_ = 0;       // open connections with stranger()
 };
 
 }  // namespace

@@ -7,9 +7,18 @@
 //
 // Bad input never takes the server down: a connection that sends garbage, an over-limit length,
 // an unknown opcode, a non-numeric value under ADD, or stalls mid-request is closed with one log
-// line naming the peer and the reason; everyone else keeps being served. A connection that never
-// sends anything is kept (torch 1.13 opens such a second socket for WATCH_KEY) but counts against
-// max_connections.
+// line naming the peer and the reason; everyone else keeps being served.
+//
+// Connections (no stranger crowds out the job's ranks):
+//   idle       a connection that completes no request within idle_timeout of connecting (30 s,
+//              --idle-timeout) is closed. torch 1.13 opens a second socket for WATCH_KEY that
+//              sends its first request only later, right after its main socket's first request:
+//              such a socket is kept while a connection from the same host, accepted just before
+//              it and past its first request, vouches for it (each vouches for one).
+//   full       at max_connections (16384, --max-connections) a new connection sheds the oldest
+//              connection that never completed a request before it is refused; never-requested
+//              connections may hold at most max_connections - reserved_connections slots (the
+//              harness reserves its world size), so the ranks' connections always find room.
 //
 // Memory has a budget, whatever clients do (the limits below, each a flag of `store serve`):
 //   value      a SET, MULTI_SET, COMPARE_SET or APPEND that would make a value longer than
@@ -24,18 +33,27 @@
 //              connection (a MULTI_GET of many values); a reader that then takes nothing for
 //              stalled_request_timeout is closed.
 //   total      stored keys and values (+96 bytes per key) + buffered request bytes + queued reply
-//              bytes <= max_total_bytes (8 GiB, --max-total-bytes). A request, a reply or a
+//              bytes + WAIT/WATCH_KEY registrations <= max_total_bytes (8 GiB, --max-total-bytes). A request, a reply or a
 //              notification that would exceed it closes the connection it belongs to. Requests or
 //              replies over 64 KiB may fill only 7/8 of it: the last eighth is kept for small
 //              ones, so a flood of big half-sent requests cannot lock out everyone's barriers.
 //   deadline   a request must be complete stalled_request_timeout (30 s, --request-timeout) after
 //              its first byte; a trickle of bytes does not restart it (slowloris).
+//   pending    the keys a connection WAITs on (its pending WAIT's missing keys) and WATCHes are
+//              registrations: each costs registration_bytes (128 + twice the key) against
+//              max_total_bytes, and one connection may hold at most max_pending_keys of them
+//              (32 Ki, --max-pending-keys; our ranks wait on one key at a time, a rank 0 of a
+//              16k-rank world waiting on every rank's key needs 16 Ki). A decoded request being
+//              run in slices counts as buffered request bytes.
 // Each closes only the offending connection, with one log line naming the peer, the limit, its
 // value and its flag; everyone else keeps being served. The loop never does O(value) work for a
 // tiny op: a connection gets at most 256 requests and 256 KiB of reading per turn, a request still
 // arriving is checked without being copied, big input buffers grow by mremap; the one exception is
 // torch 1.13's WATCH_KEY protocol, whose notification carries the whole old and new value: it is
-// built once, shared by every watcher, and only when some watcher has room for it. Defaults fit a 16k-rank world: 16384
+// built once, shared by every watcher, and only when some watcher has room for it. A WAIT, CHECK,
+// MULTI_GET or MULTI_SET of more than 4096 keys (torch allows 128 Ki per request) runs one slice
+// of 4096 keys per turn, so no request holds the loop for long: a MULTI_SET is then all-or-nothing
+// per slice, and others may see its first slices before its last. Defaults fit a 16k-rank world: 16384
 // ranks x (~16 keys of ~1 KiB + a 200 KiB verdict) ~ 3.5 GiB stored, plus as much again when
 // every rank posts its verdict at the same instant (one partial request per connection) -> 8 GiB;
 // 16384 x 16 keys = 256 Ki keys -> 1 Mi keys leaves 4x room.
@@ -63,10 +81,28 @@ struct TcpStoreServerOptions {
   std::size_t max_total_bytes = std::size_t{8} << 30;
   std::size_t max_stored_keys = std::size_t{1} << 20;
   std::size_t max_output_bytes = std::size_t{64} << 20;
+  std::size_t max_pending_keys = std::size_t{32} << 10;  // per connection (see above)
   // A request not complete this long after its first byte is closed (however it trickles in).
   std::chrono::milliseconds stalled_request_timeout{30000};
+  // A connection with no complete request this long after connecting is closed (see above).
+  std::chrono::milliseconds idle_timeout{30000};
+  // Of max_connections, slots never-requested connections cannot take (the job's world size;
+  // at most half of max_connections).
+  std::size_t reserved_connections = 0;
   // Log sink for the one-line reasons a connection was closed (default: stderr).
   std::function<void(const std::string&)> log;
+};
+
+// A store-wide limit refused someone: the store is full (of keys, of bytes, of connections), not
+// broken. The refused client only sees its connection closed or refused, so the job learns the
+// reason here: rank 0 hosts the server in-process and reports it (STORE_FULL).
+struct StoreFullHit {
+  std::string limit;     // the option: "max_stored_keys", "max_total_bytes", "max_connections"
+  std::string flag;      // its `store serve` flag: "--max-keys", "--max-total-bytes", ...
+  uint64_t value = 0;    // the limit's value
+  uint64_t in_use = 0;   // what the store held when it last refused (keys, bytes, connections)
+  uint64_t refusals = 0;
+  std::string last_peer;  // who was refused last
 };
 
 struct TcpStoreServerStats {
@@ -82,6 +118,13 @@ struct TcpStoreServerStats {
   uint64_t stored_bytes = 0;
   uint64_t buffered_request_bytes = 0;
   uint64_t queued_reply_bytes = 0;
+  uint64_t registered_bytes = 0;  // pending WAIT / WATCH_KEY registrations
+  uint64_t closed_idle = 0;       // idle past idle_timeout
+  uint64_t shed_idle = 0;         // never-requested connections shed to make room
+  // The longest event-loop turn so far (epoll_wait's return to the next call), in microseconds.
+  uint64_t longest_turn_us = 0;
+  // One entry per store-wide limit that refused at least once, in the order first hit.
+  std::vector<StoreFullHit> full;
 };
 
 class TcpStoreServer {

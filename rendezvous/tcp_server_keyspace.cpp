@@ -24,8 +24,8 @@ void ServerKeyspace::wake(const std::string& key) {
   for (ConnId c : conns) {
     auto w = waits_.find(c);
     if (w == waits_.end()) continue;
-    w->second.erase(key);
-    if (w->second.empty()) {
+    if (w->second.erase(key)) unregister_wait_key(key);
+    if (w->second.empty() && !opening_.count(c)) {
       waits_.erase(w);
       wait_order_.erase(c);
       reply(c, stop);
@@ -49,8 +49,8 @@ void ServerKeyspace::wake_one(const std::string& key) {
     auto w = waits_.find(c);
     if (w == waits_.end()) continue;
     it->second.erase(c);
-    w->second.erase(key);
-    if (w->second.empty()) {
+    if (w->second.erase(key)) unregister_wait_key(key);
+    if (w->second.empty() && !opening_.count(c)) {
       waits_.erase(w);
       wait_order_.erase(c);
       reply(c, stop);
@@ -61,9 +61,11 @@ void ServerKeyspace::wake_one(const std::string& key) {
 }
 
 void ServerKeyspace::cancel_wait(ConnId conn) {
+  opening_.erase(conn);
   auto w = waits_.find(conn);
   if (w == waits_.end()) return;
   for (const auto& key : w->second) {
+    unregister_wait_key(key);
     auto it = waiters_.find(key);
     if (it == waiters_.end()) continue;
     it->second.erase(conn);
@@ -73,11 +75,19 @@ void ServerKeyspace::cancel_wait(ConnId conn) {
   wait_order_.erase(conn);
 }
 
+std::size_t ServerKeyspace::registrations(ConnId conn) const {
+  std::size_t n = 0;
+  if (auto w = waits_.find(conn); w != waits_.end()) n += w->second.size();
+  if (auto w = watched_by_.find(conn); w != watched_by_.end()) n += w->second.size();
+  return n;
+}
+
 void ServerKeyspace::forget(ConnId conn) {
   cancel_wait(conn);
   auto w = watched_by_.find(conn);
   if (w == watched_by_.end()) return;
   for (const auto& key : w->second) {
+    registered_ -= registration_bytes(key.size());
     auto it = watchers_.find(key);
     if (it == watchers_.end()) continue;
     it->second.erase(conn);
@@ -113,14 +123,85 @@ void ServerKeyspace::notify_watchers(const std::string& key, Change change,
 std::optional<Refusal> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
                                              std::size_t item, const char* what) const {
   std::size_t entries = data_.size() + queues_.size();
-  if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys)
-    return Refusal(std::string(what) + " would create " + std::to_string(new_entries) +
-                       " key(s) beyond the key-count limit: " + std::to_string(entries) +
-                       " keys stored, max_stored_keys " +
-                       std::to_string(limits_.max_stored_keys) + " (--max-keys)",
-                   true);
+  if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys) {
+    Refusal r(std::string(what) + " would create " + std::to_string(new_entries) +
+                  " key(s) beyond the key-count limit: " + std::to_string(entries) +
+                  " keys stored, max_stored_keys " + std::to_string(limits_.max_stored_keys) +
+                  " (--max-keys)",
+              true);
+    r.keys_full = true;
+    return r;
+  }
   if (grow > 0 && limits_.may_grow)
     if (auto why = limits_.may_grow(grow, item)) return Refusal(std::move(*why), true);
+  return std::nullopt;
+}
+
+std::optional<Refusal> ServerKeyspace::admit_registration(ConnId conn, std::size_t more,
+                                                          std::size_t bytes,
+                                                          const char* what) const {
+  std::size_t have = registrations(conn);
+  if (have + more > limits_.max_pending_keys)
+    return Refusal(std::string(what) + " would register " + std::to_string(more) +
+                       " more key(s) for this connection (" + std::to_string(have) +
+                       " pending WAIT/WATCH_KEY keys already): over max_pending_keys " +
+                       std::to_string(limits_.max_pending_keys) + " (--max-pending-keys)",
+                   true);
+  if (limits_.may_grow)
+    if (auto why = limits_.may_grow(bytes, bytes))
+      return Refusal("registering " + std::to_string(more) + " key(s) of " + what + ": " +
+                         std::move(*why),
+                     true);
+  return std::nullopt;
+}
+
+bool ServerKeyspace::all_present(const std::vector<std::string>& keys) const {
+  for (const auto& k : keys)
+    if (!present(k)) return false;
+  return true;
+}
+
+std::optional<Refusal> ServerKeyspace::wait_part(ConnId conn, std::vector<std::string>& keys,
+                                                 bool first, bool last) {
+  if (first) {
+    // A new WAIT replaces a pending one: a 1.13 client whose wait timed out (it has no
+    // CANCEL_WAIT) retries with another WAIT and must get exactly one STOP_WAITING.
+    cancel_wait(conn);
+    wait_order_[conn] = next_wait_++;
+    if (!last) opening_.insert(conn);
+  }
+  auto& missing = waits_[conn];
+  std::vector<std::string*> fresh;
+  std::size_t cost = 0;
+  for (auto& k : keys)
+    if (!present(k) && !missing.count(k)) {
+      fresh.push_back(&k);
+      cost += registration_bytes(k.size());
+    }
+  // Every registered key is memory a client chose to pin: capped per connection and counted
+  // against the total budget (20 WAITs on 100,000 absent keys would otherwise hold GiBs).
+  if (!fresh.empty()) {
+    if (auto why = admit_registration(conn, fresh.size(), cost, "WAIT")) {
+      cancel_wait(conn);
+      return why;
+    }
+    registered_ += cost;
+    // A key repeated within one request is registered once (the set de-duplicates it).
+    for (std::string* k : fresh) {
+      auto [it, inserted] = missing.insert(std::move(*k));
+      if (inserted) waiters_[*it].insert(conn);
+      else registered_ -= registration_bytes(it->size());
+    }
+  }
+  if (!last) return std::nullopt;
+  opening_.erase(conn);
+  if (missing.empty()) {
+    waits_.erase(conn);
+    wait_order_.erase(conn);
+    std::string out;
+    wire::put_u8(out, wire::kWaitStop);
+    reply(conn, std::move(out));
+  }
   return std::nullopt;
 }
 
@@ -253,30 +334,13 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
     }
 
     case Op::check: {
-      bool all = true;
-      for (const auto& k : req.keys) all = all && present(k);
-      wire::put_u8(out, all ? wire::kCheckReady : wire::kCheckNotReady);
+      wire::put_u8(out, all_present(req.keys) ? wire::kCheckReady : wire::kCheckNotReady);
       reply(conn, std::move(out));
       return std::nullopt;
     }
 
-    case Op::wait: {
-      // A new WAIT replaces a pending one: a 1.13 client whose wait timed out (it has no
-      // CANCEL_WAIT) retries with another WAIT and must get exactly one STOP_WAITING.
-      cancel_wait(conn);
-      std::unordered_set<std::string> missing;
-      for (const auto& k : req.keys)
-        if (!present(k)) missing.insert(k);
-      if (missing.empty()) {
-        wire::put_u8(out, wire::kWaitStop);
-        reply(conn, std::move(out));
-        return std::nullopt;
-      }
-      for (const auto& k : missing) waiters_[k].insert(conn);
-      waits_.emplace(conn, std::move(missing));
-      wait_order_[conn] = next_wait_++;
-      return std::nullopt;
-    }
+    case Op::wait:
+      return wait_part(conn, req.keys, true, true);
 
     case Op::cancel_wait:
       // Whether or not STOP_WAITING already went out, the client drains up to it and then
@@ -416,7 +480,14 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
 
     case Op::watch_key: {
       const auto& key = req.keys[0];
-      if (watchers_[key].insert(conn).second) watched_by_[conn].push_back(key);
+      auto it = watchers_.find(key);
+      if (it == watchers_.end() || !it->second.count(conn)) {
+        std::size_t cost = registration_bytes(key.size());
+        if (auto why = admit_registration(conn, 1, cost, "WATCH_KEY")) return why;
+        registered_ += cost;
+        watchers_[key].insert(conn);
+        watched_by_[conn].push_back(key);
+      }
       wire::put_u8(out, 3);  // WatchResponseType::KEY_CALLBACK_REGISTERED
       reply(conn, std::move(out));
       return std::nullopt;

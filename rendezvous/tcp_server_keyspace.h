@@ -38,6 +38,12 @@ using ConnId = uint64_t;
 // Bytes charged per stored key / queue (map node, string headers) and per queued item.
 inline constexpr std::size_t kEntryOverhead = 96;
 inline constexpr std::size_t kItemOverhead = 48;
+// Bytes charged per key a connection WAITs on or WATCHes: the key is held twice (the connection's
+// set and the per-key index) plus two hash nodes.
+inline constexpr std::size_t kRegistrationOverhead = 128;
+inline std::size_t registration_bytes(std::size_t key_size) {
+  return kRegistrationOverhead + 2 * key_size;
+}
 
 // Why a request was refused (the server closes the connection, saying `why`). `limit`: a limit
 // the operator set (--max-keys, --max-total-bytes) refused it, not a wrong request; the server
@@ -47,11 +53,17 @@ struct Refusal {
       : why(std::move(why_text)), limit(by_limit) {}
   std::string why;
   bool limit = false;
+  // The store-wide key-count limit refused it (the store is full, not this client wrong): the
+  // server records it for the job (TcpStoreServerStats::full). Bytes are recorded by may_grow.
+  bool keys_full = false;
 };
 
 struct KeyspaceLimits {
   std::size_t max_value_bytes = SIZE_MAX;
   std::size_t max_stored_keys = SIZE_MAX;  // keys + non-empty queues
+  // Keys one connection may be registered on at once: missing keys of its pending WAIT plus its
+  // WATCH_KEY registrations (--max-pending-keys).
+  std::size_t max_pending_keys = SIZE_MAX;
   // May `bytes` more be queued for `conn`? false: the server drops that connection (and logs why).
   std::function<bool(ConnId, std::size_t bytes)> may_queue;
   // May the store grow by `grow` bytes for an item of `item` bytes? A reason when not.
@@ -77,8 +89,23 @@ class ServerKeyspace {
   // Forgets a closed connection's pending WAIT and watches.
   void forget(ConnId conn);
 
+  // A WAIT too big for one event-loop turn, registered in parts (the server runs one slice of
+  // its keys per turn): the first part replaces a pending WAIT, each part registers its missing
+  // keys (capped and budgeted like a whole WAIT), and the last part answers at once when nothing
+  // is missing. A key set in between is simply not missing any more; no reply goes out before the
+  // last part. execute(WAIT) is the one-part case.
+  std::optional<Refusal> wait_part(ConnId conn, std::vector<std::string>& keys, bool first,
+                                   bool last);
+  // Whether every key is present (CHECK, also in parts).
+  bool all_present(const std::vector<std::string>& keys) const;
+
   std::size_t num_keys() const { return data_.size(); }
   std::size_t stored_bytes() const { return bytes_; }
+  // Bytes of pending WAIT and WATCH_KEY registrations (registration_bytes per key), apart from
+  // stored_bytes(): they are the connections', not the store's, and leave with them.
+  std::size_t registered_bytes() const { return registered_; }
+  // Keys `conn` is registered on (its pending WAIT's missing keys + its watched keys).
+  std::size_t registrations(ConnId conn) const;
   bool has_pending_wait(ConnId conn) const { return waits_.count(conn) > 0; }
   std::size_t pending_waits() const { return waits_.size(); }
 
@@ -101,11 +128,17 @@ class ServerKeyspace {
   // nullopt when the store may take `new_entries` more keys/queues and `grow` more bytes.
   std::optional<Refusal> admit(std::size_t new_entries, std::size_t grow, std::size_t item,
                                const char* what) const;
+  // nullopt when `conn` may register `more` keys costing `bytes` (the per-connection cap, then
+  // the total budget through may_grow).
+  std::optional<Refusal> admit_registration(ConnId conn, std::size_t more, std::size_t bytes,
+                                            const char* what) const;
+  void unregister_wait_key(const std::string& key) { registered_ -= registration_bytes(key.size()); }
 
   Send send_;
   SendShared send_shared_;
   KeyspaceLimits limits_;
   std::size_t bytes_ = 0;
+  std::size_t registered_ = 0;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   // Pending WAITs: the keys each connection still misses, and the reverse index.
@@ -113,6 +146,8 @@ class ServerKeyspace {
   std::unordered_map<std::string, std::unordered_set<ConnId>> waiters_;
   // When each pending WAIT arrived (wake_one serves the oldest first).
   std::unordered_map<ConnId, uint64_t> wait_order_;
+  // WAITs whose last part has not arrived: not answered even when nothing is missing yet.
+  std::unordered_set<ConnId> opening_;
   uint64_t next_wait_ = 0;
   // Legacy WATCH_KEY registrations (torch 1.13's callback connection).
   std::unordered_map<std::string, std::unordered_set<ConnId>> watchers_;

@@ -182,6 +182,35 @@ Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits) {
   return decode_request_pass(d, buf, limits, true);
 }
 
+Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits,
+                       std::size_t lazy_keys, std::size_t lazy_bytes) {
+  Decoded scan = decode_request_pass(d, buf, limits, false);
+  if (scan.status != Status::ok) return scan;
+  auto op = scan.request.op;
+  bool list = op == Op::check || op == Op::wait || op == Op::multi_get || op == Op::multi_set;
+  if (list && (scan.count > lazy_keys || scan.consumed > lazy_bytes)) {
+    scan.lazy = true;
+    scan.body_at = 1 + 8;  // opcode, then the key count
+    scan.request.keys.clear();
+    scan.request.values.clear();
+    return scan;
+  }
+  return decode_request_pass(d, buf, limits, true);
+}
+
+void decode_slice(Op op, std::string_view body, std::size_t& pos, std::size_t max_keys,
+                  std::size_t max_bytes, Request& into) {
+  Limits any{SIZE_MAX, SIZE_MAX, SIZE_MAX};
+  Cursor c(body.substr(pos), any, true);
+  std::size_t start = pos;
+  for (std::size_t i = 0; i < max_keys && c.ok() && c.pos() < body.size() - start; ++i) {
+    if (i > 0 && c.pos() >= max_bytes) break;
+    into.keys.push_back(c.key());
+    if (op == Op::multi_set) into.values.push_back(c.value());
+  }
+  pos = start + c.pos();
+}
+
 static Decoded decode_request_pass(Dialect d, std::string_view buf, const Limits& limits,
                                    bool copy) {
   Decoded r;
@@ -226,15 +255,27 @@ static Decoded decode_request_pass(Dialect d, std::string_view buf, const Limits
     case Op::check:
     case Op::wait:
     case Op::multi_get: {
-      std::size_t n = c.count();
-      for (std::size_t i = 0; i < n && c.ok(); ++i) req.keys.push_back(c.key());
+      std::size_t n = r.count = c.count();
+      if (copy) req.keys.reserve(n);
+      for (std::size_t i = 0; i < n && c.ok(); ++i) {
+        auto k = c.key();
+        if (copy) req.keys.push_back(std::move(k));
+      }
       break;
     }
     case Op::multi_set: {
-      std::size_t n = c.count();
+      std::size_t n = r.count = c.count();
+      if (copy) {
+        req.keys.reserve(n);
+        req.values.reserve(n);
+      }
       for (std::size_t i = 0; i < n && c.ok(); ++i) {
-        req.keys.push_back(c.key());
-        req.values.push_back(c.value());
+        auto k = c.key();
+        auto v = c.value();
+        if (copy) {
+          req.keys.push_back(std::move(k));
+          req.values.push_back(std::move(v));
+        }
       }
       break;
     }

@@ -60,7 +60,10 @@ inline constexpr uint32_t kValidateMagic = 0x3C85F7CE;
 inline constexpr uint8_t kCheckReady = 0, kCheckNotReady = 1;
 inline constexpr uint8_t kWaitStop = 0, kWaitCanceled = 1;
 
-// Bounds that keep a server's memory bounded against garbage (the libuv server's limits).
+// Bounds that keep a server's memory bounded against garbage: the libuv server's limits
+// (torch/csrc/distributed/c10d/TCPStoreLibUvBackend.cpp, pytorch/pytorch: MAX_STRING_LEN 8 KiB,
+// MAX_PAYLOAD_LEN 8 MiB, MAX_KEY_COUNT 128 Ki keys per request), checked before any payload byte
+// is awaited.
 struct Limits {
   std::size_t max_key_bytes = 8 * 1024;
   std::size_t max_value_bytes = 8 * 1024 * 1024;
@@ -83,6 +86,12 @@ struct Decoded {
   std::size_t consumed = 0;  // bytes of the request, when ok
   Request request;
   std::string error;  // when error: why, for the log line that closes the connection
+  // A lazy decode (decode_request's lazy_from): the request is complete and valid but its keys
+  // (and MULTI_SET's values) were not copied; they start at byte `body_at` of the request and
+  // number `count`, for decode_slice.
+  bool lazy = false;
+  std::size_t body_at = 0;
+  std::size_t count = 0;
 };
 
 // Which dialect a connection speaks, from its first bytes. need_more until it can tell (at most
@@ -94,6 +103,16 @@ Detected detect_dialect(std::string_view first_bytes);
 // before any byte of the payload is awaited, so garbage never makes the caller buffer more than
 // one bounded request.
 Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits);
+// The same, but a CHECK / WAIT / MULTI_GET / MULTI_SET of more than `lazy_keys` keys or more than
+// `lazy_bytes` bytes is only checked, not copied (Decoded::lazy): a server runs such a request a
+// slice at a time from its own buffer instead of copying 128 Ki keys in one go.
+Decoded decode_request(Dialect d, std::string_view buf, const Limits& limits,
+                       std::size_t lazy_keys, std::size_t lazy_bytes);
+// Appends the next keys (MULTI_SET: key and value) of a lazy request's body to `into`, starting
+// at `pos` in `body` and advancing it: at most `max_keys`, and no more once `max_bytes` were taken
+// (at least one). The body was checked by decode_request, so this cannot fail.
+void decode_slice(Op op, std::string_view body, std::size_t& pos, std::size_t max_keys,
+                  std::size_t max_bytes, Request& into);
 
 // Appends the encoded request to `out`. Throws std::invalid_argument when the op does not exist
 // in the dialect or the request's fields do not fit the op.

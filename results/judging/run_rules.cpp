@@ -239,6 +239,44 @@ Finding store_foreign_job_finding(const ForeignStore& s) {
   return f;
 }
 
+namespace {
+// 1048576 -> "1,048,576"
+std::string grouped_number(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string store_full_what(const StoreFull& s) {
+  if (s.limit == "max_stored_keys")
+    return fmt::format("holds {} keys, its {} limit", grouped_number(s.in_use), s.flag);
+  if (s.limit == "max_connections")
+    return fmt::format("has {} connections open, its {} limit", grouped_number(s.in_use), s.flag);
+  return fmt::format("holds {} bytes of keys, values, registrations and buffers, against its {} "
+                     "limit of {}",
+                     grouped_number(s.in_use), s.flag, grouped_number(s.value));
+}
+}  // namespace
+
+Finding store_full_finding(const StoreFull& s) {
+  std::string peer = s.last_peer.empty() ? std::string("(not known)") : s.last_peer;
+  auto f = make_finding_about(
+      Code::STORE_FULL, reported_by(s.rank0, "rendezvous", s.flag),
+      fmt::format("the store served by {{reporter}} {} ({} {}): it refused {} request(s) or "
+                  "connection(s), the last from {}; a client refused there sees its connection "
+                  "closed or refused, not the reason",
+                  store_full_what(s), s.limit, s.value, grouped_number(s.refusals), peer),
+      {s.rank0.rank}, {std::string(s.rank0.host)},
+      {{"flag", s.flag}, {"value", std::to_string(s.value)}, {"peer", peer}});
+  f.evidence = nlohmann::json{{"limit", s.limit},   {"flag", s.flag},
+                              {"value", s.value},   {"in_use", s.in_use},
+                              {"refusals", s.refusals}, {"last_peer", s.last_peer}};
+  return f;
+}
+
 Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std::string_view error,
                            std::string_view holder) {
   std::string fix =

@@ -118,6 +118,19 @@ struct ForeignStore {
 };
 Finding store_foreign_job_finding(const ForeignStore& s);
 
+// The store rank 0 hosts refused someone because a store-wide limit was reached (the server's
+// StoreFullHit, as data): the true cause behind a lost store or ranks refused at the door.
+struct StoreFull {
+  rendezvous::RankRef rank0;
+  std::string limit;      // "max_stored_keys", "max_total_bytes", "max_connections"
+  std::string flag;       // "--max-keys", "--max-total-bytes", "--max-connections"
+  uint64_t value = 0;     // the limit
+  uint64_t in_use = 0;    // keys / bytes / connections held when it refused
+  uint64_t refusals = 0;
+  std::string last_peer;  // "" = not known
+};
+Finding store_full_finding(const StoreFull& s);
+
 // Rank 0 cannot listen on MASTER_PORT; `holder` names who holds it ("" = unknown).
 Finding store_port_finding(rendezvous::RankRef rank0, std::string_view job_id, int port,
                            std::string_view error, std::string_view holder);

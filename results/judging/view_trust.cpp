@@ -126,9 +126,11 @@ std::vector<std::string> disproofs(const Verdict& posted, int posted_as, const V
     named.push_back(f.subject.peer_host);
     for (const auto& h : named) {
       if (h.empty() || hosts.count(h)) continue;
-      // A rank names the store address it dialled in its store-layer findings, whatever
+      // A rank names the store address it dialled in its store and config findings, whatever
       // spelling its MASTER_ADDR had; nowhere else is it the rank's word alone.
-      if (f.layer == Layer::rendezvous && h == posted.world.master_addr) continue;
+      if ((f.layer == Layer::rendezvous || f.layer == Layer::config) &&
+          h == posted.world.master_addr)
+        continue;
       strangers.insert(h);
     }
   }

@@ -7,7 +7,7 @@
 //   - it was posted under rank N's key and says it is rank N's;
 //   - every rank it describes sits on the host the join's roster has for it;
 //   - every host a finding of it names is the job's: a roster host or address, a host rank 0's
-//     own view names, or (for a store-layer finding) the store address that rank dialled;
+//     own view names, or (for a store or config finding) the store address that rank dialled;
 //   - a rank that joined with a world size other than rank 0's reports that WORLD_MISMATCH.
 // A disproved view is set aside, named once (VERDICT_DISPROVED, with the reasons), and what rank 0
 // observed stands in for it: a WORLD_MISMATCH it saw at the join cannot turn into a pass.

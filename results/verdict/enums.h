@@ -82,6 +82,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(STORE_FOREIGN_JOB)             \
   X(STORE_TAMPERED)                \
   X(RENDEZVOUS_LOST)               \
+  X(STORE_FULL)                    \
   X(MESH_BLOCKED)                  \
   X(MESH_INCOMPLETE)               \
   X(PEER_LOST)                     \

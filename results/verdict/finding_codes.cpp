@@ -71,6 +71,12 @@ const std::vector<FindingCode> kCodes = {
      "The connection to the rendezvous store broke after the rank had joined.",
      "Check whether rank 0 ({master}) was killed, OOM-killed or evicted, or whether a connection "
      "tracking / idle timeout cut the connection."},
+    {Code::STORE_FULL, Severity::error, Layer::rendezvous, Outcome::degraded,
+     "The store refused a request or a connection because one of its store-wide limits was "
+     "reached (keys, total bytes, connections); the refused client only saw its connection "
+     "closed or refused, so its own error reads as a lost or refused store.",
+     "Raise {flag} (now {value}) where the store is served, or find what fills it: the last "
+     "refused client was {peer}; under `ncclsmoke run` the store lives in rank 0's process."},
     // --- mesh -------------------------------------------------------------------------------
     {Code::MESH_BLOCKED, Severity::error, Layer::mesh, Outcome::degraded,
      "Ranks can reach the master but not each other on the probed pairs; a collective would hang "

@@ -39,6 +39,7 @@ import suite
 
 netns = k8s_pods.netns
 BINARY = None
+JOB_TOKEN = "3f" * 32  # what `openssl rand -hex 32` gives: the Secret's one value
 CRONJOB_YAML = os.path.join(suite.ROOT, "cronjob", "k8s", "base", "cronjob.yaml")
 ENTRYPOINT = os.path.join(suite.ROOT, "cronjob", "entrypoint.sh")
 PODS = 3
@@ -66,6 +67,11 @@ def resolve_env(container, index, node):
             # The bundled PostgreSQL (base/history.yaml) is not run here: the history's own path
             # is proven by history_contract and the cronjob e2e test. Pods of this test get no
             # NCCLSMOKE_HISTORY / PG* variables, as if the Secret held none of these keys.
+            # The job token's Secret holds one token for every pod, as `kubectl create secret`
+            # in cronjob.yaml's comment makes it.
+            if ref.get("name") == "ncclsmoke-job-token":
+                env[item["name"]] = JOB_TOKEN
+                continue
             if ref.get("name") != "ncclsmoke-history":
                 raise AssertionError(f"cronjob.yaml: no test value for secret {ref.get('name')}")
             continue
@@ -135,6 +141,7 @@ class IndexedJob(suite.NamespaceCase):
         self.assertIsNotNone(g, out[0][-3000:])
         self.assertEqual(g["verdict"], "pass", suite.codes(g))
         self.assertEqual(g["world"]["size"], PODS)
+        self.assertTrue(g["world"]["store"].get("authenticated"), g["world"].get("store"))
         self.assertEqual({r["rank"]: r.get("host") for r in g["ranks"]},
                          {i: f"{JOB}-{i}" for i in range(PODS)})
         self.assertEqual({r["rank"]: r.get("node") for r in g["ranks"]},

@@ -48,8 +48,9 @@ def main():
             problems.append("well-behaved client not served after the attack")
         status = "ok  " if not problems else "FAIL"
         print("%s %-16s peak RSS %4.0f MiB  bystander %3d ops p50 %6.2f ms p99 %6.2f ms  %.1fs"
+              "  longest loop turn %s ms"
               % (status, name, res.peak_rss / 2**20, res.bystander_ops, res.p50_ms, res.p99_ms,
-                 res.wall_s), flush=True)
+                 res.wall_s, res.longest_turn_ms), flush=True)
         for p in problems:
             print("       " + p, flush=True)
         if problems:

@@ -8,6 +8,8 @@ connection) is in server.log().
 """
 import json
 import os
+import re
+import resource
 import signal
 import socket
 import struct
@@ -20,6 +22,7 @@ import time
 MAGIC = 0x3C85F7CE
 # modern opcodes (FACTS.md)
 SET, GET, ADD, NUM_KEYS, DELETE, APPEND, MULTI_SET, PING = 1, 3, 4, 7, 8, 9, 11, 13
+WAIT = 6
 LEGACY_WATCH_KEY = 7
 
 
@@ -107,6 +110,7 @@ class Server:
     def __init__(self, binary, flags):
         self.logf = tempfile.NamedTemporaryFile(prefix="store-attack-", suffix=".log",
                                                 delete=False)
+        self.flags = list(flags)
         self.proc = subprocess.Popen([binary, "store", "serve", "--host", "127.0.0.1",
                                       "--port", "0"] + flags, stdout=subprocess.PIPE,
                                      stderr=self.logf, start_new_session=True)
@@ -160,6 +164,12 @@ class Server:
                 return False
             time.sleep(0.05)
 
+    def longest_turn_ms(self):
+        """The server's longest event-loop turn, from the line `store serve` logs as it exits
+        (after stop()); None when it did not say."""
+        m = re.findall(r"longest event-loop turn ([0-9.]+) ms", getattr(self, "final_log", ""))
+        return float(m[-1]) if m else None
+
     def stop(self):
         if getattr(self, "_stop", None):
             self._stop.set()
@@ -173,6 +183,7 @@ class Server:
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
+        self.final_log = self.log()
         try:
             os.unlink(self.logf.name)
         except OSError:
@@ -428,6 +439,137 @@ def attack_half_multiset(port, srv, hold_s=8.0):
     return problems
 
 
+def attack_wait_flood(port, srv, clients=20, keys=100000, key_bytes=400):
+    """20 WAITs on 100,000 absent keys of 400 bytes each (40 MB per request, 1.9 GB of
+    registrations): each closed, at --max-pending-keys or the total budget."""
+    payload = bytes([WAIT]) + b64(keys) + b"".join(
+        field(b"/wait/%06d/" % i + b"k" * (key_bytes - 13)) for i in range(keys))
+    conns = [Client(port, timeout=20) for _ in range(clients)]
+    closed = [False] * clients
+
+    def run(i):
+        closed[i] = not send_quietly(conns[i].sock, payload) or conns[i].closed_within(15)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=40)
+    for c in conns:
+        c.close()
+    problems = []
+    if not all(closed):
+        problems.append("%d of %d WAIT floods still open" % (closed.count(False), clients))
+    if not srv.wait_log(["WAIT"], count=1, timeout=2) and \
+            not srv.wait_log(["buffering"], count=1, timeout=0.1):
+        problems.append("no log line closing a WAIT flood")
+    return problems
+
+
+def attack_watch_flood(port, srv, watches=100000, key_bytes=8000):
+    """100,000 WATCH_KEY registrations with 8,000-byte keys on one legacy connection (1.6 GB
+    of registrations): closed at --max-pending-keys or the total budget."""
+    c = Client(port, timeout=20, legacy=True)
+    closed = False
+    for start in range(0, watches, 1000):
+        chunk = b"".join(bytes([LEGACY_WATCH_KEY]) + field(b"/watch/%06d/" % i +
+                                                          b"k" * (key_bytes - 14))
+                         for i in range(start, start + 1000))
+        if not send_quietly(c.sock, chunk):
+            closed = True
+            break
+    closed = closed or c.closed_within(10)
+    c.close()
+    problems = []
+    if not closed:
+        problems.append("the watch flood's connection is still open")
+    if not srv.wait_log(["WATCH_KEY"], timeout=2):
+        problems.append("no log line closing the watch flood naming WATCH_KEY")
+    return problems
+
+
+def attack_big_wait(port, srv, keys=128 * 1024):
+    """One WAIT on 128 Ki keys (3 MB, torch's most per request) registered in full
+    (--max-pending-keys 131072), then a MULTI_SET of them all: the wait is answered, and no turn
+    of the loop is long (the server logs its longest as it exits)."""
+    names = [b"/big/%07d/xxxxxx" % i for i in range(keys)]
+    w = Client(port, timeout=20)
+    w.sock.sendall(bytes([WAIT]) + b64(keys) + b"".join(field(k) for k in names))
+    s = Client(port, timeout=20)
+    s.sock.sendall(bytes([MULTI_SET]) + b64(keys) +
+                   b"".join(field(k) + field(b"v") for k in names))
+    problems = []
+    try:
+        if w.recv_exact(1) != b"\x00":
+            problems.append("the big WAIT got another answer than STOP_WAITING")
+        s.ping()
+    except OSError as e:
+        problems.append("the big WAIT was not answered: %s" % e)
+    w.close()
+    s.close()
+    return problems
+
+
+def attack_idle_flood(port, srv, conns=None):
+    """As many idle connections (connect, send nothing) as --max-connections allows: a new
+    client is still served (the oldest idle one is shed), and the rest are closed at
+    --idle-timeout."""
+    flags = srv.flags
+    n = int(flags[flags.index("--max-connections") + 1]) if "--max-connections" in flags \
+        else 16384
+    timeout = float(flags[flags.index("--idle-timeout") + 1]) if "--idle-timeout" in flags else 30
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 256:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 256), hard))
+    idle = []
+    problems = []
+    try:
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(5)
+            s.connect(("127.0.0.1", port))
+            idle.append(s)
+        try:
+            late = Client(port, timeout=10)
+            late.set(b"/late", b"v")
+            if late.get(b"/late") != b"v":
+                problems.append("a client after the idle flood got another value")
+            late.close()
+        except OSError as e:
+            problems.append("a client after the idle flood was not served: %s" % e)
+        if not srv.wait_log(["shed to make room"], timeout=5):
+            problems.append("no log line shedding an idle connection")
+        # Every idle one is closed by its deadline (bounded: the deadline + 10 s).
+        deadline = time.monotonic() + timeout + 10
+        open_ = list(idle)
+        while open_ and time.monotonic() < deadline:
+            still = []
+            for s in open_:
+                s.settimeout(0)
+                try:
+                    if s.recv(1) == b"":
+                        continue
+                except BlockingIOError:
+                    still.append(s)
+                    continue
+                except OSError:
+                    continue
+                still.append(s)
+            open_ = still
+            if open_:
+                time.sleep(0.2)
+        # The bystander (a connection past its first request, accepted just before the flood)
+        # vouches for one idle socket from its host, as torch 1.13's main socket does for its
+        # WATCH_KEY socket; no more may stay.
+        if len(open_) > 1:
+            problems.append("%d of %d idle connections still open %.0f s after --idle-timeout"
+                            % (len(open_), n, 10))
+    finally:
+        for s in idle:
+            s.close()
+    return problems
+
+
 ATTACKS = [
     ("append_flood", attack_append_flood),
     ("watchers", attack_watchers),
@@ -435,7 +577,18 @@ ATTACKS = [
     ("byte_flood", attack_byte_flood),
     ("slowloris", attack_slowloris),
     ("half_multiset", attack_half_multiset),
+    ("wait_flood", attack_wait_flood),
+    ("watch_flood", attack_watch_flood),
+    ("big_wait", attack_big_wait),
+    ("idle_flood", attack_idle_flood),
 ]
+
+# Flags an attack needs besides the suite's budget: the big WAIT registered in full; the idle
+# flood at a connection limit a test can reach quickly.
+ATTACK_FLAGS = {
+    "big_wait": ["--max-pending-keys", "131072", "--max-keys", "262144"],
+    "idle_flood": ["--max-connections", "1024", "--idle-timeout", "2"],
+}
 
 
 class Result:
@@ -453,6 +606,13 @@ def run_attack(binary, flags, name, attack, bystander="raw", observe_s=0.0):
     """Runs one attack against a fresh server; returns a Result (problems, RSS, latencies).
     The bystander keeps going until at least `observe_s` after the attack began."""
     res = Result()
+    extra = ATTACK_FLAGS.get(name, [])
+    base = list(flags)
+    for flag in extra[::2]:  # the attack's value replaces the suite's
+        if flag in base:
+            i = base.index(flag)
+            del base[i:i + 2]
+    flags = base + extra
     srv = Server(binary, flags)
     try:
         by = RawBystander(srv.port) if bystander == "raw" else TorchBystander(srv.port)
@@ -484,4 +644,5 @@ def run_attack(binary, flags, name, attack, bystander="raw", observe_s=0.0):
         res.log = srv.log()
     finally:
         srv.stop()
+    res.longest_turn_ms = srv.longest_turn_ms()
     return res

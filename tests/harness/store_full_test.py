@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""A full store is named, never only "lost" or "refused": a stranger fills the store rank 0 hosts
+(a smaller limit through NCCLSMOKE_STORE_MAX_KEYS / NCCLSMOKE_STORE_MAX_CONNECTIONS) before the
+other ranks join, and rank 0's verdict carries STORE_FULL naming the limit, its flag and the count.
+A third case checks the reserved room: idle strangers holding every connection slot do not keep
+the ranks out (the run passes).
+
+  keys         the stranger stores keys until the store holds NCCLSMOKE_STORE_MAX_KEYS=1000
+  connections  the stranger holds connections that made a request until one is refused
+               (NCCLSMOKE_STORE_MAX_CONNECTIONS=64)
+  idle         64 idle strangers hold every slot; the 4 ranks shed them and the run passes
+
+    /usr/bin/python3 tests/harness/store_full_test.py --binary build/ncclsmoke [--only CASE]
+"""
+
+import argparse
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+from loopback import free_port
+
+WORLD = 4
+MAGIC = 0x3C85F7CE
+MULTI_SET, NUM_KEYS, PING = 11, 7, 13
+
+
+def field(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+class Stranger:
+    """A modern-dialect client of the store that is not one of the job's ranks."""
+
+    def __init__(self, port, timeout=5.0, handshake=True):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.buf = b""
+        if handshake:
+            self.sock.sendall(b"\x00" + struct.pack("<I", MAGIC))
+            self.ping()
+
+    def recv_exact(self, n):
+        while len(self.buf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("store closed the connection")
+            self.buf += chunk
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def ping(self):
+        self.sock.sendall(bytes([PING]) + struct.pack("<I", 7))
+        if struct.unpack("<I", self.recv_exact(4))[0] != 7:
+            raise ConnectionError("bad ping echo")
+
+    def num_keys(self):
+        self.sock.sendall(bytes([NUM_KEYS]))
+        return struct.unpack("<q", self.recv_exact(8))[0]
+
+    def multi_set(self, keys):
+        self.sock.sendall(bytes([MULTI_SET]) + struct.pack("<Q", len(keys)) +
+                          b"".join(field(k) + field(b"x") for k in keys))
+
+    def close(self):
+        self.sock.close()
+
+
+def wait_for_store(port, limit_s=15.0):
+    """A stranger connected once rank 0's store listens and rank 0 has claimed it."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            s = Stranger(port)
+            if s.num_keys() > 0:
+                return s
+            s.close()
+        except OSError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError("rank 0's store did not come up on port %d" % port)
+
+
+def start_rank(binary, rank, port, work, env):
+    args = [binary, "run", "--launcher", "flags", "--rank", str(rank), "--world-size", str(WORLD),
+            "--master-addr", "127.0.0.1", "--master-port", str(port), "--store-bind", "127.0.0.1",
+            "--out-dir", work, "--transports", "socket", "--min-bytes", "4K", "--max-bytes", "64K",
+            "--iters", "3", "--connect-timeout", "8", "--join-timeout", "8", "--timeout", "40",
+            "--quiet"]
+    log = open(os.path.join(work, "rank%d.log" % rank), "w")
+    return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def run_case(binary, name):
+    problems = []
+    with tempfile.TemporaryDirectory(prefix="ncclsmoke-store-full-") as work:
+        port = free_port()
+        env = dict(os.environ)
+        env["NCCLSMOKE_STORE_MAX_KEYS" if name == "keys" else "NCCLSMOKE_STORE_MAX_CONNECTIONS"] = \
+            "1000" if name == "keys" else "64"
+        procs = [start_rank(binary, 0, port, work, env)]
+        held = []
+        try:
+            first = wait_for_store(port)
+            held.append(first)
+            if name == "keys":
+                # Exactly full: the store holds 1000 keys, the ranks' next key is refused.
+                first.multi_set([b"/stranger/%d" % i for i in range(1000 - first.num_keys())])
+                if first.num_keys() != 1000:
+                    problems.append("stranger could not fill the store to 1000 keys")
+            elif name == "connections":
+                for _ in range(200):  # bounded; 64 is the limit
+                    try:
+                        held.append(Stranger(port))
+                    except OSError:
+                        break  # refused: the store is full of connections
+            else:
+                for _ in range(64):
+                    held.append(Stranger(port, handshake=False))
+            procs += [start_rank(binary, r, port, work, env) for r in range(1, WORLD)]
+            for p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                    problems.append("a rank ran more than 60 s")
+        finally:
+            for s in held:
+                s.close()
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        path = os.path.join(work, "verdict.rank0.json")
+        if not os.path.exists(path):
+            path = os.path.join(work, "verdict.json")
+        try:
+            with open(path) as f:
+                v = json.load(f)
+        except (OSError, ValueError) as e:
+            return ["rank 0 wrote no verdict: %s" % e]
+        full = [f for f in v["findings"] if f["code"] == "STORE_FULL"]
+        codes = sorted({f["code"] for f in v["findings"]})
+        if name == "idle":
+            if full:
+                problems.append("idle strangers reported as STORE_FULL: %s" % full[0]["message"])
+            if procs[0].returncode != 0:
+                problems.append("the run did not pass beside 64 idle strangers (exit %s, codes %s)"
+                                % (procs[0].returncode, codes))
+        else:
+            flag, count = ("--max-keys", "1,000 keys") if name == "keys" else \
+                ("--max-connections", "64 connections")
+            msgs = [f["message"] for f in full]
+            if not any(flag in m and count in m for m in msgs):
+                problems.append("rank 0's verdict has no STORE_FULL naming %s and %s (codes %s; "
+                                "STORE_FULL: %s)" % (flag, count, codes, msgs))
+            for f in full:
+                if f.get("evidence", {}).get("flag") == flag and f["evidence"]["value"] != (
+                        1000 if name == "keys" else 64):
+                    problems.append("STORE_FULL evidence value %s" % f["evidence"]["value"])
+        print("%s %-12s rank 0 exit %s, codes %s" % ("ok  " if not problems else "FAIL", name,
+                                                     procs[0].returncode, ", ".join(codes)))
+        for f in full:
+            print("       " + f["message"])
+        if problems:
+            with open(os.path.join(work, "rank0.log"), errors="replace") as f:
+                print("       rank 0 log:\n         " +
+                      "\n         ".join(f.read().splitlines()[-12:]))
+    return problems
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    ap.add_argument("--only", default=None)
+    a = ap.parse_args()
+    failed = []
+    for name in ["keys", "connections", "idle"]:
+        if a.only and a.only != name:
+            continue
+        for p in run_case(a.binary, name):
+            print("       " + p)
+            failed.append(name)
+    if failed:
+        print("FAILED: " + ", ".join(sorted(set(failed))))
+        return 1
+    print("every full store was named")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
