@@ -233,8 +233,22 @@ json to_json(const Verdict& v) {
                            {"era", s.era},             {"key_prefix", s.key_prefix},
                            {"authenticated", s.authenticated}};
   }
+  // Up to kMaxExpandedRanks ranks in all, one entry a rank, as readers and jq scripts index
+  // ranks[] by rank; past it, runs of alike ranks stay ranges ("through"), so a verdict's size
+  // follows the ranks that joined, not WORLD_SIZE.
+  std::size_t described = 0;
+  for (const auto& r : v.ranks) described += static_cast<std::size_t>(ranks_in(r));
+  const bool expand = described <= kMaxExpandedRanks;
   j["ranks"] = json::array();
-  for (const auto& r : v.ranks) j["ranks"].push_back(to_json(r));
+  for (const auto& r : v.ranks) {
+    if (!expand || r.through <= r.rank) {
+      j["ranks"].push_back(to_json(r));
+      continue;
+    }
+    RankInfo one = r;
+    one.through = -1;
+    for (one.rank = r.rank; one.rank <= r.through; ++one.rank) j["ranks"].push_back(to_json(one));
+  }
   j["phases"] = json::array();
   for (const auto& p : v.phases) j["phases"].push_back(to_json(p));
   j["transports"] = json::array();

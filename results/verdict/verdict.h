@@ -175,6 +175,8 @@ class VerdictFormatError : public std::runtime_error {
   std::vector<std::string> problems_;
 };
 
+// A verdict describing at most this many ranks writes one ranks[] entry a rank.
+inline constexpr std::size_t kMaxExpandedRanks = 1024;
 // How many ranks the entry stands for (1, or the size of its range).
 inline int ranks_in(const RankInfo& r) { return r.through > r.rank ? r.through - r.rank + 1 : 1; }
 // Appends entries for `sorted_ranks` (ascending), alike but for their rank, one per run of

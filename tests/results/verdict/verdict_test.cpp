@@ -85,21 +85,43 @@ TEST(VerdictJson, AVerdictFromBeforeSubjectsReadsTheSame) {
   }
 }
 
-// A range of ranks (RankInfo::through) round-trips on both readers; a single rank writes none.
+// Past kMaxExpandedRanks, a range of ranks (RankInfo::through) round-trips on both readers; a
+// single rank writes none.
 TEST(VerdictJson, RankRangesRoundTrip) {
   Verdict v = testing::full_sample();
   RankInfo never;
   never.status = RankStatus::missing;
   never.detail = "never joined";
   v.ranks.clear();
-  add_rank_ranges(v.ranks, {4, 5, 6, 9}, never);
+  std::vector<int> missing;
+  for (int r = 4; r <= 4000; ++r) missing.push_back(r);
+  missing.push_back(4009);
+  add_rank_ranges(v.ranks, missing, never);
   json j = to_json(v);
-  EXPECT_EQ(j["ranks"][0]["through"], 6);
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  EXPECT_EQ(j["ranks"][0]["through"], 4000);
   EXPECT_FALSE(j["ranks"][1].contains("through"));
   for (const Verdict& back : {verdict_from_json(j), *verdict_from_text_fast(j.dump())}) {
     ASSERT_EQ(back.ranks.size(), 2u);
-    EXPECT_EQ(ranks_in(back.ranks[0]), 3);
+    EXPECT_EQ(ranks_in(back.ranks[0]), 3997);
     EXPECT_EQ(ranks_in(back.ranks[1]), 1);
+  }
+}
+
+// A world of up to kMaxExpandedRanks ranks writes one entry a rank, as verdicts always did.
+TEST(VerdictJson, ASmallWorldWritesOneEntryARank) {
+  Verdict v = testing::full_sample();
+  RankInfo never;
+  never.status = RankStatus::missing;
+  never.detail = "never joined";
+  v.ranks.clear();
+  add_rank_ranges(v.ranks, {1, 2, 3, 7}, never);
+  json j = to_json(v);
+  ASSERT_EQ(j["ranks"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j["ranks"][i]["rank"], std::vector<int>({1, 2, 3, 7})[i]);
+    EXPECT_FALSE(j["ranks"][i].contains("through"));
+    EXPECT_EQ(j["ranks"][i]["detail"], "never joined");
   }
 }
 
