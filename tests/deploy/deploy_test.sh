@@ -26,6 +26,11 @@ src=$1 mode=$2
 shift 2
 here=$src/tests/deploy
 cronjob=$src/cronjob
+# The project's version (CMakeLists.txt's project()): check.mjs holds the labels and the image
+# tags to it.
+NCCLSMOKE_VERSION=$(sed -n 's/^project(ncclsmoke VERSION \([0-9][0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[ -n "$NCCLSMOKE_VERSION" ] || { echo "FAIL: no project(ncclsmoke VERSION ...) in $src/CMakeLists.txt"; exit 1; }
+export NCCLSMOKE_VERSION
 
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed ($2)"; exit 77; }
