@@ -24,6 +24,12 @@ const CHECKS = {
   "headless-service": "the pods' subdomain is a headless Service with publishNotReadyAddresses selecting them",
   "profiles": "the profiles ConfigMap is in the render and holds the profile the pods name, with a band for their world size at a size the sweep measures",
   "kyverno-policy": "the ClusterPolicy matches pods by label, turns service links off and adds NCCL defaults",
+  "pod-security": "a Namespace of the render carries pod-security enforce/warn/audit labels at one level, and every pod in it meets that level (restricted: seccompProfile RuntimeDefault, runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, no host namespaces, ports or paths)",
+  "labels": "in the smoke deployment's render every object and pod template carries app.kubernetes.io/{name,component,version,part-of,managed-by,instance}, the version being the project's",
+  "network-policy": "a NetworkPolicy selects the smoke pods and allows, between them, the store port, the pinned --mesh-port-range and the transports' ephemeral ports, and egress to DNS, the Pushgateway and the PostgreSQL history",
+  "history-pdb": "a PodDisruptionBudget (maxUnavailable 0 or minAvailable = replicas) covers each one-replica StatefulSet; no budget selects nothing",
+  "image-tag": "every image carries a digest or a versioned tag (never latest, cpu, gpu or none); ncclsmoke's tag starts with the project version",
+  "no-password": "no Secret of the render holds a password, token or placeholder value, and no container gets one as a literal env value",
   "history": "the CronJob's history persists: NCCLSMOKE_HISTORY is a postgresql:// URL (from a Secret; a Service of the render behind it is a StatefulSet on a ReadWriteOnce claim), or a SQLite file on a ReadWriteOnce claim of a one-pod Job; never an emptyDir or a ReadWriteMany claim",
 };
 
@@ -451,6 +457,189 @@ for (const p of byKind("ClusterPolicy")) {
       for (const e of c.env ?? [])
         if ("value" in e) fail("kyverno-policy", p, `env ${e.name} is forced (value:), not a default (+(value):)`);
 }
+
+// ---- Pod Security, labels, NetworkPolicy, disruption budget, images, secrets (issue 25) -------
+// The project's version, from deploy_test.sh (CMakeLists.txt); absent when check.mjs runs alone.
+const version = process.env.NCCLSMOKE_VERSION || null;
+// Every pod template of the render, with the object that owns it.
+const pods = [];
+for (const o of objects) {
+  const t = o.kind === "CronJob" ? o.spec?.jobTemplate?.spec?.template
+    : ["Job", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet"].includes(o.kind) ? o.spec?.template
+      : o.kind === "Pod" ? o : null;
+  if (t) pods.push({ owner: o, meta: t.metadata ?? {}, spec: t.spec ?? {} });
+}
+
+// Pod Security Admission, read as the admission controller reads it (the "restricted" and
+// "baseline" rules the manifests can break).
+const PSA = "pod-security.kubernetes.io/";
+const LEVELS = ["privileged", "baseline", "restricted"];
+function podSecurityProblems(level, ps) {
+  const out = [];
+  if (level === "privileged") return out;
+  for (const k of ["hostNetwork", "hostPID", "hostIPC"]) if (ps[k]) out.push(`${k} is true`);
+  for (const v of ps.volumes ?? []) if (v.hostPath) out.push(`volume ${v.name} is a hostPath`);
+  const containers = allContainers(ps);
+  for (const c of containers) {
+    const sc = c.securityContext ?? {};
+    if (sc.privileged) out.push(`container ${c.name} is privileged`);
+    for (const p of c.ports ?? []) if (p.hostPort) out.push(`container ${c.name} uses hostPort ${p.hostPort}`);
+    if (level !== "restricted") continue;
+    if (sc.allowPrivilegeEscalation !== false) out.push(`container ${c.name}: allowPrivilegeEscalation is not false`);
+    if (!(sc.capabilities?.drop ?? []).includes("ALL")) out.push(`container ${c.name}: capabilities do not drop ALL`);
+    const added = (sc.capabilities?.add ?? []).filter((x) => x !== "NET_BIND_SERVICE");
+    if (added.length) out.push(`container ${c.name} adds capabilities ${added.join(",")}`);
+    if ((sc.runAsNonRoot ?? ps.securityContext?.runAsNonRoot) !== true) out.push(`container ${c.name}: runAsNonRoot is not true`);
+    if ((sc.runAsUser ?? ps.securityContext?.runAsUser) === 0) out.push(`container ${c.name}: runAsUser is 0`);
+    const seccomp = sc.seccompProfile?.type ?? ps.securityContext?.seccompProfile?.type;
+    if (seccomp !== "RuntimeDefault" && seccomp !== "Localhost")
+      out.push(`container ${c.name}: seccompProfile is ${JSON.stringify(seccomp)}, not RuntimeDefault`);
+  }
+  return out;
+}
+for (const ns of byKind("Namespace")) {
+  const l = ns.metadata?.labels ?? {};
+  const level = l[PSA + "enforce"];
+  if (!LEVELS.includes(level)) {
+    fail("pod-security", ns, `label ${PSA}enforce is ${JSON.stringify(level)}, not one of ${LEVELS.join(", ")}`);
+    continue;
+  }
+  for (const mode of ["warn", "audit"])
+    if (l[PSA + mode] !== level) fail("pod-security", ns, `label ${PSA}${mode} is ${JSON.stringify(l[PSA + mode])}, not the enforced ${level}`);
+  if (level === "privileged") fail("pod-security", ns, "enforces privileged: no pod needs it; use restricted (or baseline, saying why)");
+  for (const p of pods.filter((x) => x.owner.metadata?.namespace === ns.metadata?.name)) {
+    // The smoke pods and the PostgreSQL pod: the RuntimeDefault profile whatever the level.
+    if (level !== "restricted" && p.spec.securityContext?.seccompProfile?.type !== "RuntimeDefault")
+      fail("pod-security", p.owner, "the pod's seccompProfile is not RuntimeDefault");
+    for (const m of podSecurityProblems(level, p.spec))
+      fail("pod-security", p.owner, `refused by Pod Security "${level}" (namespace ${ns.metadata.name}): ${m}`);
+  }
+}
+
+// The smoke deployment: a render with the smoke CronJob (the gate and the policy are examples
+// for other people's objects, with their own labels).
+const smokeCron = byKind("CronJob").filter((c) =>
+  allContainers(c.spec?.jobTemplate?.spec?.template?.spec ?? {}).some((x) => envOf(x, "NCCLSMOKE_PODS")));
+const RECOMMENDED = ["name", "component", "version", "part-of", "managed-by", "instance"].map((k) => "app.kubernetes.io/" + k);
+if (smokeCron.length) {
+  const checkLabels = (o, labels, what) => {
+    const missing = RECOMMENDED.filter((k) => !labels?.[k]);
+    if (missing.length) fail("labels", o, `${what} lacks ${missing.join(", ")}`);
+    const v = labels?.["app.kubernetes.io/version"];
+    if (version && v && String(v) !== version) fail("labels", o, `${what}: app.kubernetes.io/version is ${v}, not the project's ${version}`);
+  };
+  for (const o of objects) checkLabels(o, o.metadata?.labels, "metadata");
+  for (const p of pods) checkLabels(p.owner, p.meta.labels, "the pod template");
+}
+
+// NetworkPolicy: which rules let a peer reach a port.
+const portCovers = (ports, port, protocol) => !ports || ports.length === 0 ||
+  ports.some((p) => (p.protocol ?? "TCP") === protocol &&
+    (p.port === undefined || (typeof p.port === "number" && port >= p.port && port <= (p.endPort ?? p.port))));
+const rangeCovers = (ports, lo, hi, protocol) => {
+  for (let x = lo; x <= hi; x++) if (!portCovers(ports, x, protocol)) return false;
+  return true;
+};
+// peers: a rule's from/to; pred(peer) says whether that peer is the one we need. No peers = all.
+const peersInclude = (peers, pred) => !peers || peers.length === 0 || peers.some(pred);
+const selectsPods = (labels, ns) => (peer) => !peer.ipBlock && !peer.namespaceSelector &&
+  labelSelectorSelects(peer.podSelector, labels) || (peer.podSelector && peer.namespaceSelector &&
+    Object.keys(peer.namespaceSelector).length === 0 && labelSelectorSelects(peer.podSelector, labels)) ||
+  (ns && !peer.ipBlock && peer.namespaceSelector?.matchLabels?.["kubernetes.io/metadata.name"] === ns &&
+    (!peer.podSelector || Object.keys(peer.podSelector).length === 0 || labelSelectorSelects(peer.podSelector, labels)));
+for (const cron of smokeCron) {
+  const t = cron.spec.jobTemplate.spec.template;
+  const labels = t.metadata?.labels ?? {};
+  const ns = cron.metadata?.namespace;
+  const c = allContainers(t.spec ?? {}).find((x) => envOf(x, "NCCLSMOKE_PODS"));
+  const policies = byKind("NetworkPolicy").filter((p) => p.metadata?.namespace === ns &&
+    labelSelectorSelects(p.spec?.podSelector, labels));
+  if (policies.length === 0) {
+    fail("network-policy", cron, "no NetworkPolicy selects the smoke pods: a default-deny namespace blocks every run");
+    continue;
+  }
+  const ingress = policies.filter((p) => (p.spec.policyTypes ?? ["Ingress"]).includes("Ingress")).flatMap((p) => p.spec.ingress ?? []);
+  const egress = policies.filter((p) => (p.spec.policyTypes ?? []).includes("Egress")).flatMap((p) => p.spec.egress ?? []);
+  const allows = (rules, side, lo, hi, protocol, pred, what) => {
+    if (!rules.some((r) => peersInclude(r[side], pred) && rangeCovers(r.ports, lo, hi, protocol)))
+      fail("network-policy", cron, `no ${side === "from" ? "ingress" : "egress"} rule allows ${what} (${protocol} ${lo}${hi !== lo ? "-" + hi : ""})`);
+  };
+  const smoke = selectsPods(labels, ns);
+  const store = Number(envOf(c, "MASTER_PORT")?.value ?? flagValue(c, "--master-port") ?? 29500);
+  const mesh = flagValue(c, "--mesh-port-range");
+  const between = [[store, store, "the store (MASTER_PORT)"], [32768, 60999, "the transports' ephemeral ports"]];
+  if (!mesh) fail("network-policy", cron, "--mesh-port-range is not given: the mesh listens on ephemeral ports no policy can name apart from the transports'");
+  else {
+    const m = String(mesh).match(/^(\d+)(?:-(\d+))?$/);
+    if (m) between.push([Number(m[1]), Number(m[2] ?? m[1]), "the mesh probe (--mesh-port-range)"]);
+  }
+  for (const [lo, hi, what] of between) {
+    allows(ingress, "from", lo, hi, "TCP", smoke, `${what} from the smoke pods`);
+    allows(egress, "to", lo, hi, "TCP", smoke, `${what} to the smoke pods`);
+  }
+  allows(egress, "to", 53, 53, "UDP", () => true, "DNS");
+  const pgw = envOf(c, "NCCLSMOKE_PUSHGATEWAY")?.value;
+  const pm = pgw && String(pgw).match(/^https?:\/\/[^/:]+(?::(\d+))?/);
+  if (pm) allows(egress, "to", Number(pm[1] ?? (pgw.startsWith("https") ? 443 : 80)), Number(pm[1] ?? (pgw.startsWith("https") ? 443 : 80)), "TCP", () => true, "the Pushgateway");
+  const h = envOf(c, "NCCLSMOKE_HISTORY");
+  const ref = h?.valueFrom?.secretKeyRef;
+  const url = ref ? decode(byKind("Secret").find((x) => x.metadata?.name === ref.name), ref.key) : h?.value;
+  // The operator's own Secret (history-postgres-external): the URL is unknown, its port 5432.
+  const pg = url === undefined && ref ? [null, "5432"] : String(url ?? "").match(/^postgres(?:ql)?:\/\/(?:[^@/]*@)?[^:/?]*(?::(\d+))?/);
+  if (pg) allows(egress, "to", Number(pg[1] ?? 5432), Number(pg[1] ?? 5432), "TCP", () => true, "the PostgreSQL history");
+}
+
+// Disruption budgets: a one-replica StatefulSet (the history's database) is never evicted
+// under a publish; a budget that selects nothing is left over from a removed server.
+for (const sts of byKind("StatefulSet")) {
+  const labels = sts.spec?.template?.metadata?.labels ?? {};
+  const pdbs = byKind("PodDisruptionBudget").filter((p) => p.metadata?.namespace === sts.metadata?.namespace &&
+    labelSelectorSelects(p.spec?.selector, labels));
+  const replicas = sts.spec?.replicas ?? 1;
+  if (replicas !== 1) continue;
+  if (!pdbs.some((p) => p.spec?.maxUnavailable === 0 || p.spec?.maxUnavailable === "0%" || p.spec?.minAvailable === replicas || p.spec?.minAvailable === "100%"))
+    fail("history-pdb", sts, "no PodDisruptionBudget with maxUnavailable 0 (or minAvailable 1) selects its pod: a node drain stops the database under a publish");
+}
+for (const p of byKind("PodDisruptionBudget"))
+  if (!pods.some((x) => x.owner.metadata?.namespace === p.metadata?.namespace && labelSelectorSelects(p.spec?.selector, x.meta.labels ?? {})))
+    fail("history-pdb", p, `selects no pod of this render (${JSON.stringify(p.spec?.selector)})`);
+
+// Images: a digest or a version in the tag.
+for (const p of pods)
+  for (const c of allContainers(p.spec)) {
+    const image = String(c.image ?? "");
+    if (/@sha256:[0-9a-f]{64}$/.test(image)) continue;
+    const slash = image.lastIndexOf("/");
+    const colon = image.lastIndexOf(":");
+    const tag = colon > slash ? image.slice(colon + 1) : "";
+    const repo = colon > slash ? image.slice(0, colon) : image;
+    if (!/\d+\.\d+/.test(tag))
+      fail("image-tag", p.owner, `container ${c.name}: image ${JSON.stringify(image)} has ${tag ? "the mutable tag " + tag : "no tag"}: give a versioned tag or a digest (with imagePullPolicy ${c.imagePullPolicy ?? "default"}, nodes keep whatever they pulled first)`);
+    else if (version && repo.split("/").pop() === "ncclsmoke" && !(tag === version || tag.startsWith(version + "-")))
+      fail("image-tag", p.owner, `container ${c.name}: image ${image}'s tag is not the project's version ${version}`);
+    if (c.imagePullPolicy && !["IfNotPresent", "Always", "Never"].includes(c.imagePullPolicy))
+      fail("image-tag", p.owner, `container ${c.name}: imagePullPolicy ${c.imagePullPolicy}`);
+  }
+
+// Secrets: the repository ships none with a password, token or placeholder in it.
+const SECRETISH = /pass(word)?|token|secret|credential|private|api[-_]?key/i;
+for (const s of byKind("Secret")) {
+  const keys = new Set([...Object.keys(s.data ?? {}), ...Object.keys(s.stringData ?? {})]);
+  for (const k of keys) {
+    const v = decode(s, k) ?? "";
+    if (SECRETISH.test(k) && v !== "")
+      fail("no-password", s, `key ${k} holds a value in the repository: the operator creates that Secret (kubectl create secret)`);
+    else if (/change[-_ ]?me|changeme|placeholder|example-password/i.test(v))
+      fail("no-password", s, `key ${k} holds the placeholder ${JSON.stringify(v)}`);
+    else if (/^[a-z][a-z0-9+.-]*:\/\/[^/@]*:[^/@]+@/i.test(v))
+      fail("no-password", s, `key ${k} is a URL with a password in it`);
+  }
+}
+for (const p of pods)
+  for (const c of allContainers(p.spec))
+    for (const e of c.env ?? [])
+      if (SECRETISH.test(e.name) && typeof e.value === "string" && e.value !== "")
+        fail("no-password", p.owner, `container ${c.name}: env ${e.name} is a literal value, not from a Secret`);
 
 // ---- result -----------------------------------------------------------------------------------
 for (const f of failures) console.log(f.line);

@@ -26,6 +26,11 @@ src=$1 mode=$2
 shift 2
 here=$src/tests/deploy
 cronjob=$src/cronjob
+# The project's version (CMakeLists.txt's project()): check.mjs holds the labels and the image
+# tags to it.
+NCCLSMOKE_VERSION=$(sed -n 's/^project(ncclsmoke VERSION \([0-9][0-9.]*\).*/\1/p' "$src/CMakeLists.txt")
+[ -n "$NCCLSMOKE_VERSION" ] || { echo "FAIL: no project(ncclsmoke VERSION ...) in $src/CMakeLists.txt"; exit 1; }
+export NCCLSMOKE_VERSION
 
 need() {
   command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed ($2)"; exit 77; }
@@ -163,17 +168,28 @@ spec:
           errs.push(`${f}: no one-replica StatefulSet on a ReadWriteOnce claim`);
         if (podOf(docs).volumes.some((v) => v.name === "history"))
           errs.push(`${f}: the CronJob still has a history volume`);
-        if (!env(docs, "PGPASSWORD")?.valueFrom?.secretKeyRef) errs.push(`${f}: PGPASSWORD not from the Secret`);
+        const pw = env(docs, "PGPASSWORD")?.valueFrom?.secretKeyRef;
+        if (!pw) errs.push(`${f}: PGPASSWORD not from the Secret`);
+        // The password is a Secret the operator makes: never in the render, and the server reads the
+        // same one as the clients.
+        if (pw && docs.some((o) => o.kind === "Secret" && o.metadata.name === pw.name))
+          errs.push(`${f}: the password Secret ${pw.name} is in the render (the repository would ship it)`);
+        const spw = sts?.spec.template.spec.containers[0].env.find((e) => e.name === "POSTGRES_PASSWORD")?.valueFrom?.secretKeyRef;
+        if (!spw || spw.name !== pw?.name || spw.key !== pw?.key)
+          errs.push(`${f}: the server POSTGRES_PASSWORD (${JSON.stringify(spw)}) is not the PGPASSWORD of the clients (${JSON.stringify(pw)})`);
       }
       const ext = load(process.argv[4]);
       if (ext.some((o) => o.kind === "StatefulSet" || o.kind === "Secret")) errs.push("external: the bundled server or Secret is still rendered");
       if (env(ext, "NCCLSMOKE_HISTORY")?.valueFrom?.secretKeyRef?.name !== "ncclsmoke-history") errs.push("external: NCCLSMOKE_HISTORY lost its Secret");
+      if (env(ext, "PGPASSWORD")?.valueFrom?.secretKeyRef?.name !== "ncclsmoke-history") errs.push("external: PGPASSWORD is not the key of your Secret ncclsmoke-history");
+      if (ext.some((o) => o.kind === "PodDisruptionBudget")) errs.push("external: the PodDisruptionBudget of the bundled server is still rendered");
       const one = load(process.argv[5]);
       const pvc = one.find((o) => o.kind === "PersistentVolumeClaim");
       const vol = podOf(one).volumes.find((v) => v.name === "history");
       if (!pvc || pvc.spec.accessModes.join() !== "ReadWriteOnce") errs.push("sqlite: the claim is not ReadWriteOnce");
       if (!vol || vol.emptyDir || vol.persistentVolumeClaim?.claimName !== pvc?.metadata.name) errs.push("sqlite: history volume is " + JSON.stringify(vol) + ", not the claim alone");
-      if (one.some((o) => o.kind === "StatefulSet" || o.kind === "Secret") || env(one, "PGPASSWORD")) errs.push("sqlite: the PostgreSQL parts are still rendered");
+      if (one.some((o) => o.kind === "StatefulSet" || o.kind === "Secret" || o.kind === "PodDisruptionBudget" ||
+        o.metadata.name === "ncclsmoke-history-egress") || env(one, "PGPASSWORD")) errs.push("sqlite: the PostgreSQL parts are still rendered");
       console.log(errs.length ? "FAIL: " + errs.join("; ") : "ok: the default history is the PostgreSQL StatefulSet on a ReadWriteOnce claim; the alternatives render as documented");
       process.exit(errs.length ? 1 : 0);
     ' "$here/node_modules/yaml/dist/index.js" "$tmp/default-cpu.yaml" "$tmp/default-gpu-efa.yaml" "$tmp/external.yaml" "$tmp/sqlite-one-pod.yaml" || failed=1
