@@ -5,10 +5,12 @@
 50 ms beside it. Prints, per attack and per server binary, the torch client's p50/p99/max latency,
 the server's peak RSS (VmRSS sampled every 10 ms) and whether the attacker was stopped.
 
-Goal: p99 < 10 ms under every attack, peak RSS within --max-total-bytes + a fixed overhead.
+Goal (issue 22): under every attack, p99 < 10 ms, peak RSS <= --max-total-bytes + 64 MiB, no
+event-loop turn over 10 ms (the server logs its longest as it exits), and, with --beside-run, a
+4-rank `ncclsmoke run` against the attacked store (--store, socket transport) passes.
 
   /usr/bin/python3 bench/store_attack_bench.py [--before /tmp/ncclsmoke-before]
-      [--after build/ncclsmoke] [--only ATTACK] [--json-out FILE]
+      [--after build/ncclsmoke] [--only ATTACK[,ATTACK]] [--beside-run] [--json-out FILE]
 
 The "before" binary (one built without the memory budget) is run without the budget flags;
 "after" runs twice: with the CI suite's budget (128 MiB total, 16 MiB output, 100k keys, 1 s
@@ -17,7 +19,10 @@ request timeout) and with the defaults (8 GiB, 64 MiB, 1 Mi keys, 30 s).
 import argparse
 import json
 import os
+import subprocess
 import sys
+import tempfile
+import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "rendezvous"))
@@ -26,6 +31,59 @@ import store_attacks as sa  # noqa: E402
 
 CI_FLAGS = ["--max-total-bytes", str(128 << 20), "--max-output-bytes", str(16 << 20),
             "--max-keys", "100000", "--request-timeout", "1"]
+DEFAULT_TOTAL = 8 << 30  # store serve's --max-total-bytes default
+OVERHEAD = 64 << 20      # the goal's allowance over the budget
+
+
+def budget(flags):
+    return int(flags[flags.index("--max-total-bytes") + 1]) if "--max-total-bytes" in flags \
+        else DEFAULT_TOTAL
+
+
+class BesideRun:
+    """A 4-rank `ncclsmoke run` (socket, 1 MiB) against the attacked store, started as the
+    attack starts; records its ranks' exit codes and the global verdict."""
+
+    def __init__(self, binary, port, tag):
+        self.binary, self.port, self.tag = binary, port, tag
+        self.result = "not run"
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        with tempfile.TemporaryDirectory(prefix="ncclsmoke-beside-") as work:
+            procs = []
+            for r in range(4):
+                env = dict(os.environ)
+                env.pop("NCCLSMOKE_JOB_TOKEN", None)
+                args = [self.binary, "run", "--launcher", "flags", "--rank", str(r),
+                        "--world-size", "4", "--store", "127.0.0.1:%d" % self.port,
+                        "--master-addr", "127.0.0.1", "--out-dir", work, "--job-id",
+                        "beside-" + self.tag, "--transports", "socket", "--min-bytes", "1M",
+                        "--max-bytes", "1M", "--iters", "5", "--warmup-iters", "1",
+                        "--timeout", "60", "--quiet"]
+                procs.append(subprocess.Popen(args, stdout=subprocess.DEVNULL,
+                                              stderr=subprocess.DEVNULL, env=env))
+            rcs = []
+            for p in procs:
+                try:
+                    rcs.append(p.wait(timeout=90))
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    rcs.append(p.wait())
+            try:
+                with open(os.path.join(work, "verdict.json")) as f:
+                    v = json.load(f)
+                codes = sorted({x["code"] for x in v.get("findings", [])})
+                self.result = v["verdict"] + ("" if not codes else " " + ",".join(codes))
+            except (OSError, ValueError, KeyError):
+                self.result = "no verdict (exit codes %s)" % rcs
+
+    def start(self):
+        self.thread.start()
+
+    def join(self):
+        self.thread.join(timeout=120)
+        return self.result
 
 
 def main():
@@ -35,6 +93,8 @@ def main():
     ap.add_argument("--only", default=None)
     ap.add_argument("--no-defaults", action="store_true", help="skip the 'after, defaults' run")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--beside-run", action="store_true",
+                    help="run a 4-rank ncclsmoke run against the attacked store during each attack")
     ap.add_argument("--observe", type=float, default=4.0,
                     help="seconds of torch set+get measured per attack, at least (default 4)")
     args = ap.parse_args()
@@ -49,14 +109,27 @@ def main():
         configs.append(("after (defaults)", args.after, []))
 
     rows = []
-    print("%-14s %-18s %9s %9s %9s %10s %5s  %s" % ("attack", "server", "p50 ms", "p99 ms",
-                                                    "max ms", "peak RSS", "ops", "attacker"))
+    print("%-14s %-18s %9s %9s %9s %10s %10s %9s %5s  %s" % (
+        "attack", "server", "p50 ms", "p99 ms", "max ms", "peak RSS", "budget+64", "loop ms",
+        "ops", "attacker"))
+    only = set(args.only.split(",")) if args.only else None
     for name, attack in sa.ATTACKS:
-        if args.only and name != args.only:
+        if only and name not in only:
             continue
         for label, binary, flags in configs:
-            res = sa.run_attack(binary, flags, name, attack, bystander="torch",
+            beside = {}
+            wrapped = attack
+            if args.beside_run and label != "before":
+                def wrapped(port, srv, attack=attack, beside=beside, binary=binary):
+                    beside["run"] = BesideRun(binary, port, name)
+                    beside["run"].start()
+                    return attack(port, srv)
+            res = sa.run_attack(binary, flags, name, wrapped, bystander="torch",
                                 observe_s=args.observe)
+            beside_result = beside["run"].join() if "run" in beside else "-"
+            limit = budget(sa.ATTACK_FLAGS.get(name, []) + flags
+                           if "--max-total-bytes" in sa.ATTACK_FLAGS.get(name, []) else flags)
+            within = "yes" if res.peak_rss <= limit + OVERHEAD else "NO"
             stopped = "stopped" if not res.problems else "NOT stopped: " + "; ".join(res.problems)
             if res.problems and label == "after (defaults)":
                 # 300k keys, 256 MiB of values, 8 x 32 MiB buffered and an 8 s trickle all fit
@@ -64,18 +137,37 @@ def main():
                 stopped = "within the default limits (by design): " + "; ".join(res.problems)
             if res.bystander_errors:
                 stopped += " | torch client errors: %s" % res.bystander_errors[:2]
-            print("%-14s %-18s %9.2f %9.2f %9.2f %7.0f MiB %5d  %s"
+            turn = res.longest_turn_ms
+            if args.beside_run:
+                stopped += " | 4-rank run: %s" % beside_result
+            print("%-14s %-18s %9.2f %9.2f %9.2f %7.0f MiB %10s %9s %5d  %s"
                   % (name, label, res.p50_ms, res.p99_ms, res.max_ms, res.peak_rss / 2**20,
-                     res.bystander_ops, stopped), flush=True)
+                     within, "?" if turn is None else "%.1f" % turn, res.bystander_ops,
+                     stopped), flush=True)
             rows.append({"attack": name, "server": label, "p50_ms": res.p50_ms,
                          "p99_ms": res.p99_ms, "max_ms": res.max_ms,
-                         "peak_rss_mib": res.peak_rss / 2**20, "ops": res.bystander_ops,
+                         "peak_rss_mib": res.peak_rss / 2**20, "budget_mib": limit / 2**20,
+                         "longest_turn_ms": turn, "ops": res.bystander_ops,
                          "attack_s": res.wall_s, "problems": res.problems,
-                         "client_errors": res.bystander_errors})
+                         "client_errors": res.bystander_errors, "beside_run": beside_result})
     worst = [r for r in rows if r["server"].startswith("after") and not r["p99_ms"] < 10]
     print("goal p99 < 10 ms under every attack (after): %s"
           % ("met" if not worst else "missed by " + ", ".join(
               "%s/%s %.1f ms" % (r["attack"], r["server"], r["p99_ms"]) for r in worst)))
+    after = [r for r in rows if r["server"].startswith("after")]
+    over = [r for r in after if r["peak_rss_mib"] > r["budget_mib"] + OVERHEAD / 2**20]
+    slow = [r for r in after if r["longest_turn_ms"] is None or r["longest_turn_ms"] > 10]
+    print("goal RSS <= budget + 64 MiB (after): %s" % (
+        "met" if not over else "missed by " + ", ".join(
+            "%s/%s %.0f MiB" % (r["attack"], r["server"], r["peak_rss_mib"]) for r in over)))
+    print("goal no event-loop turn over 10 ms (after): %s" % (
+        "met" if not slow else "missed by " + ", ".join(
+            "%s/%s %s ms" % (r["attack"], r["server"], r["longest_turn_ms"]) for r in slow)))
+    if args.beside_run:
+        failed = [r for r in after if not r["beside_run"].startswith("pass")]
+        print("goal a 4-rank run beside each attack passes (after): %s" % (
+            "met" if not failed else "missed by " + ", ".join(
+                "%s/%s: %s" % (r["attack"], r["server"], r["beside_run"]) for r in failed)))
     if args.json_out:
         with open(args.json_out, "w") as f:
             json.dump(rows, f, indent=1)
