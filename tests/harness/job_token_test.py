@@ -165,7 +165,7 @@ def leaks_token(work):
     return bad
 
 
-def case_control(binary, work, forged, problems):
+def case_control(binary, work, forged, problems, unnamed):
     port = free_port()
     with Stranger(port, {NS + "verdict/1": forged}) as s:
         procs = start_ranks(binary, work, port, 2, {})
@@ -180,11 +180,11 @@ def case_control(binary, work, forged, problems):
     if v["world"]["store"].get("authenticated") is not False:
         problems.append("control: a run without a token is not marked authenticated: false")
     if not names_stranger(v):
-        problems.append(f"control: without a token the forged verdict did not land (the test's "
+        unnamed.append(f"control: without a token the forged verdict did not land (the test's "
                         f"forgery is not one the reader takes): {[f['code'] for f in v['findings']]}")
 
 
-def case_forged(binary, work, forged, problems):
+def case_forged(binary, work, forged, problems, unnamed):
     port = free_port()
     sweep = json.dumps([{"time_us": 1.0, "wrong": 4096}]).encode()
     keys = {NS + "verdict/1": forged, NS + "transport/socket/sweep/2": sweep}
@@ -209,7 +209,7 @@ def case_forged(binary, work, forged, problems):
     # collective: a reader may get rank 2's own value in the moment before the stranger's next
     # write. Either way no forged figure may be taken.
     if NS + "verdict/1" not in tampered_keys(v):
-        problems.append(f"forged: STORE_TAMPERED does not name {NS}verdict/1: {codes}")
+        unnamed.append(f"forged: STORE_TAMPERED does not name {NS}verdict/1: {codes}")
     if NS + "transport/socket/sweep/2" not in refused:
         print("forged: the sweep key's forgery was overwritten before anyone read it (a race "
               "this run lost; the figures read were rank 2's own)")
@@ -228,7 +228,7 @@ def case_forged(binary, work, forged, problems):
         problems.append(f"forged: the token's value is in {leaks_token(work)}")
 
 
-def case_redirect(binary, work, problems):
+def case_redirect(binary, work, problems, unnamed):
     trap = socket.socket()
     trap.bind(("127.0.0.1", 0))
     trap.listen(8)
@@ -265,7 +265,7 @@ def case_redirect(binary, work, problems):
     if dialed:
         problems.append(f"redirect: a rank dialed the stranger's address {addr.decode()}")
     if NS + "transport/socket/addr/1" not in tampered_keys(v):
-        problems.append("redirect: STORE_TAMPERED does not name rank 1's socket address key")
+        unnamed.append("redirect: STORE_TAMPERED does not name rank 1's socket address key")
 
 
 def case_launch(binary, work, problems):
@@ -324,9 +324,22 @@ def main():
         for d in dirs.values():
             os.makedirs(d)
         forged = forged_verdict(a.binary, root)
-        case_control(a.binary, dirs["control"], forged, problems)
-        case_forged(a.binary, dirs["forged"], forged, problems)
-        case_redirect(a.binary, dirs["redirect"], problems)
+        # A reader that waits on a key reads it the moment its writer sets it, so the stranger's
+        # next overwrite may come too late for that read (more often on a loaded machine): then
+        # nothing forged was read and nothing can be named. Up to 3 tries each: a forged value
+        # taken is a failure in any try; never naming the forged key is a failure of all 3.
+        for name, case in [("control", lambda w, u: case_control(a.binary, w, forged, problems, u)),
+                           ("forged", lambda w, u: case_forged(a.binary, w, forged, problems, u)),
+                           ("redirect", lambda w, u: case_redirect(a.binary, w, problems, u))]:
+            for attempt in range(3):
+                unnamed = []
+                work = dirs[name] if attempt == 0 else dirs[name] + f".{attempt}"
+                os.makedirs(work, exist_ok=True)
+                case(work, unnamed)
+                if not unnamed:
+                    break
+                print(f"{name}: try {attempt + 1}: {unnamed[0]}")
+            problems.extend(unnamed)
         case_launch(a.binary, dirs["launch"], problems)
         case_bad_file(a.binary, dirs["bad"], problems)
         if problems:

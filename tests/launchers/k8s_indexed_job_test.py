@@ -72,7 +72,7 @@ def resolve_env(container, index, node):
             if ref.get("name") == "ncclsmoke-job-token":
                 env[item["name"]] = JOB_TOKEN
                 continue
-            if ref.get("name") != "ncclsmoke-history":
+            if ref.get("name") not in ("ncclsmoke-history", "ncclsmoke-history-password"):
                 raise AssertionError(f"cronjob.yaml: no test value for secret {ref.get('name')}")
             continue
         path = item["valueFrom"]["fieldRef"]["fieldPath"]
