@@ -795,17 +795,7 @@ class Server final : public TcpStoreServer {
         continue;  // its first slice runs next
       }
       c.in_pos += d.consumed;
-      if (auto refused = run_request(c, d.request)) {
-        close_with_reason(c, refused->why, refused->limit);
-        return false;
-      }
-      stats_.keys.store(keyspace_.num_keys());
-      stats_.stored.store(keyspace_.stored_bytes());
-      if (!c.drop_reason.empty()) {
-        close_with_reason(c, c.drop_reason, true);
-        return false;
-      }
-      if (c.out_pending() > kOutputHigh) pause(c, true);
+      if (!after_request(c, run_request(c, d.request))) return false;
     }
     if (c.in_pos == c.in.size()) {
       c.in.clear();
@@ -863,6 +853,12 @@ class Server final : public TcpStoreServer {
       c.big.reset();
       c.in_pos += c.big_end;
     }
+    return after_request(c, refused);
+  }
+
+  // What follows every request or slice: a refusal or a drop closes the connection (false), the
+  // stats follow the keyspace, and a client with too much output queued is paused.
+  bool after_request(Conn& c, const std::optional<detail::Refusal>& refused) {
     if (refused) {
       close_with_reason(c, refused->why, refused->limit);
       return false;
