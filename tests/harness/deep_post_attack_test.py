@@ -23,18 +23,10 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port
+from loopback import free_port, proc_state
 
 DEPTH = 100_000
 TIMEOUT = 40
-
-
-def proc_state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return ""
 
 
 def main():
@@ -109,7 +101,6 @@ def main():
         print("FAIL " + p)
     print("passed" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port
+from loopback import free_port, proc_state
 
 WORLD = 4
 FLAGS = {"--connect-timeout": 8, "--join-timeout": 6, "--mesh-timeout": 4, "--pair-timeout": 1.5,
@@ -85,16 +85,9 @@ EXPECT = {
 STORE_CODES = {"RENDEZVOUS_STALLED", "RENDEZVOUS_REFUSED", "RENDEZVOUS_TIMEOUT", "RENDEZVOUS_LOST",
                "RENDEZVOUS_UNREACHABLE"}
 
+
 CASES = [(phase, victim, sig) for phase in ("rendezvous", "mesh", "sweep") for victim in (0, 2)
          for sig in ("SIGSTOP", "SIGKILL")]
-
-
-def proc_state(pid):
-    """The one-letter state of /proc/PID/stat ('T' stopped), '' once the process is gone."""
-    try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
 
 
 class Loopback:
@@ -329,7 +322,6 @@ def main():
         print(f"no case matches -k {a.k}")
         return 2
     return 1 if run_matrix(Loopback(binary), binary, cases, a.keep) else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -26,33 +26,9 @@ import sys
 import tempfile
 import time
 
+from loopback import proc_state, start_store
+
 TIMEOUT = 40
-
-
-def proc_state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return ""
-
-
-def start_store(binary, work):
-    log = open(os.path.join(work, "store.log"), "w")
-    p = subprocess.Popen([binary, "store", "serve", "--host", "127.0.0.1", "--port", "0"],
-                         stdout=subprocess.PIPE, stderr=log, start_new_session=True)
-    line = b""
-    stop_by = time.monotonic() + 15
-    while b"\n" not in line and time.monotonic() < stop_by:
-        ch = p.stdout.read(1)
-        if not ch:
-            break
-        line += ch
-    words = line.decode(errors="replace").split()
-    if "port" not in words:
-        p.kill()
-        raise RuntimeError(f"store serve did not start: {line!r}")
-    return p, int(words[words.index("port") + 1])
 
 
 def scenario(binary, dist, name, edit):
@@ -163,7 +139,6 @@ def main():
         print("FAIL " + p)
     print("passed" if not problems else f"{len(problems)} problem(s)")
     return 1 if problems else 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,11 +3,14 @@
 loopback with real ranks and a real stranger client (torch's TCPStore, which is what anyone on
 the cluster network has at hand):
 
-  control   no token: the stranger's forged verdict for rank 1 lands: the global verdict names
-            its made-up host (the attack is real, and this test's forgery is one the reader takes);
-  forged    with a token: the stranger keeps overwriting rank 1's verdict and rank 2's sweep
-            figures; both are refused and named (STORE_TAMPERED with the key), and neither the
-            stranger's host nor its DATA_CORRUPTION reaches the global verdict;
+  control   no token: the stranger's forged verdict for rank 1, set while rank 0 waits
+            stopped before its gather (NCCLSMOKE_TEST_PAUSE_AT=gather, around a `store
+            serve`), lands: the global verdict names its made-up host (the attack is real, and
+            this test's forgery is one the reader takes);
+  forged    with a token: the stranger forges rank 1's verdict the same way and keeps
+            overwriting rank 2's sweep figures all through the run; both are refused and named
+            (STORE_TAMPERED with the key), and neither the stranger's host nor its
+            DATA_CORRUPTION reaches the global verdict;
   redirect  with a token: the stranger points rank 1's socket address at its own listener; no
             rank dials it, and the key is named;
   launch    `ncclsmoke launch -n 2` makes its own token: the ranks agree, the run passes and says
@@ -24,6 +27,7 @@ import datetime
 import glob
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -31,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from loopback import free_port
+from loopback import free_port, proc_state, start_store
 
 try:
     import torch.distributed as dist  # the stranger's client: what anyone on the network has
@@ -45,12 +49,16 @@ JOB = "tokjob"
 NS = f"ncclsmoke/{JOB}/0/"
 
 
-def start_ranks(binary, work, port, world, extra_env, extra_args=()):
+def start_ranks(binary, work, port, world, extra_env, extra_args=(), store=None):
+    """The ranks, around rank 0's own store on `port`, or around `store` (host:port of a
+    `store serve`), where rank 0 stops itself just before it gathers (see forge_at_gather)."""
     procs = []
     for r in range(world):
+        where = (["--store", store, "--master-addr", "127.0.0.1"] if store else
+                 ["--master-addr", "127.0.0.1", "--master-port", str(port), "--store-bind",
+                  "127.0.0.1"])
         args = [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size", str(world),
-                "--master-addr", "127.0.0.1", "--master-port", str(port), "--store-bind",
-                "127.0.0.1", "--job-id", JOB, "--out-dir", work, "--transports", "socket",
+                *where, "--job-id", JOB, "--out-dir", work, "--transports", "socket",
                 "--min-bytes", "64K", "--max-bytes", "64K", "--iters", "2",
                 "--transport-timeout", "8", "--timeout", "40", "--quiet",
                 # a second after the join, so the stranger is writing before the ranks read
@@ -58,7 +66,10 @@ def start_ranks(binary, work, port, world, extra_env, extra_args=()):
         env = dict(os.environ)
         env.pop("NCCLSMOKE_JOB_TOKEN", None)
         env.pop("NCCLSMOKE_JOB_TOKEN_FILE", None)
+        env.pop("NCCLSMOKE_TEST_PAUSE_AT", None)
         env.update(extra_env)
+        if store and r == 0:
+            env["NCCLSMOKE_TEST_PAUSE_AT"] = "gather"
         log = open(os.path.join(work, f"rank{r}.log"), "w")
         procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env))
     return procs
@@ -72,6 +83,39 @@ def wait_all(procs, problems, what):
             p.kill()
             p.wait()
             problems.append(f"{what}: rank {r} still ran after 60 s")
+
+
+def forge_at_gather(binary, work, world, extra_env, forged, during, problems, what):
+    """A run around a `store serve` whose verdict keys the stranger forges where no race can
+    undo it: rank 0 stops itself just before it gathers (NCCLSMOKE_TEST_PAUSE_AT=gather), the
+    other ranks post and leave, the stranger sets `forged` (key -> bytes) once, rank 0 goes on
+    and reads them. `during` (key -> bytes) is written all through the run, racing the ranks'
+    own writes. Returns the Stranger of `during` (its writes and error)."""
+    server, port = start_store(binary, work)
+    try:
+        with Stranger(port, during) as s:
+            procs = start_ranks(binary, work, port, world, extra_env,
+                                store=f"127.0.0.1:{port}")
+            stop_by = time.monotonic() + 40
+            while time.monotonic() < stop_by and not (
+                    proc_state(procs[0].pid) == "T" and all(p.poll() is not None
+                                                            for p in procs[1:])):
+                time.sleep(0.02)
+            if proc_state(procs[0].pid) != "T" or any(p.poll() is None for p in procs[1:]):
+                problems.append(f"{what}: rank 0 never stopped before its gather, or another "
+                                f"rank did not finish")
+            else:
+                store = dist.TCPStore("127.0.0.1", port, None, False,
+                                      datetime.timedelta(seconds=10), False)
+                for k, v in forged.items():
+                    store.set(k, v)
+            if procs[0].poll() is None:
+                os.kill(procs[0].pid, signal.SIGCONT)
+            wait_all(procs, problems, what)
+    finally:
+        server.kill()
+        server.wait(timeout=10)
+    return s
 
 
 class Stranger:
@@ -166,16 +210,13 @@ def leaks_token(work):
 
 
 def case_control(binary, work, forged, problems, unnamed):
-    port = free_port()
-    with Stranger(port, {NS + "verdict/1": forged}) as s:
-        procs = start_ranks(binary, work, port, 2, {})
-        wait_all(procs, problems, "control")
+    s = forge_at_gather(binary, work, 2, {}, {NS + "verdict/1": forged}, {}, problems, "control")
     v = load(os.path.join(work, "verdict.json"), problems, "control")
     if s.error:
         problems.append(f"control: the stranger failed: {s.error}")
     if v is None:
         return
-    print(f"control: {s.writes} forged writes; verdict {v['verdict']}, authenticated "
+    print(f"control: verdict {v['verdict']}, authenticated "
           f"{v['world']['store'].get('authenticated')}, names {STRANGER_HOST}: {names_stranger(v)}")
     if v["world"]["store"].get("authenticated") is not False:
         problems.append("control: a run without a token is not marked authenticated: false")
@@ -185,12 +226,10 @@ def case_control(binary, work, forged, problems, unnamed):
 
 
 def case_forged(binary, work, forged, problems, unnamed):
-    port = free_port()
     sweep = json.dumps([{"time_us": 1.0, "wrong": 4096}]).encode()
-    keys = {NS + "verdict/1": forged, NS + "transport/socket/sweep/2": sweep}
-    with Stranger(port, keys) as s:
-        procs = start_ranks(binary, work, port, 3, {"NCCLSMOKE_JOB_TOKEN": TOKEN})
-        wait_all(procs, problems, "forged")
+    s = forge_at_gather(binary, work, 3, {"NCCLSMOKE_JOB_TOKEN": TOKEN},
+                        {NS + "verdict/1": forged}, {NS + "transport/socket/sweep/2": sweep},
+                        problems, "forged")
     if s.error:
         problems.append(f"forged: the stranger failed: {s.error}")
     v = load(os.path.join(work, "verdict.json"), problems, "forged")
@@ -204,7 +243,7 @@ def case_forged(binary, work, forged, problems, unnamed):
           f"keys {sorted(k for k in refused if k)}")
     if v["world"]["store"].get("authenticated") is not True:
         problems.append("forged: a run with a token is not marked authenticated: true")
-    # The verdict key is read by rank 0 long after the forgery is in place: always refused. The
+    # The verdict key is forged while rank 0 is stopped before its gather: always refused. The
     # sweep key is written by rank 2 once, while ranks 0 and 1 read it right after the same
     # collective: a reader may get rank 2's own value in the moment before the stranger's next
     # write. Either way no forged figure may be taken.
@@ -324,14 +363,16 @@ def main():
         for d in dirs.values():
             os.makedirs(d)
         forged = forged_verdict(a.binary, root)
-        # A reader that waits on a key reads it the moment its writer sets it, so the stranger's
-        # next overwrite may come too late for that read (more often on a loaded machine): then
-        # nothing forged was read and nothing can be named. Up to 3 tries each: a forged value
-        # taken is a failure in any try; never naming the forged key is a failure of all 3.
-        for name, case in [("control", lambda w, u: case_control(a.binary, w, forged, problems, u)),
-                           ("forged", lambda w, u: case_forged(a.binary, w, forged, problems, u)),
-                           ("redirect", lambda w, u: case_redirect(a.binary, w, problems, u))]:
-            for attempt in range(3):
+        # control and forged forge the verdict while rank 0 waits stopped: one try each. In
+        # redirect a reader that waits on the address key reads it the moment rank 1 sets it, so
+        # the stranger's next overwrite may come too late for that read (more often on a loaded
+        # machine): then nothing forged was read and nothing can be named. Up to 3 tries there: a
+        # forged value taken is a failure in any try; never naming the key is a failure of all 3.
+        for name, case, tries in [
+                ("control", lambda w, u: case_control(a.binary, w, forged, problems, u), 1),
+                ("forged", lambda w, u: case_forged(a.binary, w, forged, problems, u), 1),
+                ("redirect", lambda w, u: case_redirect(a.binary, w, problems, u), 3)]:
+            for attempt in range(tries):
                 unnamed = []
                 work = dirs[name] if attempt == 0 else dirs[name] + f".{attempt}"
                 os.makedirs(work, exist_ok=True)
