@@ -74,11 +74,22 @@ constexpr std::size_t kDeferDecodeFrom = 1024 * 1024;
 constexpr auto kDeferredDecodeIdle = std::chrono::milliseconds(10);
 // A WAIT / CHECK / MULTI_GET / MULTI_SET with more keys or bytes runs one slice of at most this
 // many keys and bytes per turn, decoded from the connection's buffer as it goes (128 Ki keys
-// decoded and registered in one go held the loop for 200-300 ms).
-constexpr std::size_t kSliceKeys = 4096;
+// decoded and registered in one go held the loop for 200-300 ms). A slice of 1024 keys costs
+// about 1-2.5 ms on a 128 Ki-key store (five hash lookups a key, each a few cache misses;
+// 4096-key slices took 4-10 ms, bench/store_attack_bench.py big_wait); slices follow each other
+// within a turn while its budget (kTurnBudget) lasts.
+constexpr std::size_t kSliceKeys = 1024;
 constexpr std::size_t kSliceBytes = 256 * 1024;
 // Idle connections closed per turn at most (16k expiring at once would hold the loop).
 constexpr int kIdleClosesPerTurn = 512;
+// The work of one event-loop turn: past this, a connection with more than one request's (or
+// slice's) work waits for the next turn in the backlog, behind the others. A slice costs up to
+// about a millisecond (4096 registrations of 400-byte keys), and 20 WAIT floods each running
+// one slice in the same turn held it for 20-50 ms while a bystander's GET waited
+// (bench/store_attack_bench.py, wait_flood).
+constexpr auto kTurnBudget = std::chrono::microseconds(2000);
+// Index entries of closed connections removed per turn (ServerKeyspace::retire).
+constexpr std::size_t kRetirePerTurn = 8192;
 // How far back (in accept order) a never-requested socket looks for the connection that
 // vouches for it (torch 1.13's main socket, accepted just before its WATCH_KEY socket).
 constexpr ConnId kVouchWindow = 64;
@@ -484,7 +495,7 @@ class Server final : public TcpStoreServer {
         int ms = static_cast<int>(std::clamp<int64_t>(until.count(), 0, 1000));
         timeout = timeout < 0 ? ms : std::min(timeout, ms);
       }
-      if (!backlog_.empty()) timeout = 0;
+      if (!backlog_.empty() || keyspace_.retiring()) timeout = 0;
       int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -492,6 +503,12 @@ class Server final : public TcpStoreServer {
         break;
       }
       auto turn_start = SteadyClock::now();
+      turn_start_ = turn_start;
+      // Last turn's leftovers first: they waited longest.
+      if (!backlog_.empty()) {
+        run_backlog();
+        flush_dirty();
+      }
       for (int i = 0; i < n && !stopping_; ++i) {
         ConnId id = events[i].data.u64;
         uint32_t ev = events[i].events;
@@ -505,10 +522,7 @@ class Server final : public TcpStoreServer {
         }
       }
       flush_dirty();
-      if (!backlog_.empty()) {
-        run_backlog();
-        flush_dirty();
-      }
+      if (keyspace_.retiring()) keyspace_.retire(kRetirePerTurn);
       auto now = SteadyClock::now();
       if (!timed_.empty() && (any_deferred_ || now >= next_sweep)) {
         sweep(now);
@@ -700,7 +714,14 @@ class Server final : public TcpStoreServer {
   void run_backlog() {
     auto ids = std::move(backlog_);
     backlog_.clear();
-    for (ConnId id : ids) {
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      // At least one each turn; once the turn's budget is spent the rest stay, in order, ahead
+      // of what this turn adds.
+      if (i > 0 && turn_spent()) {
+        backlog_.insert(backlog_.begin(), ids.begin() + static_cast<std::ptrdiff_t>(i), ids.end());
+        return;
+      }
+      ConnId id = ids[i];
       Conn* c = find(id);
       if (!c || !c->backlogged) continue;
       c->backlogged = false;
@@ -732,10 +753,12 @@ class Server final : public TcpStoreServer {
       }
     }
     int turn = 0;
-    bool sliced = false;
     turn_output_ = 0;
     while (!c.paused && (c.big || c.in_pending() > 0)) {
-      if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn || sliced) {
+      // A light request arriving after the turn's budget is spent still runs (one cheap op);
+      // a slice of a big one, or a second request, waits for a later turn.
+      if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn ||
+          ((turn > 0 || c.big) && turn_spent())) {
         c.backlogged = true;
         backlog_.push_back(c.id);
         update_interest(c);
@@ -744,7 +767,6 @@ class Server final : public TcpStoreServer {
       if (c.big) {
         // One slice of a big request per turn; its later requests wait behind it, in order.
         if (!run_slice(c)) return false;
-        sliced = true;
         ++turn;
         continue;
       }
@@ -809,6 +831,8 @@ class Server final : public TcpStoreServer {
     count(c);
     return true;
   }
+
+  bool turn_spent() const { return SteadyClock::now() - turn_start_ >= kTurnBudget; }
 
   // Executes one request (or slice), recording a store-wide refusal for the job.
   std::optional<detail::Refusal> run_request(Conn& c, wire::Request& req) {
@@ -1308,6 +1332,7 @@ class Server final : public TcpStoreServer {
   std::size_t request_cap_ = 0;
   std::size_t in_total_ = 0, out_total_ = 0;  // over every connection
   std::size_t turn_output_ = 0;               // output queued by the running turn
+  SteadyClock::time_point turn_start_{};      // when the running turn began (kTurnBudget)
   std::size_t released_ = 0;                  // freed since the last malloc_trim
   std::size_t last_stored_ = 0;
   SteadyClock::time_point last_trim_{};

@@ -83,17 +83,46 @@ std::size_t ServerKeyspace::registrations(ConnId conn) const {
 }
 
 void ServerKeyspace::forget(ConnId conn) {
-  cancel_wait(conn);
-  auto w = watched_by_.find(conn);
-  if (w == watched_by_.end()) return;
-  for (const auto& key : w->second) {
-    registered_ -= registration_bytes(key.size());
-    auto it = watchers_.find(key);
-    if (it == watchers_.end()) continue;
-    it->second.erase(conn);
-    if (it->second.empty()) watchers_.erase(it);
+  // Both index walks (wake, wake_one, notify_watchers) skip a connection with no pending WAIT
+  // or that the server no longer has, so its entries may stay there until retired.
+  opening_.erase(conn);
+  wait_order_.erase(conn);
+  Retiring r;
+  r.conn = conn;
+  if (auto w = waits_.find(conn); w != waits_.end()) {
+    r.wait_keys = std::move(w->second);
+    waits_.erase(w);
   }
-  watched_by_.erase(w);
+  if (auto w = watched_by_.find(conn); w != watched_by_.end()) {
+    r.watch_keys = std::move(w->second);
+    watched_by_.erase(w);
+  }
+  if (!r.wait_keys.empty() || !r.watch_keys.empty()) retiring_.push_back(std::move(r));
+}
+
+void ServerKeyspace::retire(std::size_t max_keys) {
+  auto drop = [](auto& index, const std::string& key, ConnId conn) {
+    auto it = index.find(key);
+    if (it == index.end()) return;
+    it->second.erase(conn);
+    if (it->second.empty()) index.erase(it);
+  };
+  while (max_keys > 0 && !retiring_.empty()) {
+    auto& r = retiring_.front();
+    while (max_keys > 0 && !r.wait_keys.empty()) {
+      auto node = r.wait_keys.extract(r.wait_keys.begin());
+      unregister_wait_key(node.value());
+      drop(waiters_, node.value(), r.conn);
+      --max_keys;
+    }
+    while (max_keys > 0 && !r.watch_keys.empty()) {
+      registered_ -= registration_bytes(r.watch_keys.back().size());
+      drop(watchers_, r.watch_keys.back(), r.conn);
+      r.watch_keys.pop_back();
+      --max_keys;
+    }
+    if (r.wait_keys.empty() && r.watch_keys.empty()) retiring_.pop_front();
+  }
 }
 
 void ServerKeyspace::notify_watchers(const std::string& key, Change change,

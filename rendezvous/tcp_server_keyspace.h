@@ -86,8 +86,15 @@ class ServerKeyspace {
     wire::Request copy = req;
     return execute(conn, dialect, std::move(copy));
   }
-  // Forgets a closed connection's pending WAIT and watches.
+  // Forgets a closed connection: its pending WAIT and watches end at once (nothing is sent to
+  // it again), but its entries in the per-key indexes are removed later, by retire(), a bounded
+  // number a turn: a closed flood of 32 Ki registrations torn down at once held the event loop
+  // for tens of ms (bench/store_attack_bench.py, wait_flood). Their bytes stay in
+  // registered_bytes() until retired.
   void forget(ConnId conn);
+  // Removes up to `max_keys` index entries of forgotten connections, oldest first.
+  void retire(std::size_t max_keys);
+  bool retiring() const { return !retiring_.empty(); }
 
   // A WAIT too big for one event-loop turn, registered in parts (the server runs one slice of
   // its keys per turn): the first part replaces a pending WAIT, each part registers its missing
@@ -152,6 +159,13 @@ class ServerKeyspace {
   // Legacy WATCH_KEY registrations (torch 1.13's callback connection).
   std::unordered_map<std::string, std::unordered_set<ConnId>> watchers_;
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;
+  // Forgotten connections whose index entries are still to be removed (retire()).
+  struct Retiring {
+    ConnId conn = 0;
+    std::unordered_set<std::string> wait_keys;
+    std::vector<std::string> watch_keys;
+  };
+  std::deque<Retiring> retiring_;
 };
 
 }  // namespace ncclsmoke::rendezvous::detail
