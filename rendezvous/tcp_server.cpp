@@ -83,9 +83,8 @@ constexpr std::size_t kSliceBytes = 256 * 1024;
 // Idle connections closed per turn at most (16k expiring at once would hold the loop).
 constexpr int kIdleClosesPerTurn = 512;
 // The work of one event-loop turn: past this, a connection with more than one request's (or
-// slice's) work waits for the next turn in the backlog, behind the others. A slice costs up to
-// about a millisecond (4096 registrations of 400-byte keys), and 20 WAIT floods each running
-// one slice in the same turn held it for 20-50 ms while a bystander's GET waited
+// slice's) work waits for the next turn in the backlog, behind the others. 20 WAIT floods each
+// running one slice in the same turn held it for 20-50 ms while a bystander's GET waited
 // (bench/store_attack_bench.py, wait_flood).
 constexpr auto kTurnBudget = std::chrono::microseconds(2000);
 // Index entries of closed connections removed per turn (ServerKeyspace::retire).
@@ -502,8 +501,7 @@ class Server final : public TcpStoreServer {
         opt_.log("tcp store server: epoll_wait failed: " + errno_text(errno) + "; stopping");
         break;
       }
-      auto turn_start = SteadyClock::now();
-      turn_start_ = turn_start;
+      turn_start_ = SteadyClock::now();
       // Last turn's leftovers first: they waited longest.
       if (!backlog_.empty()) {
         run_backlog();
@@ -532,7 +530,7 @@ class Server final : public TcpStoreServer {
       if (!fresh_.empty()) expire_idle(now);
       publish(now);
       auto took = std::chrono::duration_cast<std::chrono::microseconds>(SteadyClock::now() -
-                                                                        turn_start);
+                                                                        turn_start_);
       if (static_cast<uint64_t>(took.count()) > stats_.longest_turn_us.load())
         stats_.longest_turn_us.store(static_cast<uint64_t>(took.count()));
     }
@@ -765,7 +763,8 @@ class Server final : public TcpStoreServer {
         break;
       }
       if (c.big) {
-        // One slice of a big request per turn; its later requests wait behind it, in order.
+        // A big request's slices, while the turn's budget lasts; its later requests wait behind
+        // it, in order.
         if (!run_slice(c)) return false;
         ++turn;
         continue;

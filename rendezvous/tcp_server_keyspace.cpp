@@ -66,10 +66,7 @@ void ServerKeyspace::cancel_wait(ConnId conn) {
   if (w == waits_.end()) return;
   for (const auto& key : w->second) {
     unregister_wait_key(key);
-    auto it = waiters_.find(key);
-    if (it == waiters_.end()) continue;
-    it->second.erase(conn);
-    if (it->second.empty()) waiters_.erase(it);
+    unindex(waiters_, key, conn);
   }
   waits_.erase(w);
   wait_order_.erase(conn);
@@ -83,8 +80,8 @@ std::size_t ServerKeyspace::registrations(ConnId conn) const {
 }
 
 void ServerKeyspace::forget(ConnId conn) {
-  // Both index walks (wake, wake_one, notify_watchers) skip a connection with no pending WAIT
-  // or that the server no longer has, so its entries may stay there until retired.
+  // The index walks (wake, wake_one, notify_watchers) skip a connection with no pending WAIT or
+  // that the server no longer has, so its entries may stay there until retired.
   opening_.erase(conn);
   wait_order_.erase(conn);
   Retiring r;
@@ -101,23 +98,17 @@ void ServerKeyspace::forget(ConnId conn) {
 }
 
 void ServerKeyspace::retire(std::size_t max_keys) {
-  auto drop = [](auto& index, const std::string& key, ConnId conn) {
-    auto it = index.find(key);
-    if (it == index.end()) return;
-    it->second.erase(conn);
-    if (it->second.empty()) index.erase(it);
-  };
   while (max_keys > 0 && !retiring_.empty()) {
     auto& r = retiring_.front();
     while (max_keys > 0 && !r.wait_keys.empty()) {
       auto node = r.wait_keys.extract(r.wait_keys.begin());
       unregister_wait_key(node.value());
-      drop(waiters_, node.value(), r.conn);
+      unindex(waiters_, node.value(), r.conn);
       --max_keys;
     }
     while (max_keys > 0 && !r.watch_keys.empty()) {
       registered_ -= registration_bytes(r.watch_keys.back().size());
-      drop(watchers_, r.watch_keys.back(), r.conn);
+      unindex(watchers_, r.watch_keys.back(), r.conn);
       r.watch_keys.pop_back();
       --max_keys;
     }

@@ -96,11 +96,11 @@ class ServerKeyspace {
   void retire(std::size_t max_keys);
   bool retiring() const { return !retiring_.empty(); }
 
-  // A WAIT too big for one event-loop turn, registered in parts (the server runs one slice of
-  // its keys per turn): the first part replaces a pending WAIT, each part registers its missing
-  // keys (capped and budgeted like a whole WAIT), and the last part answers at once when nothing
-  // is missing. A key set in between is simply not missing any more; no reply goes out before the
-  // last part. execute(WAIT) is the one-part case.
+  // A WAIT too big for one event-loop turn, registered in parts (the server runs slices of its
+  // keys while a turn's budget lasts): the first part replaces a pending WAIT, each part
+  // registers its missing keys (capped and budgeted like a whole WAIT), and the last part answers
+  // at once when nothing is missing. A key set in between is simply not missing any more; no
+  // reply goes out before the last part. execute(WAIT) is the one-part case.
   std::optional<Refusal> wait_part(ConnId conn, std::vector<std::string>& keys, bool first,
                                    bool last);
   // Whether every key is present (CHECK, also in parts).
@@ -140,6 +140,14 @@ class ServerKeyspace {
   std::optional<Refusal> admit_registration(ConnId conn, std::size_t more, std::size_t bytes,
                                             const char* what) const;
   void unregister_wait_key(const std::string& key) { registered_ -= registration_bytes(key.size()); }
+  // Removes `conn` from `index[key]` (waiters_ or watchers_), and the key once nobody is left.
+  template <typename Index>
+  static void unindex(Index& index, const std::string& key, ConnId conn) {
+    auto it = index.find(key);
+    if (it == index.end()) return;
+    it->second.erase(conn);
+    if (it->second.empty()) index.erase(it);
+  }
 
   Send send_;
   SendShared send_shared_;
