@@ -256,6 +256,8 @@ class PeerWatchImpl final : public PeerWatch {
     bool silent = false;        // our own judgement of this peer
     uint32_t epoch = 0;         // our silent/resumed transitions about it (for relays)
     uint64_t wait_version = 0;  // the version of our wait state it has been sent
+    int send_errno = 0;  // a hard send error: the kernel hands it out once, so the read that
+                         // follows sees only EOF and must report this instead
   };
   struct Pending {
     int fd = -1;
@@ -527,7 +529,12 @@ class PeerWatchImpl final : public PeerWatch {
         continue;
       }
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) c.out.clear();  // reading tells why
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        // The read that follows reports it (the socket forgot it). Not EPIPE: that is a reset
+        // after the peer's FIN, and the read's EOF says better what the peer did.
+        if (errno != EPIPE) c.send_errno = errno;
+        c.out.clear();
+      }
       return;
     }
   }
@@ -619,7 +626,12 @@ class PeerWatchImpl final : public PeerWatch {
       }
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      how = n == 0 ? "closed the connection (EOF)" : errno_how(errno);
+      if (n < 0)
+        how = errno_how(errno);
+      else if (it->second.send_errno != 0)
+        how = errno_how(it->second.send_errno);  // a reset our send saw first
+      else
+        how = "closed the connection (EOF)";
       break;
     }
     if (how.empty()) return;
