@@ -231,7 +231,10 @@ class TransportsAcrossHosts(suite.NamespaceCase):
         # Its next neighbour spent a large share of the time host2 was blocked waiting for it.
         nxt = (shaped + 1) % N
         self.assertGreater(waited[nxt], 0.5 * blocked[shaped], waited)
-        self.assertGreater(waited[nxt], 2 * waited[shaped], waited)
+        # In a ring every rank ends up waiting on the slow link (the delay travels round), so
+        # the others' waits are not ordered by distance; but the bottleneck is the last to be
+        # ready each step, so it waits on its own neighbour least of all.
+        self.assertEqual(min(waited, key=waited.get), shaped, waited)
 
 
 def main():
