@@ -41,7 +41,9 @@ for p in "${dep_names[@]}"; do
   apt-cache show "$p" >/dev/null 2>&1 || bad "Depends names '$p', which no apt source has"
 done
 for lib in libfabric1 libopenmpi3 libcurl4 libsqlite3-0 libpq5 libc6; do
-  printf '%s\n' "${dep_names[@]}" | grep -qx "$lib" || bad "Depends lacks $lib (the binary links it)"
+  # A here-string, not `printf | grep -q`: grep -q exits at the first match, printf then dies of
+  # SIGPIPE and pipefail turns the match into a failure (CI saw "Depends lacks libsqlite3-0").
+  grep -qx "$lib" <<<"$(printf '%s\n' "${dep_names[@]}")" || bad "Depends lacks $lib (the binary links it)"
 done
 
 # 3. install into an empty root with dpkg's own database
@@ -52,7 +54,7 @@ mkdir -p "$r/var/lib/dpkg/info" "$r/var/lib/dpkg/updates" "$r/var/lib/dpkg/trigg
 if ! dpkg --root="$r" --force-depends --log=/dev/null -i "$deb" >"$work/dpkg.log" 2>&1; then
   cat "$work/dpkg.log"; bad "dpkg --root -i failed"
 fi
-dpkg-query --root="$r" -W -f='${Status}\n' ncclsmoke 2>/dev/null | grep -q "install ok installed" ||
+grep -q "install ok installed" <<<"$(dpkg-query --root="$r" -W -f='${Status}\n' ncclsmoke 2>/dev/null)" ||
   bad "dpkg --root does not list ncclsmoke as installed"
 bin="$r/usr/bin/ncclsmoke"
 [ -x "$bin" ] || bad "the package does not install /usr/bin/ncclsmoke"
