@@ -1,5 +1,6 @@
 #include "harness/job_identity.h"
 #include "harness/env.h"
+#include "harness/launchers.h"
 #include "harness/text.h"
 
 #include <cstddef>
@@ -61,6 +62,20 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
     if (auto j = usable(get("OMPI_MCA_ess_base_jobid"), "OMPI_MCA_ess_base_jobid")) return j;
     if (auto j = usable(get("PMIX_NAMESPACE"), "PMIX_NAMESPACE")) return j;
     const std::string host = trim(hostname);
+    // JobSet: its name, passed through the downward API, else from the pod's host name.
+    if (auto j = usable(get("JOBSET_NAME"), "JOBSET_NAME")) return j;
+    if (auto master = get("MASTER_ADDR"); master && get("JOB_COMPLETION_INDEX"))
+      if (auto js = jobset_host(host, *master))
+        if (auto j = usable(js->jobset, "hostname (JobSet)")) return j;
+    // LeaderWorkerSet: one world per group, named by its leader pod (<lws>-<g>.<lws>.<ns>).
+    if (auto leader = get("LWS_LEADER_ADDRESS")) {
+      std::string l = trim(*leader);
+      if (auto j = usable(l.substr(0, l.find('.')), "LWS_LEADER_ADDRESS")) return j;
+    }
+    // Trainer v2: pods <tj>-node-<i>-<p> of the TrainJob <tj>.
+    if (get("PET_NODE_RANK"))
+      if (auto name = trainjob_name(host))
+        if (auto j = usable(*name, "hostname (TrainJob)")) return j;
     if (get("KUBERNETES_SERVICE_HOST")) {
       if (auto name = pytorchjob_name(host))
         if (auto j = usable(*name, "hostname (PyTorchJob)")) return j;

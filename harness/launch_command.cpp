@@ -365,6 +365,10 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
         {"MASTER_ADDR", plan.master_addr},
         {"MASTER_PORT", std::to_string(port)}};
     if (!plan.job_id.empty()) set.emplace_back("NCCLSMOKE_JOB_ID", plan.job_id);
+    // The rank's world comes in flags; what launch itself read it from goes in the verdict.
+    set.emplace_back("NCCLSMOKE_LAUNCH_SOURCE", std::string(results::name(plan.source)));
+    if (!plan.job_id_source.empty())
+      set.emplace_back("NCCLSMOKE_LAUNCH_JOB_ID_SOURCE", plan.job_id_source);
     if (!plan.job_token.empty()) set.emplace_back("NCCLSMOKE_JOB_TOKEN", plan.job_token);
     const int nice_increment = herd_nice && g != 0 ? kHerdNice : 0;
     pid_t pid = mode == SpawnMode::kFork

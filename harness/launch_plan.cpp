@@ -216,6 +216,11 @@ std::variant<LaunchPlan, LaunchError> Planner::run() {
     p.job_id = id->id;
     p.job_id_source = id->source;
   }
+  // Which launcher started this launch: a value read from PET_* names the Kubeflow controller.
+  for (const std::string* from : {&p.nnodes_from, &p.nproc_from, &p.node_rank_from, &p.addr_from,
+                                  &p.port_from})
+    if (from->rfind("PET_", 0) == 0)
+      p.source = var("RANK") ? results::WorldSource::pytorchjob : results::WorldSource::trainer_v2;
   return p;
 }
 

@@ -8,6 +8,8 @@
 // LaunchError naming the flag or variable, its value and the fix, and nothing is started.
 #include <optional>
 #include <string>
+
+#include "results/verdict/enums.h"
 #include <variant>
 
 #include "harness/job_identity.h"
@@ -37,6 +39,10 @@ struct LaunchPlan {
   std::string node_name;           // multi-node: NODE_NAME, else the host name
   std::string job_id;              // "" when none (single-node: a random one is made at launch)
   std::string job_id_source;
+  // The launcher around this launch, for every rank's world.source: a Kubeflow PyTorchJob (PET_*
+  // with RANK, the pod's index), Trainer v2 (PET_* without RANK), else `launch` on its own. Each
+  // rank reads it from NCCLSMOKE_LAUNCH_SOURCE (its --rank etc. are flags, not the launcher's).
+  results::WorldSource source = results::WorldSource::launch;
   // The job token handed to every rank as NCCLSMOKE_JOB_TOKEN ("" none: the ranks read their own
   // environment). One node: made per launch unless one is set (launch_command.cpp).
   std::string job_token;

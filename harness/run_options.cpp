@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "harness/cli_util.h"
+#include "harness/launchers.h"
 #include "harness/transport_phase.h"
 #include "rendezvous/net.h"
 #include "transports/options.h"
@@ -121,8 +122,9 @@ std::string check_port_range(const std::string& text) {
 void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   if (include_world_flags) {
     auto* g = "World (default: the launcher's environment)";
-    app.add_option("--rank", o.world.rank, "This process's rank (else RANK, OMPI_COMM_WORLD_RANK, "
-                                           "SLURM_PROCID, JOB_COMPLETION_INDEX)")
+    app.add_option("--rank", o.world.rank, "This process's rank (else the launcher's: RANK, "
+                                           "OMPI_COMM_WORLD_RANK, SLURM_PROCID, PET_NODE_RANK, "
+                                           "LWS_WORKER_INDEX, JOB_COMPLETION_INDEX, ...)")
         ->group(g);
     app.add_option("--world-size", o.world.world_size, "Number of ranks (else WORLD_SIZE, ...)")
         ->group(g);
@@ -139,8 +141,10 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
     app.add_option("--node-name", o.world.node_name, "Node name (else NODE_NAME, else hostname)")
         ->group(g);
     app.add_option("--launcher", o.world.launcher,
-                   "Whose environment to read: auto|torchrun|mpi|slurm|k8s|flags")
-        ->check(CLI::IsMember({"auto", "torchrun", "mpi", "slurm", "k8s", "flags"}))
+                   fmt::format("Whose environment to read: {} (harness/launchers.cpp; auto "
+                               "detects them in that order)",
+                               launcher_choices()))
+        ->check(CLI::IsMember(launcher_values(), CLI::ignore_case))
         ->group(g)
         ->capture_default_str();
     app.add_option("--store", o.world.store,

@@ -133,7 +133,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
     if (int sig = g_stop_signal)
       rv.findings.push_back(results::run_terminated_finding(
           ctx_.self(), sig == SIGTERM ? "SIGTERM" : "SIGINT",
-          rendezvous::seconds_since(ctx_.start), phase));
+          rendezvous::seconds_since(ctx_.start), phase, ctx_.world.source));
     else
       rv.findings.push_back(results::run_timeout_finding(ctx_.self(), ctx_.o.timeout_s, phase));
     results::judge_local(rv, local_facts());

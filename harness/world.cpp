@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <charconv>
 #include <climits>
 #include <cstdlib>
@@ -17,6 +20,7 @@
 
 #include "harness/hostlist.h"
 #include "harness/job_identity.h"
+#include "harness/launchers.h"
 #include "rendezvous/net.h"
 #include "rendezvous/store_util.h"
 
@@ -31,26 +35,26 @@ const std::string kSlurmPortText =
     "20000 + (SLURM_JOB_ID*4 + SLURM_STEP_ID%4) % 10000, below Linux's ephemeral range "
     "(32768..60999), so no client socket holds it";
 
-// A launcher's variables. Rank presence is what detects it.
-struct Launcher {
-  results::WorldSource source;  // World::source
-  const char* label;   // for messages
-  const char* rank_var;
-  std::vector<const char*> size_vars;  // first one set wins
-  const char* local_var;               // nullptr: none
-};
+// The launchers (harness/launchers.h): one table entry each.
+using Launcher = LauncherSpec;
 
-const Launcher kTorchrun{results::WorldSource::torchrun, "torchrun", "RANK", {"WORLD_SIZE"}, "LOCAL_RANK"};
-const Launcher kOpenMpi{results::WorldSource::openmpi,
-                        "Open MPI",
-                        "OMPI_COMM_WORLD_RANK",
-                        {"OMPI_COMM_WORLD_SIZE"},
-                        "OMPI_COMM_WORLD_LOCAL_RANK"};
-const Launcher kSlurm{
-    results::WorldSource::slurm, "Slurm", "SLURM_PROCID", {"SLURM_NTASKS", "SLURM_NPROCS"}, "SLURM_LOCALID"};
-const Launcher kK8s{
-    results::WorldSource::k8s_indexed_job, "Kubernetes Indexed Job", "JOB_COMPLETION_INDEX", {"WORLD_SIZE"}, nullptr};
-const std::array<const Launcher*, 4> kDetectionOrder{&kTorchrun, &kOpenMpi, &kSlurm, &kK8s};
+// "RANK, OMPI_COMM_WORLD_RANK, ..." / "WORLD_SIZE, OMPI_COMM_WORLD_SIZE, ...": every launcher's
+// rank (or size) variable once, for the messages that say none was set.
+std::string every_launcher_var(bool size) {
+  std::vector<std::string> names;
+  for (const auto& l : launchers()) {
+    std::vector<const char*> vars = size ? l.size_vars : std::vector<const char*>{l.rank_var};
+    if (!size && l.rank_rule == RankRule::jobset) vars = {"JOB_COMPLETION_INDEX"};
+    for (const char* v : vars)
+      if (std::find(names.begin(), names.end(), v) == names.end()) names.emplace_back(v);
+  }
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// "torchrun, mpirun, srun, a Kubeflow PyTorchJob, ...": the launchers by what users run.
+constexpr std::string_view kLauncherList =
+    "torchrun, mpirun, srun, a Kubernetes Indexed Job, a Kubeflow PyTorchJob or Trainer v2 "
+    "TrainJob, a LeaderWorkerSet or a JobSet";
 
 
 // The value as stored in a finding: escaped like printable() but without the quotes.
@@ -203,7 +207,11 @@ class Discovery {
   std::optional<std::pair<std::string, uint16_t>> parse_store(const Raw& r);
   std::optional<std::string> slurm_master(const Raw& nodelist);
   std::optional<uint16_t> slurm_port(const Raw& job_id);
-  void check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw);
+  void check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw,
+                        std::optional<int> world_size);
+  std::optional<int> jobset_rank(const std::optional<int>& world_size, std::string& rank_source);
+  std::optional<std::string> hostfile_master(const Raw& hostfile);
+  void service_link_port(const Raw& r, const std::string& suggestion);
   std::optional<bool> parse_agent_store(const Raw& r);
   std::optional<JobIdentity> job_identity(const std::string& host);
 
@@ -212,47 +220,42 @@ class Discovery {
   std::string hostname_;
   std::vector<ConfigProblem> problems_;
   bool env_launchers_ = true;  // false for --launcher flags
+  // Set by check_pytorchjob: RANK is a pod index there, so a config error keeps no partial world.
+  bool rank_is_pod_index_ = false;
+  const Launcher* launcher_ = nullptr;  // choose_launcher()'s, for launcher-specific hints
   bool auto_mode_ = true;
 };
 
 const Launcher* Discovery::choose_launcher() {
   std::string hint = trim(flags_.launcher);
   for (char& c : hint) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (hint.empty() || hint == "auto") {
-    for (const Launcher* l : kDetectionOrder)
-      if (var(l->rank_var)) return l;
-    return nullptr;
-  }
+  if (hint.empty() || hint == "auto") return detect_launcher(env_, hostname_);
   auto_mode_ = false;
-  if (hint == "torchrun") return &kTorchrun;
-  if (hint == "mpi" || hint == "openmpi" || hint == "ompi") return &kOpenMpi;
-  if (hint == "slurm") return &kSlurm;
-  if (hint == "k8s" || hint == "kubernetes" || hint == "k8s-indexed-job") return &kK8s;
   if (hint == "flags") {
     env_launchers_ = false;
     return nullptr;
   }
+  if (const Launcher* l = launcher_named(hint)) return l;
   invalid(Raw{"--launcher", flags_.launcher, true}, "not a known launcher",
-          "pass --launcher as one of auto, torchrun, mpi, slurm, k8s, flags");
+          fmt::format("pass --launcher as one of {}", launcher_choices()));
   auto_mode_ = true;  // fall back to detection so the other fields are still checked
-  for (const Launcher* l : kDetectionOrder)
-    if (var(l->rank_var)) return l;
-  return nullptr;
+  return detect_launcher(env_, hostname_);
 }
 
 // Two launchers' variables in one environment that describe different worlds. A smaller outer
 // world that divides the inner one is a launcher nested per node (srun/mpirun starting torchrun),
 // not a conflict. The indexed-job index names the pod, not the worker, so it is not compared.
 void Discovery::check_conflicts(const Launcher* primary) {
-  if (!auto_mode_ || !env_launchers_ || primary == nullptr || primary == &kK8s) return;
+  if (!auto_mode_ || !env_launchers_ || primary == nullptr || !primary->process_ranks) return;
   auto own_r = from_env(primary->rank_var);
   auto own_s = from_env_any(primary->size_vars);
   if (!own_r || !own_s) return;
   ParsedInt own_pr = parse_int(own_r->value), own_ps = parse_int(own_s->value);
   if (own_pr.status != IntStatus::kOk || own_ps.status != IntStatus::kOk) return;
   const int64_t rank = own_pr.value, size = own_ps.value;
-  for (const Launcher* other : kDetectionOrder) {
-    if (other == primary || other == &kK8s) continue;
+  for (const Launcher& o : launchers()) {
+    const Launcher* other = &o;
+    if (other == primary || !other->process_ranks) continue;
     auto r = from_env(other->rank_var);
     auto s = from_env_any(other->size_vars);
     if (!r || !s) continue;
@@ -261,10 +264,7 @@ void Discovery::check_conflicts(const Launcher* primary) {
     const std::string hint = fmt::format(
         "start ncclsmoke under one launcher, or pass --launcher to choose which variables to "
         "read; if {} runs inside {} on purpose, pass --launcher {}",
-        primary->label, other->label,
-        primary == &kTorchrun  ? "torchrun"
-        : primary == &kOpenMpi ? "mpi"
-                               : "slurm");
+        primary->label, other->label, primary->name);
     if (ps.value == size && pr.value != rank) {
       conflict(*r,
                fmt::format("{} is {} ({}) but this process is rank {} by {}; launchers disagree, "
@@ -295,14 +295,7 @@ std::optional<uint16_t> Discovery::parse_port(const Raw& r) {
     while (!port_part.empty() && port_part.back() == '/') port_part.pop_back();
     const std::string suggestion = fmt::format(" {}", all_digits(port_part) ? port_part : "<port>");
     if (!r.from_flag && r.variable == "MASTER_PORT") {
-      invalid(
-          r,
-          "a Kubernetes service link, not a port: Kubernetes injects <SERVICE>_PORT=tcp://ip:port "
-          "into every pod for each Service in the namespace, and a Service named 'master' "
-          "overwrites MASTER_PORT",
-          fmt::format("set enableServiceLinks: false in the pod spec (or rename the Service), or "
-                      "pass --master-port{}",
-                      suggestion));
+      service_link_port(r, suggestion);
     } else {
       invalid(r, expecting("a URL, not a port", expected),
               r.from_flag ? fmt::format("pass only the port number, e.g. --master-port{}",
@@ -325,6 +318,42 @@ std::optional<uint16_t> Discovery::parse_port(const Raw& r) {
                    "above 65535, the largest TCP port");
   if (!p) return std::nullopt;
   return static_cast<uint16_t>(*p);
+}
+
+// MASTER_PORT=tcp://ip:port: the fix depends on where we run. In a pod (KUBERNETES_SERVICE_HOST
+// is set in every one) it is the Service's injected link; outside Kubernetes (srun, mpirun) the
+// value leaked in from the submitting shell, and the launcher's table entry says how to fix it.
+void Discovery::service_link_port(const Raw& r, const std::string& suggestion) {
+  const bool in_pod = var("KUBERNETES_SERVICE_HOST").has_value();
+  const std::string digits = trim(suggestion);
+  const std::string port = all_digits(digits) ? digits : "<port>";
+  if (!in_pod && launcher_ && launcher_->service_link_fix) {
+    std::string fix = launcher_->service_link_fix;
+    for (auto at = fix.find("{port}"); at != std::string::npos; at = fix.find("{port}", at))
+      fix.replace(at, 6, port);
+    invalid(r,
+            fmt::format("a URL of the tcp://ip:port form Kubernetes service links take, not a "
+                        "port{}",
+                        launcher_->port_from_slurm_job
+                            ? fmt::format("; {} sets no MASTER_PORT, so this came from the "
+                                          "submitting environment",
+                                          launcher_->label)
+                            : ""),
+            fix);
+    return;
+  }
+  invalid(r,
+          "a Kubernetes service link, not a port: Kubernetes injects <SERVICE>_PORT=tcp://ip:port "
+          "into every pod for each Service in the namespace, and a Service named 'master' "
+          "overwrites MASTER_PORT",
+          in_pod ? fmt::format("set enableServiceLinks: false in the pod spec (or rename the "
+                               "Service), or pass --master-port{}",
+                               suggestion)
+                 : fmt::format("set enableServiceLinks: false in the pod spec (or rename the "
+                               "Service) if this runs in a Kubernetes pod; elsewhere set "
+                               "MASTER_PORT to the port number only (MASTER_PORT={}); or pass "
+                               "--master-port{}",
+                               port, suggestion));
 }
 
 std::optional<std::string> Discovery::parse_addr(const Raw& r) {
@@ -414,25 +443,11 @@ std::optional<std::string> Discovery::parse_addr(const Raw& r) {
 }
 
 std::string Discovery::missing_master_hint(const Launcher* l) const {
-  constexpr std::string_view tail = ", or pass --master-addr <rank 0 host>";
-  if (l == &kTorchrun)
-    return fmt::format("torchrun sets MASTER_ADDR from --master-addr / --rdzv-endpoint; set it "
-                       "in the job spec{}",
-                       tail);
-  if (l == &kOpenMpi)
-    return fmt::format("export it to every rank: mpirun -x MASTER_ADDR=<rank 0 host>{}", tail);
-  if (l == &kSlurm)
-    return fmt::format(
-        "run under srun, which sets SLURM_STEP_NODELIST (its first host becomes the master), or "
-        "export MASTER_ADDR=$(scontrol show hostnames $SLURM_JOB_NODELIST | head -1) in the "
-        "batch script before srun{}; without MASTER_PORT the port is derived from SLURM_JOB_ID: "
-        "{}",
-        tail, kSlurmPortText);
-  if (l == &kK8s)
-    return fmt::format("set MASTER_ADDR to rank 0's stable DNS name through the headless Service "
-                       "(<job>-0.<service>){}",
-                       tail);
-  return "pass --master-addr <rank 0 host> (or set MASTER_ADDR)";
+  if (!l) return "pass --master-addr <rank 0 host> (or set MASTER_ADDR)";
+  if (l->port_from_slurm_job)
+    return fmt::format("{}; without MASTER_PORT the port is derived from SLURM_JOB_ID: {}",
+                       l->missing_master_hint, kSlurmPortText);
+  return l->missing_master_hint;
 }
 
 std::optional<std::pair<std::string, uint16_t>> Discovery::parse_store(const Raw& r) {
@@ -555,15 +570,24 @@ std::optional<uint16_t> Discovery::slurm_port(const Raw& job) {
   return slurm_derived_port(id, step);
 }
 
-// A Kubeflow PyTorchJob pod with nprocPerNode > 1: RANK is the pod's index and WORLD_SIZE counts
-// processes (training-operator envvar.go, setPodEnv), so a process started once per pod without
-// torchrun would take a node rank for its own and wait for ranks that never come.
-void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw) {
+// A Kubeflow PyTorchJob pod started without torchrun (training-operator envvar.go, setPodEnv):
+// RANK is the pod's index and WORLD_SIZE = replicas x nprocPerNode, where "auto" counts 1 per pod
+// (getNprocPerNodeInt). With one process per pod (WORLD_SIZE = PET_NNODES, or nprocPerNode 1) the
+// pod index is this process's rank and the world is right. With more, a process started once per
+// pod would take a node rank for its own and wait for ranks that never come.
+void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& size_raw,
+                                 std::optional<int> world_size) {
   auto n = from_env("PET_NPROC_PER_NODE");
-  if (!n) return;
-  std::string v = trim(n->value);
+  std::string v = n ? trim(n->value) : "1";
   for (char& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (v == "1") return;
+  if (auto nodes = from_env("PET_NNODES"); nodes && world_size) {
+    ParsedInt p = parse_int(nodes->value);
+    if (p.status == IntStatus::kOk && p.value == *world_size) return;  // one process per pod
+  }
+  if (!n) return;
+  // From here on RANK counts pods, not processes: no partial world names a rank by it.
+  rank_is_pod_index_ = true;
   const std::string fix =
       "in the pod command run `ncclsmoke launch` (it reads PET_NNODES, PET_NODE_RANK and "
       "PET_NPROC_PER_NODE and starts one rank per process) or `torchrun --no-python ncclsmoke "
@@ -592,6 +616,110 @@ void Discovery::check_pytorchjob(const Raw& rank_raw, const std::optional<Raw>& 
                                              printable(size_raw->value, kMaxShown))
                                : std::string()),
           fix);
+}
+
+// A JobSet pod's global rank: JOBSET_JOB_GLOBAL_INDEX x pods per child Job + JOB_COMPLETION_INDEX,
+// where pods per child Job = world size / JOBSET_GLOBAL_REPLICAS (every child Job the same
+// parallelism). JobSet sets none of these as variables: the pod template passes its labels and
+// annotations through the downward API (README "Launching it"). `rank_source` names them.
+std::optional<int> Discovery::jobset_rank(const std::optional<int>& world_size,
+                                          std::string& rank_source) {
+  constexpr const char* kDownward =
+      "pass them through the downward API in the child Job's pod template: env JOBSET_NAME from "
+      "fieldPath metadata.labels['jobset.sigs.k8s.io/jobset-name'], JOBSET_JOB_GLOBAL_INDEX from "
+      "metadata.annotations['jobset.sigs.k8s.io/job-global-index'], JOBSET_GLOBAL_REPLICAS from "
+      "metadata.annotations['jobset.sigs.k8s.io/global-replicas'] (cronjob/k8s/examples has a "
+      "JobSet); or pass --rank";
+  auto replicas_raw = from_env("JOBSET_GLOBAL_REPLICAS");
+  auto index_raw = from_env("JOBSET_JOB_GLOBAL_INDEX");
+  auto pod_raw = from_env("JOB_COMPLETION_INDEX");
+  if (!replicas_raw || !index_raw) {
+    std::string where;
+    if (auto master = var("MASTER_ADDR"))
+      if (auto h = jobset_host(hostname_, *master))
+        where = fmt::format(" (host {}: JobSet {}, replicated job {}, child Job {}, pod {})",
+                            printable(hostname_, kMaxShown), h->jobset, h->replicated_job,
+                            h->job_index, h->pod_index);
+    std::vector<std::string> absent;
+    if (!replicas_raw) absent.emplace_back("JOBSET_GLOBAL_REPLICAS");
+    if (!index_raw) absent.emplace_back("JOBSET_JOB_GLOBAL_INDEX");
+    missing(absent.front(),
+            fmt::format("no rank: this is a JobSet pod{} but {} {} not set; JOB_COMPLETION_INDEX "
+                        "counts pods inside one child Job only, so every child Job would claim "
+                        "ranks 0.. and the ranks would join separate worlds",
+                        where, fmt::join(absent, " and "), absent.size() == 1 ? "is" : "are"),
+            kDownward);
+    return std::nullopt;
+  }
+  if (!pod_raw) {
+    missing("JOB_COMPLETION_INDEX",
+            "no rank: a JobSet pod without JOB_COMPLETION_INDEX; the child Jobs must use "
+            "completionMode: Indexed",
+            "set completionMode: Indexed in the replicated job's Job template, or pass --rank");
+    return std::nullopt;
+  }
+  auto replicas = parse_ranged(*replicas_raw, "--rank",
+                               "the JobSet's number of child Jobs, 1..", 1, kMaxWorldSize,
+                               "less than 1", "larger than the largest world");
+  auto index = parse_ranged(*index_raw, "--rank", "this child Job's index in the JobSet, 0..", 0,
+                            kMaxWorldSize, "negative", "larger than the largest world");
+  auto pod = parse_ranged(*pod_raw, "--rank", "this pod's index in its child Job, 0..", 0,
+                          kMaxWorldSize, "negative", "larger than the largest world");
+  if (!replicas || !index || !pod || !world_size) return std::nullopt;
+  if (*world_size % *replicas != 0) {
+    invalid(*replicas_raw,
+            fmt::format("does not divide the world size {}: the JobSet's child Jobs must have "
+                        "the same parallelism, world size = child Jobs x pods per Job",
+                        *world_size),
+            "set WORLD_SIZE to every pod of the JobSet (child Jobs x parallelism), or pass --rank");
+    return std::nullopt;
+  }
+  const int64_t per_job = *world_size / *replicas;
+  if (*index >= *replicas || *pod >= per_job) {
+    invalid(*index >= *replicas ? *index_raw : *pod_raw,
+            fmt::format("outside the JobSet's {} child Jobs x {} pods (world size {})", *replicas,
+                        per_job, *world_size),
+            "make WORLD_SIZE the JobSet's pods (child Jobs x parallelism), or pass --rank");
+    return std::nullopt;
+  }
+  rank_source = "JOBSET_JOB_GLOBAL_INDEX, JOBSET_GLOBAL_REPLICAS, JOB_COMPLETION_INDEX";
+  return static_cast<int>(*index * per_job + *pod);
+}
+
+// An MPIJob's launcher (kubeflow/mpi-operator v2, mpi_job_controller.go) sets
+// OMPI_MCA_orte_default_hostfile and no MASTER_ADDR; mpirun forwards OMPI_* variables to the ranks
+// and maps rank 0 onto the hostfile's first host. Read where the file is mounted (the launcher's
+// pod, or any rank that sees it); elsewhere the hint says how to export MASTER_ADDR instead.
+std::optional<std::string> Discovery::hostfile_master(const Raw& hostfile) {
+  const std::string path = trim(hostfile.value);
+  const std::string hint = missing_master_hint(launcher_);
+  std::FILE* f = path.empty() ? nullptr : std::fopen(path.c_str(), "r");
+  if (!f) {
+    invalid(hostfile,
+            fmt::format("a hostfile this rank cannot read ({}), so rank 0's host is unknown "
+                        "without MASTER_ADDR",
+                        path.empty() ? "empty" : std::strerror(errno)),
+            hint);
+    return std::nullopt;
+  }
+  std::string first;
+  char line[1024];
+  // Bounded: the first host is on one of the first lines; comments and blank lines are skipped.
+  for (int n = 0; n < 4096 && first.empty() && std::fgets(line, sizeof line, f); ++n) {
+    std::string l = trim(line);
+    if (l.empty() || l.front() == '#') continue;
+    first = l.substr(0, l.find_first_of(" \t"));
+  }
+  std::fclose(f);
+  if (first.empty() || !valid_host_name(first)) {
+    invalid(hostfile,
+            first.empty() ? std::string("a hostfile that names no host")
+                          : fmt::format("a hostfile whose first host {} is not a valid host name",
+                                        printable(first, kMaxShown)),
+            hint);
+    return std::nullopt;
+  }
+  return first;
 }
 
 // TORCHELASTIC_USE_AGENT_STORE: torch writes str(bool) ("True"/"False").
@@ -629,6 +757,7 @@ std::optional<JobIdentity> Discovery::job_identity(const std::string& host) {
 
 WorldResult Discovery::run() {
   const Launcher* launcher = choose_launcher();
+  launcher_ = env_launchers_ ? launcher : nullptr;
   std::map<std::string, std::string> sources;
 
   // World size.
@@ -652,14 +781,16 @@ WorldResult Discovery::run() {
     }
   } else if (launcher) {
     const std::string vars = fmt::format("{}", fmt::join(launcher->size_vars, " or "));
-    std::string hint = launcher == &kK8s
-                           ? "pass --world-size <the Job's completions> or set WORLD_SIZE in the "
-                             "pod template"
+    std::string hint = launcher->missing_size_hint
+                           ? std::string(launcher->missing_size_hint)
                            : fmt::format("pass --world-size, or set {}", vars);
-    missing(launcher == &kK8s ? "WORLD_SIZE" : launcher->size_vars.front(),
-            fmt::format("no world size: {} rank variable {} is set but {} is not, and no "
-                        "--world-size was given",
-                        launcher->label, launcher->rank_var, vars),
+    missing(launcher->size_vars.front(),
+            fmt::format("no world size: {} started this process (its {} is set) but {} is not, "
+                        "and no --world-size was given",
+                        launcher->label,
+                        launcher->rank_rule == RankRule::jobset ? "JOB_COMPLETION_INDEX"
+                                                                : launcher->rank_var,
+                        vars),
             hint);
   } else if (!env_launchers_) {
     missing("--world-size",
@@ -667,18 +798,24 @@ WorldResult Discovery::run() {
             "pass --world-size, or drop --launcher flags to read the launcher's environment");
   } else {
     missing("--world-size",
-            "no world size: no --world-size flag and no launcher variable (WORLD_SIZE, "
-            "OMPI_COMM_WORLD_SIZE, SLURM_NTASKS) is set",
-            "run under torchrun, mpirun, srun or a Kubernetes Indexed Job, or pass --rank and "
-            "--world-size");
+            fmt::format("no world size: no --world-size flag and no launcher variable ({}) is set",
+                        every_launcher_var(true)),
+            fmt::format("run under {}, or pass --rank and --world-size", kLauncherList));
   }
 
   // Rank.
   std::optional<Raw> rank_raw = from_flag(flags_.rank, "--rank");
-  if (!rank_raw && launcher) rank_raw = from_env(launcher->rank_var);
   std::optional<int> rank;
   results::WorldSource source = results::WorldSource::flags;
-  if (rank_raw) {
+  // JobSet: the rank is computed from three variables, each checked there.
+  const bool jobset_rank_rule = !rank_raw && launcher && launcher->rank_rule == RankRule::jobset;
+  if (!rank_raw && launcher && !jobset_rank_rule) rank_raw = from_env(launcher->rank_var);
+  if (jobset_rank_rule) {
+    std::string from;
+    rank = jobset_rank(world_size, from);
+    if (rank) sources["rank"] = from;
+    source = launcher->source;
+  } else if (rank_raw) {
     std::string expected = world_size ? fmt::format("a rank in 0..{}", *world_size - 1)
                                       : std::string("a rank, 0..world size - 1");
     auto v = parse_ranged(*rank_raw, "--rank", expected, 0, INT_MAX, "negative", "out of range");
@@ -700,7 +837,7 @@ WorldResult Discovery::run() {
     rank = 0;
     sources["rank"] = "default";
     if (launcher) source = launcher->source;
-  } else if (launcher) {
+  } else if (launcher && launcher->rank_rule == RankRule::variable) {
     missing(launcher->rank_var,
             fmt::format("no rank: --launcher chose {} but {} is not set, and no --rank was given",
                         launcher->label, launcher->rank_var),
@@ -710,19 +847,18 @@ WorldResult Discovery::run() {
             "pass --rank, or drop --launcher flags to read the launcher's environment");
   } else {
     missing("--rank",
-            "no rank: no --rank flag and no launcher variable (RANK, OMPI_COMM_WORLD_RANK, "
-            "SLURM_PROCID, JOB_COMPLETION_INDEX) is set",
-            "run under torchrun, mpirun, srun or a Kubernetes Indexed Job, or pass --rank and "
-            "--world-size");
+            fmt::format("no rank: no --rank flag and no launcher variable ({}) is set",
+                        every_launcher_var(false)),
+            fmt::format("run under {}, or pass --rank and --world-size", kLauncherList));
   }
 
   if (!(rank_raw && rank_raw->from_flag && size_raw && size_raw->from_flag))
     check_conflicts(launcher);
 
-  // A PyTorchJob pod's RANK counts pods; only torchrun (or our launcher) turns it into processes.
-  if (env_launchers_ && rank_raw && !rank_raw->from_flag && rank_raw->variable == "RANK" &&
-      !var("TORCHELASTIC_RUN_ID"))
-    check_pytorchjob(*rank_raw, size_raw);
+  // A PyTorchJob pod's RANK counts pods; it is a process rank only with one process per pod.
+  if (env_launchers_ && launcher && launcher->source == results::WorldSource::pytorchjob &&
+      rank_raw && !rank_raw->from_flag)
+    check_pytorchjob(*rank_raw, size_raw, world_size);
 
   // Local rank.
   std::optional<Raw> local_raw = from_flag(flags_.local_rank, "--local-rank");
@@ -751,14 +887,22 @@ WorldResult Discovery::run() {
   std::optional<std::pair<std::string, uint16_t>> store;
   const bool store_flag = flags_.store.has_value();
   if (store_flag) store = parse_store(Raw{"--store", *flags_.store, true});
-  const bool slurm = launcher == &kSlurm && env_launchers_;
+  const MasterFallback fallback =
+      launcher && env_launchers_ ? launcher->master_fallback : MasterFallback::none;
+  const std::vector<const char*> addr_vars =
+      launcher ? launcher->addr_vars : std::vector<const char*>{"MASTER_ADDR"};
+  const std::vector<const char*> port_vars =
+      launcher ? launcher->port_vars : std::vector<const char*>{"MASTER_PORT"};
 
   // Master address.
   std::optional<Raw> addr_raw = from_flag(flags_.master_addr, "--master-addr");
-  if (!addr_raw && env_launchers_ && !store_flag) addr_raw = from_env("MASTER_ADDR");
-  std::optional<Raw> nodelist_raw;
-  if (!addr_raw && !store_flag && slurm && !(world_size && *world_size == 1))
+  if (!addr_raw && env_launchers_ && !store_flag) addr_raw = from_env_any(addr_vars);
+  std::optional<Raw> nodelist_raw, hostfile_raw;
+  const bool alone = world_size && *world_size == 1;
+  if (!addr_raw && !store_flag && !alone && fallback == MasterFallback::slurm_nodelist)
     nodelist_raw = from_env_any({"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST"});
+  if (!addr_raw && !store_flag && !alone && fallback == MasterFallback::mpi_hostfile)
+    hostfile_raw = from_env("OMPI_MCA_orte_default_hostfile");
   std::string master_addr;
   if (addr_raw) {
     if (auto a = parse_addr(*addr_raw)) {
@@ -778,17 +922,27 @@ WorldResult Discovery::run() {
       master_addr = *a;
       sources["master_addr"] = nodelist_raw->variable;
     }
+  } else if (hostfile_raw) {
+    if (auto a = hostfile_master(*hostfile_raw)) {
+      master_addr = *a;
+      sources["master_addr"] = hostfile_raw->variable;
+    }
   } else if (world_size) {
-    missing("MASTER_ADDR",
-            fmt::format("no master address: world size is {} but neither --master-addr nor "
-                        "MASTER_ADDR{} is set, so ranks cannot find rank 0",
-                        *world_size, slurm ? " nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST" : ""),
+    std::string also;
+    if (fallback == MasterFallback::slurm_nodelist)
+      also = " nor SLURM_STEP_NODELIST / SLURM_JOB_NODELIST";
+    else if (fallback == MasterFallback::mpi_hostfile)
+      also = " nor OMPI_MCA_orte_default_hostfile (an MPIJob's hostfile)";
+    missing(addr_vars.front(),
+            fmt::format("no master address: world size is {} but neither --master-addr nor {}{} "
+                        "is set, so ranks cannot find rank 0",
+                        *world_size, fmt::join(addr_vars, " nor "), also),
             missing_master_hint(launcher));
   }
 
   // Master port.
   std::optional<Raw> port_raw = from_flag(flags_.master_port, "--master-port");
-  if (!port_raw && env_launchers_ && !store_flag) port_raw = from_env("MASTER_PORT");
+  if (!port_raw && env_launchers_ && !store_flag) port_raw = from_env_any(port_vars);
   uint16_t master_port = kDefaultMasterPort;
   sources["master_port"] = "default";
   if (port_raw) {
@@ -801,7 +955,7 @@ WorldResult Discovery::run() {
       master_port = store->second;
       sources["master_port"] = "--store";
     }
-  } else if (slurm) {
+  } else if (launcher && env_launchers_ && launcher->port_from_slurm_job) {
     if (auto job = from_env("SLURM_JOB_ID")) {
       if (auto p = slurm_port(*job)) {
         master_port = *p;
@@ -814,7 +968,7 @@ WorldResult Discovery::run() {
   int restart_count = 0;
   bool external_store = false;
   std::string store_source = "rank 0";
-  if (launcher == &kTorchrun && env_launchers_) {
+  if (launcher && launcher->torchelastic_agent && env_launchers_) {
     sources["restart_count"] = "default";
     if (auto rc = from_env("TORCHELASTIC_RESTART_COUNT")) {
       const std::string expected = "torchrun's restart attempt, 0, 1, ...";
@@ -871,15 +1025,30 @@ WorldResult Discovery::run() {
   }
 
   std::optional<JobIdentity> job = job_identity(host);
+  // A rank `ncclsmoke launch` started: its world is in flags, but what launch read it from (a
+  // PyTorchJob's or TrainJob's PET_*, or nothing) is the world's source, and the job id's origin
+  // is launch's (our own NCCLSMOKE_LAUNCH_* knobs, set only by launch_command.cpp).
+  if (!env_launchers_) {
+    if (auto s = var("NCCLSMOKE_LAUNCH_SOURCE"))
+      if (auto parsed = results::parse_world_source(trim(*s)); parsed && rank_raw &&
+                                                                 rank_raw->from_flag)
+        source = *parsed;
+    if (auto s = var("NCCLSMOKE_LAUNCH_JOB_ID_SOURCE");
+        s && job && (job->source == "--job-id" || job->source == "NCCLSMOKE_JOB_ID") &&
+        !trim(*s).empty() && s->size() <= 64)
+      job->source = fmt::format("launch: {}", shown(trim(*s)));
+  }
 
   WorldResult result;
   bool has_error = false;
   for (const auto& p : problems_)
     if (p.blocking()) has_error = true;
-  if (!has_error && rank && world_size) {
+  // Built whenever the rank was readable: the whole world when nothing blocks, else the partial
+  // world a config error keeps (WorldResult::partial), so the verdict still says who failed.
+  if (rank && !rank_is_pod_index_) {
     World w;
     w.rank = *rank;
-    w.world_size = *world_size;
+    w.world_size = world_size.value_or(0);
     w.local_rank = local_rank;
     w.master_addr = master_addr;
     w.master_port = master_port;
@@ -896,7 +1065,10 @@ WorldResult Discovery::run() {
     w.store_host = store_host;
     w.store_port = store_port;
     w.store_source = store_source;
-    result.world = std::move(w);
+    if (!has_error && world_size)
+      result.world = std::move(w);
+    else
+      result.partial = std::move(w);
   }
   result.findings = std::move(problems_);
   return result;

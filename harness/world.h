@@ -1,7 +1,8 @@
 #pragma once
 // World discovery: who this process is (rank, world size, local rank, master address/port, node)
-// from the command line first, else the launcher's environment (torchrun, Open MPI, Slurm, a
-// Kubernetes Indexed Job, a Kubeflow PyTorchJob pod). Pure logic over an injectable environment so every launcher and every
+// from the command line first, else the launcher's environment (every launcher of
+// harness/launchers.h: torchrun, Open MPI, Slurm, Kubeflow's PyTorchJob and Trainer v2, a
+// LeaderWorkerSet, a JobSet, a Kubernetes Indexed Job). Pure logic over an injectable environment so every launcher and every
 // bad value is unit-testable. Bad input never throws or crashes: it becomes a ConfigProblem that
 // names the variable, its value and the fix, because a misconfigured pod must still end in a
 // verdict the on-call engineer can act on (e.g. the MASTER_PORT=tcp://... service-link injection).
@@ -28,8 +29,8 @@ struct WorldFlags {
   std::optional<std::string> master_addr = std::nullopt;  // --master-addr
   std::optional<std::string> master_port = std::nullopt;  // --master-port
   std::optional<std::string> node_name = std::nullopt;    // --node-name
-  // --launcher: auto (detect: torchrun, Open MPI, Slurm, k8s indexed job, in that order),
-  // torchrun | mpi | slurm | k8s (read only that launcher's variables), flags (read no launcher
+  // --launcher: auto (detect, in harness/launchers.cpp's order), a launcher's name or alias
+  // (torchrun, mpi, slurm, trainer, lws, jobset, k8s, ...: read only its variables), flags (read no launcher
   // variables; NODE_NAME is still honoured). Anything else is a CONFIG_INVALID finding.
   std::string launcher = "auto";
   // --store HOST:PORT (IPv6 as [addr]:port): join a store someone else hosts; every rank, rank 0
@@ -76,6 +77,11 @@ using results::ConfigProblem;
 
 struct WorldResult {
   std::optional<World> world;           // set iff no problem is blocking()
+  // When a problem blocks but the rank was readable: what discovery could read, so the config
+  // error's verdict keeps the rank, job id and source (verdict.rank<N>.json, not the pid-named
+  // invalid-config file). Fields that failed keep their defaults; world_size is 0 when it was
+  // unreadable, master_addr "" when unreadable. Unset when world is set or the rank is unknown.
+  std::optional<World> partial;
   std::vector<ConfigProblem> findings;  // the problems (errors and conflicts), in discovery order
 };
 

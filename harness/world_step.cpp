@@ -63,6 +63,23 @@ void gate_sweep_from_profile(RunContext& ctx) {
   o.min_bytes = o.max_bytes = o.gate_bytes = std::to_string(*sizes.begin());
 }
 
+// The world as discovered (whole, or partial after a config error) into the verdict: who
+// reports, the world's size and master, the job id and where each came from.
+void record_world(RunContext& ctx) {
+  const auto& w = ctx.world;
+  std::lock_guard lock(ctx.record.mu);
+  auto& v = ctx.record.verdict;
+  v.reporting_rank = w.rank;
+  v.world.size = w.world_size;
+  v.world.master_addr = w.master_addr;
+  v.world.master_port = w.master_port;
+  v.world.source = w.source;
+  v.world.job_id = w.job_id;
+  v.world.job_id_source = w.job_id_source;
+  v.world.restart_count = w.restart_count;
+  v.world.sources = w.sources_by_field;
+}
+
 }  // namespace
 
 bool world_step(RunContext& ctx) {
@@ -70,32 +87,29 @@ bool world_step(RunContext& ctx) {
   auto wr = discover_world(ctx.o.world, process_environment());
   for (const auto& c : wr.findings) {
     auto f = results::config_finding(c);
+    if (wr.partial) f.ranks.push_back(wr.partial->rank);
     f.hosts.push_back(local_hostname());
     ctx.record.add(std::move(f));
   }
-  if (!wr.world) {
+  if (!wr.world && !wr.partial) {
+    // The rank itself is unreadable: no rank to name the file after (verdict.invalid-config).
     ctx.end_phase("world", results::world_phase_status(wr.findings, false, true), t0,
                   "invalid configuration");
     return false;
   }
-  ctx.world = *wr.world;
+  ctx.world = wr.world ? *wr.world : *wr.partial;
   ctx.have_world = true;
   const auto& w = ctx.world;
   ctx.log_level = run_log_level(w.rank, ctx.o.quiet, ctx.o.verbose, ctx.log_env);
   log_for_rank(w.rank, ctx.log_level);
   log_info(phase_start_line("world"));
-  {
-    std::lock_guard lock(ctx.record.mu);
-    auto& v = ctx.record.verdict;
-    v.reporting_rank = w.rank;
-    v.world.size = w.world_size;
-    v.world.master_addr = w.master_addr;
-    v.world.master_port = w.master_port;
-    v.world.source = w.source;
-    v.world.job_id = w.job_id;
-    v.world.job_id_source = w.job_id_source;
-    v.world.restart_count = w.restart_count;
-    v.world.sources = w.sources_by_field;
+  record_world(ctx);
+  if (!wr.world) {
+    // A config error with the rank known: each rank writes its own verdict.rank<N>.json (rank 0
+    // verdict.json too) with what it could read, so one bad field does not hide who failed.
+    ctx.end_phase("world", results::world_phase_status(wr.findings, false, true), t0,
+                  "invalid configuration");
+    return false;
   }
   if (!load_profile(ctx)) {
     ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,

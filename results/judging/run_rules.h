@@ -98,9 +98,12 @@ Finding run_timeout_finding(rendezvous::RankRef self, double timeout_s, std::str
 // the phase that was running rather than the last one that finished.
 Finding run_timeout_during(rendezvous::RankRef self, double timeout_s, std::string_view phase,
                            double ran_s);
-// `signal_name`: "SIGTERM" / "SIGINT".
+// `signal_name`: "SIGTERM" / "SIGINT". `source`: who started the rank (World::source), which
+// picks the likely sender named in the message and the deadline to raise in the hint
+// (activeDeadlineSeconds only on Kubernetes, --time under Slurm, mpirun's or torchrun's own).
 Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal_name,
-                               double after_s, std::string_view last_phase);
+                               double after_s, std::string_view last_phase,
+                               WorldSource source = WorldSource::unknown);
 
 // ---- store and configuration -------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ static_assert(std::size(kCode) == static_cast<std::size_t>(Code::unknown) + 1);
 constexpr std::array<std::string_view, 2> kScope = {"global", "local"};
 constexpr std::array<std::string_view, 2> kStoreDialect = {"legacy", "modern"};
 // The open lists: the last slot is `unknown`'s, spelled "" (never parsed back).
-constexpr std::array<std::string_view, 6> kWorldSource = {"flags", "torchrun", "openmpi",
-                                                          "slurm", "k8s-indexed-job", ""};
+constexpr std::array<std::string_view, 11> kWorldSource = {
+    "flags",      "torchrun",        "openmpi", "slurm",  "k8s-indexed-job", "pytorchjob",
+    "trainer-v2", "leaderworkerset", "jobset",  "launch", ""};
 constexpr std::array<std::string_view, 4> kStoreHostedBy = {"rank 0", "torchelastic agent",
                                                             "external (--store)", ""};
 constexpr std::array<std::string_view, 5> kServerEra = {"torch<=2.0", "torch2.1-2.4",

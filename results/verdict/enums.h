@@ -48,8 +48,23 @@ enum class StoreDialect : std::uint8_t { legacy, modern };
 // launcher, a new torch era) is still read: each is an Open<> value (below), which keeps a
 // spelling this build does not know as text, as AnyCode does for codes. `unknown` is last and
 // spelled "" (never written for a known value).
-// World::source: "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job" (harness/world.cpp).
-enum class WorldSource : std::uint8_t { flags, torchrun, openmpi, slurm, k8s_indexed_job, unknown };
+// World::source: the launcher the world was read from (harness/launchers.cpp, one entry each):
+// "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job", "pytorchjob" (a Kubeflow
+// PyTorchJob pod without torchrun), "trainer-v2" (a Kubeflow Trainer v2 TrainJob pod),
+// "leaderworkerset", "jobset", "launch" (`ncclsmoke launch` on its own, no launcher around it).
+enum class WorldSource : std::uint8_t {
+  flags,
+  torchrun,
+  openmpi,
+  slurm,
+  k8s_indexed_job,
+  pytorchjob,
+  trainer_v2,
+  leaderworkerset,
+  jobset,
+  launch,
+  unknown
+};
 // StoreInfo::hosted_by: "rank 0", "torchelastic agent", "external (--store)".
 enum class StoreHostedBy : std::uint8_t { rank0, torchelastic_agent, external, unknown };
 // StoreInfo::era: the server's era as negotiated, "torch<=2.0", "torch2.1-2.4", "torch>=2.5"

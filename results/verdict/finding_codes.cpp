@@ -103,11 +103,12 @@ const std::vector<FindingCode> kCodes = {
      "Raise the deadline only if the phase is known to be slow here; otherwise treat it as a hang "
      "in {phase}."},
     {Code::RUN_TERMINATED, Severity::error, Layer::run, Outcome::inconclusive,
-     "The rank was stopped by a signal (SIGTERM/SIGINT) before it finished: a Job's "
-     "activeDeadlineSeconds, a deleted pod or an operator; the verdict holds what was done so far.",
+     "The rank was stopped by a signal (SIGTERM/SIGINT) before it finished: its launcher's time "
+     "limit (a Kubernetes Job's activeDeadlineSeconds, Slurm's --time, mpirun's --timeout), a "
+     "cancelled job or deleted pod, or an operator; the message names the likely one for the "
+     "launcher. The verdict holds what was done so far.",
      "Look at the last phase that finished in this rank's verdict: a run that keeps being killed "
-     "there is hanging in that phase; if the deadline is simply too short, raise "
-     "activeDeadlineSeconds above --timeout."},
+     "there is hanging in that phase; if the deadline is simply too short, {deadline_fix}."},
     {Code::RESULTS_MISSING, Severity::warning, Layer::run, Outcome::inconclusive,
      "A rank's local verdict never reached rank 0, so its measurements are missing from the "
      "global verdict.",

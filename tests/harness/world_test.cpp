@@ -1,9 +1,13 @@
 #include "harness/world.h"
+#include "harness/launchers.h"
 #include "results/judging/probe_rules.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -1220,6 +1224,344 @@ TEST(WorldStore, WeirdNewInputNeverCrashes) {
     auto r = discover(kTorchrun, flags);
     EXPECT_FALSE(r.findings.empty());
   }
+}
+
+}  // namespace
+}  // namespace ncclsmoke::harness
+
+// ---- a config error keeps the world it could read (WorldResult::partial) ----
+namespace ncclsmoke::harness {
+namespace {
+
+const Env kSlurmTask1{{"SLURM_PROCID", "1"},         {"SLURM_NTASKS", "2"},
+                      {"SLURM_LOCALID", "1"},        {"SLURM_JOB_ID", "4242"},
+                      {"SLURM_STEP_ID", "0"},        {"SLURM_STEP_NODELIST", "gpu-001"}};
+
+// The case: only MASTER_PORT is bad; the rank, size, source and job id were valid and
+// stay, so this rank's verdict is verdict.rank1.json naming them.
+TEST(WorldPartial, BadMasterPortKeepsRankSizeSourceAndJobId) {
+  Env env = kSlurmTask1;
+  env["MASTER_PORT"] = "tcp://10.0.0.1:29500";
+  auto r = discover(env);
+  expect_one_error(r, "CONFIG_INVALID", "MASTER_PORT");
+  ASSERT_TRUE(r.partial) << dump(r);
+  EXPECT_EQ(r.partial->rank, 1);
+  EXPECT_EQ(r.partial->world_size, 2);
+  EXPECT_EQ(r.partial->local_rank, 1);
+  EXPECT_EQ(results::name(r.partial->source), "slurm");
+  EXPECT_EQ(r.partial->job_id, "4242.0");
+  EXPECT_EQ(r.partial->job_id_source, "SLURM_JOB_ID");
+  EXPECT_EQ(r.partial->sources_by_field.at("rank"), "SLURM_PROCID");
+  // The bad field is not claimed as read: it keeps its default source.
+  EXPECT_EQ(r.partial->sources_by_field.at("master_port"), "default");
+}
+
+// The size is unreadable but the rank is not: the rank is kept, the size says 0 (unknown).
+TEST(WorldPartial, BadWorldSizeKeepsTheRankWithSizeZero) {
+  Env env = kSlurmTask1;
+  env["SLURM_NTASKS"] = "two";
+  auto r = discover(env);
+  expect_one_error(r, "CONFIG_INVALID", "SLURM_NTASKS");
+  ASSERT_TRUE(r.partial) << dump(r);
+  EXPECT_EQ(r.partial->rank, 1);
+  EXPECT_EQ(r.partial->world_size, 0);
+  EXPECT_EQ(r.partial->sources_by_field.count("world_size"), 0u);
+}
+
+// The rank itself is unreadable: nothing to name a verdict after (invalid-config.<pid> stays).
+TEST(WorldPartial, UnreadableRankKeepsNoPartialWorld) {
+  Env env = kSlurmTask1;
+  env["SLURM_PROCID"] = "abc";
+  auto r = discover(env);
+  expect_one_error(r, "CONFIG_INVALID", "SLURM_PROCID");
+  EXPECT_FALSE(r.partial) << dump(r);
+}
+
+// A rank outside the world is not a rank either.
+TEST(WorldPartial, RankOutsideTheWorldKeepsNoPartialWorld) {
+  Env env = kSlurmTask1;
+  env["SLURM_PROCID"] = "5";
+  auto r = discover(env);
+  EXPECT_FALSE(r.world) << dump(r);
+  EXPECT_FALSE(r.partial) << dump(r);
+}
+
+// A PyTorchJob pod started without torchrun: RANK is the pod's index, not this process's rank,
+// so it must not name a verdict.rank<N>.json.
+TEST(WorldPartial, PyTorchJobPodIndexIsNotKeptAsARank) {
+  auto r = discover(pytorchjob_pod("8"));
+  expect_one_error(r, "CONFIG_INVALID", "PET_NPROC_PER_NODE");
+  EXPECT_FALSE(r.partial) << dump(r);
+}
+
+// A valid world is whole, never partial.
+TEST(WorldPartial, ValidWorldHasNoPartial) {
+  auto r = discover(kSlurmTask1);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_FALSE(r.partial);
+}
+
+}  // namespace
+}  // namespace ncclsmoke::harness
+
+// ---- the service-link (MASTER_PORT=tcp://...) fix fits the launcher ----
+namespace ncclsmoke::harness {
+namespace {
+
+// Under Slurm outside Kubernetes the fix is to unset MASTER_PORT (the job-derived port applies),
+// not a pod-spec field.
+TEST(WorldServiceLink, SlurmSaysUnsetMasterPort) {
+  Env env = kSlurmTask1;
+  env["MASTER_PORT"] = "tcp://10.0.0.1:29500";
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "MASTER_PORT");
+  EXPECT_TRUE(contains(f.hint, "unset MASTER_PORT")) << f.hint;
+  EXPECT_TRUE(contains(f.hint, "derived from SLURM_JOB_ID")) << f.hint;
+  EXPECT_FALSE(contains(f.hint, "enableServiceLinks")) << f.hint;
+  EXPECT_FALSE(contains(f.message, "a Kubernetes service link, not a port")) << f.message;
+}
+
+// mpirun outside Kubernetes: set the number and export it to every rank.
+TEST(WorldServiceLink, OpenMpiSaysExportThePortNumber) {
+  Env env{{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+          {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "tcp://10.0.0.1:29500"}};
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "MASTER_PORT");
+  EXPECT_TRUE(contains(f.hint, "mpirun -x MASTER_PORT=29500")) << f.hint;
+  EXPECT_FALSE(contains(f.hint, "enableServiceLinks")) << f.hint;
+}
+
+// In a pod (KUBERNETES_SERVICE_HOST set), even srun or mpirun there gets the pod-spec fix.
+TEST(WorldServiceLink, InAPodEveryLauncherGetsThePodSpecFix) {
+  Env env = kSlurmTask1;
+  env["MASTER_PORT"] = "tcp://10.0.0.1:29500";
+  env["KUBERNETES_SERVICE_HOST"] = "10.96.0.1";
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "MASTER_PORT");
+  EXPECT_EQ(f.hint.rfind("set enableServiceLinks: false in the pod spec (or rename the Service), "
+                         "or pass --master-port 29500",
+                         0),
+            0u)
+      << f.hint;
+}
+
+// torchrun outside a pod: may still be Kubernetes-born, so both fixes, the pod's first.
+TEST(WorldServiceLink, TorchrunOutsideAPodSaysWhatToSetToo) {
+  Env env = kTorchrun;
+  env["MASTER_PORT"] = "tcp://10.0.0.7:29500";
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "MASTER_PORT");
+  EXPECT_TRUE(contains(f.hint, "elsewhere set MASTER_PORT to the port number only "
+                               "(MASTER_PORT=29500)"))
+      << f.hint;
+}
+
+}  // namespace
+}  // namespace ncclsmoke::harness
+
+// ---- the launchers of 2026's Kubernetes controllers (harness/launchers.cpp) ----
+namespace ncclsmoke::harness {
+namespace {
+
+// training-operator envvar.go with nprocPerNode "auto": WORLD_SIZE = replicas x 1, RANK = the pod
+// index. One process per pod is then a whole world, named as a PyTorchJob, not torchrun.
+TEST(WorldPyTorchJob, AutoWithOneProcessPerPodIsAWorldOfPods) {
+  Env env = pytorchjob_pod("auto");
+  env["WORLD_SIZE"] = "2";
+  auto r = discover(env, {}, "bert-worker-0");
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 1);
+  EXPECT_EQ(r.world->world_size, 2);
+  EXPECT_EQ(results::name(r.world->source), "pytorchjob");
+  EXPECT_EQ(r.world->master_addr, "bert-master-0");
+  EXPECT_EQ(r.world->master_port, 23456);
+  EXPECT_EQ(r.world->job_id, "bert");
+}
+
+// Under torchrun inside the pod it is torchrun's world.
+TEST(WorldPyTorchJob, UnderTorchrunTheSourceIsTorchrun) {
+  Env env = pytorchjob_pod("8");
+  env["TORCHELASTIC_RUN_ID"] = "bert";
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(results::name(r.world->source), "torchrun");
+}
+
+// kubeflow/trainer pkg/runtime/framework/plugins/torch/torch.go: PET_* only, no RANK/WORLD_SIZE.
+Env trainjob_node(const std::string& node_rank, const std::string& nproc = "auto") {
+  return {{"PET_NNODES", "2"},
+          {"PET_NPROC_PER_NODE", nproc},
+          {"PET_NODE_RANK", node_rank},
+          {"PET_MASTER_ADDR", "tj-node-0-0.tj"},
+          {"PET_MASTER_PORT", "29500"},
+          {"JOB_COMPLETION_INDEX", "0"},
+          {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+}
+
+TEST(WorldTrainerV2, OneRankPerNodeFromPetVariables) {
+  for (const char* nproc : {"auto", "4", "1"}) {
+    auto r = discover(trainjob_node("1", nproc), {}, "tj-node-1-0");
+    ASSERT_TRUE(r.world) << nproc << ": " << dump(r);
+    EXPECT_EQ(r.world->rank, 1);
+    EXPECT_EQ(r.world->world_size, 2);
+    EXPECT_EQ(r.world->master_addr, "tj-node-0-0.tj");
+    EXPECT_EQ(r.world->master_port, 29500);
+    EXPECT_EQ(results::name(r.world->source), "trainer-v2");
+    EXPECT_EQ(r.world->sources_by_field.at("rank"), "PET_NODE_RANK");
+    EXPECT_EQ(r.world->sources_by_field.at("master_addr"), "PET_MASTER_ADDR");
+    EXPECT_EQ(r.world->job_id, "tj");
+    EXPECT_EQ(r.world->job_id_source, "hostname (TrainJob)");
+  }
+}
+
+TEST(WorldTrainerV2, MissingMasterNamesPetMasterAddr) {
+  Env env = trainjob_node("1");
+  env.erase("PET_MASTER_ADDR");
+  auto f = expect_one_error(discover(env, {}, "tj-node-1-0"), "CONFIG_MISSING", "PET_MASTER_ADDR");
+  EXPECT_TRUE(contains(f.hint, "Trainer v2 sets PET_MASTER_ADDR")) << f.hint;
+}
+
+// kubernetes-sigs/lws pkg/utils/pod/pod_utils.go: LWS_LEADER_ADDRESS, LWS_GROUP_SIZE,
+// LWS_WORKER_INDEX; no MASTER_*.
+Env lws_pod(const std::string& index) {
+  return {{"LWS_LEADER_ADDRESS", "smoke-0.smoke.default"},
+          {"LWS_GROUP_SIZE", "4"},
+          {"LWS_WORKER_INDEX", index},
+          {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+}
+
+TEST(WorldLeaderWorkerSet, TheGroupIsTheWorld) {
+  auto r = discover(lws_pod("3"), {}, "smoke-0-3");
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->rank, 3);
+  EXPECT_EQ(r.world->world_size, 4);
+  EXPECT_EQ(r.world->master_addr, "smoke-0.smoke.default");
+  EXPECT_EQ(r.world->master_port, kDefaultMasterPort);
+  EXPECT_EQ(results::name(r.world->source), "leaderworkerset");
+  EXPECT_EQ(r.world->job_id, "smoke-0");
+  EXPECT_EQ(r.world->job_id_source, "LWS_LEADER_ADDRESS");
+  Env env = lws_pod("0");
+  env["MASTER_PORT"] = "29511";
+  r = discover(env, {}, "smoke-0");
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_port, 29511);
+}
+
+TEST(WorldLeaderWorkerSet, AnIndexOutsideTheGroupIsInvalid) {
+  auto f = expect_one_error(discover(lws_pod("4"), {}, "smoke-0-4"), "CONFIG_INVALID",
+                            "LWS_WORKER_INDEX");
+  EXPECT_TRUE(contains(f.message, "not below the world size 4")) << f.message;
+}
+
+// A JobSet with 2 child Jobs x 2 pods (js-w-{0,1}-{0,1}): our manifests pass the JobSet's labels
+// and annotations through the downward API.
+Env jobset_pod(const std::string& job, const std::string& pod, bool downward = true) {
+  Env env{{"JOB_COMPLETION_INDEX", pod},
+          {"WORLD_SIZE", "4"},
+          {"MASTER_ADDR", "js-w-0-0.js"},
+          {"MASTER_PORT", "29500"},
+          {"KUBERNETES_SERVICE_HOST", "10.96.0.1"}};
+  if (downward) {
+    env["JOBSET_NAME"] = "js";
+    env["JOBSET_JOB_GLOBAL_INDEX"] = job;
+    env["JOBSET_GLOBAL_REPLICAS"] = "2";
+  }
+  return env;
+}
+
+TEST(WorldJobSet, GlobalRankFromJobIndexAndPodIndex) {
+  std::set<int> ranks;
+  for (const char* job : {"0", "1"})
+    for (const char* pod : {"0", "1"}) {
+      auto r = discover(jobset_pod(job, pod), {}, fmt::format("js-w-{}-{}", job, pod));
+      ASSERT_TRUE(r.world) << dump(r);
+      EXPECT_EQ(r.world->rank, std::stoi(job) * 2 + std::stoi(pod));
+      ranks.insert(r.world->rank);
+      EXPECT_EQ(r.world->world_size, 4);
+      EXPECT_EQ(results::name(r.world->source), "jobset");
+      EXPECT_EQ(r.world->job_id, "js");
+      EXPECT_EQ(r.world->job_id_source, "JOBSET_NAME");
+    }
+  EXPECT_EQ(ranks, (std::set<int>{0, 1, 2, 3}));
+}
+
+// The case: a JobSet without the downward-API variables looked like two Indexed Jobs
+// (ranks 0,1 twice, two job ids). It is named as a JobSet and stops at once.
+TEST(WorldJobSet, WithoutTheDownwardApiItIsNamedNotSplit) {
+  auto r = discover(jobset_pod("1", "0", false), {}, "js-w-1-0");
+  auto f = expect_one_error(r, "CONFIG_MISSING", "JOBSET_GLOBAL_REPLICAS");
+  EXPECT_TRUE(contains(f.message, "JobSet js, replicated job w, child Job 1, pod 0")) << f.message;
+  EXPECT_TRUE(contains(f.message, "JOBSET_JOB_GLOBAL_INDEX")) << f.message;
+  EXPECT_TRUE(contains(f.hint, "metadata.annotations['jobset.sigs.k8s.io/global-replicas']"))
+      << f.hint;
+  EXPECT_FALSE(r.partial);
+  // A plain Indexed Job (host <job>-<i>, MASTER_ADDR <job>-0.<service>) is not taken for one.
+  Env indexed{{"JOB_COMPLETION_INDEX", "1"}, {"WORLD_SIZE", "2"},
+              {"MASTER_ADDR", "smoke-0.smoke-svc"}};
+  auto ir = discover(indexed, {}, "smoke-1");
+  ASSERT_TRUE(ir.world) << dump(ir);
+  EXPECT_EQ(results::name(ir.world->source), "k8s-indexed-job");
+}
+
+TEST(WorldJobSet, ReplicasThatDoNotDivideTheWorldAreInvalid) {
+  Env env = jobset_pod("0", "1");
+  env["JOBSET_GLOBAL_REPLICAS"] = "3";
+  auto f = expect_one_error(discover(env, {}, "js-w-0-1"), "CONFIG_INVALID",
+                            "JOBSET_GLOBAL_REPLICAS");
+  EXPECT_TRUE(contains(f.message, "does not divide the world size 4")) << f.message;
+}
+
+TEST(WorldJobSet, HostNamePattern) {
+  auto h = jobset_host("train-workers-3-7", "train-workers-0-0.train.ns.svc");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->jobset, "train");
+  EXPECT_EQ(h->replicated_job, "workers");
+  EXPECT_EQ(h->job_index, "3");
+  EXPECT_EQ(h->pod_index, "7");
+  EXPECT_FALSE(jobset_host("train-3-7", "train-0-0.train"));  // no replicated job
+  EXPECT_FALSE(jobset_host("other-w-1-0", "js-w-0-0.js"));
+  EXPECT_FALSE(jobset_host("js-w-1-0", "js-w-0-0"));
+  EXPECT_EQ(trainjob_name("tj-node-1-0"), std::optional<std::string>("tj"));
+  EXPECT_EQ(trainjob_name("tj-worker-1-0"), std::nullopt);
+}
+
+// kubeflow/mpi-operator v2: the launcher's OMPI_MCA_orte_default_hostfile, no MASTER_ADDR.
+TEST(WorldMpiJob, MasterIsTheHostfilesFirstHost) {
+  const std::string path = ::testing::TempDir() + "ncclsmoke-world-hostfile";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs("# written by the controller\n\nmj-worker-0.mj.default.svc slots=8\n"
+                "mj-worker-1.mj.default.svc slots=8\n",
+                f);
+    std::fclose(f);
+  }
+  Env env{{"OMPI_COMM_WORLD_RANK", "9"}, {"OMPI_COMM_WORLD_SIZE", "16"},
+          {"OMPI_MCA_orte_default_hostfile", path}};
+  auto r = discover(env);
+  ASSERT_TRUE(r.world) << dump(r);
+  EXPECT_EQ(r.world->master_addr, "mj-worker-0.mj.default.svc");
+  EXPECT_EQ(r.world->sources_by_field.at("master_addr"), "OMPI_MCA_orte_default_hostfile");
+  EXPECT_EQ(results::name(r.world->source), "openmpi");
+  std::remove(path.c_str());
+  // Where the file is not mounted (a worker pod), the hint says how to export MASTER_ADDR.
+  auto f = expect_one_error(discover(env), "CONFIG_INVALID", "OMPI_MCA_orte_default_hostfile");
+  EXPECT_TRUE(contains(f.hint, "mpirun -x MASTER_ADDR=$(head -1 /etc/mpi/hostfile")) << f.hint;
+}
+
+TEST(WorldLaunchers, EveryEntryIsNamedAndDetectedByItsOwnVariables) {
+  std::set<std::string> names;
+  for (const auto& l : launchers()) {
+    EXPECT_TRUE(names.insert(l.name).second) << l.name;
+    EXPECT_EQ(launcher_named(l.name), &l);
+    EXPECT_EQ(launcher_of(l.source), &l);
+    for (const char* a : l.aliases) EXPECT_EQ(launcher_named(a), &l) << a;
+    EXPECT_NE(l.missing_master_hint, nullptr);
+    EXPECT_FALSE(l.size_vars.empty());
+    EXPECT_FALSE(l.addr_vars.empty());
+  }
+  EXPECT_EQ(launcher_named("flags"), nullptr);
+  EXPECT_EQ(launcher_named("auto"), nullptr);
+  EXPECT_TRUE(contains(launcher_choices(), "jobset")) << launcher_choices();
+  auto f = expect_one_error(discover(kTorchrun, WorldFlags{.launcher = "sge"}), "CONFIG_INVALID",
+                            "--launcher");
+  EXPECT_TRUE(contains(f.hint, launcher_choices())) << f.hint;
 }
 
 }  // namespace
