@@ -628,8 +628,8 @@ std::optional<int> Discovery::jobset_rank(const std::optional<int>& world_size,
       "pass them through the downward API in the child Job's pod template: env JOBSET_NAME from "
       "fieldPath metadata.labels['jobset.sigs.k8s.io/jobset-name'], JOBSET_JOB_GLOBAL_INDEX from "
       "metadata.annotations['jobset.sigs.k8s.io/job-global-index'], JOBSET_GLOBAL_REPLICAS from "
-      "metadata.annotations['jobset.sigs.k8s.io/global-replicas'] (cronjob/k8s/examples has a "
-      "JobSet); or pass --rank";
+      "metadata.annotations['jobset.sigs.k8s.io/global-replicas'] (as cronjob/k8s/examples/"
+      "jobset does); or pass --rank";
   auto replicas_raw = from_env("JOBSET_GLOBAL_REPLICAS");
   auto index_raw = from_env("JOBSET_JOB_GLOBAL_INDEX");
   auto pod_raw = from_env("JOB_COMPLETION_INDEX");

@@ -6,30 +6,37 @@
 // Two layers:
 // - schema: each object is validated with the npm package kubernetes-models (types, required
 //   fields, enums) by its apiVersion/kind; an object no model knows is an error unless another
-//   check owns it (Kyverno's ClusterPolicy).
+//   check owns it (Kyverno's ClusterPolicy). kubernetes-models has no JobSet or LeaderWorkerSet:
+//   their own fields are checked against a shape taken from their Go types (CRD_SHAPES), and the
+//   Job and pod templates inside them with kubernetes-models' JobTemplateSpec and PodTemplateSpec.
 // - the project's own rules, for what a schema cannot say (DESIGN.md, "Where it runs"), each with
-//   a name that a failure line starts with: see CHECKS below.
+//   a name that a failure line starts with: see CHECKS below. They hold the Jobs and pods inside a
+//   JobSet or LeaderWorkerSet (the examples of cronjob/k8s/examples/, rendered with an overlay of
+//   the base) as they hold the CronJob's, plus what ncclsmoke reads there ("jobset",
+//   "leaderworkerset").
 import { readFileSync } from "node:fs";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 
 const CHECKS = {
-  "schema": "every object validates against its kubernetes-models type",
+  "schema": "every object validates against its kubernetes-models type; a JobSet or LeaderWorkerSet against its Go types' fields, and its Job and pod templates against kubernetes-models' JobTemplateSpec and PodTemplateSpec",
   "job-restart-policy": "Job pods use restartPolicy Never (never Always; OnFailure would retry a rank in place)",
   "service-links": "every pod template sets enableServiceLinks: false",
   "indexed-job": "completionMode Indexed, parallelism == completions, backoffLimit 0",
-  "world-size": "the world size the pods are told (NCCLSMOKE_PODS / WORLD_SIZE) equals completions",
+  "world-size": "the world size the pods are told (NCCLSMOKE_PODS / WORLD_SIZE) equals completions (a JobSet's: the sum of replicas x completions; a LeaderWorkerSet's WORLD_SIZE, if set: its size)",
   "cronjob-schedule": "concurrencyPolicy Forbid, startingDeadlineSeconds below the period, history limits set",
   "deadline-vs-schedule": "activeDeadlineSeconds set, below the schedule's period, above the run's --timeout",
   "one-pod-per-node": "required pod anti-affinity (or a DoNotSchedule spread) on kubernetes.io/hostname matching the pods",
-  "headless-service": "the pods' subdomain is a headless Service with publishNotReadyAddresses selecting them",
+  "headless-service": "the pods' subdomain is a headless Service with publishNotReadyAddresses selecting them (a JobSet's own: enableDNSHostnames and publishNotReadyAddresses not turned off, no other subdomain in its pods)",
   "profiles": "the profiles ConfigMap is in the render and holds the profile the pods name, with a band for their world size at a size the sweep measures",
   "kyverno-policy": "the ClusterPolicy matches pods by label, turns service links off and adds NCCL defaults",
   "pod-security": "a Namespace of the render carries pod-security enforce/warn/audit labels at one level, and every pod in it meets that level (restricted: seccompProfile RuntimeDefault, runAsNonRoot, allowPrivilegeEscalation false, capabilities drop ALL, no host namespaces, ports or paths)",
-  "labels": "in the smoke deployment's render every object and pod template carries app.kubernetes.io/{name,component,version,part-of,managed-by,instance}, the version being the project's",
-  "network-policy": "a NetworkPolicy selects the smoke pods and allows, between them, the store port, the pinned --mesh-port-range and the transports' ephemeral ports, and egress to DNS, the Pushgateway and the PostgreSQL history",
+  "labels": "in the smoke deployment's render (the smoke CronJob, or a JobSet or LeaderWorkerSet running ncclsmoke) every object and pod template carries app.kubernetes.io/{name,component,version,part-of,managed-by,instance}, the version being the project's",
+  "network-policy": "a NetworkPolicy selects the smoke pods (the CronJob's, a JobSet's or LeaderWorkerSet's running ncclsmoke) and allows, between them, the store port, the pinned --mesh-port-range and the transports' ephemeral ports, and egress to DNS, the Pushgateway and the PostgreSQL history",
   "history-pdb": "a PodDisruptionBudget (maxUnavailable 0 or minAvailable = replicas) covers each one-replica StatefulSet; no budget selects nothing",
   "image-tag": "every image carries a digest or a versioned tag (never latest, cpu, gpu or none); ncclsmoke's tag starts with the project version",
   "no-password": "no Secret of the render holds a password, token or placeholder value, and no container gets one as a literal env value",
+  "jobset": "a JobSet (jobset.x-k8s.io/v1alpha2) runs `ncclsmoke run` with MASTER_ADDR <jobset>-<first replicatedJob>-0-0.<subdomain> (its rank 0), MASTER_PORT a port, JOBSET_NAME, JOBSET_JOB_GLOBAL_INDEX and JOBSET_GLOBAL_REPLICAS from the downward API (label jobset.sigs.k8s.io/jobset-name, annotations jobset.sigs.k8s.io/job-global-index and global-replicas), NODE_NAME from spec.nodeName, the job token from a Secret; every replicatedJob has the same completions; pod host names fit 63 characters",
+  "leaderworkerset": "a LeaderWorkerSet (leaderworkerset.x-k8s.io/v1) runs `ncclsmoke run` with no MASTER_ADDR, RANK or LWS_* of its own (LWS injects LWS_LEADER_ADDRESS, LWS_GROUP_SIZE, LWS_WORKER_INDEX, and a template's value would win), MASTER_PORT a port if set, NODE_NAME from spec.nodeName, the job token from a Secret; size at least 2; pods restartPolicy Always (unset) and a group restartPolicy that recreates the whole group",
   "history": "the CronJob's history persists: NCCLSMOKE_HISTORY is a postgresql:// URL (from a Secret; a Service of the render behind it is a StatefulSet on a ReadWriteOnce claim), or a SQLite file on a ReadWriteOnce claim of a one-pod Job; never an emptyDir or a ReadWriteMany claim",
 };
 
@@ -84,6 +91,97 @@ if (objects.length === 0) {
 }
 
 // ---- schema -----------------------------------------------------------------------------------
+// The CRDs of the examples, which kubernetes-models does not know: their own fields, from their Go
+// types' json tags (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go, kubernetes-sigs/lws
+// api/leaderworkerset/v1/leaderworkerset_types.go). A shape is a type ("string", "integer",
+// "boolean", "object" and "array" taken as they are, "int-or-string", "enum:A|B"), an object of
+// fields (a trailing "!" marks a required one; any other field is an error, as the API server's
+// structural schema would drop it), or [shape] for a list. "jobTemplate" and "podTemplate" are
+// validated with kubernetes-models' JobTemplateSpec and PodTemplateSpec.
+const CRD_SHAPES = {
+  "jobset.x-k8s.io/v1alpha2/JobSet": {
+    "apiVersion!": "string", "kind!": "string", "metadata!": "object", status: "object",
+    "spec!": {
+      "replicatedJobs!": [{
+        "name!": "string", groupName: "string", "template!": "jobTemplate", replicas: "integer",
+        dependsOn: [{ "name!": "string", "status!": "enum:Ready|Complete" }],
+      }],
+      network: { enableDNSHostnames: "boolean", subdomain: "string", publishNotReadyAddresses: "boolean" },
+      successPolicy: { "operator!": "enum:All|Any", targetReplicatedJobs: ["string"] },
+      failurePolicy: { maxRestarts: "integer", restartStrategy: "enum:Recreate|BlockingRecreate|InPlaceRestart", rules: "array" },
+      startupPolicy: { "startupPolicyOrder!": "enum:AnyOrder|InOrder" },
+      suspend: "boolean",
+      coordinator: { "replicatedJob!": "string", jobIndex: "integer", podIndex: "integer" },
+      managedBy: "string",
+      ttlSecondsAfterFinished: "integer",
+      volumeClaimPolicies: "array",
+    },
+  },
+  "leaderworkerset.x-k8s.io/v1/LeaderWorkerSet": {
+    "apiVersion!": "string", "kind!": "string", "metadata!": "object", status: "object",
+    "spec!": {
+      replicas: "integer",
+      "leaderWorkerTemplate!": {
+        leaderTemplate: "podTemplate",
+        "workerTemplate!": "podTemplate",
+        size: "integer",
+        restartPolicy: "enum:Default|RecreateGroupOnPodRestart|RecreateGroupAfterStart|None",
+        subGroupPolicy: { subGroupPolicyType: "enum:LeaderWorker|LeaderExcluded", subGroupSize: "integer" },
+        volumeClaimTemplates: "array",
+        persistentVolumeClaimRetentionPolicy: "object",
+      },
+      rolloutStrategy: {
+        "type!": "enum:RollingUpdate",
+        rollingUpdateConfiguration: { partition: "integer", maxUnavailable: "int-or-string", maxSurge: "int-or-string" },
+      },
+      startupPolicy: "enum:LeaderCreated|LeaderReady",
+      networkConfig: { "subdomainPolicy!": "enum:Shared|UniquePerReplica" },
+    },
+  },
+};
+const TEMPLATE_MODELS = {
+  jobTemplate: ["batch/v1", "JobTemplateSpec"],
+  podTemplate: ["v1", "PodTemplateSpec"],
+};
+async function checkShape(o, v, shape, path) {
+  const isObj = (x) => x !== null && typeof x === "object" && !Array.isArray(x);
+  if (Array.isArray(shape)) {
+    if (!Array.isArray(v)) return fail("schema", o, `${path} must be a list`);
+    for (let i = 0; i < v.length; i++) await checkShape(o, v[i], shape[0], `${path}[${i}]`);
+    return;
+  }
+  if (isObj(shape)) {
+    if (!isObj(v)) return fail("schema", o, `${path} must be an object`);
+    const fields = Object.fromEntries(Object.entries(shape).map(([k, s]) => [k.replace(/!$/, ""), [s, k.endsWith("!")]]));
+    for (const [k, [s, required]] of Object.entries(fields)) {
+      if (v[k] === undefined || v[k] === null) {
+        if (required) fail("schema", o, `${path}.${k} is required`);
+      } else await checkShape(o, v[k], s, `${path}.${k}`);
+    }
+    for (const k of Object.keys(v))
+      if (!(k in fields)) fail("schema", o, `${path}.${k} is not a field of ${o.apiVersion} ${o.kind}`);
+    return;
+  }
+  if (shape in TEMPLATE_MODELS) {
+    const [group, kind] = TEMPLATE_MODELS[shape];
+    const Model = (await import(`kubernetes-models/${group}/${kind}`))[kind];
+    try {
+      new Model(v).validate();
+    } catch (e) {
+      fail("schema", o, `${path} (${kind}): ${e.message}`);
+    }
+    return;
+  }
+  const ok = shape === "string" ? typeof v === "string"
+    : shape === "integer" ? Number.isInteger(v)
+      : shape === "boolean" ? typeof v === "boolean"
+        : shape === "object" ? isObj(v)
+          : shape === "array" ? Array.isArray(v)
+            : shape === "int-or-string" ? Number.isInteger(v) || typeof v === "string"
+              : shape.startsWith("enum:") ? shape.slice(5).split("|").includes(v) : false;
+  if (!ok) fail("schema", o, `${path} is ${JSON.stringify(v)}, not ${shape.startsWith("enum:") ? "one of " + shape.slice(5) : "a" + (/^[aeiou]/.test(shape) ? "n " : " ") + shape}`);
+}
+
 const ownedElsewhere = new Set(["kyverno.io/v1/ClusterPolicy"]);
 for (const o of objects) {
   if (!o.apiVersion || !o.kind) {
@@ -92,6 +190,14 @@ for (const o of objects) {
   }
   const key = `${o.apiVersion}/${o.kind}`;
   if (ownedElsewhere.has(key)) continue;
+  if (key in CRD_SHAPES) {
+    await checkShape(o, o, CRD_SHAPES[key], o.kind);
+    continue;
+  }
+  if (o.kind === "JobSet" || o.kind === "LeaderWorkerSet") {
+    fail("schema", o, `${key}: the checks know ${Object.keys(CRD_SHAPES).join(" and ")}`);
+    continue;
+  }
   let Model;
   try {
     Model = (await import(`kubernetes-models/${o.apiVersion}/${o.kind}`))[o.kind];
@@ -112,7 +218,23 @@ const byKind = (k) => objects.filter((o) => o.kind === k);
 const jobs = [
   ...byKind("CronJob").map((c) => ({ owner: c, cron: c, spec: c.spec?.jobTemplate?.spec ?? {} })),
   ...byKind("Job").map((j) => ({ owner: j, cron: null, spec: j.spec ?? {} })),
+  // A JobSet's replicatedJobs: each template is the spec of `replicas` Indexed Jobs.
+  ...byKind("JobSet").flatMap((js) => (js.spec?.replicatedJobs ?? []).map((rj) =>
+    ({ owner: js, cron: null, spec: rj.template?.spec ?? {}, jobset: js, rjob: rj }))),
 ];
+// A JobSet's pods: every replicatedJob's replicas x completions (one rank each).
+const jobsetPods = (js) => (js.spec?.replicatedJobs ?? [])
+  .reduce((n, rj) => n + (rj.replicas ?? 1) * (rj.template?.spec?.completions ?? 1), 0);
+// Its pods' subdomain: network.subdomain, else the JobSet's name (the headless Service it makes).
+const jobsetSubdomain = (js) => js.spec?.network?.subdomain || js.metadata?.name;
+// A LeaderWorkerSet's pod templates: the worker template, and the leader's when it has its own.
+const lwsTemplates = (l) => [["workerTemplate", l.spec?.leaderWorkerTemplate?.workerTemplate],
+  ["leaderTemplate", l.spec?.leaderWorkerTemplate?.leaderTemplate]].filter(([, t]) => t);
+// A container whose command (+ args) is `ncclsmoke run ...` (ncclsmoke on PATH or a path to it).
+const runsNcclsmoke = (c) => {
+  const w = [...(c.command ?? []), ...(c.args ?? [])].map(String);
+  return /(^|\/)ncclsmoke$/.test(w[0] ?? "") && w[1] === "run";
+};
 const podSpec = (j) => j.spec.template?.spec ?? {};
 const podLabels = (j) => j.spec.template?.metadata?.labels ?? {};
 const allContainers = (ps) => [...(ps.initContainers ?? []), ...(ps.containers ?? [])];
@@ -193,8 +315,21 @@ function sweepSizes(min, max, factor) {
 }
 
 // ---- our checks -------------------------------------------------------------------------------
-if (jobs.length === 0 && byKind("ClusterPolicy").length === 0)
-  fail("indexed-job", null, "the render holds no CronJob, Job or ClusterPolicy");
+// One pod per node: a required anti-affinity (or a DoNotSchedule spread) on the host name that
+// selects the pod's own labels.
+function onePodPerNode(o, ps, labels, what = "") {
+  const anti = ps.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
+  const spread = ps.topologySpreadConstraints ?? [];
+  const byAnti = anti.some((t) => t.topologyKey === "kubernetes.io/hostname" && labelSelectorSelects(t.labelSelector, labels));
+  const bySpread = spread.some((t) => t.topologyKey === "kubernetes.io/hostname" && t.maxSkew === 1 &&
+    t.whenUnsatisfiable === "DoNotSchedule" && labelSelectorSelects(t.labelSelector, labels));
+  if (!byAnti && !bySpread)
+    fail("one-pod-per-node", o, `${what}no required podAntiAffinity (or DoNotSchedule topologySpreadConstraint) on ` +
+      "kubernetes.io/hostname selecting the pod's own labels: two ranks could share a node");
+}
+
+if (jobs.length === 0 && byKind("ClusterPolicy").length === 0 && byKind("LeaderWorkerSet").length === 0)
+  fail("indexed-job", null, "the render holds no CronJob, Job, JobSet, LeaderWorkerSet or ClusterPolicy");
 
 for (const j of jobs) {
   const o = j.owner;
@@ -221,7 +356,9 @@ for (const j of jobs) {
   if (s.backoffLimit !== 0)
     fail("indexed-job", o, `backoffLimit is ${JSON.stringify(s.backoffLimit)}, not 0: a retried pod joins a rendezvous that is over`);
 
-  // World size as the pods are told it.
+  // World size as the pods are told it: a Job's completions, a JobSet's every pod.
+  const world = j.jobset ? jobsetPods(j.jobset) : s.completions;
+  const worldWhat = j.jobset ? `the JobSet's replicas x completions is ${world}` : `completions is ${s.completions}`;
   let told = 0;
   for (const c of allContainers(ps)) {
     for (const name of ["NCCLSMOKE_PODS", "WORLD_SIZE"]) {
@@ -229,8 +366,8 @@ for (const j of jobs) {
       if (!e) continue;
       if (name === "WORLD_SIZE" && !(c.command ?? []).includes("ncclsmoke")) continue;
       told++;
-      if (String(e.value) !== String(s.completions))
-        fail("world-size", o, `container ${c.name}: ${name}=${JSON.stringify(e.value)} but completions is ${s.completions}`);
+      if (String(e.value) !== String(world))
+        fail("world-size", o, `container ${c.name}: ${name}=${JSON.stringify(e.value)} but ${worldWhat}`);
     }
   }
   if (told === 0) fail("world-size", o, "no container is told the world size (NCCLSMOKE_PODS, or WORLD_SIZE for ncclsmoke)");
@@ -262,18 +399,18 @@ for (const j of jobs) {
       if (!Number.isInteger(c[k])) fail("cronjob-schedule", o, `${k} is not set`);
   }
 
-  // One pod per node.
-  const anti = ps.affinity?.podAntiAffinity?.requiredDuringSchedulingIgnoredDuringExecution ?? [];
-  const spread = ps.topologySpreadConstraints ?? [];
-  const byAnti = anti.some((t) => t.topologyKey === "kubernetes.io/hostname" && labelSelectorSelects(t.labelSelector, labels));
-  const bySpread = spread.some((t) => t.topologyKey === "kubernetes.io/hostname" && t.maxSkew === 1 &&
-    t.whenUnsatisfiable === "DoNotSchedule" && labelSelectorSelects(t.labelSelector, labels));
-  if (!byAnti && !bySpread)
-    fail("one-pod-per-node", o, "no required podAntiAffinity (or DoNotSchedule topologySpreadConstraint) on " +
-      "kubernetes.io/hostname selecting the pod's own labels: two ranks could share a node");
+  onePodPerNode(o, ps, labels);
 
-  // Headless Service for <job>-0.<subdomain>.
-  if (!ps.subdomain) fail("headless-service", o, "no subdomain: <job>-<index>.<service> will not resolve");
+  // Headless Service for <job>-0.<subdomain>: a JobSet makes its own, named after it (network).
+  if (j.jobset) {
+    const net = j.jobset.spec?.network ?? {};
+    if (net.enableDNSHostnames === false)
+      fail("headless-service", o, "network.enableDNSHostnames is false: <jobset>-<job>-<index>-<pod>.<subdomain> will not resolve");
+    if (net.publishNotReadyAddresses === false)
+      fail("headless-service", o, "network.publishNotReadyAddresses is false: rank 0's name would not resolve until it is Ready");
+    if (ps.subdomain && ps.subdomain !== jobsetSubdomain(j.jobset))
+      fail("headless-service", o, `replicatedJob ${j.rjob.name}: the pods' subdomain ${ps.subdomain} is not the JobSet's ${jobsetSubdomain(j.jobset)}`);
+  } else if (!ps.subdomain) fail("headless-service", o, "no subdomain: <job>-<index>.<service> will not resolve");
   else {
     const svc = byKind("Service").find((x) => x.metadata?.name === ps.subdomain);
     if (!svc) fail("headless-service", o, `subdomain ${ps.subdomain} names no Service in this render`);
@@ -434,6 +571,95 @@ for (const j of jobs.filter((x) => x.cron)) {
   }
 }
 
+// ---- JobSet and LeaderWorkerSet: what `ncclsmoke run` reads there (README "Launching it") ------
+// Their Jobs and pods also go through the rules above and below (restart policy, service links,
+// Indexed Jobs, world size, deadlines, one pod per node, Pod Security, labels, NetworkPolicy,
+// images, secrets); these are the launcher's own variables.
+const isPort = (v) => /^[0-9]{1,5}$/.test(String(v ?? "")) && Number(v) >= 1 && Number(v) <= 65535;
+const fieldPathOf = (c, name) => envOf(c, name)?.valueFrom?.fieldRef?.fieldPath;
+// The job token from a Secret (NCCLSMOKE_JOB_TOKEN), or a mounted file of one.
+const tokenFromSecret = (c) => envOf(c, "NCCLSMOKE_JOB_TOKEN")?.valueFrom?.secretKeyRef ||
+  envOf(c, "NCCLSMOKE_JOB_TOKEN_FILE") || flagValue(c, "--job-token-file") !== undefined;
+const JOBSET_DOWNWARD = [
+  ["JOBSET_NAME", "metadata.labels['jobset.sigs.k8s.io/jobset-name']"],
+  ["JOBSET_JOB_GLOBAL_INDEX", "metadata.annotations['jobset.sigs.k8s.io/job-global-index']"],
+  ["JOBSET_GLOBAL_REPLICAS", "metadata.annotations['jobset.sigs.k8s.io/global-replicas']"],
+  ["NODE_NAME", "spec.nodeName"],
+];
+for (const js of byKind("JobSet")) {
+  const name = js.metadata?.name ?? "";
+  const rjs = js.spec?.replicatedJobs ?? [];
+  const podSpecOf = (rj) => rj.template?.spec?.template?.spec ?? {};
+  if (!rjs.some((rj) => allContainers(podSpecOf(rj)).some(runsNcclsmoke))) {
+    fail("jobset", js, "no replicatedJob runs `ncclsmoke run`");
+    continue;
+  }
+  // Rank 0 is pod 0 of Job 0 of the first replicatedJob: global Job indexes count in list order.
+  const master = `${name}-${rjs[0]?.name}-0-0.${jobsetSubdomain(js)}`;
+  const completions = [...new Set(rjs.map((rj) => rj.template?.spec?.completions))];
+  if (completions.length > 1)
+    fail("jobset", js, `the replicatedJobs' completions differ (${completions.join(", ")}): rank = JOBSET_JOB_GLOBAL_INDEX x ` +
+      "(WORLD_SIZE / JOBSET_GLOBAL_REPLICAS) + JOB_COMPLETION_INDEX needs the same pod count in every Job");
+  for (const rj of rjs) {
+    // The last pod's host name, <jobset>-<replicatedJob>-<job index>-<pod index>: one DNS label.
+    const host = `${name}-${rj.name}-${(rj.replicas ?? 1) - 1}-${(rj.template?.spec?.completions ?? 1) - 1}`;
+    if (host.length > 63)
+      fail("jobset", js, `replicatedJob ${rj.name}: the pod host name ${host} is ${host.length} characters, more than a DNS label's 63`);
+    for (const c of allContainers(podSpecOf(rj)).filter(runsNcclsmoke)) {
+      const where = `replicatedJob ${rj.name}, container ${c.name}`;
+      const addr = envOf(c, "MASTER_ADDR")?.value ?? flagValue(c, "--master-addr");
+      if (addr !== master)
+        fail("jobset", js, `${where}: MASTER_ADDR is ${JSON.stringify(addr ?? null)}, not rank 0's ${master} (<jobset>-<first replicatedJob>-0-0.<subdomain>)`);
+      const port = envOf(c, "MASTER_PORT")?.value ?? flagValue(c, "--master-port");
+      if (!isPort(port)) fail("jobset", js, `${where}: MASTER_PORT is ${JSON.stringify(port ?? null)}, not a port 1-65535`);
+      for (const [v, path] of JOBSET_DOWNWARD)
+        if (fieldPathOf(c, v) !== path)
+          fail("jobset", js, `${where}: ${v} is ${JSON.stringify(envOf(c, v) ?? null)}, not the downward API's fieldPath ${path}`);
+      if (!tokenFromSecret(c)) fail("jobset", js, `${where}: NCCLSMOKE_JOB_TOKEN is not from a Secret (secretKeyRef)`);
+    }
+  }
+}
+const LWS_INJECTED = ["LWS_LEADER_ADDRESS", "LWS_GROUP_SIZE", "LWS_WORKER_INDEX"];
+for (const l of byKind("LeaderWorkerSet")) {
+  const lwt = l.spec?.leaderWorkerTemplate ?? {};
+  const size = lwt.size ?? 1;
+  const templates = lwsTemplates(l);
+  if (!templates.some(([, t]) => allContainers(t.spec ?? {}).some(runsNcclsmoke))) {
+    fail("leaderworkerset", l, "no pod template runs `ncclsmoke run`");
+    continue;
+  }
+  if (!Number.isInteger(size) || size < 2)
+    fail("leaderworkerset", l, `leaderWorkerTemplate.size is ${JSON.stringify(size)}: a group of one pod tests no path between nodes`);
+  if (lwt.restartPolicy === "None" || lwt.restartPolicy === "Default")
+    fail("leaderworkerset", l, `leaderWorkerTemplate.restartPolicy is ${lwt.restartPolicy}: a restarted pod would rejoin a rendezvous ` +
+      "that is over; RecreateGroupOnPodRestart (the default) starts the whole group again");
+  for (const [which, t] of templates) {
+    const ps = t.spec ?? {};
+    if (ps.restartPolicy !== undefined && ps.restartPolicy !== "Always")
+      fail("leaderworkerset", l, `${which}: restartPolicy is ${ps.restartPolicy}: LWS runs its pods in StatefulSets, which take only Always`);
+    if (ps.enableServiceLinks !== false)
+      fail("service-links", l, `${which}: enableServiceLinks is ${JSON.stringify(ps.enableServiceLinks)}, not false: ` +
+        "a Service named master would inject MASTER_PORT=tcp://...");
+    onePodPerNode(l, ps, t.metadata?.labels ?? {}, `${which}: `);
+    for (const c of allContainers(ps).filter(runsNcclsmoke)) {
+      const where = `${which}, container ${c.name}`;
+      for (const v of ["MASTER_ADDR", "RANK", ...LWS_INJECTED])
+        if (envOf(c, v))
+          fail("leaderworkerset", l, `${where}: sets ${v}: ncclsmoke reads the group from ${LWS_INJECTED.join(", ")}, which LWS injects (a value in the template wins over LWS's)`);
+      for (const f of ["--master-addr", "--rank"])
+        if (flagValue(c, f) !== undefined) fail("leaderworkerset", l, `${where}: passes ${f}: the group's leader and ranks come from LWS_*`);
+      const ws = envOf(c, "WORLD_SIZE")?.value ?? flagValue(c, "--world-size");
+      if (ws !== undefined && String(ws) !== String(size))
+        fail("world-size", l, `${where}: WORLD_SIZE=${JSON.stringify(ws)} but the group's size is ${size}`);
+      const port = envOf(c, "MASTER_PORT")?.value ?? flagValue(c, "--master-port");
+      if (port !== undefined && !isPort(port)) fail("leaderworkerset", l, `${where}: MASTER_PORT is ${JSON.stringify(port)}, not a port 1-65535`);
+      if (fieldPathOf(c, "NODE_NAME") !== "spec.nodeName")
+        fail("leaderworkerset", l, `${where}: NODE_NAME is ${JSON.stringify(envOf(c, "NODE_NAME") ?? null)}, not the downward API's fieldPath spec.nodeName`);
+      if (!tokenFromSecret(c)) fail("leaderworkerset", l, `${where}: NCCLSMOKE_JOB_TOKEN is not from a Secret (secretKeyRef)`);
+    }
+  }
+}
+
 // Kyverno ClusterPolicy: what we rely on, read structurally (no Kyverno CLI offline).
 for (const p of byKind("ClusterPolicy")) {
   if (p.apiVersion !== "kyverno.io/v1") fail("kyverno-policy", p, `apiVersion ${p.apiVersion}, not kyverno.io/v1`);
@@ -468,6 +694,13 @@ for (const o of objects) {
     : ["Job", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet"].includes(o.kind) ? o.spec?.template
       : o.kind === "Pod" ? o : null;
   if (t) pods.push({ owner: o, meta: t.metadata ?? {}, spec: t.spec ?? {} });
+  if (o.kind === "JobSet")
+    for (const rj of o.spec?.replicatedJobs ?? []) {
+      const pt = rj.template?.spec?.template ?? {};
+      pods.push({ owner: o, meta: pt.metadata ?? {}, spec: pt.spec ?? {} });
+    }
+  if (o.kind === "LeaderWorkerSet")
+    for (const [, pt] of lwsTemplates(o)) pods.push({ owner: o, meta: pt.metadata ?? {}, spec: pt.spec ?? {} });
 }
 
 // Pod Security Admission, read as the admission controller reads it (the "restricted" and
@@ -516,12 +749,25 @@ for (const ns of byKind("Namespace")) {
   }
 }
 
-// The smoke deployment: a render with the smoke CronJob (the gate and the policy are examples
-// for other people's objects, with their own labels).
+// The smoke deployment: a render with the smoke CronJob, or a JobSet or LeaderWorkerSet running
+// ncclsmoke (the examples beside it); the gate and the policy are examples for other people's
+// objects, with their own labels.
 const smokeCron = byKind("CronJob").filter((c) =>
   allContainers(c.spec?.jobTemplate?.spec?.template?.spec ?? {}).some((x) => envOf(x, "NCCLSMOKE_PODS")));
+// Every smoke pod template: the CronJob's, and those of a JobSet or LeaderWorkerSet running
+// `ncclsmoke run`; c is its ncclsmoke container.
+const smokePods = [
+  ...smokeCron.map((cron) => {
+    const t = cron.spec.jobTemplate.spec.template;
+    return { owner: cron, template: t, c: allContainers(t.spec ?? {}).find((x) => envOf(x, "NCCLSMOKE_PODS")) };
+  }),
+  ...byKind("JobSet").flatMap((js) => (js.spec?.replicatedJobs ?? []).map((rj) => rj.template?.spec?.template ?? {})
+    .map((t) => ({ owner: js, template: t, c: allContainers(t.spec ?? {}).find(runsNcclsmoke) }))),
+  ...byKind("LeaderWorkerSet").flatMap((l) => lwsTemplates(l)
+    .map(([, t]) => ({ owner: l, template: t, c: allContainers(t.spec ?? {}).find(runsNcclsmoke) }))),
+].filter((p) => p.c);
 const RECOMMENDED = ["name", "component", "version", "part-of", "managed-by", "instance"].map((k) => "app.kubernetes.io/" + k);
-if (smokeCron.length) {
+if (smokePods.length) {
   const checkLabels = (o, labels, what) => {
     const missing = RECOMMENDED.filter((k) => !labels?.[k]);
     if (missing.length) fail("labels", o, `${what} lacks ${missing.join(", ")}`);
@@ -547,11 +793,9 @@ const selectsPods = (labels, ns) => (peer) => !peer.ipBlock && !peer.namespaceSe
     Object.keys(peer.namespaceSelector).length === 0 && labelSelectorSelects(peer.podSelector, labels)) ||
   (ns && !peer.ipBlock && peer.namespaceSelector?.matchLabels?.["kubernetes.io/metadata.name"] === ns &&
     (!peer.podSelector || Object.keys(peer.podSelector).length === 0 || labelSelectorSelects(peer.podSelector, labels)));
-for (const cron of smokeCron) {
-  const t = cron.spec.jobTemplate.spec.template;
+for (const { owner: cron, template: t, c } of smokePods) {
   const labels = t.metadata?.labels ?? {};
   const ns = cron.metadata?.namespace;
-  const c = allContainers(t.spec ?? {}).find((x) => envOf(x, "NCCLSMOKE_PODS"));
   const policies = byKind("NetworkPolicy").filter((p) => p.metadata?.namespace === ns &&
     labelSelectorSelects(p.spec?.podSelector, labels));
   if (policies.length === 0) {

@@ -3,10 +3,18 @@
 #
 #   deploy_test.sh SOURCE_DIR npm-ci CACHE_DIR     install tests/deploy's node packages (npm ci)
 #                                                  when node_modules is absent or stale
-#   deploy_test.sh SOURCE_DIR render TARGET        kubectl kustomize cronjob/TARGET, then check.mjs
-#                                                  (kubernetes-models schema + our rules)
+#   deploy_test.sh SOURCE_DIR render TARGET [WITH...]
+#                                                  kubectl kustomize cronjob/TARGET (and each
+#                                                  cronjob/WITH, checked together with it: an example
+#                                                  of k8s/examples/ with the overlay it sits beside),
+#                                                  then check.mjs (kubernetes-models schema + our rules)
 #   deploy_test.sh SOURCE_DIR broken FILE          a broken copy: TARGET (named in FILE) with FILE
-#                                                  as a kustomize patch must fail FILE's check
+#                                                  as a kustomize patch must fail FILE's check. FILE's
+#                                                  header: '# target: DIR', '# check: NAME', and
+#                                                  optionally '# with: DIR' (rendered beside it, as
+#                                                  render's WITH) and '# patch-target: KIND/NAME'
+#                                                  (FILE is then a JSON patch of that object: a CRD's
+#                                                  lists have no merge keys for a strategic merge)
 #   deploy_test.sh SOURCE_DIR history              the history persists by default (PostgreSQL on a
 #                                                  ReadWriteOnce claim); components history-pvc (one
 #                                                  pod, RWO) and history-postgres-external render and
@@ -73,7 +81,15 @@ case $mode in
     need_node_modules
     tmpdir
     render "$cronjob/$1" "$tmp/rendered.yaml"
-    node "$here/check.mjs" "$tmp/rendered.yaml"
+    shift
+    files=("$tmp/rendered.yaml")
+    n=0
+    for with in "$@"; do
+      n=$((n + 1))
+      render "$cronjob/$with" "$tmp/with$n.yaml"
+      files+=("$tmp/with$n.yaml")
+    done
+    node "$here/check.mjs" "${files[@]}"
     ;;
   broken)
     need kubectl "kubectl (kustomize is built in)"
@@ -81,17 +97,29 @@ case $mode in
     file=$1
     target=$(sed -n 's/^# target: //p' "$file")
     check=$(sed -n 's/^# check: //p' "$file")
+    with=$(sed -n 's/^# with: //p' "$file")
+    patch_target=$(sed -n 's/^# patch-target: //p' "$file")
     if [ -z "$target" ] || [ -z "$check" ]; then echo "FAIL: $file lacks '# target:' or '# check:'"; exit 1; fi
     tmpdir
     # Kustomize loads patch files only from under the kustomization's folder: copy the patch.
     cp "$file" "$tmp/broken.yaml"
     rel=$(realpath --relative-to="$tmp" "$cronjob/$target")
-    printf 'resources:\n  - %s\npatches:\n  - path: broken.yaml\n' "$rel" >"$tmp/kustomization.yaml"
+    { printf 'resources:\n  - %s\npatches:\n  - path: broken.yaml\n' "$rel"
+      if [ -n "$patch_target" ]; then
+        printf '    target:\n      kind: %s\n      name: %s\n' "${patch_target%%/*}" "${patch_target#*/}"
+      fi
+    } >"$tmp/kustomization.yaml"
     render "$tmp" "$tmp/rendered.yaml"
+    # What the target is checked with (an example's overlay), unbroken.
+    extra=()
+    if [ -n "$with" ]; then
+      render "$cronjob/$with" "$tmp/with.yaml"
+      extra=("$tmp/with.yaml")
+    fi
     # The unbroken target passes (so the failure below is this patch's doing).
     render "$cronjob/$target" "$tmp/good.yaml"
-    node "$here/check.mjs" "$tmp/good.yaml" >"$tmp/good.out" || { echo "FAIL: $target itself fails:"; cat "$tmp/good.out"; exit 1; }
-    node "$here/check.mjs" --expect "$check" "$tmp/rendered.yaml"
+    node "$here/check.mjs" "$tmp/good.yaml" "${extra[@]}" >"$tmp/good.out" || { echo "FAIL: $target itself fails:"; cat "$tmp/good.out"; exit 1; }
+    node "$here/check.mjs" --expect "$check" "$tmp/rendered.yaml" "${extra[@]}"
     ;;
   history)
     # The persistence default and its alternatives, each rendered and checked (check.mjs's
