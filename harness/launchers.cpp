@@ -80,7 +80,10 @@ const std::vector<LauncherSpec> kLaunchers = {
      .missing_master_hint = "training-operator sets MASTER_ADDR to <job>-master-0 when the "
                             "PyTorchJob has a Master replica: add one, or set MASTER_ADDR in the "
                             "pod template, or pass --master-addr <rank 0 host>",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "training-operator: the PyTorchJob's runPolicy.activeDeadlineSeconds, a "
+                     "deleted pod or an operator",
+     .stop_fix = "raise the PyTorchJob's runPolicy.activeDeadlineSeconds above --timeout"},
     {.source = WorldSource::torchrun,
      .name = "torchrun",
      .aliases = {"torch", "torchelastic"},
@@ -97,7 +100,12 @@ const std::vector<LauncherSpec> kLaunchers = {
      .missing_size_hint = nullptr,
      .missing_master_hint = "torchrun sets MASTER_ADDR from --master-addr / --rdzv-endpoint; set "
                             "it in the job spec, or pass --master-addr <rank 0 host>",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "torchrun's agent: it stops every worker when one fails or when it is "
+                     "stopped itself (its pod, job or operator)",
+     .stop_fix = "give whatever stops torchrun (its job's or pod's time limit) more than "
+                  "--timeout; otherwise find the worker that failed first in torchrun's "
+                  "output"},
     {.source = WorldSource::openmpi,
      .name = "mpi",
      .aliases = {"openmpi", "ompi", "mpirun", "mpijob"},
@@ -118,7 +126,11 @@ const std::vector<LauncherSpec> kLaunchers = {
          "the first host of the hostfile OMPI_MCA_orte_default_hostfile names, where a rank can "
          "read that file; or pass --master-addr <rank 0 host>",
      .service_link_fix = "set MASTER_PORT to the port number only and export it to every rank "
-                         "(mpirun -x MASTER_PORT={port}), or pass --master-port {port}"},
+                         "(mpirun -x MASTER_PORT={port}), or pass --master-port {port}",
+     .stop_sender = "mpirun: it stops every rank when one rank fails, when its --timeout "
+                     "expires or when it is interrupted",
+     .stop_fix = "raise mpirun's --timeout above ncclsmoke's --timeout; otherwise find the "
+                  "rank that exited first in mpirun's output"},
     {.source = WorldSource::slurm,
      .name = "slurm",
      .aliases = {"srun", "sbatch"},
@@ -140,7 +152,11 @@ const std::vector<LauncherSpec> kLaunchers = {
          "batch script before srun, or pass --master-addr <rank 0 host>",
      .service_link_fix = "unset MASTER_PORT (e.g. `env -u MASTER_PORT srun ...` or `unset "
                          "MASTER_PORT` in the batch script): without it the port is derived from "
-                         "SLURM_JOB_ID; or pass --master-port {port}"},
+                         "SLURM_JOB_ID; or pass --master-port {port}",
+     .stop_sender = "Slurm: the job's time limit (--time or the partition's MaxTime), scancel "
+                     "or preemption",
+     .stop_fix = "raise the job's --time above --timeout (sacct -j <job> -o State shows "
+                  "TIMEOUT, CANCELLED or PREEMPTED)"},
     {.source = WorldSource::trainer_v2,
      .name = "trainer",
      .aliases = {"trainer-v2", "trainjob", "kubeflow-trainer"},
@@ -156,7 +172,10 @@ const std::vector<LauncherSpec> kLaunchers = {
                           "pass --world-size",
      .missing_master_hint = "Trainer v2 sets PET_MASTER_ADDR to <tj>-node-0-0.<tj> in every "
                             "node; set it (or MASTER_ADDR), or pass --master-addr <rank 0 host>",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "Kubeflow Trainer: the TrainJob's activeDeadlineSeconds (its JobSet's), "
+                     "the TrainJob suspended or deleted, or an operator",
+     .stop_fix = "raise the TrainJob's activeDeadlineSeconds above --timeout"},
     {.source = WorldSource::leaderworkerset,
      .name = "lws",
      .aliases = {"leaderworkerset"},
@@ -173,7 +192,11 @@ const std::vector<LauncherSpec> kLaunchers = {
      .missing_master_hint = "LeaderWorkerSet sets LWS_LEADER_ADDRESS (<lws>-<g>.<lws>.<ns>) in "
                             "every pod of a group; pass --master-addr <leader host> if it is "
                             "missing",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "LeaderWorkerSet: it recreates the whole group when one pod fails "
+                     "(RecreateGroupOnPodRestart) and on a rolling update, or an operator",
+     .stop_fix = "find the pod of the group that failed first, or hold rolling updates "
+                  "while the smoke test runs"},
     {.source = WorldSource::jobset,
      .name = "jobset",
      .aliases = {},
@@ -191,7 +214,12 @@ const std::vector<LauncherSpec> kLaunchers = {
      .missing_master_hint = "set MASTER_ADDR in the pod template to the first pod under the "
                             "JobSet's Service, <js>-<rjob>-0-0.<js> (network.enableDNSHostnames, "
                             "on by default), or pass --master-addr <rank 0 host>",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "JobSet: its failurePolicy restarting every child Job when one fails, a "
+                     "child Job's activeDeadlineSeconds, the JobSet suspended or deleted",
+     .stop_fix = "raise the child Jobs' activeDeadlineSeconds above --timeout; if a "
+                  "restart did it, find the pod that failed first (kubectl get pods -l "
+                  "jobset.sigs.k8s.io/jobset-name=<js>)"},
     {.source = WorldSource::k8s_indexed_job,
      .name = "k8s",
      .aliases = {"kubernetes", "k8s-indexed-job", "indexed-job"},
@@ -207,7 +235,9 @@ const std::vector<LauncherSpec> kLaunchers = {
                           "template",
      .missing_master_hint = "set MASTER_ADDR to rank 0's stable DNS name through the headless "
                             "Service (<job>-0.<service>), or pass --master-addr <rank 0 host>",
-     .service_link_fix = nullptr},
+     .service_link_fix = nullptr,
+     .stop_sender = "the Job's activeDeadlineSeconds, a deleted pod or an operator",
+     .stop_fix = "raise the Job's activeDeadlineSeconds above --timeout"},
 };
 
 }  // namespace
@@ -234,6 +264,16 @@ const LauncherSpec* launcher_of(results::WorldSource source) {
   for (const auto& l : kLaunchers)
     if (l.source == source) return &l;
   return nullptr;
+}
+
+results::TerminationCause termination_of(results::WorldSource source) {
+  if (const LauncherSpec* l = launcher_of(source)) return {l->stop_sender, l->stop_fix};
+  if (source == WorldSource::launch)
+    return {"ncclsmoke launch: it stops every rank when one fails, when it is interrupted or "
+            "when its own deadline passes",
+            "find the rank that failed first in launch's output; if the deadline is too short, "
+            "raise --timeout"};
+  return {};
 }
 
 std::string launcher_choices() {
@@ -284,7 +324,7 @@ std::optional<JobSetHost> jobset_host(const std::string& host_raw, const std::st
   if (!pod) return std::nullopt;
   auto job = split_index(pod->first);
   if (!job) return std::nullopt;
-  // Same replicated job as the master's host ("<js>-<rjob>"), and a non-empty <rjob>.
+  // A non-empty <rjob> between "<js>-" and "-<j>-<p>" (it may differ from the master's).
   if (job->first.size() <= sub.size() + 1) return std::nullopt;
   JobSetHost out;
   out.jobset = sub;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/env.h"
+#include "results/judging/run_rules.h"
 #include "results/verdict/enums.h"
 
 namespace ncclsmoke::harness {
@@ -52,6 +53,9 @@ struct LauncherSpec {
   // MASTER_PORT=tcp://ip:port outside a pod (a Kubernetes service link leaked in): the fix in
   // this launcher's terms; nullptr: the generic one.
   const char* service_link_fix;
+  // A stop signal (RUN_TERMINATED): who most likely sent it, and which deadline to raise.
+  const char* stop_sender;
+  const char* stop_fix;
 };
 
 // Every launcher, in detection order (--launcher auto tries them so).
@@ -63,6 +67,8 @@ const LauncherSpec* launcher_named(std::string_view name);
 const LauncherSpec* detect_launcher(const Environment& env, const std::string& host);
 // The entry of a WorldSource; nullptr for flags, launch and unknown.
 const LauncherSpec* launcher_of(results::WorldSource source);
+// RUN_TERMINATED's likely sender and fix for a world from `source` (launch and flags included).
+results::TerminationCause termination_of(results::WorldSource source);
 // "auto, torchrun, pytorchjob, ..., flags": every --launcher value, for the help and hints.
 std::string launcher_choices();
 // Every accepted --launcher spelling: auto, each name and alias, flags (the CLI's check).

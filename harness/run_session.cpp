@@ -1,4 +1,5 @@
 #include "harness/run_session.h"
+#include "harness/launchers.h"
 
 #include <fmt/format.h>
 
@@ -133,7 +134,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
     if (int sig = g_stop_signal)
       rv.findings.push_back(results::run_terminated_finding(
           ctx_.self(), sig == SIGTERM ? "SIGTERM" : "SIGINT",
-          rendezvous::seconds_since(ctx_.start), phase, ctx_.world.source));
+          rendezvous::seconds_since(ctx_.start), phase, termination_of(ctx_.world.source)));
     else
       rv.findings.push_back(results::run_timeout_finding(ctx_.self(), ctx_.o.timeout_s, phase));
     results::judge_local(rv, local_facts());

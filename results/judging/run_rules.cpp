@@ -180,68 +180,8 @@ Finding run_timeout_during(RankRef self, double timeout_s, std::string_view phas
                             {self.rank}, {std::string(self.host)}, {{"phase", std::string(phase)}});
 }
 
-namespace {
-// Who most likely sent the signal, and which deadline to raise, for the launcher that started
-// the rank: a Slurm or mpirun user has no activeDeadlineSeconds to raise.
-struct TerminationCause {
-  const char* sender;
-  const char* deadline_fix;
-};
-TerminationCause termination_cause(WorldSource source) {
-  switch (source) {
-    case WorldSource::k8s_indexed_job:
-      return {"the Job's activeDeadlineSeconds, a deleted pod or an operator",
-              "raise the Job's activeDeadlineSeconds above --timeout"};
-    case WorldSource::slurm:
-      return {"Slurm: the job's time limit (--time or the partition's MaxTime), scancel or "
-              "preemption",
-              "raise the job's --time above --timeout (sacct -j <job> -o State shows TIMEOUT, "
-              "CANCELLED or PREEMPTED)"};
-    case WorldSource::openmpi:
-      return {"mpirun: it stops every rank when one rank fails, when its --timeout expires or "
-              "when it is interrupted",
-              "raise mpirun's --timeout above ncclsmoke's --timeout; otherwise find the rank "
-              "that exited first in mpirun's output"};
-    case WorldSource::pytorchjob:
-      return {"training-operator: the PyTorchJob's runPolicy.activeDeadlineSeconds, a deleted "
-              "pod or an operator",
-              "raise the PyTorchJob's runPolicy.activeDeadlineSeconds above --timeout"};
-    case WorldSource::trainer_v2:
-      return {"Kubeflow Trainer: the TrainJob's activeDeadlineSeconds (its JobSet's), the "
-              "TrainJob suspended or deleted, or an operator",
-              "raise the TrainJob's activeDeadlineSeconds above --timeout"};
-    case WorldSource::jobset:
-      return {"JobSet: its failurePolicy restarting every child Job when one fails, a child "
-              "Job's activeDeadlineSeconds, the JobSet suspended or deleted",
-              "raise the child Jobs' activeDeadlineSeconds above --timeout; if a restart did it, "
-              "find the pod that failed first (kubectl get pods -l "
-              "jobset.sigs.k8s.io/jobset-name=<js>)"};
-    case WorldSource::leaderworkerset:
-      return {"LeaderWorkerSet: it recreates the whole group when one pod fails "
-              "(RecreateGroupOnPodRestart) and on a rolling update, or an operator",
-              "find the pod of the group that failed first, or hold rolling updates while the "
-              "smoke test runs"};
-    case WorldSource::launch:
-      return {"ncclsmoke launch: it stops every rank when one fails, when it is interrupted or "
-              "when its own deadline passes",
-              "find the rank that failed first in launch's output; if the deadline is too short, "
-              "raise --timeout"};
-    case WorldSource::torchrun:
-      return {"torchrun's agent: it stops every worker when one fails or when it is stopped "
-              "itself (its pod, job or operator)",
-              "give whatever stops torchrun (its job's or pod's time limit) more than --timeout; "
-              "otherwise find the worker that failed first in torchrun's output"};
-    default:
-      return {"whatever supervises the process (a scheduler's time limit, a shell's Ctrl-C, "
-              "kill)",
-              "give the supervising deadline more than --timeout"};
-  }
-}
-}  // namespace
-
 Finding run_terminated_finding(RankRef self, std::string_view signal_name, double after_s,
-                               std::string_view last_phase, WorldSource source) {
-  const auto cause = termination_cause(source);
+                               std::string_view last_phase, const TerminationCause& cause) {
   return make_finding_about(Code::RUN_TERMINATED,
                             reported_by(self, {}, std::string(signal_name)),
                             fmt::format("{{reporter}} was stopped by {} after {}; last phase "

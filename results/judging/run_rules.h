@@ -98,12 +98,18 @@ Finding run_timeout_finding(rendezvous::RankRef self, double timeout_s, std::str
 // the phase that was running rather than the last one that finished.
 Finding run_timeout_during(rendezvous::RankRef self, double timeout_s, std::string_view phase,
                            double ran_s);
-// `signal_name`: "SIGTERM" / "SIGINT". `source`: who started the rank (World::source), which
-// picks the likely sender named in the message and the deadline to raise in the hint
-// (activeDeadlineSeconds only on Kubernetes, --time under Slurm, mpirun's or torchrun's own).
+// Who most likely sent a stop signal, and which deadline to raise: the launcher's own words
+// (harness/launchers.cpp, termination_of: activeDeadlineSeconds only on Kubernetes, --time under
+// Slurm, mpirun's or torchrun's own). The default is a process with no known launcher.
+struct TerminationCause {
+  std::string sender = "whatever supervises the process (a scheduler's time limit, a shell's "
+                       "Ctrl-C, kill)";
+  std::string deadline_fix = "give the supervising deadline more than --timeout";
+};
+// `signal_name`: "SIGTERM" / "SIGINT"; `cause`: the launcher's (message and hint).
 Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal_name,
                                double after_s, std::string_view last_phase,
-                               WorldSource source = WorldSource::unknown);
+                               const TerminationCause& cause = {});
 
 // ---- store and configuration -------------------------------------------------------------------
 

@@ -1566,3 +1566,39 @@ TEST(WorldLaunchers, EveryEntryIsNamedAndDetectedByItsOwnVariables) {
 
 }  // namespace
 }  // namespace ncclsmoke::harness
+
+// ---- RUN_TERMINATED's cause per launcher (launchers.cpp: stop_sender, stop_fix) ----
+namespace ncclsmoke::harness {
+namespace {
+
+using results::WorldSource;
+
+// activeDeadlineSeconds only where a Kubernetes Job (or a Kubeflow job) has one to raise.
+TEST(WorldLaunchers, StopCauseAndFixFitTheLauncher) {
+  for (const auto& l : launchers()) {
+    auto c = termination_of(l.source);
+    EXPECT_FALSE(c.sender.empty()) << l.name;
+    EXPECT_FALSE(c.deadline_fix.empty()) << l.name;
+    const bool k8s_deadline = l.source == WorldSource::k8s_indexed_job ||
+                              l.source == WorldSource::pytorchjob ||
+                              l.source == WorldSource::trainer_v2 ||
+                              l.source == WorldSource::jobset;
+    EXPECT_EQ(c.deadline_fix.find("activeDeadlineSeconds") != std::string::npos, k8s_deadline)
+        << l.name << ": " << c.deadline_fix;
+  }
+  EXPECT_NE(termination_of(WorldSource::slurm).deadline_fix.find("raise the job's --time"),
+            std::string::npos);
+  EXPECT_NE(termination_of(WorldSource::openmpi).deadline_fix.find("raise mpirun's --timeout"),
+            std::string::npos);
+  EXPECT_EQ(termination_of(WorldSource::launch).sender.rfind("ncclsmoke launch", 0), 0u);
+  EXPECT_EQ(termination_of(WorldSource::flags).sender, results::TerminationCause{}.sender);
+  // Rendered through the rule, the message names the sender and the hint the fix.
+  auto f = results::run_terminated_finding(rendezvous::RankRef{0, "h"}, "SIGTERM", 1.0, "world",
+                                           termination_of(WorldSource::slurm));
+  EXPECT_TRUE(contains(f.message, "likely sender: Slurm")) << f.message;
+  EXPECT_TRUE(contains(f.hint, "raise the job's --time above --timeout")) << f.hint;
+  EXPECT_FALSE(contains(f.hint, "activeDeadlineSeconds")) << f.hint;
+}
+
+}  // namespace
+}  // namespace ncclsmoke::harness

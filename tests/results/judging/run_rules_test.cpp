@@ -168,32 +168,18 @@ TEST(RunRules, RunTerminatedNamesTheSignalAndTheLastPhase) {
   EXPECT_NE(f.message.find("last phase finished: rendezvous"), std::string::npos);
 }
 
-// The sender and the deadline to raise fit the launcher: activeDeadlineSeconds only on
-// Kubernetes, Slurm's --time, mpirun's --timeout, torchrun's agent, else the supervisor.
-TEST(RunRules, RunTerminatedCauseAndHintFitTheLauncher) {
-  auto at = [](WorldSource s) {
-    return run_terminated_finding(RankRef{0, "h"}, "SIGTERM", 1.0, "world", s);
-  };
-  auto k8s = at(WorldSource::k8s_indexed_job);
-  expect_table(k8s);
-  EXPECT_NE(k8s.hint.find("raise the Job's activeDeadlineSeconds above --timeout"),
-            std::string::npos) << k8s.hint;
-  EXPECT_NE(k8s.message.find("likely sender: the Job's activeDeadlineSeconds"), std::string::npos)
-      << k8s.message;
-  for (auto s : {WorldSource::slurm, WorldSource::openmpi, WorldSource::torchrun,
-                 WorldSource::flags, WorldSource::unknown}) {
-    auto f = at(s);
-    expect_table(f);
-    EXPECT_EQ(f.hint.find("activeDeadlineSeconds"), std::string::npos) << name(s) << ": " << f.hint;
-    EXPECT_EQ(f.message.find("activeDeadlineSeconds"), std::string::npos) << f.message;
-  }
-  EXPECT_NE(at(WorldSource::slurm).hint.find("raise the job's --time above --timeout"),
-            std::string::npos);
-  EXPECT_NE(at(WorldSource::slurm).message.find("likely sender: Slurm"), std::string::npos);
-  EXPECT_NE(at(WorldSource::openmpi).hint.find("raise mpirun's --timeout"), std::string::npos);
-  EXPECT_NE(at(WorldSource::openmpi).message.find("likely sender: mpirun"), std::string::npos);
-  EXPECT_NE(at(WorldSource::torchrun).message.find("likely sender: torchrun's agent"),
-            std::string::npos);
+// The launcher's words (harness/launchers.cpp) go into the message and the hint as given.
+TEST(RunRules, RunTerminatedCarriesTheLaunchersCause) {
+  auto f = run_terminated_finding(RankRef{0, "h"}, "SIGTERM", 1.0, "world",
+                                  TerminationCause{"Slurm: the job's time limit", "raise --time"});
+  expect_table(f);
+  EXPECT_NE(f.message.find("likely sender: Slurm: the job's time limit"), std::string::npos)
+      << f.message;
+  EXPECT_NE(f.hint.find("raise --time"), std::string::npos) << f.hint;
+  auto d = run_terminated_finding(RankRef{0, "h"}, "SIGINT", 1.0, "world");
+  EXPECT_NE(d.hint.find("give the supervising deadline more than --timeout"), std::string::npos)
+      << d.hint;
+  EXPECT_EQ(d.hint.find("activeDeadlineSeconds"), std::string::npos) << d.hint;
 }
 
 TEST(RunRules, StoreAndConfigFindingsGoThroughTheTable) {
