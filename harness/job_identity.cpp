@@ -72,7 +72,8 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
       std::string l = trim(*leader);
       if (auto j = usable(l.substr(0, l.find('.')), "LWS_LEADER_ADDRESS")) return j;
     }
-    // Trainer v2: pods <tj>-node-<i>-<p> of the TrainJob <tj>.
+    // Trainer v2: pods <tj>-node-0-<i> of the TrainJob <tj> (kubeflow/trainer jobset/builder.go: one
+    // child Job "node" of numNodes pods).
     if (get("PET_NODE_RANK"))
       if (auto name = trainjob_name(host))
         if (auto j = usable(*name, "hostname (TrainJob)")) return j;

@@ -8,7 +8,7 @@
 // "<job>.<step>"), Open MPI's OMPI_MCA_ess_base_jobid, then PMIX_NAMESPACE, a JobSet's name
 // (JOBSET_NAME from the downward API, else the pod's host name <js>-<rjob>-<j>-<p> read against
 // MASTER_ADDR <js>-<rjob>-0-0.<js>), a LeaderWorkerSet group's leader (the first label of
-// LWS_LEADER_ADDRESS), a Trainer v2 TrainJob's name (host <tj>-node-<i>-<p>), a PyTorchJob pod's
+// LWS_LEADER_ADDRESS), a Trainer v2 TrainJob's name (host <tj>-node-0-<i>), a PyTorchJob pod's
 // host name (<name>-master-<i> / <name>-worker-<i> -> <name>, only inside Kubernetes, i.e. with
 // KUBERNETES_SERVICE_HOST set, which the kubelet gives every container), an Indexed Job pod's host
 // name (<job>-<JOB_COMPLETION_INDEX> -> <job>). None of them: "" (the run then uses the fixed

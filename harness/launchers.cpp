@@ -167,7 +167,7 @@ const std::vector<LauncherSpec> kLaunchers = {
      .local_var = nullptr,
      .addr_vars = {"PET_MASTER_ADDR", "MASTER_ADDR"},
      .port_vars = {"PET_MASTER_PORT", "MASTER_PORT"},
-     .host_pattern = "<tj>-node-<i>-<p>",
+     .host_pattern = "<tj>-node-0-<i> (one child Job, numNodes pods)",
      .missing_size_hint = "Trainer v2 sets PET_NNODES from the TrainJob's numNodes; set it, or "
                           "pass --world-size",
      .missing_master_hint = "Trainer v2 sets PET_MASTER_ADDR to <tj>-node-0-0.<tj> in every "

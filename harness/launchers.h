@@ -75,7 +75,7 @@ std::string launcher_choices();
 std::vector<std::string> launcher_values();
 
 // Host-name patterns (the controllers' own naming), for detection and the job identity.
-// "<tj>-node-<i>-<p>" -> "<tj>" (Trainer v2 TrainJob pods).
+// "<tj>-node-<j>-<i>" -> "<tj>" (Trainer v2 TrainJob pods: <tj>-node-0-<i>).
 std::optional<std::string> trainjob_name(const std::string& host);
 // A JobSet pod: "<js>-<rjob>-<j>-<p>" with MASTER_ADDR "<js>-<rjob>-0-0.<js>[...]": the JobSet's
 // name, the replicated job's and the job index. nullopt when the host name does not fit.

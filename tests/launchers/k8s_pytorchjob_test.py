@@ -1,4 +1,4 @@
-"""A Kubeflow PyTorchJob on network namespaces: Master 1 + Worker 1, nprocPerNode 2.
+"""A Kubeflow PyTorchJob on network namespaces: Master 1 + Worker 1, nprocPerNode 2 or "auto".
 
 What the controller gives each pod, read in kubeflow/training-operator:
 - pkg/controller.v1/pytorch/envvar.go, setPodEnv (the version with getNprocPerNodeInt, which the
@@ -23,6 +23,14 @@ and one job id (the job name, from the pods' host names) on every rank. Then the
 PET_NPROC_PER_NODE (a process per pod would take a node rank for its own), not hang into
 RANKS_MISSING.
 
+With nprocPerNode "auto" the controller counts one process per pod (getNprocPerNodeInt returns 1
+for anything but an integer: "the number of process will be determinated in the user process
+phase"): WORLD_SIZE = replicas x 1 = 2, RANK = the pod index, PET_NPROC_PER_NODE=auto,
+PET_NNODES = 2, PET_NODE_RANK, MASTER_ADDR/MASTER_PORT as above, no TORCHELASTIC_RUN_ID. Those
+pods start `ncclsmoke run` directly, one rank each (test_auto_one_process_per_pod): both pods
+exit 0, rank 0's verdict passes with world.size 2 and world.source "pytorchjob", and every rank's
+job id is the job's name.
+
 Needs root and iproute2 (else exit 77). Usage: /usr/bin/python3 k8s_pytorchjob_test.py --binary B
 """
 
@@ -41,15 +49,17 @@ RUN_FLAGS = ["--transports", "socket", "--min-bytes", "64K", "--max-bytes", "64K
              "--join-timeout", "20", "--timeout", "60"]
 
 
-def controller_env(pod_index):
-    """setPodEnv + MasterEnvVarGenerator for replicas Master 1 + Worker 1, nprocPerNode "2"."""
+def controller_env(pod_index, nproc_per_node="2"):
+    """setPodEnv + MasterEnvVarGenerator for replicas Master 1 + Worker 1, nprocPerNode "2" (or
+    "auto": getNprocPerNodeInt counts 1 process per pod in WORLD_SIZE)."""
+    per_pod = int(nproc_per_node) if nproc_per_node.isdigit() else 1
     return {
         "PYTHONUNBUFFERED": "0",
         "MASTER_PORT": str(PORT),
         "MASTER_ADDR": f"{JOB}-master-0",
-        "WORLD_SIZE": "4",
+        "WORLD_SIZE": str(2 * per_pod),
         "RANK": str(pod_index),
-        "PET_NPROC_PER_NODE": "2",
+        "PET_NPROC_PER_NODE": nproc_per_node,
         "PET_NODE_RANK": str(pod_index),
         "PET_NNODES": "2",
     }
@@ -58,9 +68,9 @@ def controller_env(pod_index):
 class PyTorchJob(suite.NamespaceCase):
     dir_prefix = "ncclsmoke-k8s-ptj"
 
-    def pods(self, bed):
+    def pods(self, bed, nproc_per_node="2"):
         k8s_pods.name_pods(bed, [f"{JOB}-master-0", f"{JOB}-worker-0"])
-        return [k8s_pods.pod_env(h, controller_env(h.index)) for h in bed.hosts]
+        return [k8s_pods.pod_env(h, controller_env(h.index, nproc_per_node)) for h in bed.hosts]
 
     def test_launch_in_each_pod(self):
         with netns.Testbed(2, self.tmp, tag="ptj") as bed:
@@ -112,6 +122,24 @@ class PyTorchJob(suite.NamespaceCase):
             self.assertIn("CONFIG_INVALID", text, text[-3000:])
             self.assertIn("PET_NPROC_PER_NODE", text, text[-3000:])
             self.assertNotIn("RANKS_MISSING", text, text[-3000:])
+
+    def test_auto_one_process_per_pod(self):
+        with netns.Testbed(2, self.tmp, tag="pta") as bed:
+            envs = self.pods(bed, "auto")
+            outs = [os.path.join(self.tmp, f"out{i}") for i in range(2)]
+            cmds = [[BINARY, "run", "--out-dir", outs[i]] + RUN_FLAGS for i in range(2)]
+            rc, out = k8s_pods.run_pods(bed, cmds, envs, self.tmp, timeout_s=90)
+        print(f"  pod exit codes: {rc}")
+        for i in range(2):
+            self.assertEqual(rc[i], 0, f"pod {i}:\n{out[i][-3000:]}")
+        g, local = k8s_pods.load_verdicts(*outs)
+        self.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
+        self.assertEqual(g["verdict"], "pass", suite.codes(g))
+        self.assertEqual(g["world"]["size"], 2)
+        self.assertEqual(g["world"]["source"], "pytorchjob")
+        self.assertEqual(sorted(local), [0, 1])
+        for r, v in local.items():
+            self.assertEqual(v["world"].get("job_id"), JOB, (r, v["world"]))
 
 
 netns = k8s_pods.netns
