@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The alert rules: promtool's syntax/lint check, its unit tests (cases that fire and that must
 # not; the summaries' hosts are asserted there), yamllint (strict: warnings fail too), and our
-# rules: every alert has a runbook_url whose file exists in the repository with the anchor (a
+# rules: one runbook base URL (the recording rule ncclsmoke:runbook_base_url:info, its `url` label an
+# absolute http(s) URL, ahead of the alerts in their group), every alert's runbook_url that base
+# (read by the one template prefix) + a file that exists in the repository with the anchor (a
 # GitHub-style heading anchor), every summary but the staleness ones names the host
 # (ncclsmoke_suspect_host or $labels.host), and no annotation sends people to "the rank-0 pod's
 # log" without a host. Usage: check_alert_rules.sh cronjob/alerts   (exit 77: promtool absent)
@@ -26,16 +28,43 @@ def anchors(path):
             out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
         out.update(re.findall(r'<a (?:id|name)="([^"]+)"', line))
     return out
+BASE_RULE = "ncclsmoke:runbook_base_url:info"
+# What every runbook_url starts with: the base URL (trailing slashes dropped) and '/', or nothing
+# when the base series is missing (then the repository-relative path is left).
+BASE_PREFIX = ('{{ with query "%s" }}{{ . | first | label "url" | reReplaceAll "/+$" "" }}/{{ end }}'
+               % BASE_RULE)
 errors, n = [], 0
-for group in yaml.safe_load(open(rules_file))["groups"]:
+groups = yaml.safe_load(open(rules_file))["groups"]
+bases = [(g["name"], i, r) for g in groups for i, r in enumerate(g["rules"]) if r.get("record") == BASE_RULE]
+if len(bases) != 1:
+    errors.append(f"{len(bases)} {BASE_RULE} recording rules: the runbook base URL must be set exactly once")
+else:
+    base_group, base_index, base = bases[0]
+    base_url = (base.get("labels") or {}).get("url", "")
+    if base.get("expr", "").strip() != "vector(1)" or not re.fullmatch(r"https?://[^\s{}$\"]+", base_url):
+        errors.append(f"{BASE_RULE}: expr {base.get('expr')!r} / url {base_url!r}: "
+                      "want vector(1) and an absolute http(s) URL")
+    for g in groups:
+        for i, r in enumerate(g["rules"]):
+            if "alert" in r and (g["name"] != base_group or i < base_index):
+                errors.append(f"{r['alert']}: not after {BASE_RULE} in group {base_group!r} "
+                              "(its runbook_url would miss the base on the first evaluation)")
+for group in groups:
     for rule in group["rules"]:
         if "alert" not in rule:
             continue
         n += 1
         name, ann = rule["alert"], rule.get("annotations", {})
-        url = ann.get("runbook_url", "")
+        url = " ".join(ann.get("runbook_url", "").split())  # folded YAML: one space per break
+        if not url.startswith(BASE_PREFIX):
+            errors.append(f"{name}: runbook_url {url!r} is not built from the one base URL: "
+                          f"it must start with {BASE_PREFIX!r}")
+            continue
+        url = url[len(BASE_PREFIX):]
         path, _, anchor = url.partition("#")
-        if not url or not anchor:
+        if "://" in url or url.startswith("/") or "{{" in path:
+            errors.append(f"{name}: runbook_url's path {url!r} must be repository-relative, after the base")
+        elif not url or not anchor:
             errors.append(f"{name}: runbook_url {url!r} lacks a file#anchor")
         elif not os.path.isfile(os.path.join(root, path)):
             errors.append(f"{name}: runbook_url {url!r}: {path} is not in the repository")

@@ -3,7 +3,7 @@
 
 On 127.0.0.1 with free ports, temp config and storage:
   1. start prometheus-pushgateway and prometheus (scrape_interval 1s, honor_labels: true, the
-     project's alert rules loaded);
+     project's alert rules loaded, with their one runbook base URL setting changed to a test URL);
   2. `ncclsmoke launch -n 4` (socket, small sizes) judged against a loose profile -> pass;
      publish with --history: exit 0, and ncclsmoke_verdict{verdict="pass"} and the last-success
      time appear in Prometheus's HTTP API (bounded wait);
@@ -12,10 +12,19 @@ On 127.0.0.1 with free ports, temp config and storage:
      the pass run's last-success time is still there (POST keeps it);
   3b. the same failed verdict with its finding narrowed to one rank's host (as a per-rank finding
      names it): ncclsmoke_suspect_host names that host and its node, NcclSmokeSuspectHost fires,
-     and NcclSmokeFailed's summary names the host; then every panel query of the Grafana
-     dashboard (cronjob/dashboards/ncclsmoke.json: structure checked, variables substituted)
-     returns data; then the real failed verdict pushed again clears the host (the family is
-     always pushed, so the Pushgateway's POST replaces it);
+     and NcclSmokeFailed's summary names the host; every firing alert's runbook_url is the test
+     base URL + its page and anchor (set once, in the rules file);
+  2c. every panel query of the Grafana dashboard (cronjob/dashboards/ncclsmoke.json: structure
+     checked, variables substituted) returns data; the panels the issue asked for (run duration,
+     ranks by status, transport status, findings of the last run) are there and return the
+     pushed runs' values: the duration, the ranks per status (the narrowed verdict also has a
+     missing rank and a degraded socket phase), the socket phase's status through the panel's
+     value mapping, the last run's findings exactly; the runbook_base variable resolves
+     to the rules' base URL; then the real failed verdict pushed again clears the host (the family
+     is always pushed, so the Pushgateway's POST replaces it);
+  2d. a later pass pushed for the failed profile: "Findings of the last run" no longer lists
+     its BANDWIDTH_REGRESSION (the old worst-of-the-range query still would), and the duration
+     and transport panels show the new run;
   4. the Pushgateway stopped: a third run's publish exits 5 ("metrics not delivered", naming the
      URL) and the history still grows (3 runs).
 Everything started here is stopped, even on failure. Exit 77 only when a binary is absent.
@@ -23,6 +32,7 @@ Everything started here is stopped, even on failure. Exit 77 only when a binary 
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -36,6 +46,11 @@ import urllib.request
 
 WAIT_S = 60          # bounded waits for readiness, scrapes and alerts
 CLUSTER = "e2e"
+# The runbook base URL as the rules ship it, and what this test sets instead (trailing slash
+# on purpose: the alerts and the dashboard variable drop it).
+SHIPPED_RUNBOOK_BASE = "https://git.example.com/ncclsmoke/blob/main"
+E2E_RUNBOOK_BASE = "https://runbooks.e2e.test/ncclsmoke/blob/v0/"
+RUNBOOK = E2E_RUNBOOK_BASE.rstrip("/")
 
 
 def free_port():
@@ -126,10 +141,23 @@ def wait_alert(prom, alertname, labels, what):
     raise AssertionError(f"{what}: no firing {alertname} with {labels} after {WAIT_S}s; saw {seen}")
 
 
+# Panels the dashboard must have (issue 25): title -> the metric its query reads.
+REQUIRED_PANELS = {
+    "Run duration": "ncclsmoke_run_duration_seconds",
+    "Ranks by status": "ncclsmoke_ranks",
+    "Transport status over time": "ncclsmoke_transport_status",
+    "Findings of the last run": "ncclsmoke_findings",
+}
+RUNBOOK_RULE = "ncclsmoke:runbook_base_url:info"
+
+
 def dashboard_queries(path):
-    """(panel title, refId, expr, instant) for every panel target, after checking the JSON's shape:
-    schemaVersion >= 36, a Prometheus datasource variable and a cluster variable that every
-    query uses, unique panel ids, gridPos, datasource ${datasource} on panels and targets."""
+    """(panels by title, [(panel title, refId, expr, instant)] for every panel target), after
+    checking the JSON's shape: schemaVersion >= 36, a Prometheus datasource variable and a cluster
+    variable that every query uses, unique panel ids, gridPos, datasource ${datasource} on panels
+    and targets; the REQUIRED_PANELS, "Findings of the last run" an instant query on the plain
+    series (the last sample: no *_over_time, no $__range); a hidden runbook_base variable read
+    from the rules' base URL series, and every dashboard link under ${runbook_base}/."""
     with open(path) as f:
         d = json.load(f)
     problems = []
@@ -165,9 +193,51 @@ def dashboard_queries(path):
             if "$cluster" not in t["expr"]:
                 problems.append(f"panel {title}: {t['refId']} ignores $cluster")
             out.append((title, t["refId"], t["expr"], bool(t.get("instant"))))
+    panels = {p.get("title"): p for p in d.get("panels", [])}
+    for title, metric in REQUIRED_PANELS.items():
+        exprs = [t.get("expr", "") for t in panels.get(title, {}).get("targets", [])]
+        if not any(metric in e for e in exprs):
+            problems.append(f"no panel {title!r} querying {metric}")
+    for t in panels.get("Findings of the last run", {}).get("targets", []):
+        if not t.get("instant") or t.get("range") or "_over_time" in t.get("expr", "") \
+                or "$__range" in t.get("expr", ""):
+            problems.append(f"Findings of the last run: {t.get('refId')} must be an instant query on the "
+                            f"last sample, not a range aggregate: {t.get('expr')!r}")
+    rb = variables.get("runbook_base", {})
+    if rb.get("type") != "query" or RUNBOOK_RULE not in json.dumps(rb.get("query")) or rb.get("hide") != 2:
+        problems.append(f"no hidden runbook_base variable reading {RUNBOOK_RULE}: {rb}")
+    links = d.get("links", [])
+    if not links or any(not str(link.get("url", "")).startswith("${runbook_base}/") for link in links):
+        problems.append(f"dashboard links must all start with ${{runbook_base}}/: {links}")
     if problems:
         raise AssertionError(f"{path}: " + "; ".join(problems))
-    return out
+    return panels, out
+
+
+def value_text(panel, value):
+    """The text a panel's value mapping gives a number (state-timeline panels)."""
+    for m in panel["fieldConfig"]["defaults"].get("mappings", []):
+        if m.get("type") == "value":
+            key = f"{float(value):g}"
+            if key in m["options"]:
+                return m["options"][key]["text"]
+    raise AssertionError(f"panel {panel['title']!r} maps no text to {value}")
+
+
+def grafana_variable_regex(regex, value):
+    """A Grafana variable's /regex/ applied to one value (its first group, as Grafana takes it)."""
+    assert regex.startswith("/") and regex.endswith("/"), regex
+    m = re.search(regex[1:-1], value)
+    assert m, f"{regex} does not match {value!r}"
+    return m.group(1) if m.groups() else m.group(0)
+
+
+def by_labels(result, **labels):
+    return [r for r in result if all(r["metric"].get(k) == v for k, v in labels.items())]
+
+
+def last_value(series):
+    return float(series["values"][-1][1] if "values" in series else series["value"][1])
 
 
 def grafana_substitute(expr, cluster):
@@ -255,8 +325,14 @@ def main():
         procs.append(pg)
         wait_ready("pushgateway", f"{pg_url}/-/ready", pg, pg_log)
 
+        # The rules as shipped, but for their one runbook base URL setting: the line a user edits.
         rules = os.path.join(tmp, "ncclsmoke-alerts.yaml")
-        shutil.copy(args.rules, rules)
+        with open(args.rules) as f:
+            text = f.read()
+        shipped = f"          url: {SHIPPED_RUNBOOK_BASE}\n"
+        assert text.count(shipped) == 1, f"the rules' runbook base setting is not {shipped!r} once"
+        with open(rules, "w") as f:
+            f.write(text.replace(shipped, f"          url: {E2E_RUNBOOK_BASE}\n"))
         config = os.path.join(tmp, "prometheus.yml")
         with open(config, "w") as f:
             f.write(f"""\
@@ -354,6 +430,10 @@ scrape_configs:
         assert host, f"rank 1 has no host in the verdict: {suspect_rank}"
         narrowed["findings"][0]["ranks"] = [suspect_rank["rank"]]
         narrowed["findings"][0]["hosts"] = [host]
+        # For the dashboard's panels (2c), states other than the all-green ones: rank 3 never
+        # joined, the socket phase degraded.
+        narrowed["ranks"][3]["status"] = "missing"
+        next(p for p in narrowed["phases"] if p["name"] == "transport:socket")["status"] = "degraded"
         narrowed_path = os.path.join(tmp, "narrowed.json")
         with open(narrowed_path, "w") as f:
             json.dump(narrowed, f)
@@ -374,9 +454,25 @@ scrape_configs:
             assert time.monotonic() < deadline, f"NcclSmokeFailed's summary never named {host}: {a}"
             time.sleep(1)
         print("ok: NcclSmokeFailed's summary names the host and node")
+        want = f"{RUNBOOK}/docs/findings.md#finding-codes"
+        assert a["annotations"].get("runbook_url") == want, (a["annotations"], want)
+        a = wait_alert(prom, "NcclSmokeSuspectHost", {"cluster": CLUSTER, "host": host, "code": code},
+                       "NcclSmokeSuspectHost firing")
+        want = f"{RUNBOOK}/docs/findings.md#{code.lower()}"
+        assert a["annotations"].get("runbook_url") == want, (a["annotations"], want)
+        a = wait_alert(prom, "NcclSmokeBandwidthRegression", {"cluster": CLUSTER, "profile": "e2e-tight"},
+                       "NcclSmokeBandwidthRegression firing")
+        want = f"{RUNBOOK}/docs/findings.md#bandwidth_regression"
+        assert a["annotations"].get("runbook_url") == want, (a["annotations"], want)
+        _, body = http_get(f"{prom}/api/v1/alerts")
+        firing = [x for x in json.loads(body)["data"]["alerts"] if x["state"] == "firing"]
+        assert firing and all(x["annotations"].get("runbook_url", "").startswith(RUNBOOK + "/docs/")
+                              for x in firing), firing
+        print(f"ok: the runbook_url of all {len(firing)} firing alerts is the one base URL set in the "
+              f"rules ({RUNBOOK}) + page#anchor")
 
         # --- 2c. every dashboard panel's query returns data --------------------------------
-        queries = dashboard_queries(args.dashboard)
+        panels, queries = dashboard_queries(args.dashboard)
         for title, ref, expr, instant in queries:
             q = grafana_substitute(expr, CLUSTER)
             deadline = time.monotonic() + WAIT_S
@@ -389,6 +485,57 @@ scrape_configs:
             print(f"ok: dashboard {title!r} {ref}: {len(result)} series")
         print(f"ok: all {len(queries)} dashboard queries returned data")
 
+        def panel_result(title, ref="A"):
+            t = next(t for t in panels[title]["targets"] if t["refId"] == ref)
+            q = grafana_substitute(t["expr"], CLUSTER)
+            return query(prom, q) if t.get("instant") else query_range(prom, q)
+
+        def findings_rows(result, profile):
+            return {(r["metric"]["code"], r["metric"]["severity"]): float(r["value"][1])
+                    for r in by_labels(result, cluster=CLUSTER, profile=profile)}
+
+        def verdict_findings(v):
+            counts = {}
+            for x in v["findings"]:
+                key = (x["code"], x["severity"])
+                counts[key] = counts.get(key, 0) + 1
+            return counts
+
+        def phase_status(v, transport):
+            return next(p["status"] for p in v["phases"] if p["name"] == f"transport:{transport}")
+
+        def check_panels(profile, v, what):
+            """The issue's panels show this verdict as the last run of (CLUSTER, profile)."""
+            series = by_labels(panel_result("Run duration"), cluster=CLUSTER, profile=profile)
+            assert len(series) == 1 and abs(last_value(series[0]) - v["duration_s"]) < 1e-6, \
+                (what, series, v["duration_s"])
+            ranks = {r["metric"]["status"]: last_value(r)
+                     for r in by_labels(panel_result("Ranks by status"), cluster=CLUSTER, profile=profile)}
+            want = {s: float(sum(1 for r in v["ranks"] if r["status"] == s))
+                    for s in ("joined", "missing", "lost", "failed")}
+            assert ranks == want and sum(ranks.values()) == v["world"]["size"], (what, ranks, want)
+            ts = by_labels(panel_result("Transport status over time"), cluster=CLUSTER, profile=profile,
+                           transport="socket")
+            assert len(ts) == 1, (what, ts)
+            text = value_text(panels["Transport status over time"], last_value(ts[0]))
+            assert text == phase_status(v, "socket"), (what, text, phase_status(v, "socket"))
+            rows = findings_rows(panel_result("Findings of the last run"), profile)
+            assert rows == verdict_findings(v), (what, rows, verdict_findings(v))
+            print(f"ok: {what}: Run duration {v['duration_s']:.3f} s, Ranks by status {ranks}, "
+                  f"Transport status socket={text}, Findings of the last run {rows}")
+
+        check_panels("e2e-loose", v1, "the pass run (e2e-loose)")
+        check_panels("e2e-tight", narrowed, "the failed run (e2e-tight)")
+        assert findings_rows(panel_result("Findings of the last run"), "e2e-tight").get((code, "error")), \
+            f"Findings of the last run does not list the failed run's {code}"
+        # The runbook_base variable: label_values(ncclsmoke:runbook_base_url:info, url), its regex.
+        with open(args.dashboard) as f:
+            rb = next(v for v in json.load(f)["templating"]["list"] if v["name"] == "runbook_base")
+        _, body = http_get(f"{prom}/api/v1/label/url/values?" + urllib.parse.urlencode({"match[]": RUNBOOK_RULE}))
+        values = json.loads(body)["data"]
+        assert [grafana_variable_regex(rb["regex"], x) for x in values] == [RUNBOOK], (values, RUNBOOK)
+        print(f"ok: the dashboard's runbook_base resolves to the rules' base URL {RUNBOOK}")
+
         # The real (host-less) verdict pushed again: the host is gone, not kept by the POST.
         r = run([args.ncclsmoke, "publish", verdict2, "--pushgateway", pg_url, "--cluster", CLUSTER])
         assert r.returncode == 1, r.stdout + r.stderr
@@ -397,6 +544,28 @@ scrape_configs:
             assert time.monotonic() < deadline, f"{host} still a suspect after a push that names no host"
             time.sleep(0.5)
         print("ok: a push naming no host clears the suspect host")
+
+        # --- 2d. the last run, not the worst of the range ----------------------------------
+        # A later run of e2e-tight passes: the real pass run, under e2e-tight's profile name.
+        later = json.loads(json.dumps(v1))
+        later["baseline"] = dict(v1.get("baseline") or {}, profile="e2e-tight")
+        later_path = os.path.join(tmp, "later-pass.json")
+        with open(later_path, "w") as f:
+            json.dump(later, f)
+        r = run([args.ncclsmoke, "publish", later_path, "--pushgateway", pg_url, "--cluster", CLUSTER])
+        assert r.returncode == 0, r.stdout + r.stderr
+        wait_for(prom, f'ncclsmoke_verdict{{{tight},verdict="pass"}} == 1', "the later pass scraped")
+        deadline = time.monotonic() + WAIT_S
+        while (code, "error") in findings_rows(panel_result("Findings of the last run"), "e2e-tight"):
+            assert time.monotonic() < deadline, f"Findings of the last run still lists {code} after a pass"
+            time.sleep(0.5)
+        check_panels("e2e-tight", later, "the later pass (e2e-tight)")
+        worst = grafana_substitute('max by (cluster, profile, code, severity) (max_over_time('
+                                   'ncclsmoke_findings{cluster=~"$cluster"}[$__range])) > 0', CLUSTER)
+        assert (code, "error") in findings_rows(query(prom, worst), "e2e-tight"), \
+            "the old worst-of-the-range query should still list the failure: this step proves nothing"
+        print(f"ok: Findings of the last run dropped {code} after a later pass (the worst-of-the-range "
+              f"query still lists it)")
 
         # --- 3. the Pushgateway down: exit 5, history still written ------------------------
         pg.terminate()
