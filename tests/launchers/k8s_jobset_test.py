@@ -92,11 +92,7 @@ class JobSet(suite.NamespaceCase):
                      "--join-timeout", "20", "--timeout", "40"] + SMALL for i in range(WORLD)]
             rc, out = k8s_pods.run_pods(bed, cmds, envs, self.tmp, timeout_s=60)
         print(f"  pod exit codes: {rc}")
-        for i in range(WORLD):
-            self.assertEqual(rc[i], 0, f"pod {i} ({pod_names()[i]}):\n{out[i][-3000:]}")
-        g, local = k8s_pods.load_verdicts(*outs)
-        self.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
-        self.assertEqual(g["verdict"], "pass", suite.codes(g))
+        g, local = k8s_pods.passing_verdicts(self, rc, out, outs, pod_names())
         self.assertEqual(g["world"]["size"], WORLD)
         self.assertEqual(g["world"]["source"], "jobset")
         self.assertEqual({r["rank"]: r.get("host") for r in g["ranks"]},

@@ -92,3 +92,15 @@ def load_verdicts(*dirs):
                 v = suite.load_verdict(path)
                 local[v["reporting_rank"]] = v
     return glob_, local
+
+
+def passing_verdicts(case, rc, out, outs, names=None):
+    """Asserts (on the unittest `case`) that every pod exited 0 and rank 0's verdict.json passes;
+    returns (global verdict, {rank: local verdict}). `names`: the pods' host names, for messages."""
+    for i in sorted(rc):
+        who = f"pod {i}" + (f" ({names[i]})" if names else "")
+        case.assertEqual(rc[i], 0, f"{who}:\n{out[i][-3000:]}")
+    g, local = load_verdicts(*outs)
+    case.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
+    case.assertEqual(g["verdict"], "pass", suite.codes(g))
+    return g, local

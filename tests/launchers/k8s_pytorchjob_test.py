@@ -36,7 +36,6 @@ Needs root and iproute2 (else exit 77). Usage: /usr/bin/python3 k8s_pytorchjob_t
 
 import os
 import sys
-import unittest
 
 import k8s_pods
 import suite
@@ -79,11 +78,7 @@ class PyTorchJob(suite.NamespaceCase):
             cmds = [[BINARY, "launch", "--out-dir", outs[i]] + RUN_FLAGS for i in range(2)]
             rc, out = k8s_pods.run_pods(bed, cmds, envs, self.tmp, timeout_s=90)
         print(f"  pod exit codes: {rc}")
-        for i in range(2):
-            self.assertEqual(rc[i], 0, f"pod {i}:\n{out[i][-3000:]}")
-        g, local = k8s_pods.load_verdicts(*outs)
-        self.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
-        self.assertEqual(g["verdict"], "pass", suite.codes(g))
+        g, local = k8s_pods.passing_verdicts(self, rc, out, outs)
         self.assertEqual(g["world"]["size"], 4)
         self.assertEqual(len(g["ranks"]), 4)
         self.assertTrue(all(r["status"] == "joined" for r in g["ranks"]), g["ranks"])
@@ -130,11 +125,7 @@ class PyTorchJob(suite.NamespaceCase):
             cmds = [[BINARY, "run", "--out-dir", outs[i]] + RUN_FLAGS for i in range(2)]
             rc, out = k8s_pods.run_pods(bed, cmds, envs, self.tmp, timeout_s=90)
         print(f"  pod exit codes: {rc}")
-        for i in range(2):
-            self.assertEqual(rc[i], 0, f"pod {i}:\n{out[i][-3000:]}")
-        g, local = k8s_pods.load_verdicts(*outs)
-        self.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
-        self.assertEqual(g["verdict"], "pass", suite.codes(g))
+        g, local = k8s_pods.passing_verdicts(self, rc, out, outs)
         self.assertEqual(g["world"]["size"], 2)
         self.assertEqual(g["world"]["source"], "pytorchjob")
         self.assertEqual(sorted(local), [0, 1])

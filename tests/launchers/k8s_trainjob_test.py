@@ -72,11 +72,7 @@ class TrainJob(suite.NamespaceCase):
             cmds = [[BINARY] + command + ["--out-dir", outs[i]] + RUN_FLAGS for i in range(NODES)]
             rc, out = k8s_pods.run_pods(bed, cmds, envs, self.tmp, timeout_s=60)
         print(f"  pod exit codes: {rc}")
-        for i in range(NODES):
-            self.assertEqual(rc[i], 0, f"pod {i} ({pod_names()[i]}):\n{out[i][-3000:]}")
-        g, local = k8s_pods.load_verdicts(*outs)
-        self.assertIsNotNone(g, "rank 0 wrote no global verdict:\n" + out[0][-3000:])
-        self.assertEqual(g["verdict"], "pass", suite.codes(g))
+        g, local = k8s_pods.passing_verdicts(self, rc, out, outs, pod_names())
         return g, local
 
     def test_run_one_process_per_node(self):

@@ -12,32 +12,9 @@ set -uo pipefail
 [[ ${1:-} == --binary ]] && shift  # the form the other launcher tests take
 bin=${1:?usage: slurm_test.sh [--binary] NCCLSMOKE_BINARY}
 bin=$(readlink -f "$bin")
-here=$(cd "$(dirname "$0")" && pwd)
-slurm_local=$here/../../scripts/slurm-local.sh
-py=/usr/bin/python3
-
-for b in srun sinfo scontrol /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged; do
-  command -v "$b" >/dev/null 2>&1 || { echo "SKIP: $b not installed (apt-get install slurm-wlm munge)"; exit 77; }
-done
-[[ $(id -u) == 0 ]] || { echo "SKIP: a private slurmd needs root"; exit 77; }
-[[ -x $bin ]] || { echo "FAIL: ncclsmoke binary '$bin' is not executable"; exit 1; }
-
-# A test run inside someone's Slurm allocation must not attach to it: drop every SLURM_ variable.
-for v in "${!SLURM_@}"; do unset "$v"; done
-unset MASTER_ADDR MASTER_PORT RANK WORLD_SIZE LOCAL_RANK NCCLSMOKE_JOB_ID TORCHELASTIC_RUN_ID
-
-tmp=$(mktemp -d /tmp/ncclsmoke-slurm-test.XXXXXX)
-cleanup() {
-  "$slurm_local" down "$tmp/cluster" || echo "WARN: slurm-local down failed; daemons may remain (pids in $tmp/cluster/run)"
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-if ! timeout 60 "$slurm_local" up "$tmp/cluster" >"$tmp/up.out" 2>&1; then
-  echo "FAIL: could not start the private Slurm:"; cat "$tmp/up.out"; exit 1
-fi
+# shellcheck source=tests/launchers/slurm_cluster.sh
+source "$(dirname "$0")/slurm_cluster.sh" ncclsmoke-slurm-test
 cat "$tmp/up.out"
-export SLURM_CONF=$tmp/cluster/slurm.conf
 node=$(hostname -s)
 
 # Small sweep, short deadlines: the test is about the world and the store, not bandwidth.
