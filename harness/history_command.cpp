@@ -6,8 +6,12 @@
 // Import is all-or-nothing: every file is read and validated first; if any is unreadable or not a
 // verdict, each bad file is named and nothing is stored (exit 2), so a retry after fixing the input
 // cannot leave half an import behind. Runs already stored are counted as duplicates (re-importing
-// is harmless). Local verdicts (one rank's view) are skipped with a note: the history holds one
-// record per run, the global verdict rank 0 writes.
+// is harmless). A directory is walked as a tree (every *.json below it, e.g. launch's own
+// `ncclsmoke-runs/<run id>/verdict.json` and `verdict.rank<N>.json`): the global verdicts are
+// stored, each with the file it came from (source "import:<absolute path>", the report's link);
+// local verdicts (one rank's view) are counted in the one closing line, not named one by one: the
+// history holds one record per run, the global verdict rank 0 writes. That line also counts the
+// runs that have only local verdicts (rank 0 wrote no verdict.json).
 //
 // A history that cannot be used (corrupt, locked, full disk, read-only, I/O error, not an
 // ncclsmoke history, a PostgreSQL server unreachable or refusing the login) exits
@@ -34,6 +38,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <iostream>
 #include <sstream>
 
@@ -72,7 +77,8 @@ struct ListFlags {
   bool json = false;
 };
 
-// Files named directly, and the *.json files directly inside named directories (sorted).
+// Files named directly, and the *.json files anywhere below named directories (each directory's
+// sorted by path; directory symlinks are not followed, so a loop cannot trap the walk).
 std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
                                        std::vector<std::string>& problems) {
   std::vector<std::string> files;
@@ -80,10 +86,18 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
       std::vector<std::string> inside;
-      for (const auto& e : fs::directory_iterator(in, ec))
-        if (e.path().extension() == ".json" && e.is_regular_file(ec)) inside.push_back(e.path());
+      std::size_t dirs = 1;
+      fs::recursive_directory_iterator it(in, fs::directory_options::skip_permission_denied, ec);
+      for (; !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+        std::error_code tec;
+        if (it->is_directory(tec) && !it->is_symlink(tec)) ++dirs;
+        if (it->path().extension() == ".json" && it->is_regular_file(tec))
+          inside.push_back(it->path());
+      }
       if (ec) problems.push_back(in + ": cannot list directory: " + ec.message());
-      if (inside.empty() && !ec) problems.push_back(in + ": directory holds no *.json files");
+      if (inside.empty() && !ec)
+        problems.push_back(in + ": holds no *.json files (" + std::to_string(dirs) +
+                           (dirs == 1 ? " directory" : " directories") + " searched)");
       std::sort(inside.begin(), inside.end());
       files.insert(files.end(), inside.begin(), inside.end());
     } else {
@@ -91,6 +105,13 @@ std::vector<std::string> expand_inputs(const std::vector<std::string>& inputs,
     }
   }
   return files;
+}
+
+// "import:<absolute path>": where a run was read from (HistoryRun::source; the report links it).
+std::string import_source(const std::string& path) {
+  std::error_code ec;
+  fs::path abs = fs::absolute(path, ec);
+  return "import:" + (ec ? path : abs.lexically_normal().string());
 }
 
 // One input file, read and checked by a worker thread; the main thread stores it.
@@ -239,9 +260,13 @@ int run_import(const ImportFlags& f) {
   const bool is_file = !results::is_history_url(f.db);
   const bool existed = !is_file || fs::exists(f.db, ec);
   int local_skipped = 0;
+  std::set<std::string> global_runs;  // run ids of the global verdicts read
+  std::map<std::string, std::string> local_runs;  // run id -> one of its local verdicts' path
+  std::string source;
   size_t i = 0;
   // The storer reads each verdict in its slot (no copy, no move); a worker frees the slot later.
-  auto next = [&](const results::Verdict*& v, const std::string*& text) {
+  auto next = [&](const results::Verdict*& v, const std::string*& text,
+                  const std::string*& src) {
     while (i < n) {
       const Parsed* p = nullptr;
       {
@@ -256,17 +281,17 @@ int run_import(const ImportFlags& f) {
         problems.push_back(p->problem);
         continue;
       }
-      if (p->state == Parsed::local) {
+      if (p->state == Parsed::local) {  // counted in the closing line
         ++local_skipped;
-        if (!f.quiet)
-          std::cerr << "ncclsmoke history: skipping " << path << ": rank "
-                    << p->verdict.reporting_rank
-                    << "'s local verdict (import the global verdict.json rank 0 writes)\n";
+        local_runs.try_emplace(p->verdict.run_id, path);
         continue;
       }
+      global_runs.insert(p->verdict.run_id);
       if (!problems.empty()) continue;  // already rejected: keep reading only to name them all
       v = &p->verdict;
       text = &p->text;
+      source = import_source(path);
+      src = &source;
       return true;
     }
     if (!problems.empty()) throw ImportRejected{};
@@ -277,12 +302,23 @@ int run_import(const ImportFlags& f) {
   try {
     History h(f.db, true);
     h.set_cluster(f.cluster);
-    auto r = h.add_stream(next, "import");
-    if (!f.quiet)
+    auto r = h.add_stream(results::History::NextSourcedVerdict(next), "import");
+    if (!f.quiet) {
+      std::size_t local_only = 0;
+      std::string example;
+      for (const auto& [id, path] : local_runs)
+        if (!global_runs.count(id) && local_only++ == 0) example = path;
       std::cout << "history " << h.path() << ": " << r.added << " run" << (r.added == 1 ? "" : "s")
-                << " added, " << r.duplicates << " already stored"
-                << (local_skipped ? ", " + std::to_string(local_skipped) + " local skipped" : "")
-                << "; " << h.count_runs() << " in total\n";
+                << " added, " << r.duplicates << " already stored";
+      if (local_skipped)
+        std::cout << ", " << local_skipped << " local skipped (one rank's view each; the run's "
+                  << "global verdict.json is what is stored)";
+      if (local_only)
+        std::cout << ", " << local_only << " run" << (local_only == 1 ? "" : "s")
+                  << " with only local verdicts (rank 0 wrote no verdict.json, e.g. " << example
+                  << ")";
+      std::cout << "; " << h.count_runs() << " in total\n";
+    }
   } catch (const ImportRejected&) {
     for (const auto& p : problems) std::cerr << "ncclsmoke: error: history import: " << p << "\n";
     std::cerr << "ncclsmoke: error: history import: nothing stored (" << problems.size()
@@ -352,6 +388,9 @@ int run_list(const ListFlags& f) {
     }
     std::cout << "history " << h.path() << ": " << h.count_runs() << " runs stored; showing "
               << runs.size() << "\n";
+    if (!runs.empty())
+      std::printf("%-24s %-27s %-12s %-12s %-5s %-16s %s\n", "started", "run", "verdict",
+                  "cluster", "ranks", "profile", "gates, findings");
     for (const auto& r : runs) {
       std::string g_text;
       for (const auto& g : gates[r.run_id]) {
@@ -360,8 +399,9 @@ int run_list(const ListFlags& f) {
       }
       std::string c_text;
       for (const auto& c : codes[r.run_id]) c_text += (c_text.empty() ? "" : ",") + c;
-      std::printf("%-24s %-27s %-12s n=%-3d %-16s %s%s%s\n", r.started_at.c_str(),
-                  r.run_id.c_str(), results::to_string(r.verdict).c_str(), r.world_size,
+      std::printf("%-24s %-27s %-12s %-12s n=%-3d %-16s %s%s%s\n", r.started_at.c_str(),
+                  r.run_id.c_str(), results::to_string(r.verdict).c_str(),
+                  r.cluster.empty() ? "-" : r.cluster.c_str(), r.world_size,
                   r.profile.empty() ? "-" : r.profile.c_str(),
                   g_text.empty() ? "" : ("busbw GB/s " + g_text).c_str(),
                   c_text.empty() ? "" : "  ", c_text.c_str());
@@ -433,7 +473,9 @@ void register_history_command(CLI::App& app, Action& action) {
   ic->add_option("--cluster", imp->cluster,
                  "Cluster recorded with each run (default $NCCLSMOKE_CLUSTER, else \"default\")")
       ->check(non_empty("--cluster"));
-  ic->add_option("inputs", imp->inputs, "verdict.json files, or directories of them")
+  ic->add_option("inputs", imp->inputs,
+                 "verdict.json files, or directories walked for them (e.g. launch's "
+                 "ncclsmoke-runs/: the global verdicts are stored, local ones counted)")
       ->required()
       ->check(CLI::ExistingPath);
   ic->add_flag("--quiet", imp->quiet, "Print nothing on success");

@@ -1,11 +1,14 @@
-// `ncclsmoke report --history DB [--since 14d] [--profile P] [--cluster C] [--html FILE]
-// [--markdown FILE] [--title T]`: the regression report over the run history, one section per
-// cluster (or only cluster C; "default" is the runs stored without one) - one self-contained HTML
-// page and/or a Markdown summary (printed to stdout when neither file is asked for). It only reads:
-// the history must exist (it is opened without creating it). Exit 0 when written, also for an
-// empty window ("no runs since ..."); 2 for a bad flag, a missing history file, or an output file
-// that cannot be written; 7 (results::kExitHistoryUnusable) for a history that exists but cannot
-// be read (corrupt, locked, I/O error ...), with the hint for that cause, as `history import`.
+// `ncclsmoke report --history DB [--since 14d] [--profile P] [--cluster C] [--html FILE|-]
+// [--markdown FILE|-] [--title T] [--verdict-url URL]`: the regression report over the run
+// history, one section per cluster (or only cluster C; "default" is the runs stored without one)
+// - one self-contained HTML page and/or a Markdown summary (printed to stdout when neither file is
+// asked for; `-` names stdout, for one of the two). --verdict-url is a template for the run list's
+// links ("{run_id}" replaced), else each imported run links to the file it was imported from.
+// It only reads: the history must exist (it is opened without creating it). Exit 0 when written,
+// also for an empty window ("no runs since ..."); 2 for a bad flag, a missing history file, or an
+// output file that cannot be written; 7 (results::kExitHistoryUnusable) for a history that exists
+// but cannot be read (corrupt, locked, I/O error ...), with the hint for that cause, as `history
+// import`.
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
@@ -34,7 +37,10 @@ struct ReportFlags {
   std::string html;
   std::string markdown;
   std::string title = "ncclsmoke regression report";
+  std::string verdict_url;
 };
+
+constexpr const char* kStdout = "-";
 
 int usage_error(const std::string& what) {
   log_error("ncclsmoke: error: " + what);
@@ -68,10 +74,23 @@ std::string write_file(const std::string& path, const std::string& text) {
   return "";
 }
 
+// Writes `text` to the file, or to stdout for "-". Returns an error message, "" on success.
+std::string write_output(const std::string& path, const std::string& text) {
+  if (path != kStdout) return write_file(path, text);
+  std::cout.write(text.data(), static_cast<std::streamsize>(text.size()));
+  std::cout.flush();
+  return std::cout ? "" : std::string("cannot write to stdout: ") + std::strerror(errno);
+}
+
 int run_report(const ReportFlags& f) {
   namespace fs = std::filesystem;
   using namespace ncclsmoke::report;
   std::error_code ec;
+  if (f.html == kStdout && f.markdown == kStdout)
+    return usage_error("--html - and --markdown - both name stdout: write one of them to a file");
+  if (!f.verdict_url.empty() && f.verdict_url.find("{run_id}") == std::string::npos)
+    return usage_error("--verdict-url: " + f.verdict_url +
+                       " has no {run_id} (e.g. https://ci.example/ncclsmoke/{run_id}.json)");
   if (!results::is_history_url(f.history) && !fs::exists(f.history, ec))  // not a file: exit 7
     return usage_error("--history: " + f.history + ": no such history file");
   double now =
@@ -108,6 +127,7 @@ int run_report(const ReportFlags& f) {
   opt.profile = f.profile;
   opt.cluster = f.cluster;
   opt.history_path = results::redact_history_url(f.history);
+  opt.verdict_url = f.verdict_url;
   ReportModel model = build_model(input, opt);
 
   if (f.html.empty() && f.markdown.empty()) {
@@ -115,22 +135,30 @@ int run_report(const ReportFlags& f) {
     return kExitPass;
   }
   if (!f.html.empty()) {
-    if (auto err = write_file(f.html, render_html(model)); !err.empty())
+    if (auto err = write_output(f.html, render_html(model)); !err.empty())
       return usage_error("--html: " + err);
   }
   if (!f.markdown.empty()) {
-    if (auto err = write_file(f.markdown, render_markdown(model)); !err.empty())
+    if (auto err = write_output(f.markdown, render_markdown(model)); !err.empty())
       return usage_error("--markdown: " + err);
   }
-  std::size_t incidents = 0;
-  for (const auto& c : model.clusters) incidents += c.incidents.size();
-  std::cout << "report: " << model.run_count << " runs in " << model.clusters.size()
-            << (model.clusters.size() == 1 ? " cluster" : " clusters") << " since "
-            << format_utc(since) << ", " << incidents << " regression incident"
-            << (incidents == 1 ? "" : "s");
-  if (!f.html.empty()) std::cout << " -> " << f.html;
-  if (!f.markdown.empty()) std::cout << (f.html.empty() ? " -> " : ", ") << f.markdown;
-  std::cout << "\n";
+  std::size_t incidents = 0, ongoing = 0;
+  std::size_t failing = 0;
+  for (const auto& c : model.clusters) {
+    incidents += c.incidents.size();
+    ongoing += c.ongoing_incidents();
+    failing += c.now_verdict() != results::Outcome::pass;
+  }
+  // The one summary line: on stderr when stdout carries the report itself.
+  std::ostream& out = (f.html == kStdout || f.markdown == kStdout) ? std::cerr : std::cout;
+  auto name = [](const std::string& p) { return p == kStdout ? std::string("stdout") : p; };
+  out << "report: " << model.run_count << " runs in " << model.clusters.size()
+      << (model.clusters.size() == 1 ? " cluster" : " clusters") << " since " << format_utc(since)
+      << ", " << failing << " not ok now, " << incidents << " incident"
+      << (incidents == 1 ? "" : "s") << " (" << ongoing << " ongoing)";
+  if (!f.html.empty()) out << " -> " << name(f.html);
+  if (!f.markdown.empty()) out << (f.html.empty() ? " -> " : ", ") << name(f.markdown);
+  out << "\n";
   return kExitPass;
 }
 
@@ -141,8 +169,9 @@ void register_report_command(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand(
       "report",
       "Regression report over the run history, one section per cluster: a self-contained HTML "
-      "page (regression incidents, busbw charts with the baseline band, busbw by message size, "
-      "verdict timeline, findings) and/or a Markdown summary");
+      "page (where each profile stands now, failure and bandwidth incidents, hosts in findings, "
+      "busbw charts with the baseline band, busbw by message size, verdict timeline, findings "
+      "with hints, the runs linked to their verdicts) and/or a Markdown summary");
   cmd->add_option("--history", flags->history, "History to read: an SQLite file (must exist) or a postgresql:// URL")
       ->required();
   cmd->add_option("--since", flags->since,
@@ -153,9 +182,14 @@ void register_report_command(CLI::App& app, Action& action) {
   cmd->add_option("--cluster", flags->cluster,
                   "Only this cluster's runs (\"default\": runs stored without a cluster; "
                   "default: every cluster, one section each)");
-  cmd->add_option("--html", flags->html, "Write the HTML page here");
+  cmd->add_option("--html", flags->html, "Write the HTML page here (- for stdout)");
   cmd->add_option("--markdown", flags->markdown,
-                  "Write the Markdown summary here (without --html/--markdown it goes to stdout)");
+                  "Write the Markdown summary here (- for stdout; without --html/--markdown it "
+                  "goes to stdout)");
+  cmd->add_option("--verdict-url", flags->verdict_url,
+                  "Link each run to its verdict at this URL, {run_id} replaced, e.g. "
+                  "'https://ci.example/ncclsmoke/{run_id}.json' (default: the file an import "
+                  "read it from)");
   cmd->add_option("--title", flags->title, "Title of the report")->capture_default_str();
   cmd->callback([flags, &action] { action = [flags] { return run_report(*flags); }; });
 }

@@ -450,6 +450,15 @@ AddResult History::add_many(const std::vector<Verdict>& vs, const std::string& s
 }
 
 AddResult History::add_stream(const NextVerdict& next, const std::string& source) {
+  return impl_->add_stream(
+      [&](const Verdict*& v, const std::string*& text, const std::string*& src) {
+        src = nullptr;
+        return next(v, text);
+      },
+      source, cluster_);
+}
+
+AddResult History::add_stream(const NextSourcedVerdict& next, const std::string& source) {
   return impl_->add_stream(next, source, cluster_);
 }
 

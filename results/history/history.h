@@ -229,6 +229,11 @@ class History {
   // stored and the exception propagates. Lets an import insert while other threads still parse.
   using NextVerdict = std::function<bool(const Verdict*& v, const std::string*& json_text)>;
   AddResult add_stream(const NextVerdict& next, const std::string& source);
+  // The same, each verdict with its own source (null: `source`): an import records the file it
+  // read each run from ("import:/abs/path/verdict.json"), which the report links to.
+  using NextSourcedVerdict = std::function<bool(const Verdict*& v, const std::string*& json_text,
+                                                const std::string*& source)>;
+  AddResult add_stream(const NextSourcedVerdict& next, const std::string& source);
 
   // Removes the runs that started before `before_unix` (their gates and findings with them), in
   // one transaction; returns how many. The file shrinks only after a VACUUM (vacuum = true), which

@@ -26,7 +26,8 @@ inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 class HistoryBackend {
  public:
   virtual ~HistoryBackend() = default;
-  virtual AddResult add_stream(const History::NextVerdict& next, const std::string& source,
+  // `source`: each run's, unless `next` gives one of its own.
+  virtual AddResult add_stream(const History::NextSourcedVerdict& next, const std::string& source,
                                const std::string& cluster) = 0;
   virtual std::int64_t prune(double before_unix, bool vacuum) = 0;
   virtual std::int64_t count_runs() = 0;

@@ -168,7 +168,7 @@ class PostgresHistory final : public HistoryBackend {
     if (conn_) PQfinish(conn_);
   }
 
-  AddResult add_stream(const History::NextVerdict& next, const std::string& source,
+  AddResult add_stream(const History::NextSourcedVerdict& next, const std::string& source,
                        const std::string& cluster) override {
     ensure_connected();
     if (!has_subject_) {  // an older database opened read-only: migrate before the first write
@@ -182,14 +182,15 @@ class PostgresHistory final : public HistoryBackend {
       std::unordered_set<std::string> seen;  // run_ids of this batch: a repeat is a duplicate
       const Verdict* v = nullptr;
       const std::string* text = nullptr;
-      while (next(v, text)) {
+      const std::string* own_source = nullptr;
+      while (next(v, text, own_source)) {
         if (v->run_id.empty())
           throw HistoryError("history " + name_ + ": verdict has no run_id", HistoryProblem::bad_verdict);
         if (!seen.insert(v->run_id).second) {
           ++total.duplicates;
           continue;
         }
-        batch.add(*v, text, source, cluster, name_);
+        batch.add(*v, text, own_source ? *own_source : source, cluster, name_);
         if (batch.runs.size() >= kRunsPerInsert) flush(batch, total);
       }
       flush(batch, total);

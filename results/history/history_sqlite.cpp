@@ -339,7 +339,7 @@ class SqliteHistory final : public HistoryBackend {
   }
   ~SqliteHistory() override { close(); }
 
-  AddResult add_stream(const History::NextVerdict& next, const std::string& source,
+  AddResult add_stream(const History::NextSourcedVerdict& next, const std::string& source,
                        const std::string& cluster) override {
     if (!has_subject_) {  // an older file opened read-only: migrate before the first write
       in_transaction([&](int v) { migrate(v); });
@@ -367,8 +367,9 @@ class SqliteHistory final : public HistoryBackend {
       Inserts ins(db_, path_);
       const Verdict* v = nullptr;
       const std::string* text = nullptr;
-      while (next(v, text)) {
-        AddResult r = add_one(ins, path_, *v, source, cluster, text);
+      const std::string* own_source = nullptr;
+      while (next(v, text, own_source)) {
+        AddResult r = add_one(ins, path_, *v, own_source ? *own_source : source, cluster, text);
         total.added += r.added;
         total.duplicates += r.duplicates;
       }

@@ -16,4 +16,10 @@ std::string html_escape(std::string_view s);
 // message cannot inject links, HTML or table cells.
 std::string markdown_escape(std::string_view s);
 
+// Percent-encoding (RFC 3986) for a piece of a URL: every byte but the unreserved characters
+// (A-Z a-z 0-9 - . _ ~) becomes %XX; keep_slash leaves '/' as it is (a file path). A run id put
+// into --verdict-url's template, or a verdict path into a file:// link, so neither can end the
+// URL, add a query or change its scheme. The result still goes through html_escape in a page.
+std::string url_escape(std::string_view s, bool keep_slash = false);
+
 }  // namespace ncclsmoke::report

@@ -44,27 +44,39 @@ std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
       int n = it == c.verdict_counts.end() ? 0 : it->second;
       if (n) o += " \xC2\xB7 " + to_string(v) + " " + std::to_string(n);
     }
-    o += "\n\n";
+    o += " \xE2\x80\x94 **" + std::string(c.now_verdict() == results::Outcome::pass
+                                              ? "ok now"
+                                              : to_string(c.now_verdict()) + " now") +
+         "**\n\n";
+    for (const auto& n : c.now) {
+      o += "- Now on " + markdown_escape(profile_label(n.profile)) + ": **" +
+           markdown_escape(describe_now(n)) + "** (run `" + markdown_escape(n.run_id) + "`, " +
+           format_utc(n.unix) + (n.link.empty() ? "" : ", " + markdown_escape(n.link)) + ")\n";
+      if (n.verdict != results::Outcome::pass && !n.message.empty())
+        o += "  - " + markdown_escape(n.message) + "\n";
+    }
+    o += "\n";
     if (c.incidents.empty()) {
-      o += "Regressions: none (no gate number below its band, no BANDWIDTH\\_REGRESSION or "
-           "SILENT\\_FALLBACK in the window).\n\n";
+      o += "Incidents: none (no failed run, no gate number below its band, no "
+           "BANDWIDTH\\_REGRESSION or SILENT\\_FALLBACK in the window).\n\n";
     } else {
-      o += "Regression incidents (" + std::to_string(c.incidents.size()) + ", " +
+      o += "Incidents (" + std::to_string(c.incidents.size()) + ", " +
            std::to_string(c.ongoing_incidents()) + " ongoing, newest first):\n";
       for (std::size_t i = 0; i < c.incidents.size() && i < max_regressions; ++i) {
         const auto& inc = c.incidents[i];
         o += "- **" + std::string(inc.ongoing() ? "ongoing" : "cleared") + "** " +
-             markdown_escape(describe_incident(inc));
+             to_string(inc.kind) + ": " + markdown_escape(describe_incident(inc));
         if (!inc.hosts.empty()) {
           o += "; hosts ";
           for (std::size_t h = 0; h < inc.hosts.size() && h < 8; ++h)
             o += (h ? ", " : "") + markdown_escape(inc.hosts[h]);
           if (inc.hosts.size() > 8) o += ", \xE2\x80\xA6";
         }
+        if (!inc.ongoing()) o += "; cleared by `" + markdown_escape(inc.cleared_run_id) + "`";
         o += "\n";
         if (!inc.message.empty()) {
           std::string codes;
-          for (results::Code cd : inc.codes) codes += (codes.empty() ? "" : ", ") + to_string(cd);
+          for (const auto& cd : inc.codes) codes += (codes.empty() ? "" : ", ") + to_string(cd);
           o += "  - " + markdown_escape(codes) + ": " + markdown_escape(inc.message) + "\n";
         }
       }
@@ -74,14 +86,28 @@ std::string render_markdown(const ReportModel& m, std::size_t max_regressions) {
       o += "\n";
     }
     if (!c.latest.empty()) {
-      o += "Now, per profile and transport:\n";
+      o += "Bandwidth now, per profile and transport:\n";
       for (const auto& s : c.latest) {
-        o += "- " + markdown_escape(describe_latest(s)) + " \xE2\x80\x94 **" + to_string(s.state) +
-             "** since " + format_utc(s.since_unix) + " (" + std::to_string(s.streak_runs) +
+        o += "- " + markdown_escape(describe_latest(s)) + " \xE2\x80\x94 **" + to_string(s.shown) +
+             "**" + (s.shown != s.state ? " (last measured " + std::string(to_string(s.state)) + ")"
+                                        : std::string()) +
+             " since " + format_utc(s.since_unix) + " (" + std::to_string(s.streak_runs) +
              (s.streak_runs == 1 ? " run" : " runs") + ")\n";
       }
       o += "\n";
     }
+    std::string hosts;
+    std::size_t shown = 0;
+    for (const auto& h : c.hosts) {
+      if (h.host.empty() || shown == 5) continue;
+      ++shown;
+      std::string codes;
+      for (std::size_t k = 0; k < h.codes.size() && k < 3; ++k)
+        codes += (k ? ", " : "") + h.codes[k].code + " " + std::to_string(h.codes[k].runs);
+      hosts += (hosts.empty() ? "" : "; ") + h.host + " (" + codes + ")";
+    }
+    if (!hosts.empty())
+      o += "Hosts in findings (runs): " + markdown_escape(hosts) + "\n\n";
   }
   return o;
 }

@@ -12,8 +12,10 @@
 
 #include "results/judging/classify.h"
 #include "results/judging/merge.h"
+#include "results/report/escape.h"
 #include "results/report/scale.h"
 #include "results/report/summary.h"
+#include "results/verdict/finding_codes.h"
 #include "results/verdict/ordering.h"
 
 namespace ncclsmoke::report {
@@ -22,7 +24,51 @@ using results::HistoryFinding;
 using results::HistoryGate;
 using results::HistoryRun;
 
-ReportInput load_report_input(const results::History& history, const results::HistoryQuery& q) {
+namespace {
+
+// The hints of the findings groups, from the stored verdict of each group's newest run (newest
+// groups first, at most max_runs verdicts read; a verdict read for one group gives the hints of
+// every group it holds).
+void load_hints(const results::History& history, ReportInput& in, std::size_t max_runs) {
+  std::set<std::string> read;
+  for (auto it = in.findings.rbegin(); it != in.findings.rend(); ++it) {  // newest first
+    std::string key = finding_group_key(*it);
+    if (in.hints.count(key) || read.count(it->run_id)) continue;
+    if (read.size() >= max_runs) break;
+    read.insert(it->run_id);
+    std::optional<nlohmann::json> doc;
+    if (auto v = in.verdicts.find(it->run_id); v != in.verdicts.end())
+      doc = v->second;
+    else
+      doc = history.verdict_json(it->run_id);
+    if (!doc || !doc->is_object()) continue;
+    auto fs = doc->find("findings");
+    if (fs == doc->end() || !fs->is_array()) continue;
+    for (const auto& f : *fs) {
+      try {
+        if (!f.is_object() || !f.contains("code") || !f["code"].is_string()) continue;
+        auto hint = f.find("hint");
+        if (hint == f.end() || !hint->is_string() || hint->get<std::string>().empty()) continue;
+        results::HistoryFinding hf;
+        hf.code = results::AnyCode::from_text(f["code"].get<std::string>());
+        hf.message = f.value("message", std::string());
+        if (auto h = f.find("hosts"); h != f.end() && h->is_array())
+          for (const auto& x : *h)
+            if (x.is_string()) hf.hosts.push_back(x.get<std::string>());
+        if (auto sj = f.find("subject"); sj != f.end() && sj->is_object())
+          hf.subject = results::subject_from_json(*sj);
+        in.hints.try_emplace(finding_group_key(hf), hint->get<std::string>());
+      } catch (const std::exception&) {
+        // a finding this build cannot read: no hint from it
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ReportInput load_report_input(const results::History& history, const results::HistoryQuery& q,
+                              std::size_t max_hint_runs) {
   ReportInput in;
   in.runs = history.runs(q);
   in.gates = history.gates(q);
@@ -44,11 +90,50 @@ ReportInput load_report_input(const results::History& history, const results::Hi
     in.verdicts[it->run_id] = std::move(*j);
     found.insert(it->cluster);
   }
+  load_hints(history, in, max_hint_runs);
   return in;
 }
 
 std::string cluster_label(const std::string& cluster) {
   return cluster.empty() ? kDefaultCluster : cluster;
+}
+
+results::Outcome ClusterReport::now_verdict() const {
+  results::Outcome worst = results::Outcome::pass;
+  auto worse = [&](results::Outcome v) {
+    if (results::verdict_rank(v) > results::verdict_rank(worst)) worst = v;
+  };
+  for (const auto& n : now) worse(n.verdict);
+  for (const auto& s : latest) {
+    if (s.state == GateState::fail) worse(results::Outcome::fail);
+    if (s.state == GateState::degraded) worse(results::Outcome::degraded);
+  }
+  return worst;
+}
+
+std::size_t ClusterReport::incidents_of(IncidentKind k) const {
+  return static_cast<std::size_t>(std::count_if(
+      incidents.begin(), incidents.end(), [k](const Incident& i) { return i.kind == k; }));
+}
+
+const char* to_string(IncidentKind k) {
+  return k == IncidentKind::failure ? "failure" : "bandwidth";
+}
+
+std::string verdict_link(const ReportOptions& options, const results::HistoryRun& run) {
+  if (!options.verdict_url.empty()) {
+    const std::string id = url_escape(run.run_id);
+    std::string out = options.verdict_url;
+    const std::string token = "{run_id}";
+    for (auto p = out.find(token); p != std::string::npos; p = out.find(token, p + id.size()))
+      out.replace(p, token.size(), id);
+    return out;
+  }
+  constexpr std::string_view kImport = "import:";
+  if (run.source.rfind(kImport, 0) == 0 && run.source.size() > kImport.size() &&
+      run.source[kImport.size()] == '/')
+    return "file://" + url_escape(run.source.substr(kImport.size()), /*keep_slash=*/true);
+  return "";
 }
 
 bool ClusterReport::regressed_now() const {
@@ -113,7 +198,40 @@ std::string describe_latest(const LatestState& s) {
   return out;
 }
 
+namespace {
+
+std::string codes_text(const std::vector<results::AnyCode>& codes) {
+  std::string out;
+  for (const auto& c : codes) out += (out.empty() ? "" : ", ") + results::to_string(c);
+  return out;
+}
+
+}  // namespace
+
+std::string describe_now(const ProfileNow& n) {
+  std::string out = results::to_string(n.verdict);
+  if (!n.codes.empty()) out += ": " + codes_text(n.codes);
+  if (n.streak_runs > 1)
+    out += "; the latest " + std::to_string(n.streak_runs) + " runs, since " +
+           format_utc(n.since_unix);
+  return out;
+}
+
 std::string describe_incident(const Incident& i) {
+  if (i.kind == IncidentKind::failure) {
+    std::string out = (i.codes.empty() ? std::string("failed runs") : codes_text(i.codes)) +
+                      " on " + profile_label(i.profile);
+    if (!i.transport.empty()) out += " (" + i.transport + ")";
+    out += ": " + std::to_string(i.runs()) + (i.runs() == 1 ? " run" : " runs") + " from " +
+           format_utc(i.onset_unix);
+    if (i.ongoing())
+      out += ", ongoing" +
+             (i.duration_s() > 0 ? " for " + format_duration(i.duration_s()) : std::string());
+    else
+      out += ", cleared after " + format_duration(i.duration_s()) + " (" +
+             format_utc(i.cleared_unix) + ")";
+    return out;
+  }
   std::string out = i.transport + " on " + profile_label(i.profile);
   if (i.gate_bytes > 0) out += " at " + format_bytes(i.gate_bytes);
   out += ": " + std::to_string(i.runs()) + (i.runs() == 1 ? " run" : " runs") + " from " +
@@ -204,7 +322,7 @@ void add_unique(std::vector<std::string>& v, const std::string& s) {
   if (!s.empty() && std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
 
-void add_unique(std::vector<results::Code>& v, results::Code c) {
+void add_unique(std::vector<results::AnyCode>& v, const results::AnyCode& c) {
   if (std::find(v.begin(), v.end(), c) == v.end()) v.push_back(c);
 }
 
@@ -221,17 +339,46 @@ std::string transport_of(const HistoryFinding& f) {
   return "";
 }
 
+}  // namespace
+
+std::string finding_group_key(const HistoryFinding& f) {
+  if (!f.subject.empty()) return results::finding_dedupe_key(f.code, f.subject, std::string());
+  std::vector<std::string> hosts = f.hosts;
+  std::sort(hosts.begin(), hosts.end());
+  hosts.erase(std::unique(hosts.begin(), hosts.end()), hosts.end());
+  std::string key = results::to_string(f.code) + "\x1f\x1d" + transport_of(f) + '\x1d';
+  for (const auto& h : hosts) key += h + '\x1f';
+  return key;
+}
+
+namespace {
+
 struct RunIndex {
   std::unordered_map<std::string, const HistoryRun*> run;
   // run_id -> regression findings
   std::unordered_map<std::string, std::vector<const HistoryFinding*>> regression;
+  // run_id -> every finding of the run
+  std::unordered_map<std::string, std::vector<const HistoryFinding*>> all;
+  // run_id -> the transports it has gate rows for, and the ones its findings name
+  std::unordered_map<std::string, std::set<std::string>> gated, named;
+  // Is the run one of the key's runs: a gate row or a finding for the transport, or nothing
+  // measured at all (it stopped before its transports)?
+  bool of_key(const std::string& run_id, const std::string& transport) const {
+    auto g = gated.find(run_id);
+    auto n = named.find(run_id);
+    bool any_g = g != gated.end() && !g->second.empty();
+    bool any_n = n != named.end() && !n->second.empty();
+    if (!any_g && !any_n) return true;
+    return (any_g && g->second.count(transport)) || (any_n && n->second.count(transport));
+  }
 };
 
-// `runs`: the cluster's runs; one of the key's profile after its newest number counts as a run
-// that did not measure it, whether it stored a row without a number or no row at all (the
-// transport failed before its sweep).
+// `runs`: the cluster's runs; one of the key's runs (RunIndex::of_key) after its newest number
+// counts as a run that did not measure it, whether it stored a row without a number or no row at
+// all (the transport failed before its sweep, the run stopped before its transports).
 std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& gates,
-                                       const std::vector<const HistoryRun*>& runs) {
+                                       const std::vector<const HistoryRun*>& runs,
+                                       const RunIndex& idx) {
   std::map<std::pair<std::string, std::string>, std::vector<const HistoryGate*>> by_pt;
   for (const auto* g : gates)
     if (!g->synthetic) by_pt[{g->profile, g->transport}].push_back(g);
@@ -278,6 +425,7 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
       const HistoryRun* newest_run = nullptr;
       for (const auto* r : runs) {
         if (r->profile != g.profile || r->started_unix <= g.started_unix) continue;
+        if (!idx.of_key(r->run_id, g.transport)) continue;  // it did not ask for the transport
         ++later;
         if (!newest_run || r->started_unix >= newest_run->started_unix) newest_run = r;
       }
@@ -300,6 +448,10 @@ std::vector<LatestState> latest_states(const std::vector<const HistoryGate*>& ga
       st.since_unix = h.started_unix;
       ++st.streak_runs;
     }
+    st.shown = st.state;
+    if (st.unmeasured_after > 0 &&
+        (st.state == GateState::ok || st.state == GateState::no_baseline))
+      st.shown = GateState::not_measured;  // never green over runs that measured nothing
     out.push_back(std::move(st));
   }
   return out;
@@ -351,7 +503,7 @@ std::vector<Incident> incidents_of(const std::vector<const HistoryRun*>& runs,
       for (const auto* x : rf->second) {
         std::string t = transport_of(*x);
         if (t.empty() || t == inc.transport || !gated[id].count(t)) {
-          add_unique(inc.codes, x->code.code());
+          add_unique(inc.codes, x->code);
           inc.message = x->message;
           for (const auto& h : x->hosts) add_unique(inc.hosts, h);
         }
@@ -439,6 +591,73 @@ std::vector<Incident> incidents_of(const std::vector<const HistoryRun*>& runs,
   }
   for (auto& [k, inc] : open) out.push_back(std::move(inc));
 
+  // Failures: per profile, consecutive runs with an error finding of any other code (or a fail
+  // verdict without any finding); the profile's next run without one clears the incident.
+  std::vector<const HistoryRun*> by_time(runs.begin(), runs.end());
+  std::stable_sort(by_time.begin(), by_time.end(), [](const HistoryRun* a, const HistoryRun* b) {
+    return a->started_unix < b->started_unix;
+  });
+  struct Open {
+    Incident inc;
+    std::set<std::string> transports;  // named by its findings ("" for one naming none)
+  };
+  std::map<std::string, Open> failing;  // profile -> open incident
+  auto close_failure = [&](Open& o) {
+    if (o.transports.size() == 1 && !o.transports.begin()->empty())
+      o.inc.transport = *o.transports.begin();
+    std::sort(o.inc.ranks.begin(), o.inc.ranks.end());
+    o.inc.ranks.erase(std::unique(o.inc.ranks.begin(), o.inc.ranks.end()), o.inc.ranks.end());
+    out.push_back(std::move(o.inc));
+  };
+  std::unordered_set<std::string> bandwidth_runs;  // a fail they explain is not a failure
+  for (const auto& i : out) bandwidth_runs.insert(i.run_ids.begin(), i.run_ids.end());
+  for (const auto* r : by_time) {
+    std::vector<const HistoryFinding*> errors;
+    if (auto it = idx.all.find(r->run_id); it != idx.all.end())
+      for (const auto* f : it->second)
+        if (f->severity == results::Severity::error && !is_regression_code(f->code))
+          errors.push_back(f);
+    bool failed = !errors.empty() ||
+                  (r->verdict == results::Outcome::fail && !idx.all.count(r->run_id) &&
+                   !bandwidth_runs.count(r->run_id));
+    auto o = failing.find(r->profile);
+    if (!failed) {
+      if (o != failing.end()) {
+        o->second.inc.cleared_unix = r->started_unix;
+        o->second.inc.cleared_run_id = r->run_id;
+        close_failure(o->second);
+        failing.erase(o);
+      }
+      continue;
+    }
+    if (o == failing.end()) {
+      o = failing.emplace(r->profile, Open{}).first;
+      Incident& inc = o->second.inc;
+      inc.kind = IncidentKind::failure;
+      inc.cluster = r->cluster;
+      inc.profile = r->profile;
+      inc.world_size = r->world_size;
+      inc.onset_unix = r->started_unix;
+      inc.first_run_id = r->run_id;
+      inc.lowest_busbw = inc.baseline_gbps = inc.lowest_ratio = kNaN;
+    }
+    Incident& inc = o->second.inc;
+    inc.run_ids.push_back(r->run_id);
+    inc.last_run_id = r->run_id;
+    inc.last_unix = r->started_unix;
+    if (!inc.worst_verdict ||
+        results::verdict_rank(r->verdict) > results::verdict_rank(*inc.worst_verdict))
+      inc.worst_verdict = r->verdict;
+    for (const auto* f : errors) {
+      add_unique(inc.codes, f->code);
+      for (const auto& h : f->hosts) add_unique(inc.hosts, h);
+      inc.ranks.insert(inc.ranks.end(), f->ranks.begin(), f->ranks.end());
+      o->second.transports.insert(transport_of(*f));
+    }
+    if (!errors.empty()) inc.message = errors.front()->message;
+  }
+  for (auto& [profile, o] : failing) close_failure(o);
+
   std::stable_sort(out.begin(), out.end(), [](const Incident& a, const Incident& b) {
     return a.onset_unix > b.onset_unix;
   });
@@ -494,17 +713,27 @@ std::vector<SizeCurve> size_curves_of(const HistoryRun& run, const nlohmann::jso
   return out;
 }
 
+// The hint of a finding group: the stored verdict's, else the finding table's template (its
+// placeholders left as "<name>").
+std::string hint_of(const std::string& key, const results::AnyCode& code, const ReportInput& in) {
+  if (auto h = in.hints.find(key); h != in.hints.end()) return h->second;
+  if (const auto* fc = results::find_code(code)) return results::fill_template(fc->hint, {});
+  return "";
+}
+
 std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*>& fs,
-                                         const RunIndex& idx) {
+                                         const RunIndex& idx, const ReportInput& in) {
   std::vector<FindingGroup> out;
   std::unordered_map<std::string, std::size_t> at;
   std::unordered_map<std::size_t, std::unordered_set<std::string>> runs_of;
   for (const auto* f : fs) {  // oldest first
-    std::string key = results::finding_dedupe_key(f->code, f->subject, f->message);
+    std::string key = finding_group_key(*f);
     auto [it, fresh] = at.try_emplace(key, out.size());
     if (fresh) {
       FindingGroup g;
       g.code = to_string(f->code);
+      g.hint = hint_of(key, f->code, in);
+      g.hosts_from_runs = true;
       g.severity = to_string(f->severity);
       g.layer = to_string(f->layer);
       g.first_unix = f->started_unix;
@@ -520,8 +749,12 @@ std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*
       g.severity = to_string(f->severity);
     for (int r : f->ranks)
       if (std::find(g.ranks.begin(), g.ranks.end(), r) == g.ranks.end()) g.ranks.push_back(r);
+    if (!f->hosts.empty() && g.hosts_from_runs) {  // named hosts replace the runs' ones
+      g.hosts.clear();
+      g.hosts_from_runs = false;
+    }
     for (const auto& h : f->hosts) add_unique(g.hosts, h);
-    if (f->hosts.empty()) {  // the finding names no host: the run's hosts are the ones concerned
+    if (f->hosts.empty() && g.hosts_from_runs) {  // none named yet: the runs' hosts
       auto r = idx.run.find(f->run_id);
       if (r != idx.run.end())
         for (const auto& h : r->second->hosts) add_unique(g.hosts, h);
@@ -532,6 +765,151 @@ std::vector<FindingGroup> finding_groups(const std::vector<const HistoryFinding*
   std::stable_sort(out.begin(), out.end(), [](const FindingGroup& a, const FindingGroup& b) {
     return a.last_unix > b.last_unix;
   });
+  return out;
+}
+
+// A run's error, then warning findings' codes (distinct), and its first such finding.
+std::vector<results::AnyCode> codes_of_run(const RunIndex& idx, const std::string& run_id,
+                                           const HistoryFinding** first = nullptr) {
+  std::vector<results::AnyCode> out;
+  auto it = idx.all.find(run_id);
+  if (it == idx.all.end()) return out;
+  for (results::Severity sev : {results::Severity::error, results::Severity::warning})
+    for (const auto* f : it->second) {
+      if (f->severity != sev) continue;
+      if (first && !*first) *first = f;
+      add_unique(out, f->code);
+    }
+  return out;
+}
+
+std::vector<const HistoryRun*> newest_first(const std::vector<const HistoryRun*>& runs) {
+  std::vector<const HistoryRun*> out(runs.begin(), runs.end());
+  std::stable_sort(out.begin(), out.end(), [](const HistoryRun* a, const HistoryRun* b) {
+    return a->started_unix > b->started_unix;
+  });
+  return out;
+}
+
+// Per profile: its newest run, its verdict and why, and how long it has been so.
+std::vector<ProfileNow> profile_nows(const std::vector<const HistoryRun*>& runs,
+                                     const RunIndex& idx, const ReportInput& in,
+                                     const ReportOptions& options) {
+  std::map<std::string, std::vector<const HistoryRun*>> by_profile;
+  for (const auto* r : newest_first(runs)) by_profile[r->profile].push_back(r);
+  std::vector<ProfileNow> out;
+  for (const auto& [profile, rs] : by_profile) {
+    const HistoryRun& r = *rs.front();
+    ProfileNow n;
+    n.cluster = r.cluster;
+    n.profile = profile;
+    n.run_id = r.run_id;
+    n.unix = r.started_unix;
+    n.verdict = r.verdict;
+    n.link = verdict_link(options, r);
+    const HistoryFinding* first = nullptr;
+    n.codes = codes_of_run(idx, r.run_id, &first);
+    if (first) {
+      n.message = first->message;
+      n.hint = hint_of(finding_group_key(*first), first->code, in);
+    }
+    for (const auto* x : rs) {
+      if (x->verdict != r.verdict) break;
+      ++n.streak_runs;
+      n.since_unix = x->started_unix;
+    }
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// The hosts findings (warnings and errors) named, by code; findings naming none under "".
+std::vector<HostRow> host_rows(const std::vector<const HistoryRun*>& runs,
+                               const std::vector<const HistoryFinding*>& findings,
+                               std::vector<std::string>& codes_out) {
+  struct Acc {
+    HostRow row;
+    std::set<std::string> runs;
+    std::map<std::string, std::size_t> at;  // code -> index in row.codes
+    std::map<std::string, std::set<std::string>> code_runs;
+  };
+  std::map<std::string, Acc> by_host;
+  std::map<std::string, std::set<std::string>> code_runs;  // code -> runs naming some host
+  for (const auto* f : findings) {
+    if (f->severity == results::Severity::info) continue;
+    std::vector<std::string> hosts = f->hosts;
+    if (hosts.empty()) hosts.push_back("");
+    const std::string code = to_string(f->code);
+    for (const auto& h : hosts) {
+      Acc& a = by_host[h];
+      a.row.host = h;
+      a.runs.insert(f->run_id);
+      a.row.last_unix = std::max(a.row.last_unix, f->started_unix);
+      auto [it, fresh] = a.at.try_emplace(code, a.row.codes.size());
+      if (fresh) {
+        HostCode c;
+        c.code = code;
+        c.severity = to_string(f->severity);
+        c.first_unix = c.last_unix = f->started_unix;
+        c.last_run_id = f->run_id;
+        a.row.codes.push_back(std::move(c));
+      }
+      HostCode& c = a.row.codes[it->second];
+      if (a.code_runs[code].insert(f->run_id).second) ++c.runs;
+      code_runs[code].insert(f->run_id);
+      if (results::severity_rank(f->severity) >
+          results::severity_rank(
+              results::parse_severity(c.severity).value_or(results::Severity::info)))
+        c.severity = to_string(f->severity);
+      c.first_unix = std::min(c.first_unix, f->started_unix);
+      if (f->started_unix >= c.last_unix) {
+        c.last_unix = f->started_unix;
+        c.last_run_id = f->run_id;
+      }
+    }
+  }
+  std::map<std::string, std::size_t> present;
+  for (const auto* r : runs)
+    for (const auto& h : std::set<std::string>(r->hosts.begin(), r->hosts.end())) ++present[h];
+  std::vector<HostRow> out;
+  for (auto& [h, a] : by_host) {
+    a.row.finding_runs = a.runs.size();
+    a.row.runs_present = h.empty() ? 0 : present[h];
+    std::stable_sort(a.row.codes.begin(), a.row.codes.end(),
+                     [](const HostCode& x, const HostCode& y) { return x.runs > y.runs; });
+    out.push_back(std::move(a.row));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const HostRow& a, const HostRow& b) {
+    if (a.host.empty() != b.host.empty()) return b.host.empty();  // the no-host row last
+    if (a.finding_runs != b.finding_runs) return a.finding_runs > b.finding_runs;
+    return a.codes.size() > b.codes.size();  // then the one with more codes; then by name
+  });
+  std::vector<std::pair<std::string, std::size_t>> codes;
+  for (const auto& [c, rs] : code_runs) codes.emplace_back(c, rs.size());
+  std::stable_sort(codes.begin(), codes.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  codes_out.clear();
+  for (const auto& [c, n] : codes) codes_out.push_back(c);
+  return out;
+}
+
+std::vector<RunRow> run_rows(const std::vector<const HistoryRun*>& runs, const RunIndex& idx,
+                             const ReportOptions& options) {
+  std::vector<RunRow> out;
+  for (const auto* r : newest_first(runs)) {
+    if (out.size() >= options.max_run_rows) break;
+    RunRow row;
+    row.run_id = r->run_id;
+    row.unix = r->started_unix;
+    row.duration_s = r->duration_s;
+    row.verdict = r->verdict;
+    row.profile = r->profile;
+    row.world_size = r->world_size;
+    row.hosts = r->hosts;
+    row.codes = codes_of_run(idx, r->run_id);
+    row.link = verdict_link(options, *r);
+    out.push_back(std::move(row));
+  }
   return out;
 }
 
@@ -555,14 +933,26 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
       m.last_unix = std::max(m.last_unix, r->started_unix);
     }
   }
-  for (const auto* f : findings)
+  for (const auto* f : findings) {
     if (is_regression_code(f->code)) idx.regression[f->run_id].push_back(f);
+    idx.all[f->run_id].push_back(f);
+    if (std::string t = transport_of(*f); !t.empty()) idx.named[f->run_id].insert(t);
+  }
+  for (const auto* g : gates) idx.gated[g->run_id].insert(g->transport);
   auto is_regression = [&](const std::string& run_id) { return idx.regression.count(run_id) != 0; };
 
   m.incidents = incidents_of(runs, gates, idx);
-  std::unordered_set<std::string> in_incident;
-  for (const auto& i : m.incidents) in_incident.insert(i.run_ids.begin(), i.run_ids.end());
+  // "Regressed" on the charts and the timeline: runs of a bandwidth incident.
+  std::unordered_set<std::string> in_incident, in_failure;
+  for (const auto& i : m.incidents)
+    (i.kind == IncidentKind::bandwidth ? in_incident : in_failure)
+        .insert(i.run_ids.begin(), i.run_ids.end());
   m.regression_runs = in_incident.size();
+  m.failure_runs = in_failure.size();
+
+  m.now = profile_nows(runs, idx, in, options);
+  m.hosts = host_rows(runs, findings, m.host_codes);
+  m.run_rows = run_rows(runs, idx, options);
 
   // Series per (profile, transport, gate size).
   std::map<std::tuple<std::string, std::string, std::int64_t>, Series> series;
@@ -594,7 +984,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
     s.points = thin(s.points, options.max_points_per_series);
     m.series.push_back(std::move(s));
   }
-  m.latest = latest_states(gates, runs);
+  m.latest = latest_states(gates, runs, idx);
 
   // The newest run's busbw-versus-size curves.
   // (the newest run with a stored verdict that has a curve: one that measured nothing has none)
@@ -634,7 +1024,7 @@ ClusterReport build_cluster(const std::string& cluster, const std::vector<const 
   std::stable_sort(fs.begin(), fs.end(), [](const HistoryFinding* a, const HistoryFinding* b) {
     return a->started_unix < b->started_unix;
   });
-  auto groups = finding_groups(fs, idx);
+  auto groups = finding_groups(fs, idx, in);
   m.finding_groups_total = groups.size();
   if (groups.size() > options.max_findings_rows) groups.resize(options.max_findings_rows);
   m.findings = std::move(groups);

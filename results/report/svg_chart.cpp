@@ -41,7 +41,48 @@ std::string point_title(const ChartPoint& p) {
   return html_escape(t);
 }
 
+// A text label's line box is about 13 px tall at font-size 11: labels closer than this collide.
+constexpr double kLabelGap = 14;
+
+struct MarginLabel {
+  double y;
+  std::string cls, fill, text;
+};
+
+// The labels at x, spread apart (spread_labels) within [lo, hi].
+std::string margin_labels(std::vector<MarginLabel> labels, double x, double lo, double hi) {
+  std::vector<double> ys;
+  for (const auto& l : labels) ys.push_back(l.y);
+  ys = spread_labels(ys, kLabelGap, lo, hi);
+  std::string o;
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    o += "<text class=\"" + labels[i].cls + "\" x=\"" + svg_num(x) + "\" y=\"" + svg_num(ys[i]) +
+         "\" fill=\"" + labels[i].fill + "\">" + html_escape(labels[i].text) + "</text>\n";
+  return o;
+}
+
 }  // namespace
+
+std::vector<double> spread_labels(const std::vector<double>& ys, double gap, double lo, double hi) {
+  const std::size_t n = ys.size();
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return ys[a] < ys[b]; });
+  std::vector<double> y(n);
+  for (std::size_t k = 0; k < n; ++k) y[k] = std::clamp(ys[order[k]], lo, std::max(lo, hi));
+  if (n > 1 && (n - 1) * gap > hi - lo) {  // cannot fit: evenly from lo
+    for (std::size_t k = 0; k < n; ++k) y[k] = lo + static_cast<double>(k) * gap;
+  } else {
+    for (std::size_t k = 1; k < n; ++k) y[k] = std::max(y[k], y[k - 1] + gap);  // push down
+    if (n && y[n - 1] > hi) {                                                   // then up
+      y[n - 1] = hi;
+      for (std::size_t k = n - 1; k-- > 0;) y[k] = std::min(y[k], y[k + 1] - gap);
+    }
+  }
+  std::vector<double> out(n);
+  for (std::size_t k = 0; k < n; ++k) out[order[k]] = y[k];
+  return out;
+}
 
 const char* verdict_color(results::Outcome verdict) {
   switch (verdict) {
@@ -109,16 +150,14 @@ std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGe
            "\" y1=\"" + svg_num(y(b)) + "\" y2=\"" + svg_num(y(b)) + "\" stroke=\"" +
            kBaselineColor + "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"><title>baseline " +
            format_gbps(b) + " GB/s</title></line>\n";
-      if (j + 1 >= s.points.size()) {  // label the band where the chart ends
-        o += "<text class=\"band-label\" x=\"" + svg_num(px1 + 4) + "\" y=\"" + svg_num(y(b) + 4) +
-             "\" fill=\"" + kBaselineColor + "\">baseline " + format_gbps(b) + "</text>\n";
-        if (deg > fail && y(deg) - y(b) > 10)
-          o += "<text class=\"band-label\" x=\"" + svg_num(px1 + 4) + "\" y=\"" +
-               svg_num(y(deg) + 4) + "\" fill=\"#b26a00\">degraded " + format_gbps(deg) +
-               "</text>\n";
-        if (fail > 0 && y(fail) - y(deg) > 10)
-          o += "<text class=\"band-label\" x=\"" + svg_num(px1 + 4) + "\" y=\"" +
-               svg_num(y(fail) + 4) + "\" fill=\"#a31515\">fail " + format_gbps(fail) + "</text>\n";
+      if (j + 1 >= s.points.size()) {  // label the band where the chart ends, labels apart
+        std::vector<MarginLabel> labels{
+            {y(b) + 4, "band-label", kBaselineColor, "baseline " + format_gbps(b)}};
+        if (deg > fail)
+          labels.push_back({y(deg) + 4, "band-label", "#b26a00", "degraded " + format_gbps(deg)});
+        if (fail > 0)
+          labels.push_back({y(fail) + 4, "band-label", "#a31515", "fail " + format_gbps(fail)});
+        o += margin_labels(std::move(labels), px1 + 4, py1 + 4, py0 - 2);
       }
     }
     i = j + 1;
@@ -247,13 +286,23 @@ std::string size_chart_svg(const SizeCurve& c, const ChartGeometry& g) {
            "\" width=\"" + w + "\" height=\"" + svg_num(y(fail) - y(deg)) + "\" fill=\"" +
            kDegradedZone + "\"><title>degraded below " + format_gbps(deg) +
            " GB/s</title></rect>\n";
-    o += "<line class=\"baseline\" x1=\"" + svg_num(sx0 - 10) + "\" x2=\"" + svg_num(sx1 + 10) +
+    o += "<line class=\"baseline\" x1=\"" + svg_num(sx0 - 10) + "\" x2=\"" + svg_num(std::min(px1, sx1 + 10)) +
          "\" y1=\"" + svg_num(y(b)) + "\" y2=\"" + svg_num(y(b)) + "\" stroke=\"" + kBaselineColor +
          "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"><title>baseline " + format_gbps(b) +
          " GB/s at " + format_bytes(c.gate_bytes) + "</title></line>\n";
-    o += "<text class=\"band-label\" x=\"" + svg_num(sx0 - 12) + "\" y=\"" + svg_num(y(b) - 4) +
-         "\" text-anchor=\"end\" fill=\"" + kBaselineColor + "\">baseline " + format_gbps(b) +
-         "</text>\n</g>\n";
+    if (sx1 + 10 < px1)  // a leader from the band to its label in the margin
+      o += "<line class=\"leader\" x1=\"" + svg_num(sx1 + 10) + "\" x2=\"" + svg_num(px1) +
+           "\" y1=\"" + svg_num(y(b)) + "\" y2=\"" + svg_num(y(b)) + "\" stroke=\"" +
+           kBaselineColor + "\" stroke-width=\"0.8\" stroke-dasharray=\"1 3\"/>\n";
+    // Labels in the right margin, apart from each other; the gate label stays inside the plot.
+    std::vector<MarginLabel> labels{
+        {y(b) + 4, "band-label", kBaselineColor, "baseline " + format_gbps(b)}};
+    if (deg > fail)
+      labels.push_back({y(deg) + 4, "band-label", "#b26a00", "degraded " + format_gbps(deg)});
+    if (fail > 0)
+      labels.push_back({y(fail) + 4, "band-label", "#a31515", "fail " + format_gbps(fail)});
+    o += margin_labels(std::move(labels), px1 + 4, py1 + 4, py0 - 2);
+    o += "</g>\n";
   }
 
   // Grid and axes: a tick per power of two (every second one when crowded).

@@ -32,11 +32,18 @@ std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGe
 // busbw versus message size of one run (nccl-tests' table as a chart): x is log2 of the size
 // (ticks at powers of two), y busbw; out-of-place as a solid line with dots, in-place dashed with
 // rings; the baseline band drawn as a column at the gate size (dashed baseline, degraded/fail
-// zones shaded); the headline gate point (the lower of out/in, as gates_of) marked with an arrow
-// and "gate". Root element: <svg class="size-chart" data-cluster data-transport data-run
+// zones shaded) and labelled in the right margin; the headline gate point (the lower of out/in,
+// as gates_of) marked with an arrow and "gate", its label inside the plot, so it never meets the
+// band's labels. Root element: <svg class="size-chart" data-cluster data-transport data-run
 // data-points data-gate-bytes data-gate-place="in|out">; points <circle class="sz out|in"
 // data-bytes>, the mark <g class="gate-mark" data-in-place>.
 std::string size_chart_svg(const SizeCurve& c, const ChartGeometry& g = {});
+
+// Label placement in a chart's right margin: the y positions (text baselines) `ys`, in any order,
+// moved as little as possible so that any two are at least `gap` apart and all lie in [lo, hi]
+// (when they cannot all fit, they are spread evenly from lo). Returns the new positions in the
+// order given. Labels a reader must tell apart ("baseline 0.50" and "degraded 0.30") never overlap.
+std::vector<double> spread_labels(const std::vector<double>& ys, double gap, double lo, double hi);
 
 // Root element: <svg class="timeline-strip" data-cells ...>, cells are <rect class="cell"
 // data-verdict ...><title>...</title></rect>.

@@ -290,6 +290,33 @@ TEST_P(HistoryContract, ClusterIsStoredAndFiltered) {
   EXPECT_TRUE(h.runs(q).empty());
 }
 
+// An import gives each run the file it read it from ("import:<path>", the report's verdict
+// link); a verdict without a source of its own gets the stream's.
+TEST_P(HistoryContract, EachRunOfAStreamCanCarryItsOwnSource) {
+  History h(target_);
+  std::vector<Verdict> vs{run_at(0, 1.0), run_at(1, 1.0), run_at(2, 1.0)};
+  const std::vector<std::string> sources{"import:/runs/launch-a/verdict.json", "",
+                                         "import:/runs/launch-c/verdict.json"};
+  size_t i = 0;
+  auto r = h.add_stream(
+      History::NextSourcedVerdict([&](const Verdict*& v, const std::string*& text,
+                                      const std::string*& source) {
+        if (i == vs.size()) return false;
+        v = &vs[i];
+        text = nullptr;
+        source = sources[i].empty() ? nullptr : &sources[i];
+        ++i;
+        return true;
+      }),
+      "import");
+  EXPECT_EQ(r.added, 3);
+  auto runs = h.runs({});
+  ASSERT_EQ(runs.size(), 3u);
+  EXPECT_EQ(runs[0].source, "import:/runs/launch-a/verdict.json");
+  EXPECT_EQ(runs[1].source, "import");
+  EXPECT_EQ(runs[2].source, "import:/runs/launch-c/verdict.json");
+}
+
 TEST_P(HistoryContract, PruneRemovesOldRunsWithTheirRows) {
   History h(target_);
   std::vector<Verdict> vs;

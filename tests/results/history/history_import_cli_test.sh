@@ -2,8 +2,10 @@
 # `ncclsmoke history import` end to end (harness/history_command.cpp): every file is checked, a bad
 # one is named with its reason and nothing is stored (exit 2), whichever path read it (the
 # one-pass reader for ordinary verdicts, nlohmann + the schema validator for the rest); valid but
-# unusual files (escaped keys) are stored too; local verdicts are skipped; a first import of many
-# files (the bulk load, worker threads) leaves a WAL-mode file and no journal behind.
+# unusual files (escaped keys) are stored too; local verdicts are counted in one line; a first
+# import of many files (the bulk load, worker threads) leaves a WAL-mode file and no journal behind;
+# a run tree as launch leaves it is walked, each run stored with its file; `history list` shows the
+# cluster.
 #   history_import_cli_test.sh NCCLSMOKE_BINARY
 set -euo pipefail
 bin=$1
@@ -56,7 +58,8 @@ verdict r-good-3 | sed 's/"run_id"/"run\\u005fid"/' > "$work/good/c.json"
 verdict r-good-4 'd["ranks"][0]["host"] = "h\u00e9te"' > "$work/good/d.json"
 verdict r-local 'd["scope"] = "local"; d["reporting_rank"] = 1' > "$work/good/e.json"
 out=$("$bin" history import --history "$db" "$work/good" 2>&1) || fail "good import failed: $out"
-grep -q "4 runs added, 0 already stored, 1 local skipped; 4 in total" <<<"$out" || fail "good import: $out"
+grep -q "4 runs added, 0 already stored, 1 local skipped (one rank's view each; the run's global verdict.json is what is stored), 1 run with only local verdicts (rank 0 wrote no verdict.json, e.g. $work/good/e.json); 4 in total" <<<"$out" || fail "good import: $out"
+[[ $(wc -l <<<"$out") -eq 1 ]] || fail "good import printed more than one line: $out"
 ids=$("$bin" history list --history "$db" --json | "$py" -c 'import json,sys; print(" ".join(sorted(r["run_id"] for r in json.load(sys.stdin))))')
 [[ $ids == "r-good-1 r-good-2 r-good-3 r-good-4" ]] || fail "stored runs: $ids"
 out=$("$bin" history import --history "$db" "$work/good" 2>&1) || fail "re-import failed: $out"
@@ -92,4 +95,39 @@ if command -v sqlite3 >/dev/null; then
   mode=$(sqlite3 "$db2" 'PRAGMA journal_mode')
   [[ $mode == wal ]] || fail "after the bulk load the history is in journal mode '$mode', want wal"
 fi
+# A run tree as `launch` leaves it (ncclsmoke-runs/<run id>/verdict.json + verdict.rank<N>.json),
+# one level deeper than the directory named: walked; the global verdicts stored with their path,
+# the local ones counted in the one line (no line per rank); a run whose rank 0 wrote no
+# verdict.json is counted apart. `history list` shows the cluster.
+tree=$work/tree/ncclsmoke-runs
+for run in launch-aaa launch-bbb launch-ccc; do
+  mkdir -p "$tree/$run"
+  verdict "r-$run" > "$tree/$run/verdict.json"
+  for rank in 0 1 2; do
+    verdict "r-$run" "d['scope'] = 'local'; d['reporting_rank'] = $rank" > "$tree/$run/verdict.rank$rank.json"
+  done
+  echo "rank log" > "$tree/$run/rank0.log"
+done
+rm "$tree/launch-ccc/verdict.json"  # rank 0 never wrote the global verdict
+db3=$work/tree.db
+out=$(NCCLSMOKE_CLUSTER=eks-a "$bin" history import --history "$db3" "$work/tree" 2>"$work/tree.err") || fail "tree import failed: $out $(cat "$work/tree.err")"
+[[ ! -s $work/tree.err ]] || fail "tree import wrote to stderr: $(cat "$work/tree.err")"
+[[ $(wc -l <<<"$out") -eq 1 ]] || fail "tree import printed more than one line: $out"
+grep -q "2 runs added, 0 already stored, 9 local skipped" <<<"$out" || fail "tree import counts: $out"
+grep -q "1 run with only local verdicts (rank 0 wrote no verdict.json, e.g. $tree/launch-ccc/verdict.rank0.json)" <<<"$out" || fail "tree import: local-only run not counted: $out"
+src=$("$bin" history list --history "$db3" --json | "$py" -c 'import json,sys; print(" ".join(sorted(r["source"] for r in json.load(sys.stdin))))')
+[[ $src == "import:$tree/launch-aaa/verdict.json import:$tree/launch-bbb/verdict.json" ]] || fail "sources: $src"
+list=$("$bin" history list --history "$db3")
+grep -qE '^started +run +verdict +cluster ' <<<"$list" || fail "history list has no header with a cluster column: $list"
+[[ $(grep -c ' pass  *eks-a  *n=2 ' <<<"$list") -eq 2 ]] || fail "history list does not show the cluster: $list"
+# Relative paths are stored absolute (the report's file:// link works from anywhere).
+(cd "$work/tree" && "$bin" history import --history "$work/rel.db" ncclsmoke-runs/launch-aaa/verdict.json >/dev/null) || fail "relative import"
+src=$("$bin" history list --history "$work/rel.db" --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)[0]["source"])')
+[[ $src == "import:$tree/launch-aaa/verdict.json" ]] || fail "relative source: $src"
+mkdir -p "$work/empty/a/b"
+set +e
+out=$("$bin" history import --history "$work/e.db" "$work/empty" 2>&1); rc=$?
+set -e
+[[ $rc -eq 2 ]] && grep -q "holds no \*.json files (3 directories searched)" <<<"$out" || fail "empty tree: $rc $out"
+
 echo "history import CLI: all checks passed"

@@ -62,6 +62,120 @@ def dump_dom(chromium, html_path, timeout=120):
     return out
 
 
+# Runs inside a copy of the page (the report itself has no script): measures what a reader sees
+# and writes it as JSON into <pre id="ncclsmoke-probe">, which --dump-dom then carries out.
+_PROBE = r"""
+<script>
+(function () {
+  const out = {vw: window.innerWidth, vh: window.innerHeight};
+  const main = document.querySelector('main');
+  out.main_width = main ? main.getBoundingClientRect().width : 0;
+  const overlaps = [];
+  let texts = 0;
+  document.querySelectorAll('svg').forEach(function (svg) {
+    const boxes = [];
+    svg.querySelectorAll('text').forEach(function (t) {
+      if (!t.textContent.trim()) return;
+      const r = t.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0) return;
+      boxes.push({t: t.textContent, r: r});
+    });
+    texts += boxes.length;
+    for (let i = 0; i < boxes.length; i++)
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i].r, b = boxes[j].r;
+        const ix = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const iy = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (ix > 0.5 && iy > 0.5)
+          overlaps.push({svg: svg.getAttribute('class'), a: boxes[i].t, b: boxes[j].t,
+                         ix: ix, iy: iy});
+      }
+  });
+  out.svg_texts = texts;
+  out.overlaps = overlaps;
+  // The page's own labels: verdict counts, cluster chips, tags and badges.
+  const labels = Array.from(document.querySelectorAll(
+      '.count, #clusters li, .tag, .kind, span.verdict, .state')).map(function (el) {
+    return {t: el.textContent, r: el.getBoundingClientRect()};
+  }).filter(function (b) { return b.r.width > 0 && b.r.height > 0; });
+  const html_overlaps = [];
+  for (let i = 0; i < labels.length; i++)
+    for (let j = i + 1; j < labels.length; j++) {
+      const a = labels[i].r, b = labels[j].r;
+      const ix = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+      const iy = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+      if (ix > 0.5 && iy > 0.5)
+        html_overlaps.push({a: labels[i].t, b: labels[j].t, ix: ix, iy: iy});
+    }
+  out.html_labels = labels.length;
+  out.html_overlaps = html_overlaps;
+  const wrapped = [];
+  let dates = 0;
+  document.querySelectorAll('td.date').forEach(function (td) {
+    dates++;
+    const range = document.createRange();
+    range.selectNodeContents(td);
+    const tops = new Set(Array.from(range.getClientRects()).map(function (r) {
+      return Math.round(r.top);
+    }));
+    if (tops.size > 1) wrapped.push(td.textContent);
+  });
+  out.date_cells = dates;
+  out.wrapped_dates = wrapped;
+  out.chips = Array.from(document.querySelectorAll('#clusters li')).map(function (li) {
+    return {cluster: li.dataset.cluster, state: li.dataset.state,
+            border: getComputedStyle(li).borderLeftColor, text: li.textContent};
+  });
+  out.boxes = Array.from(document.querySelectorAll('section.cluster')).map(function (s) {
+    const b = s.querySelector('.regbox');
+    const now = s.querySelector('ul.now li');
+    return {cluster: s.dataset.cluster, state: b ? b.dataset.state : null,
+            border: b ? getComputedStyle(b).borderTopColor : null,
+            now_border: now ? getComputedStyle(now).borderLeftColor : null,
+            now_text: now ? now.innerText : null};
+  });
+  out.run_rows = Array.from(document.querySelectorAll('table.runs tr.run')).map(function (tr) {
+    const a = tr.querySelector('a');
+    const r = tr.getBoundingClientRect();
+    return {run: tr.dataset.run, height: r.height, text: tr.innerText,
+            href: a ? a.getAttribute('href') : null};
+  });
+  const pre = document.createElement('pre');
+  pre.id = 'ncclsmoke-probe';
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>
+"""
+
+
+def layout_probe(chromium, html_path, size=(1280, 2000), timeout=120):
+    """What Chromium laid out for the page at `size`: the viewport and <main> widths, every pair
+    of overlapping <text> boxes in each SVG (getBoundingClientRect) and of the page's own labels
+    (verdict counts, cluster chips, tags, badges), the td.date cells that wrap
+    onto more than one line, the computed colours of the cluster chips, boxes and "now" lines,
+    and the run list's rows (height, visible text, link). Measured in a copy of the page with a
+    probe script added; the report itself has none."""
+    import json
+    with open(html_path, encoding="utf-8") as f:
+        page = f.read()
+    probe_path = html_path + ".probe.html"
+    with open(probe_path, "w", encoding="utf-8") as f:
+        f.write(page.replace("</body>", _PROBE + "</body>", 1))
+    try:
+        rc, out, err = _run_chromium(
+            chromium, ["--dump-dom", f"--window-size={size[0]},{size[1]}"],
+            "file://" + os.path.abspath(probe_path), timeout)
+    finally:
+        os.unlink(probe_path)
+    start = out.find('<pre id="ncclsmoke-probe">')
+    if rc != 0 or start < 0:
+        raise RuntimeError(f"chromium layout probe failed (exit {rc}): {err[-2000:]}")
+    body = out[start + len('<pre id="ncclsmoke-probe">'):out.index("</pre>", start)]
+    import html as _html
+    return json.loads(_html.unescape(body))
+
+
 def _paeth(a, b, c):
     p = a + b - c
     pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
@@ -164,7 +278,14 @@ class DomSummary(HTMLParser):
         self.timeline_cells = 0  # rect.cell inside div.timeline
         self.scripts = 0
         self.imgs = 0
-        self.fetching = []  # elements with src/href
+        self.fetching = []  # elements that would fetch something: src, xlink:href, href but <a>'s
+        self.links = []  # href of each <a>: links a reader follows, nothing is fetched
+        self.now = []  # attrs of each li.now (+ "cluster")
+        self.chips = []  # attrs of each #clusters li
+        self.host_rows = []  # attrs of each tr.host (+ "cluster", "codes": {code: runs})
+        self.run_rows = []  # attrs of each tr.run (+ "cluster", "href")
+        self.hints = []  # text of each td.hint of table.findings (filled as data arrives)
+        self.finding_codes = []  # data-code of each findings row, with its cluster
         self.text = []
 
     def _inside(self, pred):
@@ -184,9 +305,28 @@ class DomSummary(HTMLParser):
         if tag == "img":
             self.imgs += 1
         for k in ("src", "href", "xlink:href"):
-            if k in a:
+            if k in a and not (tag == "a" and k == "href"):
                 self.fetching.append(f"<{tag} {k}={a[k]!r}>")
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
         cluster = self._cluster()
+        if tag == "li" and "now" in cls:
+            self.now.append(dict(a, cluster=cluster))
+        if tag == "li" and self._inside(lambda t, at: t == "ul" and at.get("id") == "clusters"):
+            self.chips.append(dict(a))
+        if tag == "tr" and "host" in cls:
+            self.host_rows.append(dict(a, cluster=cluster, codes={}))
+        if tag == "td" and "hc" in cls and "data-code" in a and self.host_rows:
+            self.host_rows[-1]["codes"][a["data-code"]] = int(a.get("data-runs", "0"))
+        if tag == "tr" and "run" in cls:
+            self.run_rows.append(dict(a, cluster=cluster, href=None))
+        if tag == "a" and self.run_rows and self._inside(lambda t, at: t == "tr" and "run" in (
+                at.get("class") or "").split()):
+            self.run_rows[-1]["href"] = a.get("href")
+        if tag == "tr" and "finding" in cls:
+            self.finding_codes.append((cluster, a.get("data-code")))
+        if tag == "td" and "hint" in cls:
+            self.hints.append("")
         if tag == "section" and "cluster" in cls:
             self.clusters.append(a.get("data-cluster"))
             cluster = a.get("data-cluster")
@@ -237,6 +377,9 @@ class DomSummary(HTMLParser):
 
     def handle_data(self, data):
         self.text.append(data)
+        if self.hints and self.stack and self.stack[-1][0] == "td" and "hint" in (
+                self.stack[-1][1].get("class") or "").split():
+            self.hints[-1] += data
 
 
 def summarize_dom(dom):

@@ -28,5 +28,13 @@ TEST(ReportEscape, MarkdownNeutralisesSyntaxAndNewlines) {
   EXPECT_EQ(markdown_escape("BANDWIDTH_REGRESSION"), "BANDWIDTH\\_REGRESSION");
 }
 
+TEST(ReportEscape, UrlEscapeKeepsOnlyUnreservedCharacters) {
+  EXPECT_EQ(url_escape("20261201T000000Z-1a2b_c.d~e"), "20261201T000000Z-1a2b_c.d~e");
+  EXPECT_EQ(url_escape("a/b c?d#e&f\"g"), "a%2Fb%20c%3Fd%23e%26f%22g");
+  EXPECT_EQ(url_escape("/srv/a b/v.json", /*keep_slash=*/true), "/srv/a%20b/v.json");
+  EXPECT_EQ(url_escape("javascript:x"), "javascript%3Ax");
+  EXPECT_EQ(url_escape("\xC3\xA9"), "%C3%A9");
+}
+
 }  // namespace
 }  // namespace ncclsmoke::report

@@ -28,11 +28,12 @@ GATE_BYTES = 64 << 20
 EXIT_CODES = {"pass": 0, "fail": 1, "degraded": 3, "inconclusive": 4}
 
 
-def real_template(binary, workdir, timeout=120):
-    """The global verdict of a real 2-rank socket run on loopback."""
-    out = os.path.join(workdir, "template-run")
+def real_template(binary, workdir, timeout=120, ranks=2):
+    """The global verdict of a real `ranks`-rank socket run on loopback."""
+    out = os.path.join(workdir, "template-run" if ranks == 2 else f"template-run-{ranks}")
     os.makedirs(out, exist_ok=True)
-    base = [binary, "launch", "-n", "2", "--transports", "socket", "--out-dir", out, "--quiet"]
+    base = [binary, "launch", "-n", str(ranks), "--transports", "socket", "--out-dir", out,
+            "--quiet"]
     attempts = [base + ["--profiles", PROFILES, "--profile", "ci-loopback"], base]
     last = None
     for argv in attempts:
@@ -282,6 +283,143 @@ def fleet(prepared, n, t_end, span_s, seed=11):
                "unmeasured_after": 2 if cluster == "eu-west" else 0, "n": n}
         out[cluster] = (docs, exp)
     return out
+
+
+# A cluster with a failing latest run, failures that are not bandwidth, and three hosts (issue 25),
+# next to a healthy one. gpu-east, n runs (n >= 30), on a 3-rank template:
+#   runs 10-13  TRANSPORT_INIT_FAILED on socket, rank 2 on east-node-c: a failure incident of 4
+#               runs, cleared by run 14;
+#   run 15      RANKS_MISSING "1 of 2 ranks never joined" (that night the job ran 2 ranks): a
+#               failure incident of 1 run, cleared by run 16;
+#   runs 21-24  bandwidth degraded (0.40 GB/s, BANDWIDTH_REGRESSION): a bandwidth incident
+#               cleared by run 25;
+#   run 26      STRAGGLER on east-node-b (degraded, in band);
+#   last 2 runs RANKS_MISSING "1 of 3 ranks never joined: rank 2": the latest run fails, an
+#               ongoing failure incident of 2 runs; the socket key's last number (in band) is not
+#               shown green over them.
+#   The two RANKS_MISSING messages differ; the findings table must show one RANKS_MISSING row.
+# gpu-west: n healthy runs on two hosts.
+INCIDENT_FLEET = ("gpu-east", "gpu-west")
+
+
+def _missing(doc, world, missing_rank):
+    """The run stopped at the rendezvous: `world` ranks, `missing_rank` never joined."""
+    doc["world"]["size"] = world
+    doc["ranks"] = [r for r in doc["ranks"] if r["rank"] < world]
+    for r in doc["ranks"]:
+        if r["rank"] == missing_rank:
+            for k in list(r):
+                if k not in ("rank",):
+                    del r[k]
+            r["status"] = "missing"
+            r["detail"] = "never joined"
+    for p in doc["phases"]:
+        if p["name"] == "rendezvous":
+            p["status"] = "fail"
+            p["detail"] = f"{world - 1}/{world} ranks joined"
+        elif p["name"] != "world":
+            p["status"] = "not_run"
+            p["detail"] = "rendezvous failed"
+
+
+def incident_fleet(prepared3, n, t_end, span_s, seed=5):
+    """{cluster: (docs, expected)} as described above."""
+    assert n >= 30
+    rng = random.Random(seed)
+    step = span_s / max(1, n - 1)
+    out = {}
+    for ci, cluster in enumerate(INCIDENT_FLEET):
+        hosts = [f"{cluster.split('-')[1]}-node-{x}" for x in "abc"]
+        docs = []
+        for i in range(n):
+            t = t_end - span_s + i * step + ci * 11
+            busbw, verdict, findings = rng.gauss(BASELINE * 0.98, 0.02), "pass", []
+            missing = None
+            if cluster == "gpu-east":
+                if 10 <= i <= 13:
+                    busbw, verdict = None, "fail"
+                    f = finding("TRANSPORT_INIT_FAILED", "error",
+                                f"socket: rank 2 (host {hosts[2]}) could not connect to rank 0 "
+                                f"(host {hosts[0]}): connection refused after 3 tries", [2],
+                                [hosts[2]], f"Open the socket transport's ports on {hosts[2]}; "
+                                "check its NetworkPolicy and the interface chosen (lo).")
+                    f["subject"] = {"reporters": [2], "reporter_host": hosts[2],
+                                    "transport": "socket", "phase": "transport:socket",
+                                    "item": "open"}
+                    f["message_template"] = (f"socket: {{reporter}} could not connect to rank 0 "
+                                             f"(host {hosts[0]}): connection refused after 3 tries")
+                    findings.append(f)
+                elif i == 15:
+                    busbw, verdict, missing = None, "fail", (2, 1)
+                elif 21 <= i <= 24:
+                    busbw, verdict = rng.gauss(0.40, 0.01), "degraded"
+                    findings.append(regression_finding(busbw, hosts))
+                elif i == 26:
+                    verdict = "degraded"
+                    findings.append(finding("STRAGGLER", "warning",
+                                            f"rank 1 (host {hosts[1]}) took 2.4x the median "
+                                            "all-reduce time", [1], [hosts[1]],
+                                            f"Look at {hosts[1]}: CPU steal, a throttled NIC."))
+                elif i >= n - 2:
+                    busbw, verdict, missing = None, "fail", (3, 2)
+            if missing:
+                world, rank = missing
+                findings.append(finding("RANKS_MISSING", "error",
+                                        f"1 of {world} ranks never joined within 30 s: rank {rank}",
+                                        [rank], [], "Check that those pods/processes started "
+                                        "(pending pods, crash loops, wrong WORLD_SIZE), and that "
+                                        "they reach MASTER_ADDR (their own verdicts say why)."))
+                findings[-1]["layer"] = "rendezvous"
+            d = vary(prepared3, i, t, busbw, verdict, findings,
+                     hosts if cluster == "gpu-east" else hosts[:2] + [hosts[1]])
+            if missing:
+                _missing(d, *missing)
+            d["run_id"] = d["run_id"][:-8] + f"{ci:02x}{i:06x}"
+            docs.append(d)
+        ids = [d["run_id"] for d in docs]
+        if cluster == "gpu-east":
+            exp = {"now": "fail", "latest_run": ids[-1],
+                   "failure_incidents": [[ids[10], ids[13], 4, ids[14]],
+                                         [ids[15], ids[15], 1, ids[16]],
+                                         [ids[n - 2], ids[n - 1], 2, None]],
+                   "bandwidth_incidents": [[ids[21], ids[24], 4, ids[25]]],
+                   "hosts": {hosts[2]: {"TRANSPORT_INIT_FAILED": 4, "BANDWIDTH_REGRESSION": 4},
+                             hosts[1]: {"BANDWIDTH_REGRESSION": 4, "STRAGGLER": 1},
+                             hosts[0]: {"BANDWIDTH_REGRESSION": 4},
+                             "": {"RANKS_MISSING": 3}},
+                   "ranks_missing_runs": 3}
+        else:
+            exp = {"now": "pass", "latest_run": ids[-1], "failure_incidents": [],
+                   "bandwidth_incidents": [], "hosts": {}}
+        exp["run_ids"] = ids
+        out[cluster] = (docs, exp)
+    return out
+
+
+def write_run_tree(docs, root):
+    """The docs as launch leaves them: root/ncclsmoke-runs/launch-<hex>/verdict.json and one
+    verdict.rank<N>.json per rank (the rank's local view), plus its log. Returns the tree's root
+    and {run_id: path of its verdict.json}."""
+    paths = {}
+    tree = os.path.join(root, "ncclsmoke-runs")
+    for i, d in enumerate(docs):
+        run_dir = os.path.join(tree, f"launch-{i:04x}{abs(hash(d['run_id'])) % (1 << 40):010x}")
+        os.makedirs(run_dir, exist_ok=True)
+        p = os.path.join(run_dir, "verdict.json")
+        with open(p, "w") as f:
+            json.dump(d, f, separators=(",", ":"))
+        paths[d["run_id"]] = p
+        for r in d["ranks"]:
+            if r.get("status") != "joined":
+                continue
+            local = copy.deepcopy(d)
+            local["scope"] = "local"
+            local["reporting_rank"] = r["rank"]
+            with open(os.path.join(run_dir, f"verdict.rank{r['rank']}.json"), "w") as f:
+                json.dump(local, f, separators=(",", ":"))
+            with open(os.path.join(run_dir, f"rank{r['rank']}.log"), "w") as f:
+                f.write("rank log\n")
+    return tree, paths
 
 
 def write_all(docs, directory):

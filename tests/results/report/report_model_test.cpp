@@ -1,13 +1,17 @@
 // The report's model and renderers on rows built in memory (report_rows.h).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "results/report/html_report.h"
 #include "results/report/markdown_report.h"
 #include "results/report/model.h"
 #include "results/report/svg_chart.h"
+#include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
 #include "tests/results/report/report_rows.h"
 
@@ -56,12 +60,14 @@ TEST(ReportModel, ConsecutiveRegressedRunsAreOneIncident) {
   EXPECT_EQ(i.worst_verdict, results::Outcome::fail);
   EXPECT_DOUBLE_EQ(i.lowest_busbw, 0.15);
   EXPECT_EQ(i.hosts, std::vector<std::string>{"vm"});
-  EXPECT_EQ(i.codes, std::vector<results::Code>{results::Code::BANDWIDTH_REGRESSION});
+  EXPECT_EQ(i.kind, IncidentKind::bandwidth);
+  EXPECT_EQ(i.codes, std::vector<results::AnyCode>{results::Code::BANDWIDTH_REGRESSION});
   EXPECT_EQ(i.message, "socket busbw 0.15 GB/s is 20% of 0.74");
   EXPECT_EQ(c.regression_runs, 2u);
   EXPECT_EQ(c.findings_total, 3u);
-  // Two BANDWIDTH_REGRESSION messages differ (numbers), the STRAGGLER is its own: 3 groups.
-  EXPECT_EQ(c.finding_groups_total, 3u);
+  // Two BANDWIDTH_REGRESSION messages differ (numbers), but their code, transport and hosts are
+  // the same: one group; the STRAGGLER is its own: 2 groups.
+  EXPECT_EQ(c.finding_groups_total, 2u);
   EXPECT_EQ(c.findings.front().last_run_id, "run-11");  // newest first
 }
 
@@ -209,7 +215,7 @@ TEST(ReportModel, OneSectionPerClusterAndAClusterFilter) {
 }
 
 // The same finding from every rank of a host (its subject the same, the rank in its message) is
-// one row; rows stored before subjects group only by the same message.
+// one row; rows stored before subjects group by code, transport and hosts, never by the text.
 TEST(ReportModel, PerRankRepeatsOfAFindingAreOneRow) {
   ReportInput in;
   for (int run = 0; run < 3; ++run)
@@ -229,7 +235,7 @@ TEST(ReportModel, PerRankRepeatsOfAFindingAreOneRow) {
                  .ranks = {r}});
   auto m = build_model(in, options_at(kT0 + 600));
   const auto& c = m.clusters.at(0);
-  ASSERT_EQ(c.findings.size(), 3u);
+  ASSERT_EQ(c.findings.size(), 2u);
   int unavailable = 0, old = 0;
   for (const auto& g : c.findings) {
     if (g.code == "TRANSPORT_TIMEOUT") {
@@ -242,7 +248,7 @@ TEST(ReportModel, PerRankRepeatsOfAFindingAreOneRow) {
     EXPECT_EQ(g.hosts, std::vector<std::string>{"vm"});
   }
   EXPECT_EQ(unavailable, 1);
-  EXPECT_EQ(old, 2);
+  EXPECT_EQ(old, 1);  // "an old row 0" and "an old row 1": one code, one host, one row
 }
 
 // busbw by size of the newest run, its headline gate point the lower of out/in (in-place here).
@@ -366,8 +372,8 @@ TEST(ReportHtml, RegressionIsCalledOutAtTheTop) {
             std::string::npos);
   EXPECT_NE(html.find("socket on ci-loopback: 0.15 GB/s at 64 MiB, 20% of baseline 0.74, since"),
             std::string::npos);
-  EXPECT_EQ(count_of(html, "<tr class=\"finding"), 3u);
-  // Self-contained: nothing to fetch.
+  EXPECT_EQ(count_of(html, "<tr class=\"finding"), 2u);
+  // Self-contained: nothing to fetch (no verdict link either: no --verdict-url, no import path).
   EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);
   EXPECT_EQ(html.find("href="), std::string::npos);
@@ -472,9 +478,9 @@ TEST(ReportMarkdown, SummarisesCountsRegressionsAndLatest) {
   EXPECT_NE(md.find("pass 10 \xC2\xB7 degraded 1 \xC2\xB7 fail 16 \xC2\xB7 inconclusive 0"),
             std::string::npos);
   // run-10, run-11 and the 15 fallbacks are consecutive regressed runs: one incident.
-  EXPECT_NE(md.find("Regression incidents (1, 1 ongoing, newest first):"), std::string::npos);
+  EXPECT_NE(md.find("Incidents (1, 1 ongoing, newest first):"), std::string::npos) << md;
   EXPECT_NE(md.find("17 runs from"), std::string::npos);
-  EXPECT_EQ(count_of(md, "SILENT\\_FALLBACK"), 1u) << md;
+  EXPECT_EQ(count_of(md, "  - BANDWIDTH\\_REGRESSION, SILENT\\_FALLBACK: "), 1u) << md;
   EXPECT_NE(md.find("socket on ci-loopback: 0.10 GB/s at 64 MiB, 14% of baseline 0.74"),
             std::string::npos);
   EXPECT_NE(md.find("**fail** since"), std::string::npos);
@@ -511,6 +517,399 @@ TEST(ReportModel, RegressionCodesAreTheEnumsOnly) {
   EXPECT_FALSE(is_regression_code(results::Code::STRAGGLER));
   EXPECT_TRUE(is_regression_code(results::AnyCode::from_text("SILENT_FALLBACK")));
   EXPECT_FALSE(is_regression_code(results::AnyCode::from_text("BANDWIDTH_REGRESSION_V2")));
+}
+
+
+// ---- Now, failure incidents, hosts, run links, hints (issue 25) ----
+
+// A finding row of run `run_id` (as History::findings returns it).
+void add_finding(ReportInput& in, const std::string& run_id, results::Code code,
+                 results::Severity severity, const std::string& message, std::vector<int> ranks,
+                 std::vector<std::string> hosts, results::Subject subject = {}) {
+  results::HistoryFinding f;
+  f.run_id = run_id;
+  for (const auto& r : in.runs)
+    if (r.run_id == run_id) {
+      f.started_unix = r.started_unix;
+      f.profile = r.profile;
+      f.cluster = r.cluster;
+    }
+  f.code = code;
+  f.severity = severity;
+  f.layer = results::Layer::transport;
+  f.message = message;
+  f.ranks = std::move(ranks);
+  f.hosts = std::move(hosts);
+  f.subject = std::move(subject);
+  in.findings.push_back(std::move(f));
+}
+
+// A run that stopped before its transports: no gate row (History stores none without a number).
+void add_unmeasured_run(ReportInput& in, const std::string& id, double t, results::Outcome v,
+                        std::vector<std::string> hosts = {"vm-a", "vm-b", "vm-c"}) {
+  add_run(in, {.run_id = id, .t = t, .verdict = v, .busbw = NAN, .hosts = std::move(hosts)});
+  in.gates.pop_back();
+}
+
+results::Subject socket_subject(int rank, const std::string& host) {
+  return results::reported_by({rank, host}, "transport:socket", "open", "socket");
+}
+
+// The issue's cluster: bandwidth in band, then the latest run fails to open the socket
+// transport. "Now" is that failure (never green), the socket key's state is not shown green
+// over it, and the run it quotes is that run.
+TEST(ReportNow, AFailingLatestRunIsNeverGreen) {
+  ReportInput in;
+  for (int i = 0; i < 4; ++i)
+    add_run(in, {.run_id = "ok-" + std::to_string(i), .t = kT0 + i * 600.0, .busbw = 0.72});
+  add_unmeasured_run(in, "bad", kT0 + 4 * 600.0, results::Outcome::fail);
+  add_finding(in, "bad", results::Code::TRANSPORT_INIT_FAILED, results::Severity::error,
+              "socket: rank 2 (host vm-c) could not connect to rank 0", {2}, {"vm-c"},
+              socket_subject(2, "vm-c"));
+  auto m = build_model(in, options_at(kT0 + 3600));
+  const auto& c = m.clusters.at(0);
+  EXPECT_EQ(c.now_verdict(), results::Outcome::fail);
+  ASSERT_EQ(c.now.size(), 1u);
+  EXPECT_EQ(c.now[0].run_id, "bad");
+  EXPECT_EQ(c.now[0].verdict, results::Outcome::fail);
+  EXPECT_EQ(c.now[0].codes, std::vector<results::AnyCode>{results::Code::TRANSPORT_INIT_FAILED});
+  EXPECT_EQ(c.now[0].streak_runs, 1u);
+  EXPECT_NE(c.now[0].message.find("could not connect"), std::string::npos);
+  EXPECT_NE(describe_now(c.now[0]).find("fail: TRANSPORT_INIT_FAILED"), std::string::npos);
+  ASSERT_EQ(c.latest.size(), 1u);
+  EXPECT_EQ(c.latest[0].state, GateState::ok);            // the last number was in band ...
+  EXPECT_EQ(c.latest[0].shown, GateState::not_measured);  // ... but not shown green over "bad"
+  EXPECT_EQ(c.latest[0].run_id, "bad");
+  EXPECT_EQ(c.latest[0].unmeasured_after, 1u);
+  EXPECT_FALSE(c.regressed_now());  // bandwidth did not regress; the run failed
+
+  auto html = render_html(m);
+  EXPECT_NE(html.find("<li class=\"s-fail\" data-cluster=\"default\" data-state=\"fail\">"),
+            std::string::npos);
+  EXPECT_NE(html.find("failing now"), std::string::npos);
+  EXPECT_EQ(html.find("ok now"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"regbox s-fail\""), std::string::npos);
+  EXPECT_NE(html.find("<li class=\"now s-fail\" data-state=\"fail\""), std::string::npos);
+  EXPECT_EQ(html.find("class=\"latest s-ok\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"latest s-not-measured\""), std::string::npos);
+  auto md = render_markdown(m);
+  EXPECT_NE(md.find("**fail now**"), std::string::npos) << md;
+
+  // The next run passes and measures: green again, and the failure is a cleared incident.
+  add_run(in, {.run_id = "back", .t = kT0 + 5 * 600.0, .busbw = 0.71});
+  m = build_model(in, options_at(kT0 + 3600));
+  EXPECT_EQ(m.clusters[0].now_verdict(), results::Outcome::pass);
+  EXPECT_EQ(m.clusters[0].latest[0].shown, GateState::ok);
+  ASSERT_EQ(m.clusters[0].incidents.size(), 1u);
+  EXPECT_EQ(m.clusters[0].incidents[0].cleared_run_id, "back");
+  EXPECT_NE(render_html(m).find("ok now"), std::string::npos);
+}
+
+// The run quoted for a (profile, transport) key is a run of that key: one that measured the
+// transport, named it in a finding, or measured nothing at all; a socket-only run that failed is
+// not the fabric key's latest run.
+TEST(ReportNow, TheLatestRunOfAKeyIsARunOfThatKey) {
+  ReportInput in;
+  add_run(in, {.run_id = "both", .t = kT0, .busbw = 0.7});
+  add_run(in, {.run_id = "both", .t = kT0, .busbw = 0.6, .transport = "fabric"});
+  in.runs.pop_back();  // one run, two gate rows
+  add_unmeasured_run(in, "socket-fail", kT0 + 600, results::Outcome::fail);
+  add_finding(in, "socket-fail", results::Code::TRANSPORT_INIT_FAILED, results::Severity::error,
+              "socket: connect refused", {0}, {"vm-a"}, socket_subject(0, "vm-a"));
+  auto m = build_model(in, options_at(kT0 + 3600));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.latest.size(), 2u);
+  const auto& fabric = c.latest[0].transport == "fabric" ? c.latest[0] : c.latest[1];
+  const auto& socket = c.latest[0].transport == "socket" ? c.latest[0] : c.latest[1];
+  EXPECT_EQ(fabric.run_id, "both");
+  EXPECT_EQ(fabric.unmeasured_after, 0u);
+  EXPECT_EQ(fabric.shown, GateState::ok);
+  EXPECT_EQ(socket.run_id, "socket-fail");
+  EXPECT_EQ(socket.shown, GateState::not_measured);
+  EXPECT_EQ(c.now_verdict(), results::Outcome::fail);
+
+  // A run that stopped before any transport (RANKS_MISSING) is every key's.
+  add_unmeasured_run(in, "ranks-missing", kT0 + 1200, results::Outcome::fail);
+  add_finding(in, "ranks-missing", results::Code::RANKS_MISSING, results::Severity::error,
+              "1 of 3 ranks never joined within 30 s: rank 2", {2}, {});
+  m = build_model(in, options_at(kT0 + 3600));
+  for (const auto& s : m.clusters[0].latest) {
+    EXPECT_EQ(s.run_id, "ranks-missing") << s.transport;
+    EXPECT_EQ(s.shown, GateState::not_measured) << s.transport;
+  }
+}
+
+// Every failure class is an incident: consecutive failed runs of a (cluster, profile) are one,
+// with its onset, runs, hosts, ranks, codes and the run that cleared it.
+TEST(ReportIncidents, FailuresBecomeIncidentsWithTheRunThatClearedThem) {
+  ReportInput in;
+  int n = 0;
+  auto t = [&] { return kT0 + (n++) * 1800.0; };
+  auto ok = [&](const std::string& id) { add_run(in, {.run_id = id, .t = t(), .busbw = 0.72}); };
+  ok("r0");
+  ok("r1");
+  for (const char* id : {"r2", "r3", "r4"}) {
+    add_unmeasured_run(in, id, t(), results::Outcome::fail);
+    add_finding(in, id, results::Code::TRANSPORT_INIT_FAILED, results::Severity::error,
+                "socket: rank 2 (host vm-c) could not connect", {2}, {"vm-c"},
+                socket_subject(2, "vm-c"));
+  }
+  ok("r5");  // clears it
+  add_run(in, {.run_id = "r6", .t = t(), .verdict = results::Outcome::degraded, .busbw = 0.7,
+               .findings = {{"STRAGGLER", "rank 1 is slow"}}});  // a warning: no failure
+  for (const char* id : {"r7", "r8"}) {
+    add_unmeasured_run(in, id, t(), results::Outcome::fail);
+    add_finding(in, id, results::Code::RANKS_MISSING, results::Severity::error,
+                std::string("1 of 3 ranks never joined within 30 s: rank 2"), {2}, {});
+  }
+  auto m = build_model(in, options_at(kT0 + 20 * 1800.0));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.incidents.size(), 2u);
+  EXPECT_EQ(c.incidents_of(IncidentKind::failure), 2u);
+  EXPECT_EQ(c.failure_runs, 5u);
+  EXPECT_EQ(c.regression_runs, 0u);
+  const auto& newest = c.incidents[0];
+  const auto& first = c.incidents[1];
+  EXPECT_EQ(first.kind, IncidentKind::failure);
+  EXPECT_EQ(first.run_ids, (std::vector<std::string>{"r2", "r3", "r4"}));
+  EXPECT_EQ(first.cleared_run_id, "r5");
+  EXPECT_DOUBLE_EQ(first.onset_unix, kT0 + 2 * 1800.0);
+  EXPECT_EQ(first.hosts, std::vector<std::string>{"vm-c"});
+  EXPECT_EQ(first.ranks, std::vector<int>{2});
+  EXPECT_EQ(first.transport, "socket");
+  EXPECT_EQ(first.codes, std::vector<results::AnyCode>{results::Code::TRANSPORT_INIT_FAILED});
+  EXPECT_EQ(first.worst_verdict, results::Outcome::fail);
+  EXPECT_EQ(describe_incident(first),
+            "TRANSPORT_INIT_FAILED on ci-loopback (socket): 3 runs from 2026-11-18 12:06 UTC, "
+            "cleared after 1 h 30 min (2026-11-18 13:36 UTC)");
+  EXPECT_TRUE(newest.ongoing());
+  EXPECT_EQ(newest.run_ids, (std::vector<std::string>{"r7", "r8"}));
+  EXPECT_EQ(newest.codes, std::vector<results::AnyCode>{results::Code::RANKS_MISSING});
+  EXPECT_TRUE(newest.hosts.empty());  // the missing rank's host is unknown
+  EXPECT_EQ(newest.ranks, std::vector<int>{2});
+  EXPECT_EQ(newest.transport, "");
+
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<li class=\"incident\" data-kind=\"failure\""), 2u);
+  EXPECT_NE(html.find("data-cleared-by=\"r5\""), std::string::npos);
+  EXPECT_NE(html.find("no host named, rank 2"), std::string::npos);
+  auto md = render_markdown(m);
+  EXPECT_NE(md.find("**cleared** failure: TRANSPORT\\_INIT\\_FAILED on ci-loopback (socket)"),
+            std::string::npos)
+      << md;
+}
+
+// Findings are grouped by code and subject data, never by the message: RANKS_MISSING "1 of 3"
+// and "1 of 2" are one row; the same code on two hosts stays two rows. Each row has a hint: the
+// stored verdict's, else the finding table's.
+TEST(ReportFindings, GroupedByCodeAndSubjectWithHints) {
+  ReportInput in;
+  add_unmeasured_run(in, "a", kT0, results::Outcome::fail);
+  add_finding(in, "a", results::Code::RANKS_MISSING, results::Severity::error,
+              "1 of 2 ranks never joined within 30 s: rank 1", {1}, {});
+  add_unmeasured_run(in, "b", kT0 + 60, results::Outcome::fail);
+  add_finding(in, "b", results::Code::RANKS_MISSING, results::Severity::error,
+              "1 of 3 ranks never joined within 30 s: rank 2", {2}, {});
+  add_run(in, {.run_id = "c", .t = kT0 + 120, .verdict = results::Outcome::degraded});
+  add_finding(in, "c", results::Code::STRAGGLER, results::Severity::warning, "rank 1 slow", {1},
+              {"vm-b"});
+  add_finding(in, "c", results::Code::STRAGGLER, results::Severity::warning, "rank 2 slow", {2},
+              {"vm-c"});
+  in.hints[finding_group_key(in.findings[0])] = "Start the missing pods.";
+  EXPECT_EQ(finding_group_key(in.findings[0]), finding_group_key(in.findings[1]));
+  EXPECT_NE(finding_group_key(in.findings[2]), finding_group_key(in.findings[3]));
+  auto m = build_model(in, options_at(kT0 + 600));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.findings.size(), 3u);
+  const FindingGroup* missing = nullptr;
+  for (const auto& g : c.findings)
+    if (g.code == "RANKS_MISSING") missing = &g;
+  ASSERT_NE(missing, nullptr);
+  EXPECT_EQ(missing->runs, 2u);
+  EXPECT_EQ(missing->ranks, (std::vector<int>{1, 2}));
+  EXPECT_EQ(missing->message, "1 of 3 ranks never joined within 30 s: rank 2");  // the newest
+  EXPECT_EQ(missing->hint, "Start the missing pods.");
+  for (const auto& g : c.findings)
+    if (g.code == "STRAGGLER") {  // no stored hint: the finding table's
+      EXPECT_FALSE(g.hint.empty());
+      EXPECT_EQ(g.hint, results::fill_template(results::find_code(results::Code::STRAGGLER)->hint, {}));
+    }
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<tr class=\"finding sev-error\" data-code=\"RANKS_MISSING\""), 1u);
+  EXPECT_NE(html.find("<td class=\"hint\">Start the missing pods.</td>"), std::string::npos);
+  EXPECT_NE(html.find("<th>hint</th>"), std::string::npos);
+  // Dates never wrap: their cells say so.
+  EXPECT_NE(html.find("td.date"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"date\">2026-11-18 11:08 UTC</td>"), std::string::npos);
+}
+
+// The hosts the findings named, by code: three hosts, and the findings that named none apart.
+TEST(ReportHosts, HostsInFindingsByCode) {
+  ReportInput in;
+  for (int i = 0; i < 3; ++i) {
+    std::string id = "f" + std::to_string(i);
+    add_unmeasured_run(in, id, kT0 + i * 60.0, results::Outcome::fail);
+    add_finding(in, id, results::Code::TRANSPORT_INIT_FAILED, results::Severity::error,
+                "socket: rank 2 could not connect", {2}, {"vm-c"}, socket_subject(2, "vm-c"));
+  }
+  add_run(in, {.run_id = "s", .t = kT0 + 300, .verdict = results::Outcome::degraded,
+               .hosts = {"vm-a", "vm-b", "vm-c"}});
+  add_finding(in, "s", results::Code::STRAGGLER, results::Severity::warning, "rank 1 slow", {1},
+              {"vm-b"});
+  add_finding(in, "s", results::Code::BANDWIDTH_REGRESSION, results::Severity::warning, "low", {},
+              {"vm-a", "vm-b", "vm-c"});
+  add_finding(in, "s", results::Code::RESULTS_MISSING, results::Severity::info, "consequence",
+              {}, {"vm-a"});  // info: not counted
+  add_unmeasured_run(in, "m", kT0 + 400, results::Outcome::fail);
+  add_finding(in, "m", results::Code::RANKS_MISSING, results::Severity::error,
+              "1 of 3 ranks never joined", {2}, {});
+  auto m = build_model(in, options_at(kT0 + 600));
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.hosts.size(), 4u);
+  EXPECT_EQ(c.hosts[0].host, "vm-c");  // most runs with findings first
+  EXPECT_EQ(c.hosts[0].finding_runs, 4u);
+  EXPECT_EQ(c.hosts[0].runs_present, 5u);
+  ASSERT_EQ(c.hosts[0].codes.size(), 2u);
+  EXPECT_EQ(c.hosts[0].codes[0].code, "TRANSPORT_INIT_FAILED");
+  EXPECT_EQ(c.hosts[0].codes[0].runs, 3u);
+  EXPECT_EQ(c.hosts[0].codes[0].severity, "error");
+  EXPECT_EQ(c.hosts[0].codes[0].last_run_id, "f2");
+  EXPECT_EQ(c.hosts[1].host, "vm-b");
+  EXPECT_EQ(c.hosts[1].codes.size(), 2u);
+  EXPECT_EQ(c.hosts[2].host, "vm-a");
+  EXPECT_EQ(c.hosts[2].codes.size(), 1u);  // RESULTS_MISSING is info
+  EXPECT_EQ(c.hosts[3].host, "");          // RANKS_MISSING named no host: its own row, last
+  EXPECT_EQ(c.hosts[3].codes.at(0).code, "RANKS_MISSING");
+  EXPECT_EQ(c.host_codes.front(), "TRANSPORT_INIT_FAILED");
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<tr class=\"host\""), 4u);
+  EXPECT_NE(html.find("<tr class=\"host\" data-host=\"vm-c\" data-runs=\"4\">"), std::string::npos);
+  EXPECT_NE(html.find("data-code=\"TRANSPORT_INIT_FAILED\" data-runs=\"3\">3<span"),
+            std::string::npos);
+  EXPECT_NE(html.find("(no host named)"), std::string::npos);
+}
+
+// The run list links each run to its verdict: --verdict-url's template (the run id URL-escaped),
+// else the file an import read it from, else nothing.
+TEST(ReportRuns, RunListLinksEachVerdict) {
+  results::HistoryRun r;
+  r.run_id = "20261201T000000Z-1a2b";
+  ReportOptions o;
+  EXPECT_EQ(verdict_link(o, r), "");
+  r.source = "import:/srv/runs/launch-1/verdict.json";
+  EXPECT_EQ(verdict_link(o, r), "file:///srv/runs/launch-1/verdict.json");
+  r.source = "import:relative.json";  // not a path the page can resolve
+  EXPECT_EQ(verdict_link(o, r), "");
+  r.source = "import:/tmp/a b/#x.json";
+  EXPECT_EQ(verdict_link(o, r), "file:///tmp/a%20b/%23x.json");
+  o.verdict_url = "https://ci.example/v/{run_id}.json?x={run_id}";
+  EXPECT_EQ(verdict_link(o, r),
+            "https://ci.example/v/20261201T000000Z-1a2b.json?x=20261201T000000Z-1a2b");
+  r.run_id = "a/../\"x&y";
+  EXPECT_EQ(verdict_link(o, r), "https://ci.example/v/a%2F..%2F%22x%26y.json?x=a%2F..%2F%22x%26y");
+
+  ReportInput in;
+  for (int i = 0; i < 5; ++i) add_run(in, {.run_id = "run-" + std::to_string(i), .t = kT0 + i * 60.0});
+  auto opt = options_at(kT0 + 600);
+  opt.verdict_url = "https://ci.example/v/{run_id}.json";
+  opt.max_run_rows = 3;
+  auto m = build_model(in, opt);
+  const auto& c = m.clusters.at(0);
+  ASSERT_EQ(c.run_rows.size(), 3u);
+  EXPECT_EQ(c.run_rows[0].run_id, "run-4");  // newest first
+  EXPECT_EQ(c.run_rows[0].link, "https://ci.example/v/run-4.json");
+  auto html = render_html(m);
+  EXPECT_EQ(count_of(html, "<tr class=\"run\""), 3u);
+  EXPECT_NE(html.find("the newest 3 of 5"), std::string::npos);
+  EXPECT_NE(html.find("<a class=\"verdict-link\" href=\"https://ci.example/v/run-4.json\">"),
+            std::string::npos);
+  // The "now" line links its run too; nothing else in the page has an href.
+  EXPECT_EQ(count_of(html, "href="), count_of(html, "<a class=\"verdict-link\" href="));
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+}
+
+// Labels in a chart's margin are spread so no two overlap, and stay inside their range.
+TEST(ReportCharts, MarginLabelsNeverOverlap) {
+  auto ys = spread_labels({100, 104, 98}, 14, 10, 250);
+  ASSERT_EQ(ys.size(), 3u);
+  std::vector<double> sorted = ys;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_GE(sorted[1] - sorted[0], 14 - 1e-9);
+  EXPECT_GE(sorted[2] - sorted[1], 14 - 1e-9);
+  EXPECT_DOUBLE_EQ(ys[2], 98);  // the topmost keeps its place
+  ys = spread_labels({248, 249}, 14, 10, 250);  // at the bottom: pushed up
+  EXPECT_LE(std::max(ys[0], ys[1]), 250);
+  EXPECT_GE(std::fabs(ys[0] - ys[1]), 14 - 1e-9);
+  ys = spread_labels({5, 6, 7}, 14, 10, 20);  // cannot fit: evenly from lo
+  EXPECT_DOUBLE_EQ(*std::min_element(ys.begin(), ys.end()), 10);
+
+  // The size chart: the band's labels in the right margin, the gate label inside the plot,
+  // whatever the gate number (0.50 vs 0.61 overlapped before).
+  auto in = healthy_then_regression();
+  in.verdicts["run-11"] = sweep_verdict_json("run-11", 0.85);
+  auto m = build_model(in, options_at(kT0 + 12 * 3600.0));
+  ASSERT_EQ(m.clusters.at(0).size_curves.size(), 1u);
+  ChartGeometry g;
+  auto svg = size_chart_svg(m.clusters[0].size_curves[0], g);
+  const double px1 = g.width - g.right;
+  std::size_t labels = 0;
+  for (auto p = svg.find("<text class=\"band-label\" x=\""); p != std::string::npos;
+       p = svg.find("<text class=\"band-label\" x=\"", p + 1), ++labels)
+    EXPECT_GE(std::stod(svg.substr(p + 28)), px1) << svg.substr(p, 80);
+  EXPECT_EQ(labels, 3u);  // baseline, degraded, fail
+  auto gate = svg.find("<g class=\"gate-mark\"");
+  ASSERT_NE(gate, std::string::npos);
+  auto text = svg.find("<text x=\"", gate);
+  ASSERT_NE(text, std::string::npos);
+  EXPECT_LE(std::stod(svg.substr(text + 9)), px1);
+  EXPECT_NE(svg.find("text-anchor=\"end\" fill=\"#212121\"", gate), std::string::npos);
+}
+
+
+// From a real (SQLite) history: each finding group's hint comes from the stored verdict (history
+// rows keep no hint), and an imported run's source is its file, the run list's link.
+TEST(ReportInputs, HintsAndVerdictPathsComeFromTheHistory) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("ncclsmoke-report-input-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string db = (dir / "h.db").string();
+  {
+    results::History h(db, true);
+    auto v = results::testing::full_sample();
+    v.started_at = "2026-11-18T11:00:00.000Z";
+    const std::string path = "import:/runs/launch-1/verdict.json";
+    bool given = false;
+    h.add_stream(results::History::NextSourcedVerdict(
+                     [&](const results::Verdict*& out, const std::string*& text,
+                         const std::string*& src) {
+                       if (given) return false;
+                       out = &v;
+                       text = nullptr;
+                       src = &path;
+                       return given = true;
+                     }),
+                 "import");
+  }
+  results::History h(db, false);
+  results::HistoryQuery q;
+  auto in = load_report_input(h, q);
+  ASSERT_EQ(in.runs.size(), 1u);
+  EXPECT_EQ(in.runs[0].source, "import:/runs/launch-1/verdict.json");
+  ReportOptions o;
+  EXPECT_EQ(verdict_link(o, in.runs[0]), "file:///runs/launch-1/verdict.json");
+  ASSERT_EQ(in.findings.size(), 2u);
+  for (const auto& f : in.findings) {
+    auto hint = in.hints.find(finding_group_key(f));
+    ASSERT_NE(hint, in.hints.end()) << to_string(f.code);
+    if (f.code == results::Code::RANKS_MISSING) {  // the verdict's own, its {master} filled in
+      EXPECT_NE(hint->second.find("master.smoke.svc:29500"), std::string::npos) << hint->second;
+    }
+  }
+  auto m = build_model(in, options_at(results::parse_rfc3339("2026-11-18T12:00:00Z")));
+  ASSERT_EQ(m.clusters.size(), 1u);
+  for (const auto& g : m.clusters[0].findings) EXPECT_FALSE(g.hint.empty()) << g.code;
+  fs::remove_all(dir);
 }
 
 }  // namespace

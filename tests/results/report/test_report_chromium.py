@@ -16,6 +16,17 @@
 --part fleet-import: three clusters imported with `NCCLSMOKE_CLUSTER=<name> ncclsmoke history
   import`, reported in one page. Needs the history's cluster column: without it the part exits 77
   (skipped, never passed) and says so.
+--part incidents: a cluster whose latest run fails (RANKS_MISSING), with failures that are not
+  bandwidth (TRANSPORT_INIT_FAILED over 4 runs, then cleared) and three hosts, next to a healthy
+  one (make_verdicts.incident_fleet, on a real 3-rank verdict), laid out as launch leaves its runs
+  (ncclsmoke-runs/launch-*/verdict.json + verdict.rank<N>.json) and imported with `history import
+  ncclsmoke-runs` (one line of counts, nothing on stderr), reported with --verdict-url. Asserts the
+  red state (chip, box and "now" line: data and computed colours; the socket key not green), each
+  incident with the run that cleared it, the per-host view by code, one RANKS_MISSING row for
+  "1 of 2" and "1 of 3", a hint on every findings row, a link per run; and, measured in Chromium
+  by bounding boxes (chromium_check.layout_probe), a full-width page, no two <text> labels of any
+  chart overlapping and no date cell wrapping. docs/report-example.{html,png} are this part's page
+  and screenshot (`--part incidents --keep DIR`, then incidents.{html,png} copied there).
 Exits 77 when chromium is absent. Chromium runs with a temporary profile and is killed on timeout.
 
     /usr/bin/python3 tests/results/report/test_report_chromium.py --binary build/ncclsmoke \
@@ -48,6 +59,22 @@ def paint_checks(st, what):
     check(st["near"]["#2e7d32"] > 200, f"{what}: pass-green is painted")
 
 
+def layout_checks(chromium, html, size, what):
+    """Chromium's layout of the page: full width, no two chart labels or page labels overlapping,
+    no date cell on more than one line. Returns the probe's result."""
+    lay = chromium_check.layout_probe(chromium, html, size)
+    check(lay["main_width"] >= 0.95 * lay["vw"],
+          f"{what}: the page uses the full width ({lay['main_width']:.0f} of {lay['vw']} px)")
+    check(lay["svg_texts"] > 20 and not lay["overlaps"],
+          f"{what}: no two of {lay['svg_texts']} chart labels overlap ({lay['overlaps'][:3]})")
+    check(not lay["html_overlaps"],
+          f"{what}: no two of {lay['html_labels']} page labels (counts, chips, tags, badges) "
+          f"overlap ({lay['html_overlaps'][:3]})")
+    check(lay["date_cells"] > 0 and not lay["wrapped_dates"],
+          f"{what}: no date cell wraps ({lay['date_cells']} cells; {lay['wrapped_dates'][:3]})")
+    return lay
+
+
 def render(chromium, html, png, size):
     chromium_check.screenshot(chromium, html, png, size=size)
     st = chromium_check.pixel_stats(png, near=("#2e7d32", "#c62828", "#ef8f00"))
@@ -70,14 +97,18 @@ def part_single(args, chromium, work):
     check(dom.chart_points.get("pass", 0) > 10 and dom.chart_points.get("fail", 0) > 0 and
           dom.chart_points.get("degraded", 0) > 0,
           f"chart points carry their verdict ({dom.chart_points})")
+    bandwidth = [i for i in dom.incidents if i.get("data-kind") == "bandwidth"]
     want = [[i["data-first-run"], i["data-last-run"], int(i["data-runs"])]
-            for i in reversed(dom.incidents)]  # the page lists newest first
+            for i in reversed(bandwidth)]  # the page lists newest first
     check(want == exp["incidents"],
           f"one incident per step change: {len(exp['incidents'])} expected {exp['incidents']}, "
           f"page has {want}")
     nreg = len(exp["regressions"])
-    check(sum(int(i["data-runs"]) for i in dom.incidents) == nreg,
-          f"the incidents hold every regression run ({nreg})")
+    check(sum(int(i["data-runs"]) for i in bandwidth) == nreg,
+          f"the bandwidth incidents hold every regression run ({nreg})")
+    failures_ = [i for i in dom.incidents if i.get("data-kind") == "failure"]
+    check(len(failures_) == 1 and failures_[0].get("data-codes") == "TRANSPORT_INIT_FAILED",
+          f"the TRANSPORT_INIT_FAILED run is a failure incident ({failures_})")
     check(len(dom.size_charts) == 1 and dom.size_charts[0].get("data-transport") == "socket"
           and dom.size_charts[0]["points"] >= 4 and dom.size_charts[0]["marks"] == 1,
           f"a busbw-versus-size chart of the latest run with one gate mark ({dom.size_charts})")
@@ -88,6 +119,7 @@ def part_single(args, chromium, work):
           f"no script/img element from hostile text (scripts {dom.scripts}, imgs {dom.imgs})")
     check("<script>alert(1)</script>" in dom.all_text, "the hostile message is shown as text")
     check(not dom.fetching, f"nothing fetches: {dom.fetching[:3]}")
+    layout_checks(chromium, html, (1280, 2000), "single")
     return [(html, "report.html"), (png, "report.png")]
 
 
@@ -96,7 +128,7 @@ def fleet_dom_checks(dom, expected, what):
     check(sorted(dom.clusters) == sorted(names),
           f"{what}: one section per cluster {sorted(names)} (got {dom.clusters})")
     for c, e in expected.items():
-        inc = [i for i in dom.incidents if i["cluster"] == c]
+        inc = [i for i in dom.incidents if i["cluster"] == c and i.get("data-kind") == "bandwidth"]
         check(len(inc) == e["incidents"],
               f"{what}: {c}: {e['incidents']} incident(s) (got {len(inc)}: "
               f"{[(i['data-first-run'], i['data-runs']) for i in inc]})")
@@ -105,6 +137,11 @@ def fleet_dom_checks(dom, expected, what):
                   f"{what}: {c}: incident run counts {sorted(e['runs'])}")
         ongoing = sum(i["data-ongoing"] == "true" for i in inc)
         check(ongoing == e["ongoing"], f"{what}: {c}: {e['ongoing']} ongoing (got {ongoing})")
+        if "failure_runs" in e:
+            fi = [int(i["data-runs"]) for i in dom.incidents
+                  if i["cluster"] == c and i.get("data-kind") == "failure"]
+            check(fi == e["failure_runs"],
+                  f"{what}: {c}: failure incidents of {e['failure_runs']} runs (got {fi})")
         lat = [l for l in dom.latest if l["cluster"] == c]
         check(len(lat) == 1 and lat[0]["data-state"] == e["now"],
               f"{what}: {c}: Now says {e['now']} "
@@ -139,6 +176,7 @@ def part_fleet_page(args, chromium, work):
     check(gm and all(m == "true" for m in gm),
           f"fleet page: the gate mark sits on the in-place row, the lower one ({gm})")
     check(dom.scripts == 0 and not dom.fetching, "fleet page: no script, nothing fetched")
+    layout_checks(chromium, html, (1280, 2600), "fleet page")
     return [(html, "fleet.html"), (png, "fleet.png")]
 
 
@@ -180,6 +218,8 @@ def part_fleet_import(args, chromium, work):
                        "now": e["now"], "unmeasured_after": e["unmeasured_after"]}
         if c == "ap-south":
             expected[c]["finding_rows"] = 1
+        # eu-west's two newest runs end in TRANSPORT_TIMEOUT (error): a failure, still ongoing
+        expected[c]["failure_runs"] = [2] if c == "eu-west" else []
     fleet_dom_checks(dom, expected, "fleet import")
     one = os.path.join(work, "one.html")
     p = run([args.binary, "report", "--history", db, "--cluster", "eu-west", "--html", one])
@@ -187,6 +227,125 @@ def part_fleet_import(args, chromium, work):
     check(p.returncode == 0 and d1.clusters == ["eu-west"], f"--cluster eu-west: one section "
           f"({d1.clusters})")
     return [(html, "fleet-import.html"), (png, "fleet-import.png")]
+
+
+RED, GREEN = "rgb(198, 40, 40)", "rgb(46, 125, 50)"
+VERDICT_URL = "https://ci.example/ncclsmoke/{run_id}.json"
+
+
+def part_incidents(args, chromium, work):
+    template = make_verdicts.real_template(args.binary, work, ranks=3)
+    prepared = make_verdicts.prepare(template)
+    n = 30
+    fl = make_verdicts.incident_fleet(prepared, n, time.time() - 3600, 4 * 86400)
+    db = os.path.join(work, "incidents.db")
+    paths = {}
+    for cluster, (docs, _) in fl.items():
+        validated = make_verdicts.validate(docs)
+        if validated is not None:
+            print(f"{cluster}: {validated} generated verdicts validate against verdict.schema.json")
+        tree, p = make_verdicts.write_run_tree(docs, os.path.join(work, "tree-" + cluster))
+        paths.update(p)
+        env = dict(os.environ, NCCLSMOKE_CLUSTER=cluster)
+        r = run([args.binary, "history", "import", "--history", db, tree], env=env)
+        lines = r.stdout.strip().splitlines()
+        locals_ = sum(sum(1 for x in d["ranks"] if x.get("status") == "joined") for d in docs)
+        check(r.returncode == 0 and len(lines) == 1 and not r.stderr.strip(),
+              f"import of {cluster}'s run tree: exit 0, one line, nothing on stderr "
+              f"(got {r.returncode}: {r.stdout!r} {r.stderr[-500:]!r})")
+        check(f"{n} runs added, 0 already stored, {locals_} local skipped" in r.stdout,
+              f"import of {cluster}: {n} runs added, {locals_} local verdicts counted ({r.stdout.strip()})")
+    html = os.path.join(work, "incidents.html")
+    r = run([args.binary, "report", "--history", db, "--since", "14d", "--html", html,
+             "--verdict-url", VERDICT_URL, "--title", "ncclsmoke regression report"])
+    check(r.returncode == 0, f"report exits 0 ({r.stderr.strip()})")
+    png = os.path.join(work, "incidents.png")
+    st, dom = render(chromium, html, png, (1280, 2600))
+    paint_checks(st, "incidents")
+    check(st["near"]["#c62828"] > 200, "incidents: fail-red is painted")
+    east, west = fl["gpu-east"][1], fl["gpu-west"][1]
+
+    # The red state: the chip, the box and the "now" line; the socket key is not shown green.
+    chips = {c["data-cluster"]: c for c in dom.chips}
+    check(chips.get("gpu-east", {}).get("data-state") == "fail" and
+          chips.get("gpu-west", {}).get("data-state") == "pass",
+          f"chips: gpu-east fail, gpu-west pass ({[(k, v.get('data-state')) for k, v in chips.items()]})")
+    now = {x["cluster"]: x for x in dom.now}
+    check(now.get("gpu-east", {}).get("data-state") == "fail" and
+          now["gpu-east"].get("data-run") == east["latest_run"],
+          f"gpu-east: now is fail, from its latest run {east['latest_run']} ({now.get('gpu-east')})")
+    check(now.get("gpu-west", {}).get("data-state") == "pass", "gpu-west: now is pass")
+    lat = [x for x in dom.latest if x["cluster"] == "gpu-east"]
+    check(len(lat) == 1 and lat[0].get("data-shown") == "not-measured" and
+          lat[0].get("data-state") == "ok" and lat[0].get("data-run") == east["latest_run"] and
+          lat[0].get("data-unmeasured-after") == "2",
+          f"gpu-east: socket's last number was in band, not shown green over the 2 failed runs, "
+          f"which it quotes ({lat})")
+
+    # Incidents: each failure and bandwidth step, with the run that cleared it.
+    for kind in ("failure", "bandwidth"):
+        got = [[i["data-first-run"], i["data-last-run"], int(i["data-runs"]),
+                i["data-cleared-by"] or None]
+               for i in reversed(dom.incidents)
+               if i["cluster"] == "gpu-east" and i.get("data-kind") == kind]
+        check(got == east[f"{kind}_incidents"],
+              f"gpu-east: {kind} incidents {east[f'{kind}_incidents']} (got {got})")
+    codes = [i.get("data-codes") for i in dom.incidents
+             if i["cluster"] == "gpu-east" and i.get("data-kind") == "failure"]
+    check(sorted(codes) == ["RANKS_MISSING", "RANKS_MISSING", "TRANSPORT_INIT_FAILED"],
+          f"gpu-east: failure incidents' codes ({codes})")
+    tif = [i for i in dom.incidents if i.get("data-codes") == "TRANSPORT_INIT_FAILED"]
+    check(tif and tif[0].get("data-hosts") == "east-node-c",
+          f"the TRANSPORT_INIT_FAILED incident names its host ({tif})")
+    check(not [i for i in dom.incidents if i["cluster"] == "gpu-west"], "gpu-west: no incident")
+
+    # The per-host view: three hosts by code, and the findings that named none.
+    hosts = {h["data-host"]: h["codes"] for h in dom.host_rows if h["cluster"] == "gpu-east"}
+    check(hosts == east["hosts"], f"gpu-east: hosts by code {east['hosts']} (got {hosts})")
+
+    # Findings: grouped by code and subject, never by text; each with a hint.
+    rm = [c for c in dom.finding_codes if c == ("gpu-east", "RANKS_MISSING")]
+    check(len(rm) == 1, f"gpu-east: one RANKS_MISSING row for '1 of 2' and '1 of 3' ({len(rm)})")
+    check(dom.hints and all(h.strip() for h in dom.hints),
+          f"every findings row has a hint ({len(dom.hints)} rows, {sum(1 for h in dom.hints if not h.strip())} empty)")
+
+    # The run list: every run, each linked to its verdict through --verdict-url.
+    rows = [x for x in dom.run_rows if x["cluster"] == "gpu-east"]
+    check([x["data-run"] for x in rows] == list(reversed(east["run_ids"])),
+          f"gpu-east: the run list has every run, newest first ({len(rows)} of {n})")
+    bad = [x for x in rows if x["href"] != VERDICT_URL.replace("{run_id}", x["data-run"])]
+    check(rows and not bad, f"each run links to its verdict ({bad[:2]})")
+    check(not dom.fetching and dom.scripts == 0, f"nothing fetches, no script ({dom.fetching[:3]})")
+
+    # Laid out by Chromium: full width, no overlapping labels, dates on one line, colours.
+    for size in ((1280, 2600), (1400, 2600), (1000, 2600)):
+        what = f"incidents at {size[0]} px"
+        lay = layout_checks(chromium, html, size, what)
+        check(lay["html_labels"] > 2 * n and lay["date_cells"] > 2 * n,
+              f"{what}: the labels and dates measured include the run list's "
+              f"({lay['html_labels']} labels, {lay['date_cells']} dates)")
+        chip = {c["cluster"]: c for c in lay["chips"]}
+        box = {b["cluster"]: b for b in lay["boxes"]}
+        check(chip["gpu-east"]["border"] == RED and box["gpu-east"]["border"] == RED and
+              box["gpu-east"]["now_border"] == RED and "failing now" in chip["gpu-east"]["text"],
+              f"{what}: gpu-east is painted red: chip, box, now line ({chip['gpu-east']}, "
+              f"{box['gpu-east']})")
+        check(chip["gpu-west"]["border"] == GREEN and box["gpu-west"]["border"] == GREEN and
+              "ok now" in chip["gpu-west"]["text"],
+              f"{what}: gpu-west is painted green ({chip['gpu-west']})")
+        shown = [r for r in lay["run_rows"] if r["height"] > 0 and r["run"] in r["text"]]
+        check(len(shown) == len(lay["run_rows"]) == 2 * n,
+              f"{what}: every run's row is laid out with its id, no hover needed "
+              f"({len(shown)} of {len(lay['run_rows'])})")
+
+    # Without --verdict-url: each run links to the verdict.json the import read.
+    plain = os.path.join(work, "incidents-plain.html")
+    r = run([args.binary, "report", "--history", db, "--since", "14d", "--html", plain])
+    d2 = chromium_check.summarize_dom(open(plain, encoding="utf-8").read())
+    bad = [x for x in d2.run_rows if x["href"] != "file://" + paths[x["data-run"]]]
+    check(r.returncode == 0 and d2.run_rows and not bad,
+          f"without --verdict-url each run links to its imported verdict.json ({bad[:2]})")
+    return [(html, "incidents.html"), (png, "incidents.png")]
 
 
 def main():
@@ -206,7 +365,7 @@ def main():
     try:
         for part in parts:
             fn = {"single": part_single, "fleet-page": part_fleet_page,
-                  "fleet-import": part_fleet_import}[part]
+                  "fleet-import": part_fleet_import, "incidents": part_incidents}[part]
             if part == "fleet-page" and not args.fleet_page:
                 check(False, "--fleet-page is required for part fleet-page")
                 continue

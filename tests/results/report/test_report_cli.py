@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """`ncclsmoke report` end to end, without a browser: a history imported from generated verdicts
-(made from a real launch), the HTML and Markdown it writes, Markdown on stdout, the empty window,
-and the errors (missing history, bad --since, unwritable output: one line, exit 2; a corrupt
-history: one line with the move-aside hint, exit 7).
+(made from a real launch), the HTML and Markdown it writes, Markdown on stdout (also as
+`--markdown -`, and the page as `--html -`: never a file named "-"), the run list's links
+(--verdict-url, else the imported files), the empty window, and the errors (missing history, bad
+--since, unwritable output, --verdict-url without {run_id}, both outputs on stdout: one line,
+exit 2; a corrupt history: one line with the move-aside hint, exit 7).
 
     /usr/bin/python3 tests/results/report/test_report_cli.py --binary build/ncclsmoke
 """
@@ -28,7 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     args = ap.parse_args()
-    b = args.binary
+    b = os.path.abspath(args.binary)
     work = tempfile.mkdtemp(prefix="ncclsmoke-report-cli-")
     try:
         db, exp = build_history(b, work, n=80)
@@ -40,10 +42,11 @@ def main():
         text = open(md, encoding="utf-8").read()
         nreg = len(exp["regressions"])
         check(nreg > 0, f"the scenario has regressions ({nreg})")
-        incidents = re.findall(r'<li class="incident"[^>]*data-runs="(\d+)" data-first-run="'
-                               r'([^"]*)" data-last-run="([^"]*)"', page)
+        incidents = re.findall(r'<li class="incident" data-kind="bandwidth"[^>]*data-runs="(\d+)" '
+                               r'data-first-run="([^"]*)" data-last-run="([^"]*)"', page)
         check(len(incidents) == len(exp["incidents"]),
-              f"one incident per step change ({len(incidents)} of {len(exp['incidents'])})")
+              f"one bandwidth incident per step change ({len(incidents)} of "
+              f"{len(exp['incidents'])})")
         check(sum(int(n) for n, _, _ in incidents) == nreg,
               f"the incidents hold every regression run ({nreg})")
         check(incidents and incidents[0][2] == exp["regressions"][-1],
@@ -56,13 +59,25 @@ def main():
         check("&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script" not in page,
               "the hostile finding message is escaped")
         check("CI &lt;loopback&gt; report" in page, "the title is escaped")
-        check(page.count('<tr class="finding') >= nreg, "the findings table has rows")
+        # Grouped by code and subject, never by text: the regressions' differing messages are one
+        # row that counts their runs.
+        br = re.findall(r'<tr class="finding[^"]*" data-code="BANDWIDTH_REGRESSION" data-runs="(\d+)"',
+                        page)
+        nbr = nreg - 1  # every regression run but the one SILENT_FALLBACK (run 50) has one
+        check(len(br) == 1, f"one BANDWIDTH_REGRESSION row, whatever its numbers ({len(br)})")
+        check(br and int(br[0]) == nbr, f"... counting its {nbr} runs ({br})")
+        check(page.count('<td class="hint">') == page.count('<tr class="finding'),
+              "every findings row has a hint cell")
+        links = re.findall(r'<tr class="run" data-run="([^"]*)"[^>]*>.*?href="([^"]*)"', page)
+        check(len(links) == exp["n"] and all(h.startswith("file:///") and h.endswith(
+            f"/{rid}.json") for rid, h in links),
+              f"each run links to the verdict file it was imported from ({links[:1]})")
         c = exp["counts"]
         check(f"Runs: {exp['n']}" in text, "Markdown: run count")
         check(f"pass {c['pass']} \u00b7 degraded {c['degraded']} \u00b7 fail {c['fail']}" in text,
               f"Markdown: counts by verdict {c}")
-        check(f"Regression incidents ({len(exp['incidents'])}, " in text,
-              "Markdown: regression incidents")
+        check(f"Incidents ({len(exp['incidents']) + 1}, " in text,
+              "Markdown: the incidents (bandwidth, and the TRANSPORT_INIT_FAILED failure)")
         check("### Cluster default" in text, "Markdown: a section per cluster")
         check("socket on ci-loopback:" in text and "of baseline 0.74" in text,
               "Markdown: latest per (profile, transport) with its ratio")
@@ -70,6 +85,22 @@ def main():
         p = run([b, "report", "--history", db])
         check(p.returncode == 0 and p.stdout.startswith("**ncclsmoke regression report**"),
               "no --html/--markdown: Markdown on stdout")
+        # "-" is stdout, never a file named "-"; the one summary line goes to stderr then.
+        p = run([b, "report", "--history", db, "--markdown", "-"], cwd=work)
+        check(p.returncode == 0 and p.stdout.startswith("**ncclsmoke regression report**") and
+              "report: " in p.stderr and not os.path.exists(os.path.join(work, "-")),
+              f"--markdown -: Markdown on stdout, no file '-' ({p.returncode}, {p.stderr!r})")
+        p = run([b, "report", "--history", db, "--html", "-", "--markdown", md,
+                 "--verdict-url", "https://ci.example/v/{run_id}.json"], cwd=work)
+        check(p.returncode == 0 and p.stdout.startswith("<!DOCTYPE html>") and
+              p.stdout.rstrip().endswith("</html>") and not os.path.exists(os.path.join(work, "-")),
+              "--html -: the page on stdout, no file '-'")
+        check(f'href="https://ci.example/v/{exp["regressions"][-1]}.json"' in p.stdout,
+              "--verdict-url: the runs link to the template's URL")
+        usage_error(run([b, "report", "--history", db, "--html", "-", "--markdown", "-"]),
+                    "stdout", "--html - and --markdown -")
+        usage_error(run([b, "report", "--history", db, "--verdict-url", "https://x/v.json"]),
+                    "--verdict-url", "--verdict-url without {run_id}")
 
         empty = os.path.join(work, "empty.html")
         p = run([b, "report", "--history", db, "--since", "2099-01-01T00:00:00Z", "--html", empty])
