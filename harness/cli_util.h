@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace ncclsmoke::harness {
 
@@ -25,5 +26,12 @@ CLI::Validator finite_range(double lo, double hi);
 // A size in [min, max] bytes through the one size parser (transports/options.h: 4096, 512K, 64M,
 // 1G; binary; "MB" refused): "'1MB' is not a size (accepted: a size from 1 to 1024G; ...)".
 CLI::Validator size_check(std::uint64_t min, std::uint64_t max);
+// The same grammar for an option stored as a byte count: checks like size_check, then rewrites
+// the value to its bytes ("512M" -> "536870912"), so `store serve` and `run` read one grammar.
+CLI::Validator size_value(std::uint64_t min, std::uint64_t max);
+
+// The closest of `candidates` to `typo` (edit distance at most 2, or a prefix of 3+ characters);
+// "" when none is close. For "did you mean" on a mistyped flag or command.
+std::string closest_name(const std::string& typo, const std::vector<std::string>& candidates);
 
 }  // namespace ncclsmoke::harness

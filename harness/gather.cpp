@@ -141,12 +141,14 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   roster.reporting_host = ctx.world.hostname;
   roster.store = join_host_port(ctx.world.store_host, static_cast<uint16_t>(ctx.world.store_port));
   auto tj = Clock::now();
+  log_set_phase("judge");
   log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
                                                  : std::string("no profile")));
   auto global = results::judge_world(std::move(views), roster, ctx.profile);
   log_info(phase_end_line("judge", "done", seconds_since(tj),
                           fmt::format("{} findings", global.findings.size())));
   auto tw = Clock::now();
+  log_set_phase("write");
   log_info(phase_start_line("write", ctx.global_path()));
   ctx.write(ctx.global_path(), global);
   log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),

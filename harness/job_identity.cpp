@@ -2,7 +2,9 @@
 #include "harness/env.h"
 #include "harness/launchers.h"
 #include "harness/text.h"
+#include "results/verdict/verdict.h"
 
+#include <cctype>
 #include <cstddef>
 
 #include <fmt/format.h>
@@ -92,6 +94,26 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
     // Allocation failure only: no identity rather than a crash.
   }
   return std::nullopt;
+}
+
+std::string run_id_problem(std::string_view v) {
+  if (v.empty()) return "empty";
+  if (v.size() > 128) return fmt::format("{} characters, more than 128", v.size());
+  if (v.front() == '.' || v.front() == '-') return fmt::format("starts with '{}'", v.front());
+  for (unsigned char c : v)
+    if (!std::isalnum(c) && c != '-' && c != '_' && c != '.')
+      return c < 0x20 || c >= 0x7f ? fmt::format("contains the byte 0x{:02x}", c)
+                                    : fmt::format("contains '{}'", static_cast<char>(c));
+  return "";
+}
+
+std::string make_run_id(std::string_view prefix) {
+  std::string p;
+  for (unsigned char c : prefix.substr(0, 96))
+    p += std::isalnum(c) || c == '-' || c == '_' || c == '.' ? static_cast<char>(c) : '_';
+  while (!p.empty() && (p.front() == '.' || p.front() == '-')) p.erase(0, 1);
+  std::string id = results::new_run_id();
+  return p.empty() ? id : p + "-" + id;
 }
 
 }  // namespace ncclsmoke::harness

@@ -41,4 +41,16 @@ std::optional<JobIdentity> discover_job_identity(const std::optional<std::string
 // Why `value` (after trimming) cannot be a job id ("empty", "contains '/'", ...), or "" if it can.
 std::string job_id_problem(std::string_view value);
 
+// The run id: the verdict's run_id, shared by every rank of one run (rank 0's, adopted through the
+// store). A rank makes its own unless NCCLSMOKE_RUN_ID gives it: `launch` makes one, names its run
+// folder after it and hands it to every rank, so the folder and every verdict (also those of ranks
+// that never reached the store) say the same id.
+inline constexpr const char* kRunIdEnv = "NCCLSMOKE_RUN_ID";
+// Why `value` cannot be a run id, or "" if it can: 1..128 characters, each a letter, digit, '-',
+// '_' or '.' (it names a folder), not starting with '.' or '-'.
+std::string run_id_problem(std::string_view value);
+// A fresh run id: results::new_run_id()'s "20261201T214708Z-55ed3275", after "<prefix>-" when
+// `prefix` is not empty (a job id, its other characters made '_', cut to 96).
+std::string make_run_id(std::string_view prefix);
+
 }  // namespace ncclsmoke::harness

@@ -1,14 +1,29 @@
 // `ncclsmoke launch [--nnodes N --node-rank R] [-n|--nproc-per-node P] [run flags]`: a per-node
 // launcher in the manner of torchrun. It starts this node's P ranks of `ncclsmoke run` (global
 // rank = node rank * P + local rank), waits for them under a deadline, prints the summary of this
-// node's lowest rank (on node 0: rank 0's global verdict) and returns that rank's exit code. Each
-// rank's output goes to OUT_DIR/rank<global rank>.log. What it reads and defaults to is
-// launch_plan.h; with no flags and no launcher variables it is the single-machine launcher it
-// always was (one node, loopback, a free port retried once on a clash).
+// node's lowest rank (on node 0: rank 0's global verdict) and returns that rank's exit code. What
+// it reads and defaults to is launch_plan.h; with no flags and no launcher variables it is the
+// single-machine launcher it always was (one node, loopback, a free port retried once on a clash).
+//
+// The screen (the Relay below): the lowest local rank's stdout on stdout (its live nccl-tests
+// rows and its summary) and its stderr (log lines) on stderr, as `run` prints them; with
+// --verbose (or NCCLSMOKE_LOG_LEVEL=info|debug) every local rank's stderr too, each line
+// prefixed "[rank N] ". Every rank's stdout and stderr also go, line by line, to
+// OUT_DIR/rank<global rank>.log. The lowest rank's summary is held back until every rank ended:
+// first what this node's other ranks found themselves (their own error findings from
+// verdict.rank<N>.json that the shown verdict lacks: a rank 1 that could not resolve
+// MASTER_ADDR says RENDEZVOUS_DNS, where rank 0 only saw it missing), then the summary, then,
+// when a rank exited non-zero, a torchrun-like banner naming the first failure (rank, host, pid,
+// exit code, time, log and verdict), on stderr.
+//
+// One run id: the run folder's name (./ncclsmoke-runs/<run id>/) is handed to every rank as
+// NCCLSMOKE_RUN_ID, the verdicts' run_id. NCCLSMOKE_LOG_LEVEL is checked before any rank starts,
+// and an --out-dir that cannot be written exits 8 naming it, as `run` does.
 #include <CLI/CLI.hpp>
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <spawn.h>
@@ -19,24 +34,36 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <ctime>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
 #include "harness/cli_util.h"
 #include "harness/commands.h"
+#include "harness/env.h"
+#include "harness/job_identity.h"
 #include "harness/job_token.h"
 #include "harness/launch_plan.h"
 #include "harness/log.h"
 #include "harness/run_options.h"
+#include "harness/summary_tables.h"
+#include <nlohmann/json.hpp>
+
 #include "rendezvous/deadline.h"
 #include "rendezvous/net.h"
 #include "rendezvous/signed_store.h"
+#include "rendezvous/store_util.h"
+#include "results/judging/merge.h"
+#include "results/verdict/verdict.h"
 
 extern char** environ;
 
@@ -77,10 +104,10 @@ struct LaunchOptions {
 
 // Where a launch without --out-dir writes: ./ncclsmoke-runs/<run id>/, never the current
 // directory itself (a second launch would overwrite the first's logs and verdicts). The run id
-// is the launch's own random job id when it made one (unique already), else the job id (made
-// safe for a file name; "run" when there is none) and this node's UTC start time. The directory
-// is claimed with a non-recursive create, so two launches in the same second get -2, -3 ...
-std::string claim_run_directory(const LaunchPlan& plan, bool id_made_here, std::string& error) {
+// (job_identity.h: make_run_id) is UTC time plus random hex, after the job id when one was given,
+// and the folder is claimed with a non-recursive create, so a name already taken gets -2, -3 ...
+// and the folder's name is the run id every rank is given.
+std::string claim_run_directory(const std::string& run_id, std::string& error) {
   const fs::path root = "ncclsmoke-runs";
   std::error_code ec;
   fs::create_directories(root, ec);
@@ -89,24 +116,8 @@ std::string claim_run_directory(const LaunchPlan& plan, bool id_made_here, std::
             " (choose another place with --out-dir)";
     return "";
   }
-  std::string base;
-  if (id_made_here) {
-    base = plan.job_id;
-  } else {
-    std::string id = plan.job_id.empty() ? "run" : plan.job_id;
-    for (char& ch : id)
-      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '-' && ch != '_' && ch != '.')
-        ch = '_';
-    if (id.size() > 100) id.resize(100);
-    std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    ::gmtime_r(&t, &tm);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &tm);
-    base = id + "-" + stamp;
-  }
   for (int i = 1; i <= 100; ++i) {
-    fs::path dir = root / (i == 1 ? base : base + "-" + std::to_string(i));
+    fs::path dir = root / (i == 1 ? run_id : run_id + "-" + std::to_string(i));
     if (fs::create_directory(dir, ec)) return dir.string();
     if (ec) {
       error = "cannot create the run directory './" + dir.string() + "': " + ec.message() +
@@ -114,8 +125,21 @@ std::string claim_run_directory(const LaunchPlan& plan, bool id_made_here, std::
       return "";
     }
   }
-  error = "100 run directories named './" + (root / base).string() +
+  error = "100 run directories named './" + (root / run_id).string() +
           "*' already exist (choose another place with --out-dir)";
+  return "";
+}
+
+// "" when a file can be created in `dir` (the ranks' logs and verdicts go there), else why not.
+// Only created and removed, nothing written: a full disk is each rank's own exit 8 (it names
+// the verdict it could not write).
+std::string unwritable(const std::string& dir) {
+  const std::string probe =
+      (fs::path(dir) / (".ncclsmoke-launch-check-" + std::to_string(::getpid()))).string();
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return std::strerror(errno);
+  ::close(fd);
+  ::unlink(probe.c_str());
   return "";
 }
 
@@ -135,13 +159,27 @@ std::vector<std::string> rank_environment(const std::vector<std::pair<std::strin
   return env;
 }
 
+// A rank's stdout and stderr: the write ends of the Relay's pipes, or (-1, -1) for its log file,
+// opened by the rank itself (a rank the launcher does not show, or one whose pipes it could not
+// make).
+struct RankOutput {
+  int out = -1;
+  int err = -1;
+  bool piped() const { return out >= 0 && err >= 0; }
+};
+
 pid_t spawn_rank(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                 const std::string& log_path) {
+                 const std::string& log_path, RankOutput to) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
-                                   O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  if (to.piped()) {
+    posix_spawn_file_actions_adddup2(&actions, to.out, STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, to.err, STDERR_FILENO);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log_path.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   std::vector<char*> argv, envp;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
@@ -203,7 +241,7 @@ void close_cloexec_descriptors() {
 // The forked child's whole life: become the rank an exec would have started, run it, exit.
 [[noreturn]] void run_forked_rank(const std::vector<std::string>& args,
                                   const std::vector<std::string>& env, const std::string& log,
-                                  const sigset_t& old_mask, int nice_increment) {
+                                  RankOutput to, const sigset_t& old_mask, int nice_increment) {
   if (nice_increment > 0) ::setpriority(PRIO_PROCESS, 0, nice_increment);  // best effort
   struct sigaction dfl{};
   dfl.sa_handler = SIG_DFL;
@@ -211,13 +249,19 @@ void close_cloexec_descriptors() {
   ::sigaction(SIGTERM, &dfl, nullptr);
   ::sigaction(SIGINT, &dfl, nullptr);
   ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (out < 0 || in < 0) ::_exit(127);  // what posix_spawn reports as a failed start
-  ::dup2(out, STDOUT_FILENO);
-  ::dup2(out, STDERR_FILENO);
+  if (to.piped()) {
+    // The pipes' ends are close-on-exec; dup2 gives stdout and stderr copies without it.
+    if (in < 0 || ::dup2(to.out, STDOUT_FILENO) < 0 || ::dup2(to.err, STDERR_FILENO) < 0)
+      ::_exit(127);
+  } else {
+    int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out < 0 || in < 0) ::_exit(127);  // what posix_spawn reports as a failed start
+    ::dup2(out, STDOUT_FILENO);
+    ::dup2(out, STDERR_FILENO);
+    ::close(out);
+  }
   ::dup2(in, STDIN_FILENO);
-  ::close(out);
   ::close(in);
   close_cloexec_descriptors();
   ::clearenv();
@@ -247,7 +291,7 @@ void close_cloexec_descriptors() {
 }
 
 pid_t fork_rank(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                const std::string& log_path, int nice_increment) {
+                const std::string& log_path, RankOutput to, int nice_increment) {
   std::cout.flush();
   std::cerr.flush();
   std::fflush(nullptr);  // nothing buffered here may be written twice
@@ -258,7 +302,7 @@ pid_t fork_rank(const std::vector<std::string>& args, const std::vector<std::str
   sigaddset(&block, SIGINT);
   ::sigprocmask(SIG_BLOCK, &block, &old);
   pid_t pid = ::fork();
-  if (pid == 0) run_forked_rank(args, env, log_path, old, nice_increment);
+  if (pid == 0) run_forked_rank(args, env, log_path, to, old, nice_increment);
   int saved = errno;
   ::sigprocmask(SIG_SETMASK, &old, nullptr);
   errno = saved;
@@ -282,41 +326,201 @@ std::vector<std::string> forwarded_run_args(const RunOptions& o) {
   return out;
 }
 
-// Starts this node's ranks once; returns the lowest local rank's exit code.
-// Copies the first rank's log to stdout as it grows, whole lines only, so `launch` is as live
-// as `run` (its progress lines, its sweep rows) instead of printing everything at the end.
-class LogFollower {
- public:
-  explicit LogFollower(std::string path, bool on) : path_(std::move(path)), on_(on) {}
-  // New complete lines since the last call; `all`: also a last line without its newline.
-  void poll(bool all = false) {
-    if (!on_) return;
-    std::ifstream in(path_, std::ios::binary);
-    if (!in) return;
-    in.seekg(0, std::ios::end);
-    const std::streamoff size = in.tellg();
-    if (size <= done_) return;
-    std::string chunk(static_cast<std::size_t>(size - done_), '\0');
-    in.seekg(done_);
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    chunk.resize(static_cast<std::size_t>(in.gcount()));
-    std::size_t end = all ? chunk.size() : chunk.rfind('\n');
-    if (end == std::string::npos) return;
-    if (!all) ++end;
-    std::cout.write(chunk.data(), static_cast<std::streamsize>(end));
-    std::cout.flush();
-    done_ += static_cast<std::streamoff>(end);
+// "ncclsmoke fail (exit 1): run ..." (results/report/summary.h): the human summary's first line.
+bool is_summary_head(const std::string& line) {
+  static const char* const kVerdicts[] = {"pass", "fail", "degraded", "inconclusive"};
+  if (line.rfind("ncclsmoke ", 0) != 0) return false;
+  for (const char* v : kVerdicts) {
+    std::string head = std::string("ncclsmoke ") + v + " (exit ";
+    if (line.rfind(head, 0) == 0) return true;
   }
-  bool printed_any() const { return done_ > 0; }
+  return false;
+}
+
+// What the launcher shows of its ranks, and their log files (see the file comment). Each shown
+// rank writes into two pipes; the Relay reads them as lines arrive, writes every line to the
+// rank's log (so rank<N>.log holds both streams, in arrival order), and routes it: the lowest
+// local rank's stdout to stdout and its stderr to stderr; with `all_ranks` every other local
+// rank's stderr to stderr, prefixed "[rank N] " (their stdout, a summary each, stays in their
+// logs). From the lowest rank's summary head on, its lines are held (held()) for the end.
+class Relay {
+ public:
+  Relay(bool all_ranks, bool prefix) : all_ranks_(all_ranks), prefix_(prefix) {}
+  ~Relay() { close_all(); }
+  Relay(const Relay&) = delete;
+  Relay& operator=(const Relay&) = delete;
+
+  // Pipes for one rank (local 0 is always shown; the others when `all_ranks`). The result is
+  // what the child writes into; not piped() means the rank writes its log file itself.
+  RankOutput attach(int local, int global, const std::string& log_path) {
+    if (local != 0 && !all_ranks_) return {};
+    int out[2] = {-1, -1}, err[2] = {-1, -1};
+    int log = -1;
+    if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
+        (log = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+      for (int fd : {out[0], out[1], err[0], err[1]})
+        if (fd >= 0) ::close(fd);
+      return {};  // too many open files ...: this rank writes its own log, unshown
+    }
+    for (int fd : {out[0], err[0]}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    Shown r;
+    r.local = local;
+    r.global = global;
+    r.log = log;
+    r.streams[0].fd = out[0];
+    r.streams[1].fd = err[0];
+    r.child = {out[1], err[1]};
+    ranks_.push_back(std::move(r));
+    return ranks_.back().child;
+  }
+
+  // The parent's copies of a child's pipe ends, closed once it started (or failed to).
+  void started(int local) {
+    for (auto& r : ranks_)
+      if (r.local == local) {
+        for (int* fd : {&r.child.out, &r.child.err})
+          if (*fd >= 0) {
+            ::close(*fd);
+            *fd = -1;
+          }
+      }
+  }
+
+  // Waits up to `timeout_ms` for output, then takes what there is (whole lines).
+  void pump(int timeout_ms) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Shown*, int>> who;
+    for (auto& r : ranks_)
+      for (int k = 0; k < 2; ++k)
+        if (r.streams[k].fd >= 0) {
+          fds.push_back({r.streams[k].fd, POLLIN, 0});
+          who.emplace_back(&r, k);
+        }
+    if (fds.empty()) {
+      if (timeout_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(timeout_ms));
+      return;
+    }
+    if (::poll(fds.data(), fds.size(), timeout_ms) <= 0) return;
+    for (std::size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents) read_from(*who[i].first, who[i].second);
+    std::cout.flush();
+    std::cerr.flush();
+  }
+
+  // After the ranks ended: what is still in the pipes (a grandchild holding a pipe open must not
+  // keep the launcher: at most ~0.5 s), then each stream's last line without its newline.
+  void finish() {
+    auto until = Clock::now() + std::chrono::milliseconds(500);
+    while (open_streams() && Clock::now() < until) pump(20);
+    for (auto& r : ranks_)
+      for (int k = 0; k < 2; ++k) {
+        auto& st = r.streams[k];
+        if (!st.partial.empty()) line(r, k, std::exchange(st.partial, {}));
+      }
+    std::cout.flush();
+    std::cerr.flush();
+    close_all();
+  }
+
+  bool shown_any() const { return shown_any_; }
+  // The lowest rank's lines from its summary on: [0] stdout, [1] stderr.
+  const std::vector<std::string>& held(int stream) const { return held_[stream]; }
 
  private:
-  std::string path_;
-  bool on_;
-  std::streamoff done_ = 0;
+  struct Stream {
+    int fd = -1;
+    std::string partial;
+  };
+  struct Shown {
+    int local = 0, global = 0;
+    int log = -1;
+    Stream streams[2];  // 0 stdout, 1 stderr
+    RankOutput child;
+  };
+
+  int open_streams() const {
+    int n = 0;
+    for (const auto& r : ranks_) n += (r.streams[0].fd >= 0) + (r.streams[1].fd >= 0);
+    return n;
+  }
+
+  void read_from(Shown& r, int k) {
+    Stream& st = r.streams[k];
+    char buf[65536];
+    for (int turns = 0; turns < 16; ++turns) {
+      ssize_t n = ::read(st.fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {  // EOF (or an error): the rank closed it
+        ::close(st.fd);
+        st.fd = -1;
+        return;
+      }
+      st.partial.append(buf, static_cast<std::size_t>(n));
+      std::size_t start = 0;
+      for (std::size_t nl; (nl = st.partial.find('\n', start)) != std::string::npos; start = nl + 1)
+        line(r, k, st.partial.substr(start, nl - start));
+      st.partial.erase(0, start);
+      if (st.partial.size() > (1u << 20)) line(r, k, std::exchange(st.partial, {}));  // no newline
+    }
+  }
+
+  void line(Shown& r, int k, const std::string& text) {
+    if (r.log >= 0) {
+      std::string out = text + "\n";
+      for (std::size_t done = 0; done < out.size();) {  // best effort: a full disk loses log lines
+        ssize_t n = ::write(r.log, out.data() + done, out.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        done += static_cast<std::size_t>(n);
+      }
+    }
+    if (r.local == 0) {
+      if (!holding_[k] && is_summary_head(text)) holding_[k] = true;
+      if (holding_[k]) {
+        held_[k].push_back(text);
+        return;
+      }
+      shown_any_ = true;
+      if (k == 0)
+        std::cout << text << '\n';
+      else
+        std::cerr << (prefix_ ? "[rank " + std::to_string(r.global) + "] " : "") << text << '\n';
+      return;
+    }
+    if (k == 1) {
+      shown_any_ = true;
+      std::cerr << (prefix_ ? "[rank " + std::to_string(r.global) + "] " : "") << text << '\n';
+    }
+  }
+
+  void close_all() {
+    for (auto& r : ranks_) {
+      for (int* fd : {&r.streams[0].fd, &r.streams[1].fd, &r.child.out, &r.child.err, &r.log})
+        if (*fd >= 0) {
+          ::close(*fd);
+          *fd = -1;
+        }
+    }
+  }
+
+  bool all_ranks_, prefix_;
+  std::vector<Shown> ranks_;
+  bool holding_[2] = {false, false};
+  std::vector<std::string> held_[2];
+  bool shown_any_ = false;
 };
 
+// How one rank ended.
+struct RankEnd {
+  pid_t pid = -1;
+  int code = -1;  // exit status, 128 + signal; -1 still running
+  std::chrono::system_clock::time_point when{};
+};
+
+// Starts this node's ranks once; returns the lowest local rank's exit code.
 int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
-                std::vector<int>& codes, LogFollower& follow) {
+                std::vector<RankEnd>& ends, Relay& relay) {
   const auto& o = lo.run;
   const std::vector<std::string> common = forwarded_run_args(o);
   // auto: exec (a rank exactly as `run` starts it) unless the ranks far outnumber the CPUs,
@@ -370,16 +574,25 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
     if (!plan.job_id_source.empty())
       set.emplace_back("NCCLSMOKE_LAUNCH_JOB_ID_SOURCE", plan.job_id_source);
     if (!plan.job_token.empty()) set.emplace_back("NCCLSMOKE_JOB_TOKEN", plan.job_token);
+    // The run folder's name is every verdict's run_id (run_context.cpp reads it).
+    if (!plan.run_id.empty()) set.emplace_back(kRunIdEnv, plan.run_id);
     const int nice_increment = herd_nice && g != 0 ? kHerdNice : 0;
+    const std::string log = log_path(o, g);
+    const RankOutput to = relay.attach(l, g, log);
     pid_t pid = mode == SpawnMode::kFork
-                    ? fork_rank(args, rank_environment(set), log_path(o, g), nice_increment)
-                                         : spawn_rank(args, rank_environment(set), log_path(o, g));
+                    ? fork_rank(args, rank_environment(set), log, to, nice_increment)
+                    : spawn_rank(args, rank_environment(set), log, to);
+    const int start_errno = errno;
+    relay.started(l);
     if (pid < 0) {
       std::cerr << "ncclsmoke launch: could not start rank " << g << " (local " << l
-                << "): " << std::strerror(errno) << "\n";
+                << "): " << std::strerror(start_errno) << " (its log: " << log << ")\n";
       for (pid_t p : pids) ::kill(p, SIGKILL);
       for (pid_t p : pids) ::waitpid(p, nullptr, 0);
-      codes.assign(pids.size(), 137);
+      ends.assign(pids.size(), RankEnd{});
+      for (std::size_t i = 0; i < pids.size(); ++i)
+        ends[i] = {pids[i], 137, std::chrono::system_clock::now()};
+      relay.finish();
       return kExitFail;
     }
     pids.push_back(pid);
@@ -389,7 +602,8 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
   // then writes its RUN_TERMINATED verdict.
   auto deadline = Clock::now() + std::chrono::milliseconds(
                                      static_cast<long long>((o.timeout_s + 10) * 1000));
-  codes.assign(pids.size(), -1);
+  ends.assign(pids.size(), RankEnd{});
+  for (std::size_t i = 0; i < pids.size(); ++i) ends[i].pid = pids[i];
   std::unordered_map<pid_t, std::size_t> index_of;
   for (std::size_t i = 0; i < pids.size(); ++i) index_of[pids[i]] = i;
   std::size_t left = pids.size();
@@ -398,7 +612,7 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
     if (g_stop_signal && !forwarded) {
       forwarded = true;
       for (std::size_t i = 0; i < pids.size(); ++i)
-        if (codes[i] == -1) ::kill(pids[i], SIGTERM);
+        if (ends[i].code == -1) ::kill(pids[i], SIGTERM);
       deadline = std::min(deadline, Clock::now() + std::chrono::seconds(15));
     }
     // Reap whichever ranks ended (one waitpid per exit, not one per rank per turn: at 1024
@@ -408,26 +622,235 @@ int launch_once(const LaunchOptions& lo, const LaunchPlan& plan, int port,
       pid_t done = ::waitpid(-1, &status, WNOHANG);
       if (done <= 0) break;
       auto it = index_of.find(done);
-      if (it == index_of.end() || codes[it->second] != -1) continue;  // not one of ours
-      codes[it->second] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (it == index_of.end() || ends[it->second].code != -1) continue;  // not one of ours
+      ends[it->second].code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      ends[it->second].when = std::chrono::system_clock::now();
       --left;
     }
-    follow.poll();
-    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Waits for the ranks' output up to 20 ms (the turn's pause).
+    relay.pump(left ? 20 : 0);
   }
   for (std::size_t i = 0; i < pids.size(); ++i)
-    if (codes[i] == -1) {
+    if (ends[i].code == -1) {
       ::kill(pids[i], SIGKILL);
       ::waitpid(pids[i], nullptr, 0);
-      codes[i] = 137;
+      ends[i].code = 137;
+      ends[i].when = std::chrono::system_clock::now();
       std::cerr << "ncclsmoke launch: rank " << plan.global_rank(static_cast<int>(i))
                 << " (host " << local_hostname() << ") did not finish within "
                 << (forwarded ? "15 s of SIGTERM" : "--timeout + 10 s") << "; killed\n";
     }
-  return codes[0];
+  relay.finish();
+  return ends[0].code;
+}
+
+std::optional<results::Verdict> read_verdict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  try {
+    return results::verdict_from_text(text);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::string utc_text(std::chrono::system_clock::time_point t) {
+  std::time_t tt = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  ::gmtime_r(&tt, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// "1 (fail)", "137 (SIGKILL)": an exit status and what it means here (README: Exit codes).
+std::string exit_text(int code) {
+  switch (code) {
+    case kExitPass: return "0 (pass)";
+    case kExitFail: return "1 (fail)";
+    case kExitUsage: return "2 (usage error)";
+    case kExitDegraded: return "3 (degraded)";
+    case kExitInconclusive: return "4 (inconclusive)";
+    case kExitVerdictNotWritten: return "8 (verdict not written)";
+    case 127: return "127 (could not start)";
+    default: break;
+  }
+  if (code > 128 && code < 128 + 65) {
+    const char* name = ::sigabbrev_np(code - 128);
+    return std::to_string(code) + " (killed by " + (name ? std::string("SIG") + name : "signal " + std::to_string(code - 128)) + ")";
+  }
+  return std::to_string(code);
+}
+
+// The error findings this node's ranks made themselves (verdict.rank<N>.json) that `shown` (the
+// verdict on screen) lacks, merged across ranks: what only they saw, such as rank 1's
+// RENDEZVOUS_DNS when rank 0 could only say it never joined.
+std::vector<results::Finding> own_findings_not_shown(const LaunchPlan& plan, const RunOptions& o,
+                                                     const std::optional<results::Verdict>& shown) {
+  std::set<std::string> on_screen;
+  if (shown)
+    for (const auto& f : shown->findings) on_screen.insert(results::finding_dedupe_key(f));
+  std::vector<results::Finding> out;
+  for (int l = 0; l < plan.nproc_per_node; ++l) {
+    const int g = plan.global_rank(l);
+    if (shown && shown->scope == results::Scope::local && shown->reporting_rank == g) continue;
+    auto v = read_verdict((fs::path(o.out_dir) / ("verdict.rank" + std::to_string(g) + ".json")).string());
+    if (!v) continue;
+    for (auto& f : v->findings)
+      if (f.severity == results::Severity::error && !on_screen.count(results::finding_dedupe_key(f)))
+        out.push_back(std::move(f));
+  }
+  results::dedupe_findings(out);
+  return out;
+}
+
+std::string own_findings_block(const std::vector<results::Finding>& found) {
+  if (found.empty()) return "";
+  constexpr std::size_t kMax = 12, kMaxMessage = 600;
+  std::string s = "this node's ranks found (their own verdicts, verdict.rank<N>.json):\n";
+  for (std::size_t i = 0; i < found.size() && i < kMax; ++i) {
+    const auto& f = found[i];
+    std::string msg = f.message.size() > kMaxMessage ? f.message.substr(0, kMaxMessage) + "..." : f.message;
+    s += "  ERROR: " + msg + " [" + results::to_string(f.code) + "]\n";
+    if (!f.hint.empty()) s += "    hint: " + f.hint + "\n";
+  }
+  if (found.size() > kMax)
+    s += "  ... and " + std::to_string(found.size() - kMax) + " more (verdict.rank<N>.json)\n";
+  return s + "\n";
+}
+
+// torchrun's failure banner: the first rank that exited non-zero (the root cause, as observed),
+// and the others. On stderr, also with --quiet.
+std::string failure_banner(const LaunchPlan& plan, const RunOptions& o,
+                           const std::vector<RankEnd>& ends) {
+  std::vector<std::size_t> failed;
+  for (std::size_t i = 0; i < ends.size(); ++i)
+    if (ends[i].code != 0) failed.push_back(i);
+  if (failed.empty()) return "";
+  std::stable_sort(failed.begin(), failed.end(),
+                   [&](std::size_t a, std::size_t b) { return ends[a].when < ends[b].when; });
+  const std::string host = local_hostname();
+  const std::string rule(72, '='), thin(72, '-');
+  auto entry = [&](std::size_t i, std::size_t n) {
+    const int l = static_cast<int>(i), g = plan.global_rank(l);
+    const std::string verdict =
+        (fs::path(o.out_dir) / ("verdict.rank" + std::to_string(g) + ".json")).string();
+    std::string e = "[" + std::to_string(n) + "]:\n";
+    e += "  time      : " + utc_text(ends[i].when) + "\n";
+    e += "  host      : " + host + "\n";
+    e += "  rank      : " + std::to_string(g) + " (local_rank: " + std::to_string(l) + ")\n";
+    std::string code = exit_text(ends[i].code);
+    code = code.back() == ')' ? code.substr(0, code.size() - 1) + "; pid: " : code + " (pid: ";
+    e += "  exitcode  : " + code + std::to_string(ends[i].pid) + ")\n";
+    e += "  log       : " + log_path(o, g) + "\n";
+    auto v = read_verdict(verdict);
+    e += "  verdict   : " + (v ? verdict : verdict + " (not written)") + "\n";
+    if (v) {
+      std::vector<results::Finding> errors;
+      for (const auto& f : v->findings)
+        if (f.severity == results::Severity::error) errors.push_back(f);
+      results::dedupe_findings(errors);
+      if (!errors.empty()) {
+        std::string msg = errors[0].message;
+        if (msg.size() > 300) msg = msg.substr(0, 300) + "...";
+        e += "  finding   : " + results::to_string(errors[0].code) + ": " + msg +
+             (errors.size() > 1 ? " (and " + std::to_string(errors.size() - 1) + " more)" : "") + "\n";
+      }
+    }
+    return e;
+  };
+  std::string b = rule + "\n";
+  b += "ncclsmoke launch FAILED: " + std::to_string(failed.size()) + " of " +
+       std::to_string(ends.size()) + " rank" + (ends.size() == 1 ? "" : "s") + " on node " +
+       std::to_string(plan.node_rank) + " (host " + host + ") exited non-zero\n";
+  b += thin + "\nFailures:\n";
+  constexpr std::size_t kMaxOthers = 8;
+  if (failed.size() == 1) b += "  <NO_OTHER_FAILURES>\n";
+  for (std::size_t k = 1; k < failed.size() && k <= kMaxOthers; ++k) {
+    std::string e = entry(failed[k], k);
+    std::size_t at = 0;
+    for (std::size_t nl; (nl = e.find('\n', at)) != std::string::npos; at = nl + 1)
+      b += "  " + e.substr(at, nl - at + 1);
+  }
+  if (failed.size() > kMaxOthers + 1)
+    b += "  ... and " + std::to_string(failed.size() - kMaxOthers - 1) + " more\n";
+  b += thin + "\nRoot Cause (first observed failure):\n";
+  std::string e = entry(failed[0], 0);
+  std::size_t at = 0;
+  for (std::size_t nl; (nl = e.find('\n', at)) != std::string::npos; at = nl + 1)
+    b += "  " + e.substr(at, nl - at + 1);
+  return b + rule + "\n";
+}
+
+// One JSON log line (harness/log.h's shape: time, rank, host, level, phase, message, code) for
+// launch's own lines under --log-format json, where every line of the process is one object.
+std::string json_log_line(std::string_view level, const std::string& message,
+                          const std::string& code = "", int rank = -1) {
+  const auto now = std::chrono::system_clock::now();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  std::string time = utc_text(now);
+  time.insert(time.size() - 1, "." + std::string(ms < 100 ? (ms < 10 ? "00" : "0") : "") + std::to_string(ms));
+  nlohmann::json j = {{"time", time},
+                      {"rank", rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank)},
+                      {"host", local_hostname()},
+                      {"level", level},
+                      {"phase", "launch"},
+                      {"message", message}};
+  if (!code.empty()) j["code"] = code;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+// The banner's root cause on one line (for --log-format json): rank, exit, pid, time, log and
+// its first error finding's code; "" when every rank exited 0.
+std::string first_failure_json(const LaunchPlan& plan, const RunOptions& o,
+                               const std::vector<RankEnd>& ends) {
+  std::size_t failed = 0, first = ends.size();
+  for (std::size_t i = 0; i < ends.size(); ++i)
+    if (ends[i].code != 0) {
+      ++failed;
+      if (first == ends.size() || ends[i].when < ends[first].when) first = i;
+    }
+  if (!failed) return "";
+  const int l = static_cast<int>(first), g = plan.global_rank(l);
+  const std::string verdict =
+      (fs::path(o.out_dir) / ("verdict.rank" + std::to_string(g) + ".json")).string();
+  std::string code, what;
+  if (auto v = read_verdict(verdict))
+    for (const auto& f : v->findings)
+      if (f.severity == results::Severity::error) {
+        code = results::to_string(f.code);
+        what = ": " + f.message;
+        break;
+      }
+  return json_log_line(
+      "error",
+      "ncclsmoke launch FAILED: " + std::to_string(failed) + " of " + std::to_string(ends.size()) +
+          " ranks exited non-zero; first failure: rank " + std::to_string(g) + " (local_rank " +
+          std::to_string(l) + "), exit " + exit_text(ends[first].code) + ", pid " +
+          std::to_string(ends[first].pid) + ", at " + utc_text(ends[first].when) + ", log " +
+          log_path(o, g) + ", verdict " + verdict + what,
+      code, g);
 }
 
 int launch(LaunchOptions lo) {
+  // Checked before anything starts: every rank would refuse it, each in its own log.
+  const std::string log_env = env(kLogLevelEnv).value_or("");
+  if (!log_env.empty() && !parse_log_level(log_env)) {
+    std::cerr << "ncclsmoke launch: error: " << kLogLevelEnv << "='" << log_env
+              << "' is not a log level (accepted: " << kLogLevelNames << "); no rank was started\n";
+    return kExitUsage;
+  }
+  std::string given_run_id;
+  if (auto id = env(kRunIdEnv)) {
+    if (auto why = run_id_problem(*id); !why.empty()) {
+      std::cerr << "ncclsmoke launch: error: " << kRunIdEnv << "="
+                << rendezvous::printable(*id, 96) << " is not a run id: " << why
+                << " (use letters, digits, '-', '_' and '.', at most 128); no rank was started\n";
+      return kExitUsage;
+    }
+    given_run_id = *id;
+  }
   auto planned = plan_launch(lo.flags, process_environment(), local_hostname(),
                              count_nvidia_devices());
   if (auto* err = std::get_if<LaunchError>(&planned)) {
@@ -456,20 +879,28 @@ int launch(LaunchOptions lo) {
       return kExitFail;
     }
   }
+  // One run id: the folder's name. On several nodes each node names its own folder; rank 0's id
+  // (node 0's) is the one every verdict that reached the store carries.
+  plan.run_id = given_run_id.empty() ? make_run_id(id_made_here ? "" : plan.job_id) : given_run_id;
   if (!lo.out_dir_given) {
     std::string error;
-    lo.run.out_dir = claim_run_directory(plan, id_made_here, error);
+    lo.run.out_dir = claim_run_directory(plan.run_id, error);
     if (lo.run.out_dir.empty()) {
-      std::cerr << "ncclsmoke launch: " << error << "\n";
-      return kExitUsage;
+      std::cerr << "ncclsmoke launch: " << error << "; no rank was started (exit "
+                << kExitVerdictNotWritten << ")\n";
+      return kExitVerdictNotWritten;
     }
+    plan.run_id = fs::path(lo.run.out_dir).filename().string();
   }
+  // An --out-dir nobody can write is `run`'s exit 8, said once here, before any rank starts.
   std::error_code ec;
   fs::create_directories(lo.run.out_dir, ec);
-  if (ec) {
-    std::cerr << "ncclsmoke launch: cannot create --out-dir '" << lo.run.out_dir
-              << "': " << ec.message() << "\n";
-    return kExitUsage;
+  std::string why = ec ? ec.message() : unwritable(lo.run.out_dir);
+  if (!why.empty()) {
+    std::cerr << "ncclsmoke launch: cannot write to --out-dir '" << lo.run.out_dir
+              << "': " << why << "; no rank was started, no log or verdict could be written (exit "
+              << kExitVerdictNotWritten << ")\n";
+    return kExitVerdictNotWritten;
   }
   struct sigaction sa{};
   sa.sa_handler = on_stop_signal;
@@ -477,8 +908,40 @@ int launch(LaunchOptions lo) {
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
 
+  // What the screen shows (the Relay): every local rank's log lines with --verbose or a talking
+  // NCCLSMOKE_LOG_LEVEL; prefixed by rank unless the lines are JSON objects (they carry it).
+  const auto level = parse_log_level(log_env);
+  const bool all_ranks = !lo.run.quiet && (lo.run.verbose || (level && *level <= LogLevel::info));
+  std::string log_format = lo.run.log_format.empty() ? env(kLogFormatEnv).value_or("text")
+                                                     : lo.run.log_format;
+  for (auto& c : log_format) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool json_lines = log_format == "json";
+  // Text tables: launch's own lines go with the summary on stdout; csv/json: stdout is the
+  // table alone, so they go to stderr.
+  const bool text_table = parse_table_format(lo.run.table_format).value_or(TableFormat::text) ==
+                          TableFormat::text;
+  std::ostream& human = text_table ? std::cout : std::cerr;
+  // launch's own lines: on `human`, or one JSON object each on stderr.
+  auto say = [&](const std::string& line) {
+    if (json_lines)
+      std::cerr << json_log_line("info", line.substr(std::string("ncclsmoke launch: ").size()))
+                << std::flush;
+    else
+      human << line << std::endl;
+  };
+
   const int first = plan.global_rank(0), last = plan.global_rank(plan.nproc_per_node - 1);
-  std::vector<int> codes;
+  // Verbose with many ranks: three descriptors a shown rank (two pipes and its log).
+  if (all_ranks) {
+    rlimit rl{};
+    const rlim_t want = static_cast<rlim_t>(3 * plan.nproc_per_node + 64);
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < want) {
+      rl.rlim_cur = std::min(want, rl.rlim_max);
+      ::setrlimit(RLIMIT_NOFILE, &rl);  // best effort: a rank without pipes writes its own log
+    }
+  }
+  std::vector<RankEnd> ends;
+  std::unique_ptr<Relay> relay;
   int code = kExitFail;
   for (int attempt = 0; attempt < 2; ++attempt) {
     int port = plan.master_port;
@@ -488,39 +951,72 @@ int launch(LaunchOptions lo) {
       return kExitFail;
     }
     if (!lo.run.quiet && attempt == 0)
-      std::cout << "ncclsmoke launch: node " << plan.node_rank << "/" << plan.nnodes << " (host "
-                << local_hostname() << "): ranks " << first << ".." << last << " of "
-                << plan.world_size() << ", master " << rendezvous::join_host_port(plan.master_addr, static_cast<uint16_t>(port))
-                << ", job id " << (plan.job_id.empty() ? "(none)" : plan.job_id)
-                << (plan.job_id_source.empty() ? "" : " (from " + plan.job_id_source + ")")
-                << ", " << token_note << "; logs and verdicts in " << lo.run.out_dir << std::endl;
-    LogFollower follow(log_path(lo.run, first), !lo.run.quiet);
-    code = launch_once(lo, plan, port, codes, follow);
+      say("ncclsmoke launch: node " + std::to_string(plan.node_rank) + "/" +
+          std::to_string(plan.nnodes) + " (host " + local_hostname() + "): ranks " +
+          std::to_string(first) + ".." + std::to_string(last) + " of " +
+          std::to_string(plan.world_size()) + ", master " +
+          rendezvous::join_host_port(plan.master_addr, static_cast<uint16_t>(port)) + ", job id " +
+          (plan.job_id.empty() ? "(none)" : plan.job_id) +
+          (plan.job_id_source.empty() ? "" : " (from " + plan.job_id_source + ")") + ", run id " +
+          plan.run_id + ", " + token_note + "; logs and verdicts in " + lo.run.out_dir);
+    relay = std::make_unique<Relay>(all_ranks, all_ranks && !json_lines);
+    code = launch_once(lo, plan, port, ends, *relay);
     std::ifstream log(log_path(lo.run, first));
     std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
     bool clash = text.find("cannot serve the store on port") != std::string::npos;
-    // The port was taken between our probe and rank 0's bind.
+    // The port was taken between our probe and rank 0's bind: its summary is not shown.
     if (clash && plan.retry_new_port && attempt == 0 && !g_stop_signal) {
-      if (follow.printed_any() && !lo.run.quiet)
-        std::cout << "ncclsmoke launch: port " << port
-                  << " was taken before rank 0 could bind it; starting again on another port"
-                  << std::endl;
+      if (!lo.run.quiet)
+        say("ncclsmoke launch: port " + std::to_string(port) +
+            " was taken before rank 0 could bind it; starting again on another port");
       continue;
     }
-    follow.poll(/*all=*/true);  // what the ranks wrote after the last turn
     break;
   }
+  // First what this node's ranks found themselves and the shown verdict lacks, then the held
+  // summary (the lowest rank's, as `run` prints it), then the banner of the first failure.
+  const bool quiet = lo.run.quiet;
+  if (!quiet) {
+    std::optional<results::Verdict> shown;
+    if (plan.node_rank == 0)
+      shown = read_verdict(lo.run.json_path.empty()
+                               ? (fs::path(lo.run.out_dir) / "verdict.json").string()
+                               : lo.run.json_path);
+    if (!shown)
+      shown = read_verdict(
+          (fs::path(lo.run.out_dir) / ("verdict.rank" + std::to_string(first) + ".json")).string());
+    const auto found = own_findings_not_shown(plan, lo.run, shown);
+    if (json_lines) {
+      for (const auto& f : found)
+        std::cerr << json_log_line("error", f.message, results::to_string(f.code),
+                                   f.subject.reporters.empty() ? -1 : f.subject.reporters.front());
+    } else {
+      // Before the summary, on the stream the summary is on.
+      (relay->held(0).empty() && !relay->held(1).empty() ? std::cerr : human)
+          << own_findings_block(found);
+    }
+  }
+  for (const auto& l : relay->held(1)) std::cerr << l << "\n";
+  for (const auto& l : relay->held(0)) std::cout << l << "\n";
+  std::cout.flush();
   // Said even with --quiet: a rank whose verdict file is missing must never look like a pass.
-  for (std::size_t l = 0; l < codes.size(); ++l)
-    if (codes[l] == kExitVerdictNotWritten)
+  for (std::size_t l = 0; l < ends.size(); ++l)
+    if (ends[l].code == kExitVerdictNotWritten)
       std::cerr << "ncclsmoke launch: rank " << plan.global_rank(static_cast<int>(l))
                 << " could not write its verdict (exit " << kExitVerdictNotWritten << "); see "
                 << log_path(lo.run, plan.global_rank(static_cast<int>(l))) << "\n";
-  if (!lo.run.quiet) {
-    std::cout << "ranks' exit codes:";
-    for (std::size_t l = 0; l < codes.size(); ++l)
-      std::cout << " " << plan.global_rank(static_cast<int>(l)) << "=" << codes[l];
-    std::cout << "; logs and verdicts in " << lo.run.out_dir << "\n";
+  std::cerr << (json_lines ? first_failure_json(plan, lo.run, ends)
+                          : failure_banner(plan, lo.run, ends))
+            << std::flush;
+  if (!quiet) {
+    std::size_t failed = 0;
+    for (const auto& e : ends) failed += e.code != 0;
+    const std::string ranks = "ranks " + std::to_string(first) + ".." + std::to_string(last);
+    say("ncclsmoke launch: " +
+        (failed == 0 ? ranks + " all exited 0"
+                     : std::to_string(failed) + " of " + ranks +
+                           " exited non-zero (the first failure is above)") +
+        "; run " + plan.run_id + "; logs and verdicts in " + lo.run.out_dir);
   }
   return code;
 }
@@ -534,21 +1030,27 @@ void register_launch_command(CLI::App& app, Action& action) {
       "Start this node's ranks (like torchrun: --nnodes/--node-rank/--nproc-per-node, else "
       "training-operator's PET_* variables) and print its lowest rank's verdict");
   auto* g = "Launch (default: PET_* variables, else one node on loopback)";
-  cmd->add_option("-n,--ranks,--nproc-per-node", lo->flags.nproc_per_node,
+  // torchrun's spellings work too (--nproc_per_node, --node_rank, --master_addr, --master_port),
+  // so a torchrun command line can swap in `ncclsmoke launch`.
+  cmd->add_option("-n,--ranks,--nproc-per-node,--nproc_per_node", lo->flags.nproc_per_node,
                   "Ranks on this node (else PET_NPROC_PER_NODE; default 4)")
+      ->type_name("INT")
       ->group(g);
   cmd->add_option("--nnodes", lo->flags.nnodes, "Nodes in the job (else PET_NNODES; default 1)")
+      ->type_name("N|N:N")
       ->group(g);
-  cmd->add_option("--node-rank", lo->flags.node_rank,
+  cmd->add_option("--node-rank,--node_rank", lo->flags.node_rank,
                   "This node's index, 0..nnodes-1 (else PET_NODE_RANK; default 0 on one node)")
+      ->type_name("INT")
       ->group(g);
-  cmd->add_option("--master-addr", lo->flags.master_addr,
+  cmd->add_option("--master-addr,--master_addr", lo->flags.master_addr,
                   "Node 0's address, where its first rank hosts the store (else PET_MASTER_ADDR, "
                   "MASTER_ADDR; default 127.0.0.1 on one node)")
       ->group(g);
-  cmd->add_option("--master-port", lo->flags.master_port,
+  cmd->add_option("--master-port,--master_port", lo->flags.master_port,
                   "The store's port (else PET_MASTER_PORT, MASTER_PORT; default a free loopback "
                   "port on one node, 29500 on several)")
+      ->type_name("PORT")
       ->group(g);
   cmd->add_option("--spawn", lo->spawn,
                   "How ranks start: exec (a fresh `ncclsmoke run` each), fork (from this "

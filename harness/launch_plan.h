@@ -46,6 +46,9 @@ struct LaunchPlan {
   // The job token handed to every rank as NCCLSMOKE_JOB_TOKEN ("" none: the ranks read their own
   // environment). One node: made per launch unless one is set (launch_command.cpp).
   std::string job_token;
+  // The run id (job_identity.h), handed to every rank as NCCLSMOKE_RUN_ID: the run folder's name
+  // when launch made the folder ("" none: each rank makes its own, rank 0's wins).
+  std::string run_id;
   // Where each value came from, for the launcher's first line ("--nnodes", "PET_NNODES", ...).
   std::string nnodes_from, node_rank_from, nproc_from, addr_from, port_from;
 

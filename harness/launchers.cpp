@@ -282,16 +282,6 @@ std::string launcher_choices() {
   return out + ", flags";
 }
 
-std::vector<std::string> launcher_values() {
-  std::vector<std::string> out{"auto"};
-  for (const auto& l : kLaunchers) {
-    out.emplace_back(l.name);
-    for (const char* a : l.aliases) out.emplace_back(a);
-  }
-  out.emplace_back("flags");
-  return out;
-}
-
 std::optional<std::string> trainjob_name(const std::string& host) {
   auto pod = split_index(trim(host));
   if (!pod) return std::nullopt;

@@ -71,8 +71,6 @@ const LauncherSpec* launcher_of(results::WorldSource source);
 results::TerminationCause termination_of(results::WorldSource source);
 // "auto, torchrun, pytorchjob, ..., flags": every --launcher value, for the help and hints.
 std::string launcher_choices();
-// Every accepted --launcher spelling: auto, each name and alias, flags (the CLI's check).
-std::vector<std::string> launcher_values();
 
 // Host-name patterns (the controllers' own naming), for detection and the job identity.
 // "<tj>-node-<j>-<i>" -> "<tj>" (Trainer v2 TrainJob pods: <tj>-node-0-<i>).

@@ -18,6 +18,7 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   const auto& w = ctx.world;
   const auto& join = s.join;
   auto t0 = Clock::now();
+  log_set_phase("mesh");
   log_info(phase_start_line("mesh", fmt::format("{} ranks", join.present.size())));
   MeshOptions m;
   m.rank = w.rank;

@@ -275,6 +275,7 @@ std::string store_dial_host(const RunContext& ctx) {
 bool rendezvous_step(RunContext& ctx, StoreSession& s) {
   const auto& w = ctx.world;
   auto t0 = Clock::now();
+  log_set_phase("rendezvous");
   log_info(phase_start_line(
       "rendezvous", ctx.hosts_store()
                         ? fmt::format("serving the store on port {}", w.master_port)

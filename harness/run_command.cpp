@@ -10,6 +10,7 @@
 
 #include "harness/commands.h"
 #include "harness/env.h"
+#include "harness/job_identity.h"
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "harness/run_session.h"
@@ -24,6 +25,28 @@ int run_smoke(const RunOptions& options) {
                           kLogLevelEnv, log_env, kLogLevelNames));
     return kExitUsage;
   }
+  // NCCLSMOKE_RUN_ID (launch sets it: its run folder's name) becomes every verdict's run_id.
+  if (auto id = env(kRunIdEnv); id && !run_id_problem(*id).empty()) {
+    log_error(fmt::format("ncclsmoke: error: {}='{}' is not a run id: {} (use letters, digits, "
+                          "'-', '_' and '.', at most 128)",
+                          kRunIdEnv, *id, run_id_problem(*id)));
+    return kExitUsage;
+  }
+  // --log-format, else NCCLSMOKE_LOG_FORMAT (checked at the door too), and --color.
+  std::string format_text = options.log_format;
+  const char* format_from = "--log-format";
+  if (format_text.empty()) {
+    format_text = env(kLogFormatEnv).value_or("text");
+    format_from = kLogFormatEnv;
+  }
+  auto format = parse_log_format(format_text);
+  if (!format) {
+    log_error(fmt::format("ncclsmoke: error: {}='{}' is not a log format (accepted: text, json)",
+                          format_from, format_text));
+    return kExitUsage;
+  }
+  log_configure(*format, parse_color_mode(options.color).value_or(ColorMode::automatic),
+                env("NO_COLOR").value_or(""));
   // Until the rank is known: run lines marked "rank ?", warnings and errors only.
   log_for_rank(-1, run_log_level(-1, options.quiet, false, log_env));
   return RunSession(options, log_env).run();

@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "harness/commands.h"
+#include "harness/env.h"
+#include "harness/job_identity.h"
 #include "harness/progress.h"
 #include "ncclsmoke/version.h"
 #include "results/verdict/env_allowlist.h"
@@ -23,6 +25,10 @@ RunContext::RunContext(RunOptions options, std::string env)
   run_deadline = start + ms(o.timeout_s);
   steps_deadline = run_deadline - std::min(kVerdictReserve, ms(o.timeout_s) / 4);
   record.verdict = results::new_verdict(-1);
+  // Given by launch (checked at the door, run_command.cpp), so its run folder and every verdict
+  // of the run carry one id; rank 0's is adopted by the others through the store as always.
+  if (auto id = harness::env(kRunIdEnv); id && run_id_problem(*id).empty())
+    record.verdict.run_id = *id;
   record.verdict.env = results::allowlisted_env();
   record.verdict.versions["ncclsmoke"] = kVersion;
 }

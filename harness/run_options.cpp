@@ -125,10 +125,13 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
     app.add_option("--rank", o.world.rank, "This process's rank (else the launcher's: RANK, "
                                            "OMPI_COMM_WORLD_RANK, SLURM_PROCID, PET_NODE_RANK, "
                                            "LWS_WORKER_INDEX, JOB_COMPLETION_INDEX, ...)")
+        ->type_name("INT")
         ->group(g);
     app.add_option("--world-size", o.world.world_size, "Number of ranks (else WORLD_SIZE, ...)")
+        ->type_name("INT")
         ->group(g);
     app.add_option("--local-rank", o.world.local_rank, "Rank on this node (else LOCAL_RANK, ...)")
+        ->type_name("INT")
         ->group(g);
     app.add_option("--master-addr", o.world.master_addr, "Rank 0's address (else MASTER_ADDR)")
         ->group(g);
@@ -144,7 +147,14 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                    fmt::format("Whose environment to read: {} (harness/launchers.cpp; auto "
                                "detects them in that order)",
                                launcher_choices()))
-        ->check(CLI::IsMember(launcher_values(), CLI::ignore_case))
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              std::string l = v;
+              for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              if (l == "auto" || l == "flags" || launcher_named(l)) return "";
+              return fmt::format("'{}' is not a launcher (accepted: {})", v, launcher_choices());
+            },
+            "LAUNCHER"))
         ->group(g)
         ->capture_default_str();
     app.add_option("--store", o.world.store,
@@ -272,7 +282,8 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   });
   auto* out = "Output";
   app.add_option("--history", o.history_path,
-                 "Run history (SQLite, created if absent): rank 0 records the global verdict")
+                 "Run history: an SQLite file (created if absent) or a "
+                 "postgresql://user:pass@host/db URL; rank 0 records the global verdict")
       ->group(out);
   app.add_option("--out-dir", o.out_dir,
                  "Directory for verdict.rank<N>.json (every rank) and verdict.json (rank 0)")
@@ -285,6 +296,25 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                "NCCLSMOKE_LOG_LEVEL=debug|info|warn|error|off)")
       ->group(out)
       ->excludes(quiet);
+  app.add_option("--log-format", o.log_format,
+                 "Shape of the log lines on stderr: text, or json (one object a line: time, "
+                 "rank, host, level, phase, message, code; for Loki or Fluent Bit; also "
+                 "NCCLSMOKE_LOG_FORMAT)")
+      ->check(CLI::IsMember({"text", "json"}, CLI::ignore_case))
+      ->group(out);
+  app.add_option("--color", o.color,
+                 "Colour the level of log lines: auto (stderr is a terminal and NO_COLOR is "
+                 "unset), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}, CLI::ignore_case))
+      ->group(out)
+      ->capture_default_str();
+  app.add_option("--table-format", o.table_format,
+                 "The bandwidth table: text (nccl-tests' columns on stdout, live rows as measured "
+                 "and the summary at the end), or csv / json (stdout holds the summary table "
+                 "alone, for scripts; the human summary goes to stderr)")
+      ->check(CLI::IsMember({"text", "csv", "json"}, CLI::ignore_case))
+      ->group(out)
+      ->capture_default_str();
   app.add_option("--hold-after-join", o.hold_after_join_s,
                  "Testing aid: pause this long after the join barrier")
       ->check(seconds_check(true, "--hold-after-join"))->group("");
@@ -341,6 +371,9 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   }
   if (o.no_check) a.push_back("--no-check");
   if (o.verbose) a.push_back("--verbose");
+  if (o.table_format != "text") opt("--table-format", o.table_format);
+  opt("--log-format", o.log_format);
+  if (o.color != "auto") opt("--color", o.color);
   if (o.gate) a.push_back("--gate");
   if (o.hold_after_join_s > 0) opt("--hold-after-join", num(o.hold_after_join_s));
   return a;

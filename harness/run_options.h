@@ -33,7 +33,10 @@ struct RunOptions {
   std::string out_dir = ".";      // verdict.rank<N>.json (every rank), verdict.json (rank 0)
   std::string json_path;          // overrides the global verdict's path
   bool quiet = false;
+  std::string log_format;  // --log-format text|json ("" : NCCLSMOKE_LOG_FORMAT, else text)
+  std::string color = "auto";  // --color auto|always|never (harness/log.h)
   bool verbose = false;           // every rank logs its progress (default: rank 0 only)
+  std::string table_format = "text";  // --table-format text|csv|json (harness/summary_tables.h)
   // Transports (issue: host transports). "none" runs no transport.
   std::string transports = "socket";
   std::string min_bytes = "1M";

@@ -12,7 +12,7 @@
 #include "harness/commands.h"  // kExitVerdictNotWritten
 #include "harness/gather.h"
 #include "harness/mesh_step.h"
-#include "harness/transport_phase.h"  // transport_table
+#include "harness/summary_tables.h"
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
 #include "rendezvous/net.h"
@@ -102,8 +102,25 @@ int RunSession::finish() {
   // A clean goodbye: peers must not read this rank's exit as a death.
   live_.stop();
   if (store_.server) store_.server->stop();
-  if (!ctx_.o.quiet) std::cout << results::human_summary(shown) << transport_table(shown) << std::flush;
+  if (log_is_json()) log_verdict_json(shown);
+  print_run_summary(shown, ctx_.o.table_format, ctx_.o.quiet);  // harness/summary_tables.h
   return ctx_.exit_code(shown);
+}
+
+// With --log-format json every line of the process is one JSON object (a container's stdout and
+// stderr end in one log stream): the summary's headline and each warning or error finding, with
+// its code, are log lines instead of the human summary on stdout (verdict.json holds the rest).
+void RunSession::log_verdict_json(const results::Verdict& shown) const {
+  log_set_phase("verdict");
+  const std::string summary = results::human_summary(shown);
+  log_line(shown.exit_code == 0 ? LogLevel::info : LogLevel::error,
+           summary.substr(0, summary.find('\n')));
+  for (const auto& f : shown.findings) {
+    if (f.severity != results::Severity::error && f.severity != results::Severity::warning)
+      continue;
+    log_finding(f.severity == results::Severity::error ? LogLevel::error : LogLevel::warn,
+                std::string(f.code.str()), f.message);
+  }
 }
 
 results::Verdict RunSession::write_own_view_as_global(const results::Verdict& v) {
@@ -149,7 +166,8 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   // Rank 0 cannot gather any more, but what it knows (a peer already named lost, the phases so
   // far) is the world's verdict for whoever reads verdict.json.
   if (ctx_.have_world && ctx_.world.rank == 0) v = write_own_view_as_global(v);
-  if (!ctx_.o.quiet) std::cout << results::human_summary(v) << std::flush;
+  if (log_is_json()) log_verdict_json(v);
+  print_run_summary(v, ctx_.o.table_format, ctx_.o.quiet);
   std::_Exit(ctx_.write_failed ? kExitVerdictNotWritten : results::exit_code_for(v.verdict));
 }
 

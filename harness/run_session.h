@@ -30,6 +30,7 @@ class RunSession {
   // Rank 0 with no gather to run (stopped before the store, or by the watchdog): its own view as
   // the world's verdict, written to verdict.json, so the CronJob still publishes why.
   results::Verdict write_own_view_as_global(const results::Verdict& v);
+  void log_verdict_json(const results::Verdict& shown) const;
   results::LocalFacts local_facts() const;
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 

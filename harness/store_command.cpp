@@ -144,9 +144,8 @@ void register_store_command(CLI::App& app, Action& action) {
   serve->add_option("--max-total-bytes", serve_flags->max_total_bytes,
                     "Memory budget for stored keys and values + buffered requests + queued "
                     "replies; a request that would exceed it closes its connection (size, e.g. "
-                    "8GiB, 512MiB)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::size_t{1} << 20, std::size_t{1} << 50))
+                    "8G, 512M; the size grammar of run's --max-bytes)")
+      ->transform(size_value(std::uint64_t{1} << 20, std::uint64_t{1} << 50))
       ->capture_default_str();
   serve->add_option("--max-keys", serve_flags->max_keys,
                     "Most keys (and queues) stored; a request creating one more closes its "
@@ -155,9 +154,8 @@ void register_store_command(CLI::App& app, Action& action) {
       ->capture_default_str();
   serve->add_option("--max-output-bytes", serve_flags->max_output_bytes,
                     "Per connection: replies and notifications queued for a client that does not "
-                    "read; over it the client is dropped (size, e.g. 64MiB)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::size_t{4096}, std::size_t{1} << 40))
+                    "read; over it the client is dropped (size, e.g. 64M)")
+      ->transform(size_value(4096, std::uint64_t{1} << 40))
       ->capture_default_str();
   serve->add_option("--request-timeout", serve_flags->request_timeout_s,
                     "Seconds a request may take from its first byte to its last; a slower one "

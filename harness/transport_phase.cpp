@@ -10,11 +10,9 @@
 #include <cstdio>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "harness/env.h"
 #include "rendezvous/prefix_store.h"
-#include "results/report/summary.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
@@ -151,37 +149,6 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
     oc.duration_s = rendezvous::seconds_since(t0);
   }
   return out;
-}
-
-std::string transport_table(const results::Verdict& v) {
-  std::ostringstream os;
-  std::string current;
-  char line[256];
-  // The arrow marks the row the headline gate number comes from (the lower of out-of-place and
-  // in-place), the number the judge, the metrics and the report use.
-  const auto heads = results::gate_headlines(v);
-  auto is_gate = [&](const results::TransportRow& r) {
-    return std::any_of(heads.begin(), heads.end(), [&](const auto& h) { return h.row == &r; });
-  };
-  for (const auto& r : v.transports) {
-    if (r.rank != -1) continue;
-    if (r.transport != current) {
-      current = r.transport;
-      os << "\n# transport " << current << " (" << v.world.size << " ranks)\n";
-      std::snprintf(line, sizeof line, "#%13s %12s %9s  %-8s %10s %8s %8s %7s\n", "size(B)",
-                    "count", "type", "place", "time(us)", "algbw", "busbw", "#wrong");
-      os << line;
-    }
-    char wrong[24];
-    if (r.wrong < 0) std::snprintf(wrong, sizeof wrong, "%s", "n/a");
-    else std::snprintf(wrong, sizeof wrong, "%lld", static_cast<long long>(r.wrong));
-    std::snprintf(line, sizeof line, "%14lld %12lld %9s  %-8s %10.1f %8.3f %8.3f %7s%s\n",
-                  static_cast<long long>(r.bytes), static_cast<long long>(r.count),
-                  r.dtype.c_str(), r.in_place ? "in" : "out", r.time_us, r.algbw_gbps,
-                  r.busbw_gbps, wrong, is_gate(r) ? "  <- gate" : "");
-    os << line;
-  }
-  return os.str();
 }
 
 }  // namespace ncclsmoke::harness

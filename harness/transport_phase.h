@@ -68,7 +68,4 @@ void test_pause_point(const std::string& point, int rank);
 // (transports/options.h: binary suffixes as nccl-tests reads them, "MB" refused).
 using transports::parse_size;
 
-// nccl-tests-style table of the world rows of one verdict, one block per transport.
-std::string transport_table(const results::Verdict& v);
-
 }  // namespace ncclsmoke::harness

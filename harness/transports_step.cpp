@@ -51,14 +51,18 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bo
   in.local_address = s.self.local_address;
   in.store = s.store.get();
   // Each size as it is measured, nccl-tests' table (harness/progress.h).
-  to.sweep.on_start = [shown = to.sweep](const transports::SweepProgress& p) {
-    if (!log_enabled(LogLevel::info)) return;
-    std::string lines = phase_start_line(fmt::format("transport:{}", p.transport),
-                                         fmt::format("open; sweep of {} sizes", p.sizes));
-    for (const auto& h : sweep_header_lines(p, shown)) lines += fmt::format("\n{}", h);
-    log_info(lines);
+  // The phase line is a log line (stderr); the table's head and rows are results (stdout,
+  // unprefixed; progress.h says when).
+  to.sweep.on_start = [shown = to.sweep, table = o_.table_format](const transports::SweepProgress& p) {
+    log_set_phase(fmt::format("transport:{}", p.transport));
+    log_info(phase_start_line(fmt::format("transport:{}", p.transport),
+                              fmt::format("open; sweep of {} sizes", p.sizes)));
+    print_sweep_start(p, shown, table);
   };
-  to.sweep.on_size = [](const transports::SweepProgress& p) { log_info(sweep_row_line(p)); };
+  to.sweep.on_size = [table = o_.table_format](const transports::SweepProgress& p) {
+    print_sweep_row(p, table);
+  };
+  log_set_phase("transports");
   log_info(phase_start_line("transports", o_.transports));
   in.set_wait_state = [&live](const rendezvous::WaitState& w) { live.set_wait_state(w); };
   in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };

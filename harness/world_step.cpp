@@ -84,6 +84,7 @@ void record_world(RunContext& ctx) {
 
 bool world_step(RunContext& ctx) {
   auto t0 = Clock::now();
+  log_set_phase("world");
   auto wr = discover_world(ctx.o.world, process_environment());
   for (const auto& c : wr.findings) {
     auto f = results::config_finding(c);
@@ -101,6 +102,7 @@ bool world_step(RunContext& ctx) {
   ctx.have_world = true;
   const auto& w = ctx.world;
   ctx.log_level = run_log_level(w.rank, ctx.o.quiet, ctx.o.verbose, ctx.log_env);
+  log_set_host(w.hostname);
   log_for_rank(w.rank, ctx.log_level);
   log_info(phase_start_line("world"));
   record_world(ctx);

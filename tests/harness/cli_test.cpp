@@ -226,3 +226,102 @@ TEST(Cli, GateMeasuresTheProfilesGateSize) {
 }
 
 }  // namespace
+
+// ---- CLI conventions (issue 25, item 6) ----
+namespace {
+
+TEST(CliConventions, TopLevelHelpListsEveryExitCode) {
+  auto r = run("--help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* code : {"  0  pass", "  1  fail", "  2  usage", "  3  degraded",
+                           "  4  inconclusive", "  5  publish", "  6  publish", "  7  history",
+                           "  8  run, launch"})
+    EXPECT_NE(r.out.find(code), std::string::npos) << code << "\n" << r.out;
+}
+
+TEST(CliConventions, EveryCommandsHelpHasAnExample) {
+  for (const char* cmd : {"run", "launch", "store serve", "store check", "store selftest",
+                          "history import", "history list", "history prune", "baseline learn",
+                          "report", "publish", "help"}) {
+    auto r = run(std::string(cmd) + " --help");
+    EXPECT_EQ(r.code, 0) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("Example:\n  "), std::string::npos) << cmd << "\n" << r.out;
+    EXPECT_NE(r.out.find("ncclsmoke " + std::string(cmd).substr(0, std::string(cmd).find(' '))),
+              std::string::npos)
+        << cmd << "\n" << r.out;
+  }
+}
+
+TEST(CliConventions, HelpCommandShowsACommandsHelp) {
+  auto r = run("help store serve");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("--max-total-bytes"), std::string::npos) << r.out;
+  r = run("help");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Exit codes"), std::string::npos) << r.out;
+  r = run("help histroy");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean 'history'?"), std::string::npos) << r.out;
+}
+
+TEST(CliConventions, ErrorsPointAtTheSubcommandsHelpAndSuggestTheFlag) {
+  auto r = run("run --trasnports socket");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(count_lines(r.out), 1) << r.out;
+  EXPECT_NE(r.out.find("did you mean '--transports'?"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(see 'ncclsmoke run --help')"), std::string::npos) << r.out;
+  r = run("history list --histroy x.sqlite");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean '--history'?"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(see 'ncclsmoke history list --help')"), std::string::npos) << r.out;
+  r = run("lanuch -n 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("did you mean 'launch'?"), std::string::npos) << r.out;
+  // Nothing close: no suggestion, still the help to read.
+  r = run("run --zzzzzzzz");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+}
+
+TEST(CliConventions, WorldFlagsAreTypedIntegers) {
+  auto r = run("run --help");
+  for (const char* flag : {"--rank INT", "--world-size INT", "--local-rank INT"})
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag << "\n" << r.out;
+  EXPECT_NE(r.out.find("postgresql://"), std::string::npos) << r.out;
+}
+
+// One size grammar: `store serve` refuses "8GB" as `run --max-bytes` does, and takes 512M.
+TEST(CliConventions, StoreServeAndRunShareTheSizeGrammar) {
+  auto serve = run("store serve --max-total-bytes 8GB --duration 0.1");
+  auto sweep = run("run --max-bytes 8MB --world-size 1 --transports none");
+  EXPECT_EQ(serve.code, 2) << serve.out;
+  EXPECT_EQ(sweep.code, 2) << sweep.out;
+  EXPECT_NE(serve.out.find("'8GB'"), std::string::npos) << serve.out;
+  auto ok = run("store serve --port 0 --max-total-bytes 512M --duration 0.2");
+  EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
+TEST(CliConventions, UnknownLauncherListsTheTable) {
+  auto r = run("run --launcher sge --world-size 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("jobset"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("lws"), std::string::npos) << r.out;
+}
+
+}  // namespace
+
+namespace {
+
+// torchrun's underscore spellings are launch's flags too, and its numbers are typed.
+TEST(CliConventions, LaunchTakesTorchrunsSpellings) {
+  auto h = run("launch --help");
+  for (const char* s : {"--nproc_per_node", "--node_rank", "--master_addr", "--master_port",
+                        "--nproc_per_node INT", "--node-rank,--node_rank INT"})
+    EXPECT_NE(h.out.find(s), std::string::npos) << s << "\n" << h.out;
+  auto r = run("launch --nproc_per_node 2 --nnodes 1 --node_rank 0 --master_addr 127.0.0.1 "
+               "--transports none --quiet --out-dir " + std::string(::testing::TempDir()) +
+               "ncclsmoke-cli-torchrun-spellings");
+  EXPECT_EQ(r.code, 0) << r.out;
+}
+
+}  // namespace

@@ -140,19 +140,28 @@ TEST(ProgressLines, SweepTableInNcclTestsShape) {
   p.in_place = &in;
   auto head = sweep_header_lines(p, o);
   ASSERT_EQ(head.size(), 5u);
+  EXPECT_EQ(head[0].rfind("# transport socket: all_reduce sweep: ", 0), 0u) << head[0];
   EXPECT_NE(head[0].find("nranks 2 minBytes 1048576 maxBytes 4194304 step: 2(factor)"), std::string::npos);
+  // nccl-tests' three header lines, the summary table's too (harness/summary_tables.h).
+  const auto table = table_header_lines();
+  EXPECT_EQ(std::vector<std::string>(head.begin() + 2, head.end()), table);
   EXPECT_NE(head[2].find("out-of-place"), std::string::npos);
   EXPECT_NE(head[2].find("in-place"), std::string::npos);
   EXPECT_NE(head[3].find("size"), std::string::npos);
+  EXPECT_NE(head[3].find("redop"), std::string::npos);
+  EXPECT_NE(head[3].find("root"), std::string::npos);
   EXPECT_NE(head[3].find("#wrong"), std::string::npos);
   EXPECT_NE(head[4].find("(GB/s)"), std::string::npos);
+  for (const auto& h : head) EXPECT_EQ(h[0], '#') << h;  // comments to a parser
   std::string row = sweep_row_line(p);
-  EXPECT_EQ(row.rfind("socket: ", 0), 0u) << row;
+  EXPECT_EQ(row.find("socket"), std::string::npos) << row;  // unprefixed: a bare nccl-tests row
   EXPECT_NE(row.find("1048576"), std::string::npos);
   EXPECT_NE(row.find("262144"), std::string::npos);
   EXPECT_NE(row.find("float32"), std::string::npos);
   EXPECT_NE(row.find("1000.0"), std::string::npos);
+  EXPECT_NE(row.find("2000.0"), std::string::npos);
   EXPECT_NE(row.find("1.05"), std::string::npos);
+  EXPECT_NE(row.find(" sum      -1 "), std::string::npos) << row;  // redop, root
   EXPECT_NE(row.find("N/A"), std::string::npos);  // in-place not checked
   // The columns line up: the row is as wide as the column header.
   EXPECT_EQ(row.size(), head[3].size()) << row << "\n" << head[3];

@@ -8,9 +8,10 @@ are lines: what a buffer holds back is a hang nobody sees). On loopback:
    does first, before its claim) and the next line says "(connected, rank not claimed yet)".
    Lines carry an ISO 8601 UTC time and the rank.
 2. rank 1 starts late (after rank 0's first join-wait line), then a socket sweep: rank 0 prints the
-   phase lines, the sweep's config line and units row, and its first row arrives while rank 0 is
-   still running; one row per size; the stdout summary is unchanged (host | OK, the phase table);
-   rank 1 (not --verbose) prints nothing on stderr.
+   phase lines on stderr, and on stdout (read from its file while the run goes) the sweep's
+   config line and nccl-tests' units row, then its first row, unprefixed, while rank 0 is still
+   running; one row per size; then the stdout summary (host | OK, the phase table); rank 1 (not
+   --verbose) prints nothing on stderr.
 3. --quiet on both ranks of a passing run: nothing on stdout or stderr, exit 0.
 4. --verbose (or NCCLSMOKE_LOG_LEVEL=info) on rank 1: it prints its own phase lines.
 5. NCCLSMOKE_LOG_LEVEL=loud is a usage error (exit 2) naming the variable.
@@ -106,6 +107,16 @@ class Rank:
     def stdout(self):
         return open(self.out_path).read()
 
+    def wait_for_stdout(self, pattern, seconds):
+        """Polls the stdout file until `pattern` matches (multiline); (match, still_running)."""
+        deadline = time.monotonic() + seconds
+        while True:
+            running = self.proc.poll() is None
+            m = re.search(pattern, self.stdout(), re.M)
+            if m or time.monotonic() > deadline:
+                return m, running
+            time.sleep(0.05)
+
     def kill(self):
         if self.proc.poll() is None:
             self.proc.kill()
@@ -199,20 +210,26 @@ def case_late_rank_and_sweep(binary, work):
         r1 = Rank(binary, 1, 2, port, work, sweep)
         m, running = r0.wait_for(r"rendezvous: pass in [\d.]+ s", 20)
         check(m is not None, "rank 0 prints the rendezvous phase's end (pass) once rank 1 joined")
-        m, running = r0.wait_for(r"socket: # all_reduce sweep: nranks 2 minBytes 1048576 maxBytes "
-                                 r"33554432", 30)
-        check(m is not None, "the sweep's config line (nccl-tests style)")
-        m, _ = r0.wait_for(r"socket: #\s+\(B\)\s+\(elements\)\s+\(us\)\s+\(GB/s\)", 5)
-        check(m is not None, "the sweep's units row")
-        m, running = r0.wait_for(r"socket:\s+1048576\s+262144\s+float32\s+sum\s+[\d.]+\s+[\d.]+"
-                                 r"\s+[\d.]+\s+0\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0$", 30)
-        check(m is not None and running, "the first sweep row (1 MiB, #wrong 0 in both modes) "
-                                         "arrives while the run still goes")
+        m, running = r0.wait_for(r"transport:socket: start", 30)
+        check(m is not None, "the transport's start line (stderr)")
+        m, running = r0.wait_for_stdout(r"^# transport socket: all_reduce sweep: nranks 2 minBytes "
+                                        r"1048576 maxBytes 33554432", 30)
+        check(m is not None, "the sweep's config line (nccl-tests style, stdout)")
+        m, _ = r0.wait_for_stdout(r"^#\s+\(B\)\s+\(elements\)\s+\(us\)\s+\(GB/s\)", 5)
+        check(m is not None, "the sweep's units row (stdout)")
+        m, running = r0.wait_for_stdout(r"^\s+1048576\s+262144\s+float32\s+sum\s+-1\s+[\d.]+"
+                                        r"\s+[\d.]+\s+[\d.]+\s+0\s+[\d.]+\s+[\d.]+\s+[\d.]+\s+0$",
+                                        30)
+        check(m is not None and running, "the first sweep row (1 MiB, #wrong 0 in both modes), "
+                                         "unprefixed on stdout, arrives while the run still goes")
         rc0 = r0.finish(90)
         rc1 = r1.finish(30)
         check(rc0 == 0 and rc1 == 0, f"both ranks pass (exit {rc0}, {rc1})")
-        rows = [l for l in r0.lines if re.search(r"socket:\s+\d+\s+\d+\s+float32\s+sum", l)]
-        check(len(rows) == 6, f"one row per size, 1M..32M: 6 rows (got {len(rows)})")
+        live = r0.stdout().split("ncclsmoke pass (exit 0)")[0]
+        rows = re.findall(r"(?m)^\s+\d+\s+\d+\s+float32\s+sum\s+-1\s", live)
+        check(len(rows) == 6, f"one live row per size, 1M..32M: 6 rows (got {len(rows)})")
+        check(not any("socket:" in l and "float32" in l for l in r0.lines),
+              "no table row among the log lines on stderr")
         for phase in ("world: start", "rendezvous: start", "mesh: start", "mesh: pass in",
                       "transports: start", "transport:socket: start", "transport:socket: pass in",
                       "write: start",

@@ -94,7 +94,7 @@ class PyTorchJob(suite.NamespaceCase):
         # Each pod's launcher prints its node's summary: node 1 shows its lowest rank, 2.
         self.assertIn("node 0/2", out[0])
         self.assertIn("node 1/2", out[1])
-        self.assertIn("ranks' exit codes: 2=0 3=0", out[1])
+        self.assertIn("ranks 2..3 all exited 0", out[1])
 
     def test_run_without_launch_names_pet_nproc_per_node(self):
         with netns.Testbed(2, self.tmp, tag="ptr") as bed:

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -222,6 +223,9 @@ class FabricTransport final : public Transport {
 
   TransportContext ctx_;
   std::string requested_, provider_, fabric_name_, domain_name_, provider_version_;
+  // Where the provider asked for came from: "--fabric-provider", or "default" (none was asked
+  // for: the declared default, tcp); shown as a warning on the summary (harness/summary_tables.h).
+  std::string requested_from_;
   std::string local_addr_text_;
   std::map<int, std::string> peer_addr_text_;
   std::map<int, std::vector<unsigned char>> peer_addr_raw_;
@@ -346,6 +350,7 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   } catch (const OptionError& e) {
     throw TransportError(ErrorKind::init_failed, who() + ": " + e.what());
   }
+  requested_from_ = ctx.options.given("fabric.provider") ? "--fabric-provider" : "default";
   if (requested_.empty()) requested_ = "tcp";
   if (!ctx.store && ctx.world_size > 1)
     throw TransportError(ErrorKind::init_failed, who() + ": no store to exchange addresses");
@@ -363,11 +368,20 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   FiInfo list(raw);
   hints.reset();
   if (rc == -FI_ENODATA || (rc == 0 && !list)) {
+    // FI_PROVIDER in the environment (the gpu-efa overlay sets it) filters what libfabric offers
+    // at all: name it, or "available: none" reads as a broken install.
+    const char* filter = std::getenv("FI_PROVIDER");
+    std::string why = filter && *filter
+                          ? fmt::format("; FI_PROVIDER={} in the environment limits libfabric to "
+                                        "those providers (unset it, or ask for one of them with "
+                                        "--fabric-provider)",
+                                        filter)
+                          : "";
     throw TransportError(ErrorKind::unavailable,
                          fmt::format("libfabric has no provider '{}' for FI_EP_RDM on {}: "
-                                     "fi_getinfo: {}; available: {}",
+                                     "fi_getinfo: {}; available: {}{}",
                                      requested_, rank_desc(ctx.rank), fi_text(rc),
-                                     available_providers()));
+                                     available_providers(), why));
   }
   if (rc != 0)
     throw TransportError(
@@ -939,6 +953,7 @@ json FabricTransport::identify() {
       {"provider_version", provider_version_},
       {"libfabric_version", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v))},
       {"requested_provider", requested_},
+      {"requested_provider_from", requested_from_},
       {"endpoint_type", "FI_EP_RDM"},
       {"address", local_addr_text_},
       {"max_msg_size", max_msg_size_},
