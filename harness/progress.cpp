@@ -43,17 +43,6 @@ std::string mode_columns(const TableMode& m) {
              bw_text(m.busbw_gbps).c_str(), wrong.c_str());
 }
 
-TableMode mode_of(const transports::SweepRow* r) {
-  TableMode m;
-  if (!r) return m;
-  m.measured = true;
-  m.time_us = r->time_us;
-  m.algbw_gbps = r->algbw_gbps;
-  m.busbw_gbps = r->busbw_gbps;
-  m.wrong = r->wrong;
-  return m;
-}
-
 }  // namespace
 
 std::string join_wait_line(const rendezvous::JoinProgress& p, double elapsed_s, double timeout_s) {
@@ -117,8 +106,8 @@ std::string sweep_row_line(const transports::SweepProgress& p) {
   row.bytes = any ? any->bytes : 0;
   row.count = any ? any->count : 0;
   row.type = any ? transports::to_string(any->dtype) : "-";
-  row.out_of_place = mode_of(p.out_of_place);
-  row.in_place = mode_of(p.in_place);
+  row.out_of_place = table_mode(p.out_of_place);
+  row.in_place = table_mode(p.in_place);
   return table_row_line(row);
 }
 

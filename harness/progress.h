@@ -39,6 +39,19 @@ struct TableMode {
   double busbw_gbps = 0;
   std::int64_t wrong = -1;  // -1: not checked ("N/A")
 };
+// A measured row's figures (a live transports::SweepRow or a verdict's results::TransportRow:
+// both have time_us, algbw_gbps, busbw_gbps, wrong); nullptr: not measured.
+template <typename Row>
+TableMode table_mode(const Row* r) {
+  TableMode m;
+  if (!r) return m;
+  m.measured = true;
+  m.time_us = r->time_us;
+  m.algbw_gbps = r->algbw_gbps;
+  m.busbw_gbps = r->busbw_gbps;
+  m.wrong = r->wrong;
+  return m;
+}
 // One size: the leading columns, then out-of-place and in-place side by side. The redop is sum
 // and the root -1 (all-reduce has none), as nccl-tests prints them.
 struct TableRow {

@@ -46,17 +46,6 @@ std::vector<TransportRows> world_rows(const results::Verdict& v) {
   return out;
 }
 
-TableMode mode_of(const results::TransportRow* r) {
-  TableMode m;
-  if (!r) return m;
-  m.measured = true;
-  m.time_us = r->time_us;
-  m.algbw_gbps = r->algbw_gbps;
-  m.busbw_gbps = r->busbw_gbps;
-  m.wrong = r->wrong;
-  return m;
-}
-
 // Which mode of this size the headline gate number comes from ("" none).
 std::string gate_mode(const std::vector<results::GateHeadline>& heads, const SizeRows& s) {
   for (const auto& h : heads) {
@@ -88,8 +77,8 @@ std::string text_table(const results::Verdict& v) {
       row.bytes = static_cast<std::uint64_t>(bytes);
       row.count = static_cast<std::uint64_t>(any->count);
       row.type = any->dtype;
-      row.out_of_place = mode_of(s.out);
-      row.in_place = mode_of(s.in);
+      row.out_of_place = table_mode(s.out);
+      row.in_place = table_mode(s.in);
       out += table_row_line(row) + "\n";
       for (const auto* r : {s.out, s.in}) {
         if (!r) continue;

@@ -217,6 +217,17 @@ std::string describe_now(const ProfileNow& n) {
   return out;
 }
 
+namespace {
+// ", ongoing for 3 h 18 min" / ", cleared after 2 h (2026-12-02 22:58 UTC)".
+std::string incident_state_text(const Incident& i) {
+  if (i.ongoing())
+    return ", ongoing" +
+           (i.duration_s() > 0 ? " for " + format_duration(i.duration_s()) : std::string());
+  return ", cleared after " + format_duration(i.duration_s()) + " (" + format_utc(i.cleared_unix) +
+         ")";
+}
+}  // namespace
+
 std::string describe_incident(const Incident& i) {
   if (i.kind == IncidentKind::failure) {
     std::string out = (i.codes.empty() ? std::string("failed runs") : codes_text(i.codes)) +
@@ -224,13 +235,7 @@ std::string describe_incident(const Incident& i) {
     if (!i.transport.empty()) out += " (" + i.transport + ")";
     out += ": " + std::to_string(i.runs()) + (i.runs() == 1 ? " run" : " runs") + " from " +
            format_utc(i.onset_unix);
-    if (i.ongoing())
-      out += ", ongoing" +
-             (i.duration_s() > 0 ? " for " + format_duration(i.duration_s()) : std::string());
-    else
-      out += ", cleared after " + format_duration(i.duration_s()) + " (" +
-             format_utc(i.cleared_unix) + ")";
-    return out;
+    return out + incident_state_text(i);
   }
   std::string out = i.transport + " on " + profile_label(i.profile);
   if (i.gate_bytes > 0) out += " at " + format_bytes(i.gate_bytes);
@@ -242,13 +247,7 @@ std::string describe_incident(const Incident& i) {
       out += " (" + format_percent(i.lowest_ratio) + " of baseline " +
              format_gbps(i.baseline_gbps) + ")";
   }
-  if (i.ongoing())
-    out += ", ongoing" +
-           (i.duration_s() > 0 ? " for " + format_duration(i.duration_s()) : std::string());
-  else
-    out += ", cleared after " + format_duration(i.duration_s()) + " (" +
-           format_utc(i.cleared_unix) + ")";
-  return out;
+  return out + incident_state_text(i);
 }
 
 namespace {

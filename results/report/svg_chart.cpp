@@ -61,6 +61,19 @@ std::string margin_labels(std::vector<MarginLabel> labels, double x, double lo, 
   return o;
 }
 
+// The baseline's, degraded band's and fail band's labels (at chart heights yb, ydeg, yfail):
+// degraded only when its band is above fail's, fail only when there is one.
+std::vector<MarginLabel> band_labels(double yb, double ydeg, double yfail, double b, double deg,
+                                     double fail) {
+  std::vector<MarginLabel> labels{
+      {yb + 4, "band-label", kBaselineColor, "baseline " + format_gbps(b)}};
+  if (deg > fail)
+    labels.push_back({ydeg + 4, "band-label", "#b26a00", "degraded " + format_gbps(deg)});
+  if (fail > 0)
+    labels.push_back({yfail + 4, "band-label", "#a31515", "fail " + format_gbps(fail)});
+  return labels;
+}
+
 }  // namespace
 
 std::vector<double> spread_labels(const std::vector<double>& ys, double gap, double lo, double hi) {
@@ -151,13 +164,8 @@ std::string busbw_chart_svg(const Series& s, double x0, double x1, const ChartGe
            kBaselineColor + "\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\"><title>baseline " +
            format_gbps(b) + " GB/s</title></line>\n";
       if (j + 1 >= s.points.size()) {  // label the band where the chart ends, labels apart
-        std::vector<MarginLabel> labels{
-            {y(b) + 4, "band-label", kBaselineColor, "baseline " + format_gbps(b)}};
-        if (deg > fail)
-          labels.push_back({y(deg) + 4, "band-label", "#b26a00", "degraded " + format_gbps(deg)});
-        if (fail > 0)
-          labels.push_back({y(fail) + 4, "band-label", "#a31515", "fail " + format_gbps(fail)});
-        o += margin_labels(std::move(labels), px1 + 4, py1 + 4, py0 - 2);
+        o += margin_labels(band_labels(y(b), y(deg), y(fail), b, deg, fail), px1 + 4, py1 + 4,
+                           py0 - 2);
       }
     }
     i = j + 1;
@@ -295,13 +303,8 @@ std::string size_chart_svg(const SizeCurve& c, const ChartGeometry& g) {
            "\" y1=\"" + svg_num(y(b)) + "\" y2=\"" + svg_num(y(b)) + "\" stroke=\"" +
            kBaselineColor + "\" stroke-width=\"0.8\" stroke-dasharray=\"1 3\"/>\n";
     // Labels in the right margin, apart from each other; the gate label stays inside the plot.
-    std::vector<MarginLabel> labels{
-        {y(b) + 4, "band-label", kBaselineColor, "baseline " + format_gbps(b)}};
-    if (deg > fail)
-      labels.push_back({y(deg) + 4, "band-label", "#b26a00", "degraded " + format_gbps(deg)});
-    if (fail > 0)
-      labels.push_back({y(fail) + 4, "band-label", "#a31515", "fail " + format_gbps(fail)});
-    o += margin_labels(std::move(labels), px1 + 4, py1 + 4, py0 - 2);
+    o += margin_labels(band_labels(y(b), y(deg), y(fail), b, deg, fail), px1 + 4, py1 + 4,
+                       py0 - 2);
     o += "</g>\n";
   }
 
