@@ -783,22 +783,10 @@ std::string failure_banner(const LaunchPlan& plan, const RunOptions& o,
   return b + rule + "\n";
 }
 
-// One JSON log line (harness/log.h's shape: time, rank, host, level, phase, message, code) for
-// launch's own lines under --log-format json, where every line of the process is one object.
-std::string json_log_line(std::string_view level, const std::string& message,
-                          const std::string& code = "", int rank = -1) {
-  const auto now = std::chrono::system_clock::now();
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
-  std::string time = utc_text(now);
-  time.insert(time.size() - 1, "." + std::string(ms < 100 ? (ms < 10 ? "00" : "0") : "") + std::to_string(ms));
-  nlohmann::json j = {{"time", time},
-                      {"rank", rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank)},
-                      {"host", local_hostname()},
-                      {"level", level},
-                      {"phase", "launch"},
-                      {"message", message}};
-  if (!code.empty()) j["code"] = code;
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+// One of launch's own lines as --log-format json writes every line (harness/log.h), phase "launch".
+std::string json_log_line(LogLevel level, const std::string& message, const std::string& code = "",
+                          int rank = -1) {
+  return json_log_object(level, message, code, rank, local_hostname(), "launch") + "\n";
 }
 
 // The banner's root cause on one line (for --log-format json): rank, exit, pid, time, log and
@@ -824,7 +812,7 @@ std::string first_failure_json(const LaunchPlan& plan, const RunOptions& o,
         break;
       }
   return json_log_line(
-      "error",
+      LogLevel::error,
       "ncclsmoke launch FAILED: " + std::to_string(failed) + " of " + std::to_string(ends.size()) +
           " ranks exited non-zero; first failure: rank " + std::to_string(g) + " (local_rank " +
           std::to_string(l) + "), exit " + exit_text(ends[first].code) + ", pid " +
@@ -924,7 +912,7 @@ int launch(LaunchOptions lo) {
   // launch's own lines: on `human`, or one JSON object each on stderr.
   auto say = [&](const std::string& line) {
     if (json_lines)
-      std::cerr << json_log_line("info", line.substr(std::string("ncclsmoke launch: ").size()))
+      std::cerr << json_log_line(LogLevel::info, line.substr(std::string("ncclsmoke launch: ").size()))
                 << std::flush;
     else
       human << line << std::endl;
@@ -988,7 +976,7 @@ int launch(LaunchOptions lo) {
     const auto found = own_findings_not_shown(plan, lo.run, shown);
     if (json_lines) {
       for (const auto& f : found)
-        std::cerr << json_log_line("error", f.message, results::to_string(f.code),
+        std::cerr << json_log_line(LogLevel::error, f.message, results::to_string(f.code),
                                    f.subject.reporters.empty() ? -1 : f.subject.reporters.front());
     } else {
       // Before the summary, on the stream the summary is on.

@@ -67,6 +67,11 @@ class LevelFlag final : public spdlog::custom_flag_formatter {
   }
 };
 
+std::string own_hostname() {
+  char buf[256] = {};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown-host";
+}
+
 // What a JSON line says beside the message (set from the run as it goes).
 struct LineState {
   std::mutex mu;
@@ -74,15 +79,11 @@ struct LineState {
   bool color = false;
   bool run_lines = false;  // log_for_rank's shape (else tool lines)
   int rank = -1;
-  std::string host;
+  std::string host = own_hostname();
   std::string phase;
 };
-std::string own_hostname() {
-  char buf[256] = {};
-  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown-host";
-}
 LineState& state() {
-  static LineState s{.host = own_hostname()};
+  static LineState s;
   return s;
 }
 
@@ -110,21 +111,18 @@ std::string utc_now() {
   return fmt::format("{}.{:03d}Z", buf, static_cast<int>(ms));
 }
 
-// One JSON object: invalid UTF-8 in a message (a peer's bytes) is replaced, never thrown on.
+// This process's line, with the run's rank, host and phase as they are now.
 std::string json_line(LogLevel level, std::string_view message, std::string_view code) {
   auto& s = state();
-  nlohmann::json j;
-  j["time"] = utc_now();
+  int rank;
+  std::string host, phase;
   {
     std::lock_guard lock(s.mu);
-    j["rank"] = s.rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(s.rank);
-    j["host"] = s.host;
-    j["phase"] = s.phase;
+    rank = s.rank;
+    host = s.host;
+    phase = s.phase;
   }
-  j["level"] = level_name(level);
-  j["message"] = std::string(message);
-  if (!code.empty()) j["code"] = std::string(code);
-  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return json_log_object(level, message, code, rank, host, phase);
 }
 
 // The sink for the chosen colour: spdlog's colour sink marks the level (%^...%$) on a terminal.
@@ -145,6 +143,20 @@ std::string lowered(std::string t) {
 }
 
 }  // namespace
+
+// Invalid UTF-8 in a message (a peer's bytes) is replaced, never thrown on.
+std::string json_log_object(LogLevel level, std::string_view message, std::string_view code,
+                            int rank, std::string_view host, std::string_view phase) {
+  nlohmann::json j;
+  j["time"] = utc_now();
+  j["rank"] = rank < 0 ? nlohmann::json(nullptr) : nlohmann::json(rank);
+  j["host"] = std::string(host);
+  j["phase"] = std::string(phase);
+  j["level"] = level_name(level);
+  j["message"] = std::string(message);
+  if (!code.empty()) j["code"] = std::string(code);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::optional<LogFormat> parse_log_format(const std::string& text) {
   const std::string t = lowered(text);
@@ -205,8 +217,7 @@ void log_set_host(std::string_view host) {
 }
 
 std::optional<LogLevel> parse_log_level(const std::string& text) {
-  std::string t = text;
-  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string t = lowered(text);
   if (t == "debug") return LogLevel::debug;
   if (t == "info") return LogLevel::info;
   if (t == "warn" || t == "warning") return LogLevel::warn;

@@ -46,6 +46,11 @@ bool log_is_json();
 // The run's current phase and this process's host, for JSON lines.
 void log_set_phase(std::string_view phase);
 void log_set_host(std::string_view host);
+// One JSON log line's object, without its newline: the shape every --log-format json line has
+// (time now; rank < 0 is null; code "" leaves the field out). For a line written outside the
+// logger (launch's own lines about its ranks).
+std::string json_log_object(LogLevel level, std::string_view message, std::string_view code,
+                            int rank, std::string_view host, std::string_view phase);
 // A line about a finding: in JSON its "code" field is `code`; in text the line reads
 // "<code>: <message>".
 void log_finding(LogLevel level, std::string_view code, std::string_view message);

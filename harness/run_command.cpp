@@ -26,12 +26,13 @@ int run_smoke(const RunOptions& options) {
     return kExitUsage;
   }
   // NCCLSMOKE_RUN_ID (launch sets it: its run folder's name) becomes every verdict's run_id.
-  if (auto id = env(kRunIdEnv); id && !run_id_problem(*id).empty()) {
-    log_error(fmt::format("ncclsmoke: error: {}='{}' is not a run id: {} (use letters, digits, "
-                          "'-', '_' and '.', at most 128)",
-                          kRunIdEnv, *id, run_id_problem(*id)));
-    return kExitUsage;
-  }
+  if (auto id = env(kRunIdEnv))
+    if (const std::string why = run_id_problem(*id); !why.empty()) {
+      log_error(fmt::format("ncclsmoke: error: {}='{}' is not a run id: {} (use letters, digits, "
+                            "'-', '_' and '.', at most 128)",
+                            kRunIdEnv, *id, why));
+      return kExitUsage;
+    }
   // --log-format, else NCCLSMOKE_LOG_FORMAT (checked at the door too), and --color.
   std::string format_text = options.log_format;
   const char* format_from = "--log-format";

@@ -15,6 +15,8 @@
 #include "harness/log.h"
 #include "harness/progress.h"
 #include "results/report/summary.h"
+#include "results/verdict/finding_text.h"
+#include "transports/registry.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -156,140 +158,24 @@ std::string json_table(const results::Verdict& v) {
 
 // ---- what carried the bytes ---------------------------------------------------------------------
 
-std::string text_of(const json& j, const char* key) {
-  if (!j.is_object()) return "";
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return "";
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_array()) {
-    std::string s;
-    for (const auto& e : *it)
-      if (e.is_string()) s += (s.empty() ? "" : ",") + e.get<std::string>();
-    return s;
-  }
-  return it->dump();
+// "rank 3", "ranks 0-2, 5" (results::rank_runs).
+std::string ranks_text(const std::vector<int>& ranks) {
+  const std::set<int> distinct(ranks.begin(), ranks.end());
+  return (distinct.size() == 1 ? "rank " : "ranks ") + results::rank_runs(ranks);
 }
 
-// "rank 3", "ranks 0-2, 5".
-std::string ranks_text(std::vector<int> ranks) {
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  std::string s;
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    s += (s.empty() ? "" : ", ") +
-         (j == i ? std::to_string(ranks[i])
-                 : fmt::format("{}{}{}", ranks[i], j == i + 1 ? ", " : "-", ranks[j]));
-    i = j + 1;
-  }
-  return (ranks.size() == 1 ? "rank " : "ranks ") + s;
-}
-
-std::string socket_line(const json& o) {
-  std::string iface = text_of(o, "interface");
-  if (iface.empty()) return "";
-  std::string source = text_of(o, "address_source");
-  std::string rule = text_of(o, "ifname_rule");
-  std::string why = source == "store route"          ? "the route to the store"
-                    : source == "NCCL_SOCKET_IFNAME" ? "NCCL_SOCKET_IFNAME=" + rule
-                    : source == "socket.ifname"      ? "--socket-ifname " + rule
-                                                     : source;
-  return "interface " + iface + (why.empty() ? "" : " (chosen by " + why + ")");
-}
-
-std::string fabric_line(const json& o) {
-  std::string prov = text_of(o, "provider");
-  if (prov.empty()) return "";
-  std::string s = "provider " + prov;
-  if (auto d = text_of(o, "domain"); !d.empty()) s += ", domain " + d;
-  if (auto f = text_of(o, "fabric"); !f.empty()) s += ", fabric " + f;
-  if (auto lv = text_of(o, "libfabric_version"); !lv.empty()) s += ", libfabric " + lv;
-  return s;
-}
-
-std::string mpi_line(const json& o) {
-  auto selected = [&](const char* key) {
-    return o.is_object() && o.contains(key) ? text_of(o[key], "selected") : std::string();
-  };
-  std::string s;
-  for (const char* k : {"pml", "btl", "mtl"})
-    if (auto v = selected(k); !v.empty() && v != "null") s += (s.empty() ? "" : ", ") + (k + (" " + v));
-  if (auto lib = text_of(o, "library"); !lib.empty()) {
-    if (lib.size() > 60) lib = lib.substr(0, 60) + "...";
-    s += (s.empty() ? "" : " (") + lib + (s.empty() ? "" : ")");
-  }
-  return s;
-}
-
-std::string nccl_line(const json& o) {
-  if (!o.is_object() || o.empty()) return "";
-  const json log = o.value("nccl_log", json(nullptr));
-  std::string network = text_of(o, "network");
-  if (network.empty()) network = text_of(log, "network");
-  std::string s = network.empty() ? "network not known (no NCCL log was read)"
-                                  : "network " + network;
-  std::string plugin = text_of(log, "plugin");
-  s += ", plugin " + (plugin.empty() ? std::string("none named") : plugin);
-  if (auto p = text_of(log, "ofi_provider"); !p.empty()) s += ", ofi provider " + p;
-  if (o.value("gdr", false)) s += ", GDR";
-  if (o.value("synthetic", false)) s += ", synthetic (ranks share a GPU)";
-  return s;
-}
-
+// The backend's own words (transports/carried.h); a transport this binary does not know: none.
 std::string identity_line(const std::string& transport, const json& o) {
-  if (transport == "socket") return socket_line(o);
-  if (transport == "fabric") return fabric_line(o);
-  if (transport == "mpi") return mpi_line(o);
-  if (transport == "nccl") return nccl_line(o);
-  return "";
-}
-
-// The environment variables that narrow what a transport may choose (named in a warning).
-std::vector<std::string> filter_variables(const std::string& transport) {
-  if (transport == "fabric") return {"FI_PROVIDER"};
-  if (transport == "nccl")
-    return {"NCCL_NET",        "NCCL_NET_PLUGIN",   "NCCL_IB_DISABLE",    "NCCL_IB_HCA",
-            "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_COLLNET_ENABLE", "FI_PROVIDER"};
-  if (transport == "mpi") return {"FI_PROVIDER"};
-  return {};
+  const auto* b = transports::find_backend(transport);
+  return b && b->carried.line ? b->carried.line(o) : "";
 }
 
 std::vector<std::string> warnings_for(const std::string& transport,
                                       const std::vector<json>& observed,
                                       const results::Verdict& v) {
-  std::vector<std::string> out;
-  if (transport == "fabric") {
-    bool defaulted = std::any_of(observed.begin(), observed.end(), [](const json& o) {
-      return text_of(o, "requested_provider_from") == "default";
-    });
-    if (defaulted) {
-      std::string req;
-      for (const auto& o : observed)
-        if (req.empty()) req = text_of(o, "requested_provider");
-      out.push_back(fmt::format(
-          "WARNING: {} is the fabric transport's default: no --fabric-provider was asked for, so "
-          "this run tested libfabric over {}, not the cluster's fabric (pass --fabric-provider "
-          "efa, verbs ... to test it)",
-          req.empty() ? "tcp" : req, req.empty() ? "tcp" : req));
-    }
-  }
-  for (const auto& name : filter_variables(transport)) {
-    auto it = v.env.find(name);
-    if (it == v.env.end()) continue;
-    std::string what = transport == "fabric" ? "limits the providers libfabric offers"
-                       : transport == "mpi"  ? "limits the libfabric providers Open MPI's ofi components see"
-                                             : "narrows what NCCL may choose";
-    out.push_back(fmt::format("WARNING: {}={} in the environment {}", name, it->second, what));
-  }
-  if (transport == "socket")
-    for (const auto& o : observed)
-      if (text_of(o, "address_source") == "NCCL_SOCKET_IFNAME") {
-        out.push_back("WARNING: NCCL_SOCKET_IFNAME=" + text_of(o, "ifname_rule") +
-                      " in the environment chose the interface (--socket-ifname overrides it)");
-        break;
-      }
-  return out;
+  const auto* b = transports::find_backend(transport);
+  return b && b->carried.warnings ? b->carried.warnings(observed, v.env)
+                                  : std::vector<std::string>{};
 }
 
 }  // namespace

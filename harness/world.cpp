@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -51,10 +50,12 @@ std::string every_launcher_var(bool size) {
   return fmt::format("{}", fmt::join(names, ", "));
 }
 
-// "torchrun, mpirun, srun, a Kubeflow PyTorchJob, ...": the launchers by what users run.
-constexpr std::string_view kLauncherList =
-    "torchrun, mpirun, srun, a Kubernetes Indexed Job, a Kubeflow PyTorchJob or Trainer v2 "
-    "TrainJob, a LeaderWorkerSet or a JobSet";
+// "torchrun, Open MPI, ...": every launcher by its label, in the table's order.
+std::string every_launcher_label() {
+  std::vector<std::string> labels;
+  for (const auto& l : launchers()) labels.emplace_back(l.label);
+  return fmt::format("{}", fmt::join(labels, ", "));
+}
 
 
 // The value as stored in a finding: escaped like printable() but without the quotes.
@@ -800,7 +801,8 @@ WorldResult Discovery::run() {
     missing("--world-size",
             fmt::format("no world size: no --world-size flag and no launcher variable ({}) is set",
                         every_launcher_var(true)),
-            fmt::format("run under {}, or pass --rank and --world-size", kLauncherList));
+            fmt::format("run under one of {}, or pass --rank and --world-size",
+                        every_launcher_label()));
   }
 
   // Rank.
@@ -849,7 +851,8 @@ WorldResult Discovery::run() {
     missing("--rank",
             fmt::format("no rank: no --rank flag and no launcher variable ({}) is set",
                         every_launcher_var(false)),
-            fmt::format("run under {}, or pass --rank and --world-size", kLauncherList));
+            fmt::format("run under one of {}, or pass --rank and --world-size",
+                        every_launcher_label()));
   }
 
   if (!(rank_raw && rank_raw->from_flag && size_raw && size_raw->from_flag))

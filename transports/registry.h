@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "transports/carried.h"
 #include "transports/options.h"
 #include "transports/transport.h"
 
@@ -20,6 +21,7 @@ struct BackendInfo {
   std::function<std::unique_ptr<Transport>()> make;
   std::string why_missing;
   std::vector<OptionSpec> options;  // what TransportContext::options may carry for it
+  CarriedBy carried;                // how the run's last screen tells what carried its bytes
 };
 
 const std::vector<BackendInfo>& backends();
