@@ -33,6 +33,13 @@
 #                            from PGUSER/PGPASSWORD, never in the URL); optional
 #   NCCLSMOKE_HISTORY_KEEP   with NCCLSMOKE_HISTORY: after publishing, remove runs older than
 #                            this (e.g. 90d, 12w); optional. A failed prune is only a warning.
+#   NCCLSMOKE_EXCLUDE_FILE   a suspects file (one node a line) whose nodes are set aside: a rank
+#                            on one stops with HOST_EXCLUDED (run --exclude-file); optional
+#   NCCLSMOKE_SUSPECTS_DIR   where publish keeps the run's suspect nodes: DIR/suspects.txt (the
+#                            latest run, the format --exclude-file reads) and
+#                            DIR/suspects-<run id>.txt; default: the directory of an SQLite
+#                            NCCLSMOKE_HISTORY (the history's volume); optional. The suspects are
+#                            printed in the index-0 pod's log either way.
 #   NCCLSMOKE_FAIL_ON        verdicts that fail the pod: a list of fail, degraded, inconclusive
 #                            (default: all three: fail closed), or none; passed to publish
 #   NCCLSMOKE_DRY_RUN        1: print the commands instead of running them
@@ -162,6 +169,13 @@ if [ "$index" -eq 0 ] && [ "$publish" = 1 ]; then
     usage "NCCLSMOKE_HISTORY_KEEP is set but NCCLSMOKE_HISTORY is not: there is no history to prune"
   fi
 fi
+exclude_file=${NCCLSMOKE_EXCLUDE_FILE-}
+word NCCLSMOKE_EXCLUDE_FILE "a file path"
+suspects_dir=${NCCLSMOKE_SUSPECTS_DIR-}
+word NCCLSMOKE_SUSPECTS_DIR "a directory"
+if [ -z "$suspects_dir" ] && [ "$index" -eq 0 ] && [ "$publish" = 1 ]; then
+  case ${NCCLSMOKE_HISTORY-} in '' | *://*) ;; */*) suspects_dir=${NCCLSMOKE_HISTORY%/*}; [ -n "$suspects_dir" ] || suspects_dir=/ ;; *) suspects_dir=. ;; esac
+fi
 dry=${NCCLSMOKE_DRY_RUN:-0}
 case $dry in 0 | 1) ;; *) usage "NCCLSMOKE_DRY_RUN is '$dry', not 0 or 1" ;; esac
 
@@ -176,6 +190,7 @@ start_rank() {
   if [ -n "${NCCLSMOKE_NCCL_NET-}" ]; then set -- "$@" --nccl-net "$NCCLSMOKE_NCCL_NET"; fi
   if [ -n "${NCCLSMOKE_NCCL_POLICY-}" ]; then set -- "$@" --nccl-policy "$NCCLSMOKE_NCCL_POLICY"; fi
   if [ -n "$profile" ]; then set -- "$@" --profiles "$profiles" --profile "$profile"; fi
+  if [ -n "$exclude_file" ]; then set -- "$@" --exclude-file "$exclude_file"; fi
   if [ "$l" -gt 0 ]; then set -- "$@" --quiet; fi
   if [ "$dry" = 1 ]; then
     echo "$*"
@@ -247,6 +262,14 @@ if [ "$first_rc" -ne 0 ] && [ "$dry" != 1 ]; then
   echo "--- end $verdict"
 fi
 
+# The suspect nodes (rank 0's suspects.txt beside the verdict): into the pod's log, for a person
+# or a controller that reads it; publish keeps them in NCCLSMOKE_SUSPECTS_DIR.
+if [ "$dry" != 1 ] && [ -s "$out_dir/suspects.txt" ]; then
+  echo "--- begin $out_dir/suspects.txt"
+  cat "$out_dir/suspects.txt"
+  echo "--- end $out_dir/suspects.txt"
+fi
+
 if [ "$publish" = 0 ]; then
   if [ "$first_rc" -ne 0 ] && tolerated "$first_rc"; then
     say "verdict $(verdict_of "$first_rc"), not in NCCLSMOKE_FAIL_ON=$fail_on: exit 0"
@@ -259,6 +282,7 @@ set -- ncclsmoke publish "$verdict" --job "$metrics_job" --cluster "$cluster" --
 [ -n "${NCCLSMOKE_PUSHGATEWAY-}" ] && set -- "$@" --pushgateway "$NCCLSMOKE_PUSHGATEWAY"
 [ -n "${NCCLSMOKE_TEXTFILE_DIR-}" ] && set -- "$@" --textfile "$NCCLSMOKE_TEXTFILE_DIR"
 [ -n "${NCCLSMOKE_HISTORY-}" ] && set -- "$@" --history "$NCCLSMOKE_HISTORY"
+[ -n "$suspects_dir" ] && set -- "$@" --suspects-dir "$suspects_dir"
 prune=""
 [ -n "${NCCLSMOKE_HISTORY_KEEP-}" ] &&
   prune="ncclsmoke history prune --history $NCCLSMOKE_HISTORY --older-than $NCCLSMOKE_HISTORY_KEEP"

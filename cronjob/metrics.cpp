@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/suspects.h"
 #include "results/history/history.h"
 
 namespace ncclsmoke::cronjob {
@@ -217,31 +218,12 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
     }
   };
   auto severity_rank = [](const std::string& s) { return s == "error" ? 0 : s == "warning" ? 1 : 2; };
-  std::map<int, const results::RankInfo*> rank_info;
-  std::map<std::string, std::string> node_of;  // host -> the first non-empty node of its ranks
-  for (const auto& r : v.ranks) {
-    rank_info.emplace(r.rank, &r);
-    if (!r.host.empty() && !r.node.empty()) node_of.emplace(r.host, r.node);
-  }
+  // The hosts the findings name, with their nodes: the one list (results/verdict/suspects.h) the
+  // suspects file and the Slurm drain read too; here every named host, suspect or not.
   std::set<Suspect> suspects;
-  for (const auto& f : v.findings)
-    for (const auto& h : f.hosts) {
-      if (h.empty()) continue;
-      // The node of the finding's own ranks on that host (several ranks of one host may run on
-      // "nodes" of their own under `launch`); else any rank's of that host; else the host.
-      std::set<std::string> nodes;
-      for (int r : f.ranks) {
-        auto it = rank_info.find(r);
-        if (it != rank_info.end() && it->second->host == h && !it->second->node.empty())
-          nodes.insert(it->second->node);
-      }
-      if (nodes.empty()) {
-        auto it = node_of.find(h);
-        nodes.insert(it == node_of.end() ? h : it->second);
-      }
-      for (const auto& n : nodes) suspects.insert({severity_rank(results::to_string(f.severity)), results::to_string(f.code),
-                                             results::to_string(f.severity), h, n});
-    }
+  for (const auto& n : results::hosts_named(v))
+    suspects.insert({severity_rank(results::to_string(n.severity)), std::string(n.code.str()),
+                     results::to_string(n.severity), n.host, n.node});
   Family suspect{"ncclsmoke_suspect_host",
                  "1 per (finding code, severity, host) a finding of the last smoke run names; node "
                  "is the host's Kubernetes node. One series without code/host (value 0) when none.",

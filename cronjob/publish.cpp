@@ -12,6 +12,8 @@
 #include "cronjob/metrics.h"
 #include "cronjob/pushgateway.h"
 #include "cronjob/textfile.h"
+#include "results/verdict/suspects.h"
+#include "results/verdict/write.h"
 #include "results/judging/classify.h"
 #include "rendezvous/bounded_json.h"
 #include "results/history/history.h"
@@ -270,6 +272,36 @@ int publish(const PublishOptions& o, std::ostream& out, std::ostream& err) {
     mo.last_success_unix = last_success_from_text(read_textfile(o.textfile_dir));
 
   const std::string text = render_metrics(v, mo);
+
+  // The suspect nodes: said, and kept with --suspects-dir (same list as ncclsmoke_suspect_host's
+  // suspects: results/verdict/suspects.h). Never changes the exit code: the metrics carry them too.
+  {
+    const auto suspects = results::suspect_hosts(v);
+    if (!suspects.empty()) {
+      std::string named;
+      for (const auto& s : suspects) {
+        named += (named.empty() ? "" : ", ") + s.node + " (";
+        for (std::size_t i = 0; i < s.codes.size(); ++i) named += (i ? "," : "") + s.codes[i];
+        named += ")";
+      }
+      progress << "suspects: " << named << "\n";
+    }
+    if (!o.suspects_dir.empty()) {
+      const std::string body = results::suspects_file_text(v);
+      // The run id names a file: only its safe characters.
+      std::string id;
+      for (char c : v.run_id) id += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+      try {
+        std::filesystem::create_directories(o.suspects_dir);
+        results::write_text_atomically(o.suspects_dir + "/suspects-" + (id.empty() ? "unknown" : id) + ".txt", body);
+        results::write_text_atomically(o.suspects_dir + "/suspects.txt", body);
+        if (!o.quiet) progress << "suspects: wrote " << o.suspects_dir << "/suspects.txt\n";
+      } catch (const std::exception& e) {
+        err << "ncclsmoke publish: warning: suspects not written to " << o.suspects_dir << ": "
+            << e.what() << "\n";
+      }
+    }
+  }
 
   // 2. Textfile, then 3. push.
   bool metrics_ok = true;

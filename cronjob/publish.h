@@ -58,6 +58,12 @@ struct PublishOptions {
   int retries = 3;
   double backoff_base_s = 0.5;
   bool quiet = false;            // only warnings and errors
+  // --suspects-dir: the run's suspect nodes (results/verdict/suspects.h, the format
+  // `run --exclude-file` reads) go to DIR/suspects.txt (the latest run's, replaced atomically;
+  // empty when none) and DIR/suspects-<run_id>.txt (kept: which nodes each run set aside), for a
+  // person or a remediation controller. "" none. The suspects are said on the progress stream
+  // either way ("suspects: node-a (PEER_STALLED)").
+  std::string suspects_dir;
   // With no pushgateway and no textfile, the metrics are printed on stdout (for a look, or for
   // `promtool check metrics`).
 };

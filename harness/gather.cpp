@@ -7,6 +7,8 @@
 #include <thread>
 
 #include "harness/progress.h"
+#include "harness/set_aside.h"
+#include "harness/slurm_drain.h"
 #include "harness/transport_phase.h"
 #include "rendezvous/net.h"
 #include "results/history/history.h"
@@ -147,12 +149,16 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   auto global = results::judge_world(std::move(views), roster, ctx.profile);
   log_info(phase_end_line("judge", "done", seconds_since(tj),
                           fmt::format("{} findings", global.findings.size())));
+  // --slurm-drain: drain the suspects of a failing run, resume ncclsmoke's drains after a pass;
+  // the verdict's "slurm-drain" phase says what was done (harness/slurm_drain.h).
+  if (ctx.o.slurm_drain) slurm_set_aside(ctx, global);
   auto tw = Clock::now();
   log_set_phase("write");
   log_info(phase_start_line("write", ctx.global_path()));
   ctx.write(ctx.global_path(), global);
   log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),
                           fmt::format("verdict {} (exit {})", global.verdict, ctx.exit_code(global))));
+  write_suspects_file(ctx, global);  // OUT/suspects.txt, for --exclude-file (harness/set_aside.h)
   record_history(ctx, global);
   return global;
 }

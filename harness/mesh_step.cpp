@@ -50,6 +50,16 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   MeshResult seen = mesh;
   auto stopped = live.stopped_ranks_for_mesh(seen);
   auto aside = set_aside_stopped_ranks(seen, stopped);
+  // Loss is not death: a rank the mesh heard nothing from that the liveness watch still has
+  // connected and answering is slow (a lossy path), not lost: its pairs are untested.
+  const std::set<int> alive = live.alive_ranks();
+  for (auto it = seen.silent_ranks.begin(); it != seen.silent_ranks.end();)
+    if (alive.count(*it)) {
+      seen.unfinished_ranks.push_back(*it);
+      it = seen.silent_ranks.erase(it);
+    } else {
+      ++it;
+    }
   results::MeshJudgement judged = results::judge_mesh(seen, probe_context(w), hosts);
   for (int r : seen.silent_ranks) ctx.record.mark_rank(r, results::RankStatus::lost, "stopped answering after joining");
   for (auto& f : judged.findings) ctx.record.add(std::move(f));

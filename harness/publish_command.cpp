@@ -50,6 +50,9 @@ void register_publish_command(CLI::App& app, Action& action) {
   cmd->add_option("--history", o.history_path,
                   "Run history to append the run to: an SQLite file or a "
                   "postgresql://user:pass@host:port/db URL (the password is never printed)");
+  cmd->add_option("--suspects-dir", o.suspects_dir,
+                  "Write the run's suspect nodes (the format `run --exclude-file` reads) to "
+                  "DIR/suspects.txt (the latest run) and DIR/suspects-<run id>.txt");
   cmd->add_option("--job", o.job, "Pushgateway job name")->capture_default_str();
   cmd->add_option("--cluster", o.cluster,
                   "Cluster label and grouping key, also recorded in the history (default "

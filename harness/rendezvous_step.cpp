@@ -11,6 +11,7 @@
 #include "results/judging/probe_rules.h"
 #include "harness/env.h"
 #include "harness/progress.h"
+#include "harness/set_aside.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
 #include "rendezvous/prefix_store.h"
@@ -233,18 +234,46 @@ StoreError stalled_if_silent(const RunContext& ctx, StoreSession& s, const Store
   }
 }
 
-// The store rank 0 hosts refused someone at a store-wide limit: say so, it is the cause behind
-// a lost store or missing ranks.
-void note_store_full(RunContext& ctx, const StoreSession& s) {
-  if (!s.server) return;
-  for (const auto& hit : s.server->stats().full)
+// What a store served apart from the job (`store serve`) says it refused (kStoreFullKey), read
+// over a fresh connection (the one that was refused is gone; a store full of connections still
+// lets a few read). Bounded (about 1 s); nothing when it cannot tell, or when it is no ncclsmoke
+// store (a torch agent's store has no such key).
+std::vector<StoreFullHit> external_store_full(const RunContext& ctx, const StoreSession& s) {
+  try {
+    TcpStoreOptions opt;
+    opt.host = store_dial_host(ctx);
+    opt.port = ctx.world.store_port;
+    // The dialect the rank's own connection found, else found the same way.
+    opt.dialect = s.client ? s.client->options().dialect : wire::Dialect::modern;
+    opt.negotiate = !s.client;
+    opt.op_timeout = Millis{1000};
+    auto deadline = deadline_after(Millis{1000});
+    auto probe = TcpStore::connect(opt, deadline);
+    if (!probe->check({kStoreFullKey})) return {};
+    auto hits = parse_store_full_status(probe->get(kStoreFullKey, deadline));
+    return hits ? *hits : std::vector<StoreFullHit>{};
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+// The store refused someone at a store-wide limit: say so, it is the cause behind a lost store
+// or missing ranks. Rank 0's own store says it in-process; a store served apart (`store serve`)
+// through its status key, read when the store failed this rank or (rank 0) ranks went missing.
+void note_store_full(RunContext& ctx, const StoreSession& s, bool failed = true) {
+  std::vector<StoreFullHit> hits;
+  if (s.server) hits = s.server->stats().full;
+  else if (ctx.world.external_store && failed) hits = external_store_full(ctx, s);
+  for (const auto& hit : hits)
     ctx.record.add(results::store_full_finding({.rank0 = ctx.self(),
                                                 .limit = hit.limit,
                                                 .flag = hit.flag,
                                                 .value = hit.value,
                                                 .in_use = hit.in_use,
                                                 .refusals = hit.refusals,
-                                                .last_peer = hit.last_peer}));
+                                                .last_peer = hit.last_peer,
+                                                .external_store = s.server ? std::string()
+                                                                           : rendezvous::join_host_port(ctx.world.store_host, ctx.world.store_port)}));
 }
 
 void record_ranks(RunContext& ctx, const JoinResult& join) {
@@ -330,12 +359,15 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     return false;
   }
   record_ranks(ctx, s.join);
-  note_store_full(ctx, s);
+  note_store_full(ctx, s, !s.join.missing.empty());
   for (auto& f : results::join_findings(s.join, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
   ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
-  return s.join.roster_received && !s.join.master_world_size && !s.join.rank_taken_by;
+  if (!(s.join.roster_received && !s.join.master_world_size && !s.join.rank_taken_by)) return false;
+  // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED, and the run
+  // goes to its verdict without the mesh and the transports (harness/set_aside.h).
+  return set_aside_step(ctx, s.join);
 }
 
 }  // namespace ncclsmoke::harness

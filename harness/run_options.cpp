@@ -12,6 +12,8 @@
 
 #include "harness/cli_util.h"
 #include "harness/launchers.h"
+#include "harness/pairwise_plan.h"
+#include "harness/set_aside.h"
 #include "harness/transport_phase.h"
 #include "rendezvous/net.h"
 #include "transports/options.h"
@@ -228,6 +230,28 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.add_option("--transport-timeout", o.transport_timeout_s,
                  "Deadline of one transport: connect + sweep (seconds)")
       ->check(seconds_check(false))->group(t)->capture_default_str();
+  auto* pw = "Pairwise rounds (a bad node told from a bad link)";
+  app.add_flag("--pairwise{always}", o.pairwise,
+               "After the transports, rounds of disjoint 2-rank all-reduces (every pair up to 16 "
+               "ranks, else 3 rounds of different partners): --pairwise or --pairwise=always runs "
+               "them, --pairwise=never never; auto (the default) runs them when a transport timed "
+               "out, the ring's link stats show a suspect link, or the gate busbw is below the "
+               "profile's degraded ratio")
+      ->check(CLI::Validator(check_pairwise_mode, ""))
+      ->type_name("[=auto|always|never]")
+      ->group(pw);
+  app.add_option("--pairwise-rounds", o.pairwise_rounds,
+                 "Rounds: auto (every pair up to 16 ranks, else 3), all (every pair), or N")
+      ->check(CLI::Validator(check_pairwise_rounds, "auto|all|N"))
+      ->group(pw)->capture_default_str();
+  app.add_option("--pairwise-bytes", o.pairwise_bytes, "Message size of the pairs' all-reduces")
+      ->check(size_check(1, transports::kMaxSize))->group(pw)->capture_default_str();
+  app.add_option("--pairwise-iters", o.pairwise_iters, "Timed all-reduces per pair")
+      ->check(CLI::Range(1, 100000))->group(pw)->capture_default_str();
+  app.add_option("--pairwise-budget", o.pairwise_budget_s,
+                 "Time for every transport's rounds together (seconds; never past --timeout): "
+                 "rounds it leaves no time for are not run, and the phase says so")
+      ->check(seconds_check(false))->group(pw)->capture_default_str();
   add_backend_options(app, o);
   auto* j = "Judging";
   auto* profiles = app.add_option("--profiles", o.profiles_file,
@@ -280,6 +304,22 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
     for (size_t i = 0; i < std::size(deadlines); ++i)
       if (unset(deadlines[i].first)) *deadlines[i].second = gate_values[i];
   });
+  auto* aside = "Setting bad nodes aside";
+  app.add_option("--exclude-hosts", o.exclude_hosts,
+                 "Hosts or nodes known bad, comma-separated: a rank on one stops the run after "
+                 "the join with HOST_EXCLUDED (no mesh, no transport)")
+      ->check(CLI::Validator(check_exclude_hosts, "H,..."))
+      ->group(aside);
+  app.add_option("--exclude-file", o.exclude_file,
+                 "The suspects.txt an earlier failing run wrote beside its verdict.json (one host "
+                 "or node a line, '#' comments): its hosts are set aside as with --exclude-hosts")
+      ->type_name("FILE")
+      ->group(aside);
+  app.add_flag("--slurm-drain", o.slurm_drain,
+                "Under Slurm, rank 0 drains the suspect nodes of a failing or degraded run "
+                "(scontrol, Reason \"ncclsmoke <code> run <id>\") and resumes the nodes ncclsmoke "
+                "drained after a passing run; other drains are never touched")
+      ->group(aside);
   auto* out = "Output";
   app.add_option("--history", o.history_path,
                  "Run history: an SQLite file (created if absent) or a "
@@ -346,6 +386,9 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   opt("--mesh-port-range", o.mesh_port_range);
   opt("--json", o.json_path);
   opt("--history", o.history_path);
+  opt("--exclude-hosts", o.exclude_hosts);
+  opt("--exclude-file", o.exclude_file);
+  if (o.slurm_drain) a.push_back("--slurm-drain");
   for (auto& [flag, v] : std::vector<std::pair<const char*, std::string>>{
            {"--transports", o.transports},
            // a gate without sweep flags lets each rank pick the profile's gate size
@@ -356,6 +399,10 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
            {"--warmup-iters", std::to_string(o.warmup_iters)}, {"--dtype", o.dtype},
            {"--op-timeout", num(o.op_timeout_s)},
            {"--transport-timeout", num(o.transport_timeout_s)},
+           {"--pairwise-rounds", o.pairwise_rounds == "auto" ? "" : o.pairwise_rounds},
+           {"--pairwise-bytes", o.pairwise_bytes == "1M" ? "" : o.pairwise_bytes},
+           {"--pairwise-iters", o.pairwise_iters == 3 ? "" : std::to_string(o.pairwise_iters)},
+           {"--pairwise-budget", o.pairwise_budget_s == 30 ? "" : num(o.pairwise_budget_s)},
            {"--profiles", o.profiles_file}, {"--profile", o.profile}})
     opt(flag, v);
   // Every given backend option, under its first spelling (the one --help shows).
@@ -369,6 +416,7 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
     a.push_back(spec->flags().front());
     a.push_back(it->second);
   }
+  if (o.pairwise != "auto") a.push_back("--pairwise=" + o.pairwise);  // one argument: the value is optional
   if (o.no_check) a.push_back("--no-check");
   if (o.verbose) a.push_back("--verbose");
   if (o.table_format != "text") opt("--table-format", o.table_format);

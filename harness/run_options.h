@@ -10,6 +10,7 @@
 
 #include "harness/cli_util.h"  // kMaxSeconds, seconds_check
 #include "harness/world.h"
+#include "results/verdict/suspects.h"
 
 namespace ncclsmoke::harness {
 
@@ -49,6 +50,14 @@ struct RunOptions {
   bool no_check = false;
   double op_timeout_s = 10;         // one collective
   double transport_timeout_s = 60;  // one transport: open + sweep
+  // Pairwise rounds after the transports (harness/pairwise_step.h, harness/pairwise_plan.h):
+  // --pairwise[=auto|always|never] (the flag alone: always), --pairwise-rounds auto|all|N,
+  // --pairwise-bytes, --pairwise-iters, --pairwise-budget (seconds, within --timeout).
+  std::string pairwise = "auto";
+  std::string pairwise_rounds = "auto";
+  std::string pairwise_bytes = "1M";
+  int pairwise_iters = 3;
+  double pairwise_budget_s = 30;
   // Backend options (transports/options.h), by key ("socket.chunk" -> "512K"): the text of each
   // generated --<backend>-<option> flag that was given, already checked at the door; an option
   // not given is absent (its declared default applies). backend_options_for_run() adds the
@@ -67,6 +76,13 @@ struct RunOptions {
   // profile band's gate size (one size: quick, and never BASELINE_MISSING for a size mismatch).
   bool sweep_explicit = false;
   std::string history_path;         // rank 0 records the global verdict in this SQLite history
+  // Set aside (harness/set_aside.h): hosts or nodes known bad, by flag and by an earlier run's
+  // suspects file; a rank on one is HOST_EXCLUDED after the join. --slurm-drain: rank 0 drains
+  // the suspects of a failing run and resumes its own drains after a pass (harness/slurm_drain.h).
+  std::string exclude_hosts;        // --exclude-hosts H,...
+  std::string exclude_file;         // --exclude-file F
+  bool slurm_drain = false;
+  results::SetAsideList set_aside;  // both lists, read by the world step
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;
 };

@@ -12,6 +12,7 @@
 #include "harness/commands.h"  // kExitVerdictNotWritten
 #include "harness/gather.h"
 #include "harness/mesh_step.h"
+#include "harness/pairwise_step.h"
 #include "harness/summary_tables.h"
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
@@ -62,6 +63,7 @@ int RunSession::run_steps() {
     live_.start(*store_.store, store_.join, store_.self.local_address);
   bool mesh_ok = mesh_step(ctx_, store_, live_, mesh_);
   transports_phase(ctx_, store_, live_, mesh_ok);
+  pairwise_step(ctx_, store_, live_);  // harness/pairwise_step.h: after the transports, auto or asked
   return finish();
 }
 

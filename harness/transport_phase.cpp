@@ -145,6 +145,8 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
                                   e.error_class(), e.what(), -1, nullptr,
                                   rendezvous::seconds_since(t0)};
     }
+    // A failed transport's link stats are the evidence of why (a lossy host's retransmits).
+    if (oc.error && !oc.links) oc.links = t->link_stats();
     t->close();
     oc.duration_s = rendezvous::seconds_since(t0);
   }

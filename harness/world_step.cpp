@@ -5,6 +5,7 @@
 
 #include "results/judging/probe_rules.h"
 #include "harness/job_token.h"
+#include "harness/set_aside.h"
 #include "harness/progress.h"
 #include "results/judging/run_rules.h"
 
@@ -44,6 +45,29 @@ bool load_job_token(RunContext& ctx) {
   }
   ctx.job_token = std::move(t.token);
   return true;
+}
+
+// --exclude-hosts / --exclude-file (harness/set_aside.h): a file that cannot be used stops the run
+// here, as CONFIG_INVALID naming the file and the line.
+bool load_exclusions(RunContext& ctx) {
+  auto problem = load_set_aside(ctx.o.exclude_hosts, ctx.o.exclude_file, ctx.o.set_aside);
+  if (!problem) return true;
+  auto f = results::config_finding(*problem);
+  f.ranks.push_back(ctx.world.rank);
+  f.hosts.push_back(ctx.world.hostname);
+  ctx.record.add(std::move(f));
+  return false;
+}
+
+// Under Slurm the node's name is Slurm's (SLURMD_NODENAME), unless --node-name or NODE_NAME said
+// otherwise: --slurm-drain and --exclude-file name nodes as scontrol and sbatch --exclude know them.
+void slurm_node_name(World& w) {
+  auto it = w.sources_by_field.find("node_name");
+  if (it == w.sources_by_field.end() || it->second != "hostname") return;
+  auto n = lookup(process_environment(), "SLURMD_NODENAME");
+  if (!n || n->empty() || !results::check_host_name(*n).empty()) return;
+  w.node_name = *n;
+  it->second = "SLURMD_NODENAME";
 }
 
 // --gate without sweep flags: measure exactly the gate size the profile's bands use for this
@@ -100,6 +124,8 @@ bool world_step(RunContext& ctx) {
   }
   ctx.world = wr.world ? *wr.world : *wr.partial;
   ctx.have_world = true;
+  slurm_node_name(ctx.world);
+  if (ctx.world.rank == 0) remove_stale_suspects_file(ctx);
   const auto& w = ctx.world;
   ctx.log_level = run_log_level(w.rank, ctx.o.quiet, ctx.o.verbose, ctx.log_env);
   log_set_host(w.hostname);
@@ -122,6 +148,11 @@ bool world_step(RunContext& ctx) {
   if (!load_job_token(ctx)) {
     ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
                   "unreadable job token file");
+    return false;
+  }
+  if (!load_exclusions(ctx)) {
+    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+                  "unusable --exclude-file");
     return false;
   }
   ctx.end_phase("world", results::world_phase_status(wr.findings, true, true), t0, describe(w));

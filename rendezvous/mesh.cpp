@@ -40,7 +40,10 @@ std::string mesh_hello(int rank) {
 }
 
 // Answers each dial with our hello. One thread serves every connection with poll(), so a slow or
-// stopped dialler cannot hold the others up (under load hundreds of dials arrive at once).
+// stopped dialler cannot hold the others up (under load hundreds of dials arrive at once). The
+// same thread answers the path-MTU datagrams (mtu_probe.h) on a UDP socket of the same address
+// and port; without one (the address is not numeric, the UDP port is taken) peers' MTU probes of
+// this rank go unanswered, which they count as not checked.
 class Listener {
  public:
   Listener(const MeshOptions& opt, int rank) : rank_(rank) {
@@ -48,10 +51,15 @@ class Listener {
                              "mesh: rank " + std::to_string(rank));
     fd_ = l.fd;
     port_ = l.port;
+    if (opt.mtu_probe) {
+      udp_ = open_mtu_echo(opt.bind_address, port_);
+      if (udp_ >= 0) interface_mtu_ = interface_mtu_of(opt.bind_address);
+    }
     wake_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (wake_ < 0) {
       int err = errno;
       ::close(fd_);
+      if (udp_ >= 0) ::close(udp_);
       throw StoreError(ErrorClass::other, "mesh: rank " + std::to_string(rank) +
                                               " cannot create an eventfd: " + std::strerror(err));
     }
@@ -64,6 +72,7 @@ class Listener {
     if (thread_.joinable()) thread_.join();
     ::close(wake_);
     if (fd_ >= 0) ::close(fd_);
+    if (udp_ >= 0) ::close(udp_);
   }
 
   uint16_t port() const { return port_; }
@@ -88,9 +97,11 @@ class Listener {
         Millis left = remaining(c.until) + Millis{1};
         if (wait.count() < 0 || left < wait) wait = left;
       }
+      if (udp_ >= 0) p.push_back({udp_, POLLIN, 0});  // last: the connections keep 2..
       int n = ::poll(p.data(), p.size(), static_cast<int>(wait.count()));
       if (n < 0 && errno != EINTR) break;
       if (n > 0 && p[0].revents) break;  // stop
+      if (n > 0 && udp_ >= 0 && p.back().revents) answer_mtu_probes(udp_, rank_, interface_mtu_);
       // Connections first (their indexes in p are 2..), then new ones.
       std::vector<Conn> keep;
       keep.reserve(conns.size());
@@ -133,6 +144,8 @@ class Listener {
   int rank_;
   int fd_ = -1;
   int wake_ = -1;
+  int udp_ = -1;           // the MTU echo; -1 none
+  int interface_mtu_ = 0;  // the MTU of the interface that carries our address (0 unknown)
   uint16_t port_ = 0;
   std::thread thread_;
 };
@@ -142,6 +155,7 @@ enum class PairOutcome { passed, blocked, untested };
 struct PairResult {
   PairOutcome outcome = PairOutcome::passed;
   PairFailure failure;  // when blocked (or untested: what cut it short, for the log)
+  MtuProbeResult mtu;   // when passed: the path-MTU probe (skipped when not run)
 };
 
 // Dials `peer` at `addr` and checks its hello before `deadline`; nullopt when the right rank
@@ -244,6 +258,66 @@ json failure_to_json(const PairFailure& f) {
           {"class", to_string(f.error_class)}, {"message", f.message}, {"waited_s", f.waited_s}};
 }
 
+json mtu_path_to_json(const MtuPath& m) {
+  return {{"from", m.from},           {"to", m.to},
+          {"to_address", m.to_address}, {"interface", m.interface},
+          {"local_mtu", m.local_mtu}, {"peer_mtu", m.peer_mtu},
+          {"probed_mtu", m.probed_mtu}, {"path_mtu", m.path_mtu}};
+}
+
+MtuPath mtu_path_from_json(const json& j) {
+  MtuPath m;
+  if (!j.is_object()) return m;
+  m.from = j.value("from", -1);
+  m.to = j.value("to", -1);
+  m.to_address = j.value("to_address", "");
+  m.interface = j.value("interface", "");
+  m.local_mtu = j.value("local_mtu", 0);
+  m.peer_mtu = j.value("peer_mtu", 0);
+  m.probed_mtu = j.value("probed_mtu", 0);
+  m.path_mtu = j.value("path_mtu", 0);
+  return m;
+}
+
+constexpr std::size_t kMaxListedBlackHoles = 256;  // per rank's result; the total is counted
+
+// The MTU part of a result or of mesh/done.
+json mtu_to_json(const MeshResult& r) {
+  json holes = json::array();
+  for (const auto& m : r.mtu_black_holes) holes.push_back(mtu_path_to_json(m));
+  return {{"checked", r.mtu_paths_checked},
+          {"unchecked", r.mtu_paths_unchecked},
+          {"values", r.mtu_values},
+          {"black_holes", holes},
+          {"black_holes_total", r.mtu_black_holes_total}};
+}
+
+void add_unique(std::vector<int>& to, const std::vector<int>& from) {
+  for (int v : from)
+    if (std::find(to.begin(), to.end(), v) == to.end()) to.push_back(v);
+  std::sort(to.begin(), to.end());
+}
+
+// Adds one result's (or mesh/done's) MTU part to `r`; malformed parts add nothing.
+void add_mtu_from_json(const json& j, MeshResult& r) {
+  if (!j.is_object()) return;
+  try {
+    r.mtu_paths_checked += j.value("checked", std::size_t{0});
+    r.mtu_paths_unchecked += j.value("unchecked", std::size_t{0});
+    add_unique(r.mtu_values, j.value("values", std::vector<int>{}));
+    std::size_t listed = 0;
+    for (const auto& h : j.value("black_holes", json::array())) {
+      auto m = mtu_path_from_json(h);
+      if (m.from < 0 || m.to < 0) continue;
+      r.mtu_black_holes.push_back(std::move(m));
+      ++listed;
+    }
+    r.mtu_black_holes_total += std::max(listed, j.value("black_holes_total", std::size_t{0}));
+  } catch (const json::exception&) {
+    // A malformed MTU part: what was read so far stands; the pairs' own results are unaffected.
+  }
+}
+
 PairFailure failure_from_json(const json& j) {
   PairFailure f;
   f.from = j.value("from", -1);
@@ -327,6 +401,7 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
   auto texts = get_present(store, keys, opt.deadline, present);
 
   std::vector<PairFailure> all;
+  MeshResult mtu;  // the MTU parts of every result
   std::size_t tested = 0, untested = 0, lost_pairs = 0;
   std::vector<std::pair<int, int>> untested_pairs;  // (from, to), sorted out once lost is known
   bool hit = false;
@@ -337,6 +412,7 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
     for (int to : j.value("untested_to", std::vector<int>{})) untested_pairs.emplace_back(from, to);
     hit = hit || j.value("deadline_hit", false);
     for (const auto& f : j.value("failures", json::array())) all.push_back(failure_from_json(f));
+    add_mtu_from_json(j.value("mtu", json()), mtu);
     return true;
   };
   std::vector<int> missing;
@@ -400,9 +476,17 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
     ++lost_pairs;
   }
 
+  // An MTU black hole from or to a lost rank is its loss (it died between two datagrams).
+  std::erase_if(mtu.mtu_black_holes, [&](const MtuPath& m) {
+    bool gone = is_lost(m.from) || is_lost(m.to);
+    if (gone && mtu.mtu_black_holes_total) --mtu.mtu_black_holes_total;
+    return gone;
+  });
+
   json done{{"tested", tested},   {"untested", untested}, {"lost_pairs", lost_pairs},
             {"deadline_hit", hit},
-            {"silent", silent},   {"unfinished", unfinished}, {"failures", json::array()}};
+            {"silent", silent},   {"unfinished", unfinished}, {"failures", json::array()},
+            {"mtu", mtu_to_json(mtu)}};
   for (const auto& f : blocked) done["failures"].push_back(failure_to_json(f));
   store.set("mesh/done", done.dump());
   result.failures = std::move(blocked);
@@ -412,6 +496,11 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
   result.pairs_untested = untested;
   result.pairs_lost = lost_pairs;
   result.deadline_hit = hit;
+  result.mtu_black_holes = std::move(mtu.mtu_black_holes);
+  result.mtu_black_holes_total = mtu.mtu_black_holes_total;
+  result.mtu_paths_checked = mtu.mtu_paths_checked;
+  result.mtu_paths_unchecked = mtu.mtu_paths_unchecked;
+  result.mtu_values = std::move(mtu.mtu_values);
   result.summary_received = true;
 }
 
@@ -463,6 +552,13 @@ std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& 
     ++m.pairs_lost;
   }
   m.failures = std::move(keep);
+  std::erase_if(m.mtu_black_holes, [&](const MtuPath& p) {
+    if (!is_stopped(p.from) && !is_stopped(p.to)) return false;
+    note(p.from);
+    note(p.to);
+    if (m.mtu_black_holes_total) --m.mtu_black_holes_total;
+    return true;
+  });
   for (auto* list : {&m.silent_ranks, &m.unfinished_ranks}) {
     for (int r : *list) note(r);
     list->erase(std::remove_if(list->begin(), list->end(), is_stopped), list->end());
@@ -494,6 +590,7 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
   if (opt.after_publish) opt.after_publish();
 
   result.peers = mesh_peers(opt.rank, opt.ranks, opt.full_mesh_threshold, opt.random_peers);
+  const bool mtu_on = opt.mtu_probe && is_numeric_address(advertise);
   // Addresses first, under a deadline that leaves time to dial: a peer that died after joining
   // never publishes, and must not eat the whole probe's budget. With a budget shorter than one
   // pair timeout, half of it goes to the addresses.
@@ -515,7 +612,21 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
       continue;
     }
     probes.emplace_back(peer, std::async(std::launch::async, [&, peer, addr = addrs[i]] {
-                          return probe_pair(opt.rank, peer, addr, opt);
+                          auto t = Clock::now();
+                          PairResult r = probe_pair(opt.rank, peer, addr, opt);
+                          if (r.outcome != PairOutcome::passed || !mtu_on) return r;
+                          // The path MTU, in this pair's own thread (pairs in parallel), under
+                          // one pair timeout and the phase deadline.
+                          std::string host;
+                          uint16_t port = 0;
+                          if (!split_host_port(addr, host, port) ||
+                              same_host_path(advertise, host))
+                            return r;
+                          auto hello = std::chrono::duration_cast<Millis>(Clock::now() - t);
+                          r.mtu = probe_path_mtu(opt.rank, peer, advertise, host, port, hello,
+                                                 earliest(deadline_after(opt.pair_timeout),
+                                                          opt.deadline));
+                          return r;
                         }));
   }
   json mine{{"failures", json::array()}};
@@ -532,12 +643,28 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
       mine["failures"].push_back(failure_to_json(r.failure));
       result.failures.push_back(r.failure);
     }
+    switch (r.mtu.outcome) {
+      case MtuOutcome::skipped: break;
+      case MtuOutcome::no_answer:
+      case MtuOutcome::cut: ++result.mtu_paths_unchecked; break;
+      case MtuOutcome::black_hole:
+        ++result.mtu_black_holes_total;
+        if (result.mtu_black_holes.size() < kMaxListedBlackHoles)
+          result.mtu_black_holes.push_back(r.mtu.path);
+        [[fallthrough]];
+      case MtuOutcome::passed:
+      case MtuOutcome::learned:
+        ++result.mtu_paths_checked;
+        add_unique(result.mtu_values, {r.mtu.path.probed_mtu});
+        break;
+    }
   }
   result.pairs_tested = tested;
   result.pairs_untested = untested_to.size();
   mine["tested"] = tested;
   mine["untested_to"] = untested_to;
   mine["deadline_hit"] = result.deadline_hit;
+  mine["mtu"] = mtu_to_json(result);
   store.set(key_of("result", opt.rank), mine.dump());
 
   if (opt.rank == 0) {
@@ -557,6 +684,13 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
         result.failures.clear();
         for (const auto& f : j.value("failures", json::array()))
           result.failures.push_back(failure_from_json(f));
+        MeshResult all;  // everyone's MTU part replaces ours, as the failures do
+        add_mtu_from_json(j.value("mtu", json()), all);
+        result.mtu_black_holes = std::move(all.mtu_black_holes);
+        result.mtu_black_holes_total = all.mtu_black_holes_total;
+        result.mtu_paths_checked = all.mtu_paths_checked;
+        result.mtu_paths_unchecked = all.mtu_paths_unchecked;
+        result.mtu_values = std::move(all.mtu_values);
       }
     } catch (const StoreError& e) {
       if (e.error_class() != ErrorClass::timed_out) throw;

@@ -22,11 +22,18 @@
 // (a rank killed after the join must not hold the survivors back for the whole grace).
 // Pairs from or to a lost rank are not tested (pairs_lost: PEER_LOST explains them; they are
 // neither MESH_BLOCKED nor counted as left by the deadline).
+//
+// Path MTU (issue 23): each pair whose hello passed is also probed with don't-fragment UDP
+// datagrams at the MTU both ends' interfaces claim (rendezvous/mtu_probe.h; the listener answers
+// them on its own address and port). A path that carries small packets but not full ones is a
+// black hole: it goes into the rank's result and rank 0's mesh/done like a failed pair, and
+// results/judging/mtu_rule.h makes it MTU_MISMATCH.
 #include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "rendezvous/mtu_probe.h"
 #include "rendezvous/net.h"  // split_host_port for the addresses ranks publish
 #include "rendezvous/store.h"
 
@@ -44,6 +51,7 @@ struct MeshOptions {
   Millis pair_timeout{3000};     // per connection attempt (a DROP is only seen as a timeout)
   Deadline deadline;             // for the whole probe, result exchange included
   Millis done_grace{2000};       // how long past the deadline others wait for rank 0's summary
+  bool mtu_probe = true;         // probe each passed pair's path MTU (mtu_probe.h)
   // Optional: called once our address is published, before any dial (the run's test hook,
   // NCCLSMOKE_TEST_PAUSE_AT=mesh, stops the process here).
   std::function<void()> after_publish;
@@ -70,6 +78,13 @@ struct MeshResult {
   bool deadline_hit = false;         // the phase deadline ended some probe or wait (any rank)
   bool summary_received = false;     // rank 0's mesh/done arrived (always true on rank 0)
   double budget_s = 0;               // the phase deadline, in seconds from the probe's start
+  // The path-MTU check of the pairs whose hello passed (ours, or everyone's after mesh/done).
+  // Pairs inside one host (the same address, loopback) are not checked and not counted.
+  std::vector<MtuPath> mtu_black_holes; // small packets cross, full-MTU ones vanish
+  std::size_t mtu_black_holes_total = 0; // all of them (the list keeps at most 256 per rank)
+  std::size_t mtu_paths_checked = 0;    // concluded: passed, black hole, or ICMP-learned PMTU
+  std::size_t mtu_paths_unchecked = 0;  // no UDP answer at all, or cut by the deadline
+  std::vector<int> mtu_values;          // the distinct MTUs both ends claimed on checked paths
   double duration_s = 0;
 
   std::size_t pairs_planned() const { return pairs_tested + pairs_untested + pairs_lost; }
@@ -94,7 +109,9 @@ bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline);
 // network verdict. Given the ranks the liveness watch (rendezvous/peer_watch.h) judges silent or
 // lost, moves every failed pair from or to one of them into pairs_lost (no longer tested, not
 // MESH_BLOCKED) and drops them from silent_ranks and unfinished_ranks (the watch's own
-// PEER_STALLED / PEER_LOST names them, with the right cause). Returns those it found involved.
+// PEER_STALLED / PEER_LOST names them, with the right cause); an MTU black hole from or to one
+// of them is dropped too (a rank that froze between the small and the full datagram is not a
+// path's MTU). Returns those it found involved.
 std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& stopped);
 
 }  // namespace ncclsmoke::rendezvous

@@ -1,4 +1,6 @@
 #include "rendezvous/peer_watch.h"
+
+#include "rendezvous/tcp_info.h"
 #include "rendezvous/rank_ref.h"
 
 #include <arpa/inet.h>
@@ -256,6 +258,7 @@ class PeerWatchImpl final : public PeerWatch {
     bool silent = false;        // our own judgement of this peer
     uint32_t epoch = 0;         // our silent/resumed transitions about it (for relays)
     uint64_t wait_version = 0;  // the version of our wait state it has been sent
+    uint64_t retrans_heard = 0;  // its connection's retransmits (TCP_INFO) when last heard
     int send_errno = 0;  // a hard send error: the kernel hands it out once, so the read that
                          // follows sees only EOF and must report this instead
   };
@@ -493,9 +496,15 @@ class PeerWatchImpl final : public PeerWatch {
       sp.rank = peer;
       sp.silent_for_s = for_s;
       sp.seen_by = opt_.rank;
-      sp.how = "sent nothing for " + seconds_text_fine(for_s) +
-               " (not even a heartbeat): stopped (SIGSTOP, a debugger), hung, swapping or "
-               "overloaded";
+      if (auto ti = read_tcp_info(c.fd))
+        sp.retransmits = static_cast<std::int64_t>(ti->total_retrans - std::min<uint64_t>(ti->total_retrans, c.retrans_heard));
+      sp.how = sp.retransmits > 0
+                   ? "sent nothing for " + seconds_text_fine(for_s) + " while our connection to it "
+                         "retransmitted " + std::to_string(sp.retransmits) +
+                         " segments: the path loses packets"
+                   : "sent nothing for " + seconds_text_fine(for_s) +
+                         " (not even a heartbeat): stopped (SIGSTOP, a debugger), hung, swapping "
+                         "or overloaded";
       update_silence(peer, sp);
     }
   }
@@ -650,6 +659,7 @@ class PeerWatchImpl final : public PeerWatch {
   void heard(int peer) {
     Conn& c = conns_.at(peer);
     c.last_heard = Clock::now();
+    if (auto ti = read_tcp_info(c.fd)) c.retrans_heard = ti->total_retrans;
     if (!c.silent) return;
     c.silent = false;
     ++c.epoch;

@@ -119,6 +119,10 @@ struct SilentPeer {
   std::string how;         // "sent nothing for 0.6 s (not even a heartbeat)",
                            // "reported silent by rank 1 (relayed by rank 2)", "speaks again"
   double after_s = 0;      // seconds since start() began, when this rank learnt of it
+  // Segments our own connection to it retransmitted since we last heard it (TCP_INFO), when we
+  // judged it silent ourselves; -1 unknown. > 0: the path is losing packets and the process may
+  // well be alive (a frozen process's kernel still acknowledges our heartbeats).
+  std::int64_t retransmits = -1;
 };
 
 // What a rank is blocked on, for "blame the root": 3 waits on 2, 2 on 1, 1 on 0 -> rank 0.

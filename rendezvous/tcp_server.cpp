@@ -37,6 +37,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "rendezvous/bounded_json.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/net.h"
 #include "rendezvous/store_error.h"
@@ -64,6 +65,8 @@ constexpr std::size_t kOutputHigh = 4 * 1024 * 1024;
 constexpr std::size_t kOutputLow = 1024 * 1024;
 // Requests/replies above this may use only 7/8 of max_total_bytes (the rest is for small ones).
 constexpr std::size_t kSmallItem = 64 * 1024;
+// Bytes handed to one socket per flush (the rest when it is writable again, next turn).
+constexpr std::size_t kWritePerFlush = 1024 * 1024;
 // Small replies are coalesced into one segment up to this size.
 constexpr std::size_t kCoalesce = 64 * 1024;
 // Freed memory is handed back to the OS (malloc_trim) at most once a second, after this much.
@@ -87,8 +90,10 @@ constexpr int kIdleClosesPerTurn = 512;
 // running one slice in the same turn held it for 20-50 ms while a bystander's GET waited
 // (bench/store_attack_bench.py, wait_flood).
 constexpr auto kTurnBudget = std::chrono::microseconds(2000);
-// Index entries of closed connections removed per turn (ServerKeyspace::retire).
+// Index entries of closed connections removed per turn (ServerKeyspace::retire), while the turn's
+// budget lasts, and for at least kRetireMin.
 constexpr std::size_t kRetirePerTurn = 8192;
+constexpr auto kRetireMin = std::chrono::microseconds(500);
 // How far back (in accept order) a never-requested socket looks for the connection that
 // vouches for it (torch 1.13's main socket, accepted just before its WATCH_KEY socket).
 constexpr ConnId kVouchWindow = 64;
@@ -125,9 +130,29 @@ class MappingReaper {
     for (auto [p, n] : queue_) ::munmap(p, n);  // if the thread could not be started
   }
 
+  // Frees a big reply or notification off the loop too: freeing a 16 MiB string is an munmap of
+  // 4096 touched pages (the watchers attack's notification, dropped with its last watcher, held
+  // a turn for 5-7 ms). Smaller ones are freed at once.
+  static constexpr std::size_t kFreeOffLoopFrom = 1024 * 1024;
+  void give(std::shared_ptr<const std::string>&& s) {
+    if (!s || s.use_count() > 1 || s->size() < kFreeOffLoopFrom) return;  // not the last, small
+    std::lock_guard<std::mutex> lk(mu_);
+    strings_.push_back(std::move(s));
+    start_locked();
+  }
+  void give(std::string&& s) {
+    if (s.capacity() < kFreeOffLoopFrom) return;
+    give(std::make_shared<const std::string>(std::move(s)));
+  }
+
   void give(void* p, std::size_t n) {
     std::lock_guard<std::mutex> lk(mu_);
     queue_.emplace_back(p, n);
+    start_locked();
+  }
+
+ private:
+  void start_locked() {
     if (!started_) {
       started_ = true;
       try {
@@ -136,6 +161,7 @@ class MappingReaper {
         // No thread: unmap here (the old behaviour) rather than keep the memory.
         for (auto [q, m] : queue_) ::munmap(q, m);
         queue_.clear();
+        strings_.clear();
         started_ = false;
         return;
       }
@@ -143,16 +169,18 @@ class MappingReaper {
     cv_.notify_one();
   }
 
- private:
   void run() {
     std::unique_lock<std::mutex> lk(mu_);
     for (;;) {
-      cv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stop_ and nothing left
+      cv_.wait(lk, [this] { return stop_ || !queue_.empty() || !strings_.empty(); });
+      if (queue_.empty() && strings_.empty()) return;  // stop_ and nothing left
       auto batch = std::move(queue_);
       queue_.clear();
+      auto strings = std::move(strings_);
+      strings_.clear();
       lk.unlock();
       for (auto [p, n] : batch) ::munmap(p, n);
+      strings.clear();
       lk.lock();
     }
   }
@@ -160,6 +188,7 @@ class MappingReaper {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<void*, std::size_t>> queue_;
+  std::vector<std::shared_ptr<const std::string>> strings_;
   std::thread thread_;
   bool started_ = false, stop_ = false;
 };
@@ -244,6 +273,7 @@ struct Conn {
   std::string host;        // peer without the port: who may vouch for an idle socket
   ConnId companion = 0;    // the idle socket this connection vouches for (torch 1.13's watch one)
   bool vouched = false;    // never requested, but kept: a connection from its host vouches for it
+  bool status_only = false;  // accepted past max_connections: may only read (kStoreFullKey)
   // A big list request (wire::Decoded::lazy) run one slice per turn, straight from `in`: it
   // starts at in_pos (which stays there until its last slice), its next field is at
   // in_pos + big_next, it ends at in_pos + big_end.
@@ -284,7 +314,9 @@ struct Conn {
   std::size_t out_pending() const { return out_bytes; }
   std::size_t in_pending() const { return in.size() - in_pos; }
   // Never completed a request and nobody vouches for it: idle_timeout and shedding apply.
-  bool stranger() const { return requests == 0 && !vouched; }
+  // A read-only connection past max_connections is none: it holds no slot, and only a newer
+  // such one sheds it (kStatusOnlyConnections).
+  bool stranger() const { return requests == 0 && !vouched && !status_only; }
 };
 
 
@@ -299,6 +331,7 @@ class Server final : public TcpStoreServer {
                     send_shared(c, b);
                   }) {
     if (!opt_.log) opt_.log = [](const std::string& line) { std::cerr << line << std::endl; };
+    keyspace_.reserve_status_key(kStoreFullWireKey);
     request_cap_ = 64 * 1024 * 1024 + opt_.limits.max_value_bytes + opt_.limits.max_key_bytes + 64;
     auto tick = opt_.stalled_request_timeout / 4;
     tick_ = std::clamp<std::chrono::milliseconds>(
@@ -520,7 +553,9 @@ class Server final : public TcpStoreServer {
         }
       }
       flush_dirty();
-      if (keyspace_.retiring()) keyspace_.retire(kRetirePerTurn);
+      if (keyspace_.retiring())
+        keyspace_.retire(kRetirePerTurn,
+                         std::max(turn_start_ + kTurnBudget, SteadyClock::now() + kRetireMin));
       auto now = SteadyClock::now();
       if (!timed_.empty() && (any_deferred_ || now >= next_sweep)) {
         sweep(now);
@@ -539,6 +574,17 @@ class Server final : public TcpStoreServer {
   // Stats for other threads, and freed memory back to the OS after a big release (a closed
   // attacker's buffers, a DELETE of big values), at most once a second.
   void publish(SteadyClock::time_point now) {
+    if (status_dirty_) {
+      // Between requests (a refusal is found inside one): the status key and its waiters.
+      status_dirty_ = false;
+      std::string status;
+      {
+        std::lock_guard lock(full_mu_);
+        status = store_full_status_json(full_);
+      }
+      keyspace_.set_status(std::move(status));
+      flush_dirty();
+    }
     std::size_t stored = keyspace_.stored_bytes();
     if (stored < last_stored_) released_ += last_stored_ - stored;
     last_stored_ = stored;
@@ -585,17 +631,30 @@ class Server final : public TcpStoreServer {
       }
       std::string peer = format_address(reinterpret_cast<sockaddr*>(&ss), len);
       stats_.accepted++;
+      bool status_only = false;
       if (!make_room(peer)) {
-        opt_.log("tcp store server: refused connection from " + peer + ": " +
-                 std::to_string(conns_.size()) + " connections open, each past its first request"
-                 " or vouched for (max_connections " + std::to_string(opt_.max_connections) +
-                 ", --max-connections)");
+        std::string why = std::to_string(conns_.size() - status_only_.size()) +
+                          " connections open, each past its first request or vouched for "
+                          "(max_connections " + std::to_string(opt_.max_connections) +
+                          ", --max-connections)";
         stats_.errors++;
         stats_.limits++;
-        record_full("max_connections", "--max-connections", opt_.max_connections, conns_.size(),
-                    peer);
-        ::close(fd);
-        continue;
+        record_full("max_connections", "--max-connections", opt_.max_connections,
+                    conns_.size() - status_only_.size(), peer);
+        // A few more may read the store's status (why it is full); the oldest such makes room.
+        if (status_only_.size() >= kStatusOnlyConnections) {
+          if (Conn* old = find(status_only_.front()))
+            close_with_reason(*old, "read-only connection past max_connections shed for " + peer,
+                              true);
+        }
+        if (status_only_.size() >= kStatusOnlyConnections) {
+          opt_.log("tcp store server: refused connection from " + peer + ": " + why);
+          ::close(fd);
+          continue;
+        }
+        opt_.log("tcp store server: connection from " + peer + " may only read (" +
+                 kStoreFullKey + "): " + why);
+        status_only = true;
       }
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -605,17 +664,22 @@ class Server final : public TcpStoreServer {
       c.fd = fd;
       c.peer = std::move(peer);
       c.host = host_part(c.peer);
+      c.status_only = status_only;
+      if (status_only) status_only_.push_back(id);
       c.opened = c.last_rx = c.last_tx_progress = SteadyClock::now();
-      fresh_.emplace_back(c.opened, id);
-      ++strangers_;
+      if (!status_only) {
+        fresh_.emplace_back(c.opened, id);
+        ++strangers_;
+      }
       epoll_event ev{};
       ev.events = c.interest = EPOLLIN | EPOLLRDHUP;
       ev.data.u64 = id;
       if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
         opt_.log("tcp store server: epoll_ctl for " + c.peer + " failed: " + errno_text(errno));
         ::close(fd);
+        if (status_only) status_only_.pop_back();
+        else --strangers_;
         conns_.erase(id);
-        --strangers_;
         continue;
       }
       stats_.open.store(conns_.size());
@@ -652,6 +716,11 @@ class Server final : public TcpStoreServer {
   bool on_readable(Conn& c) {
     std::size_t budget = kReadBudgetPerEvent;
     while (budget > 0 && !c.paused && !c.eof && !c.backlogged) {
+      // Reading into a big request costs (copies, page faults: 20 WAIT floods each taking 256 KiB
+      // a turn held it for 5-15 ms): once the turn's budget is spent, a request already arriving
+      // waits for a later turn (epoll reports the socket again); a new one is read, as one cheap
+      // request may be all it is.
+      if (c.in_pending() > 0 && turn_spent()) break;
       // Through the loop's buffer, so an idle connection keeps no big buffer of its own; but a
       // request already arriving into a buffer with room is read straight into it (a 32 MiB
       // half-sent MULTI_SET is then copied once, by the kernel, not twice).
@@ -804,7 +873,7 @@ class Server final : public TcpStoreServer {
       c.partial = false;
       set_deferred(c, false);
       ++turn;
-      if (c.requests++ == 0 && !c.vouched) --strangers_;
+      if (c.requests++ == 0 && !c.vouched && !c.status_only) --strangers_;
       stats_.requests++;
       if (d.lazy && !(*c.dialect == wire::Dialect::modern && !c.validated)) {
         // Its bytes stay in the buffer (counted there) while its slices run.
@@ -910,7 +979,29 @@ class Server final : public TcpStoreServer {
       if (!c.validated) return "first request is " + std::string(wire::to_string(req.op)) +
                                ", not VALIDATE (torch >= 2.1 servers close such clients)";
     }
+    if (c.status_only && !read_only(req.op))
+      return detail::Refusal(
+          std::string(wire::to_string(req.op)) + " on a connection accepted past max_connections " +
+              std::to_string(opt_.max_connections) + " (--max-connections), which may only read " +
+              "(" + kStoreFullKey + " says why the store is full)",
+          true);
     return keyspace_.execute(c.id, *c.dialect, std::move(req));
+  }
+
+  static bool read_only(wire::Op op) {
+    switch (op) {
+      case wire::Op::validate:
+      case wire::Op::ping:
+      case wire::Op::get:
+      case wire::Op::check:
+      case wire::Op::wait:
+      case wire::Op::cancel_wait:
+      case wire::Op::multi_get:
+      case wire::Op::num_keys:
+        return true;
+      default:
+        return false;
+    }
   }
 
   // ---- output --------------------------------------------------------------------------------
@@ -973,7 +1064,8 @@ class Server final : public TcpStoreServer {
     it->value = value;
     it->in_use = in_use;
     it->refusals++;
-    it->last_peer = peer;
+    it->last_peer = peer.substr(0, 256);
+    status_dirty_ = true;
   }
 
   // Brings the totals up to date with this connection's buffers.
@@ -1043,6 +1135,12 @@ class Server final : public TcpStoreServer {
     mark_dirty(*c);
   }
 
+  // A big segment is freed off the loop (MappingReaper).
+  void reap(Conn::Segment& seg) {
+    if (seg.shared) reaper_.give(std::move(seg.shared));
+    else reaper_.give(std::move(seg.own));
+  }
+
   void flush_dirty() {
     // flush() may resume a paused connection, whose requests may queue output for others.
     while (!dirty_.empty()) {
@@ -1063,14 +1161,18 @@ class Server final : public TcpStoreServer {
 
   // Writes what the socket takes now; the rest waits for EPOLLOUT. Returns false when closed.
   bool flush(Conn& c) {
-    while (c.out_bytes > 0) {
+    // The kernel copies what it takes: a big reply into a wide-open socket buffer (4 MiB of a
+    // notification) held a turn for 5 ms. At most kWritePerFlush a call; EPOLLOUT brings the rest.
+    std::size_t allowance = kWritePerFlush;
+    while (c.out_bytes > 0 && allowance > 0) {
       iovec iov[64];
       int n_iov = 0;
-      std::size_t skip = c.out_pos;
-      for (auto it = c.out.begin(); it != c.out.end() && n_iov < 64; ++it) {
+      std::size_t skip = c.out_pos, room = allowance;
+      for (auto it = c.out.begin(); it != c.out.end() && n_iov < 64 && room > 0; ++it) {
         const std::string& b = it->bytes();
         iov[n_iov].iov_base = const_cast<char*>(b.data()) + skip;
-        iov[n_iov].iov_len = b.size() - skip;
+        iov[n_iov].iov_len = std::min(b.size() - skip, room);
+        room -= iov[n_iov].iov_len;
         skip = 0;
         ++n_iov;
       }
@@ -1081,6 +1183,7 @@ class Server final : public TcpStoreServer {
       if (n > 0) {
         auto sent = static_cast<std::size_t>(n);
         c.out_bytes -= sent;
+        allowance -= std::min(allowance, sent);
         while (sent > 0) {
           std::size_t left = c.out.front().bytes().size() - c.out_pos;
           if (sent < left) {
@@ -1088,6 +1191,7 @@ class Server final : public TcpStoreServer {
             break;
           }
           sent -= left;
+          reap(c.out.front());
           c.out.pop_front();
           c.out_pos = 0;
         }
@@ -1207,7 +1311,7 @@ class Server final : public TcpStoreServer {
   // Whether a new connection may be accepted: at max_connections, or with every slot that is not
   // reserved held by strangers, the oldest stranger is shed to make room. False: nobody to shed.
   bool make_room(const std::string& newcomer) {
-    bool full = conns_.size() >= opt_.max_connections;
+    bool full = conns_.size() - status_only_.size() >= opt_.max_connections;
     bool strangers_full = strangers_ >= opt_.max_connections - reserved();
     if (!full && !strangers_full) return true;
     while (!fresh_.empty()) {
@@ -1303,6 +1407,8 @@ class Server final : public TcpStoreServer {
 
   void close_conn(Conn& c) {
     ConnId id = c.id;
+    if (c.status_only)
+      status_only_.erase(std::find(status_only_.begin(), status_only_.end(), id));
     if (c.stranger()) --strangers_;
     if (c.companion) {
       // The socket it vouched for is a stranger again, with a fresh idle deadline.
@@ -1322,6 +1428,7 @@ class Server final : public TcpStoreServer {
     out_total_ -= c.counted_out;
     timed_.erase(id);
     c.in.release(&reaper_);  // a big buffer is unmapped off the loop
+    for (auto& seg : c.out) reap(seg);
     conns_.erase(id);
     stats_.open.store(conns_.size());
   }
@@ -1368,9 +1475,47 @@ class Server final : public TcpStoreServer {
   const Conn* running_ = nullptr;   // whose request is executing (names the peer of a refusal)
   std::deque<std::pair<SteadyClock::time_point, ConnId>> fresh_;  // accept order: idle deadline
   std::size_t strangers_ = 0;       // open connections with stranger()
+  std::vector<ConnId> status_only_;  // open status-only connections, oldest first
+  bool status_dirty_ = false;        // full_ changed: rewrite kStoreFullKey (publish)
 };
 
 }  // namespace
+
+std::string store_full_status_json(const std::vector<StoreFullHit>& hits) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const auto& h : hits)
+    list.push_back({{"limit", h.limit},
+                    {"flag", h.flag},
+                    {"value", h.value},
+                    {"in_use", h.in_use},
+                    {"refusals", h.refusals},
+                    {"last_peer", h.last_peer}});
+  return nlohmann::json{{"store_full", std::move(list)}}.dump();
+}
+
+std::optional<std::vector<StoreFullHit>> parse_store_full_status(std::string_view text) {
+  auto parsed = parse_bounded_json(text, 64 * 1024, 8);
+  if (!parsed.ok() || !parsed.value.is_object()) return std::nullopt;
+  auto it = parsed.value.find("store_full");
+  if (it == parsed.value.end() || !it->is_array()) return std::nullopt;
+  std::vector<StoreFullHit> hits;
+  for (const auto& e : *it) {
+    if (!e.is_object() || hits.size() >= 8) return std::nullopt;
+    StoreFullHit h;
+    try {
+      h.limit = e.at("limit").get<std::string>();
+      h.flag = e.at("flag").get<std::string>();
+      h.value = e.at("value").get<uint64_t>();
+      h.in_use = e.at("in_use").get<uint64_t>();
+      h.refusals = e.at("refusals").get<uint64_t>();
+      h.last_peer = e.value("last_peer", std::string());
+    } catch (const nlohmann::json::exception&) {
+      return std::nullopt;
+    }
+    hits.push_back(std::move(h));
+  }
+  return hits;
+}
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOptions& options) {
   auto server = std::make_unique<Server>(options);

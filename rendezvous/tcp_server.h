@@ -19,6 +19,8 @@
 //              connection that never completed a request before it is refused; never-requested
 //              connections may hold at most max_connections - reserved_connections slots (the
 //              harness reserves its world size), so the ranks' connections always find room.
+//              With nobody to shed, up to kStatusOnlyConnections more are kept read-only (a
+//              write closes them) so a refused rank can read kStoreFullKey, the reason.
 //
 // Memory has a budget, whatever clients do (the limits below, each a flag of `store serve`):
 //   value      a SET, MULTI_SET, COMPARE_SET or APPEND that would make a value longer than
@@ -63,7 +65,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rendezvous/wire.h"
@@ -105,6 +109,24 @@ struct StoreFullHit {
   uint64_t refusals = 0;
   std::string last_peer;  // who was refused last
 };
+
+// The store's own status key: JSON of every store-wide refusal so far (StoreFullHit), so a job
+// whose store is served apart from it (`store serve`) learns why it was refused. Written by the
+// server only (a client's write to it closes that connection), outside the budget and the key
+// count, at most 3 entries of bounded size. Absent until a limit refuses someone.
+//   {"store_full":[{"limit":"max_stored_keys","flag":"--max-keys","value":1000,"in_use":1000,
+//                   "refusals":3,"last_peer":"127.0.0.1:41234"}]}
+// When every connection slot is taken by clients past their first request, up to
+// kStatusOnlyConnections more are accepted that may only read (VALIDATE, PING, GET, CHECK,
+// MULTI_GET, WAIT, GETNUMKEYS): a rank refused at the cap can still read why.
+// kStoreFullKey is the key as a store client names it; torch's TCPStore (and ours) put it on
+// the wire with its "/" prefix, which is the key the server keeps (kStoreFullWireKey).
+inline constexpr const char* kStoreFullKey = "ncclsmoke/store_full";
+inline constexpr const char* kStoreFullWireKey = "/ncclsmoke/store_full";
+inline constexpr std::size_t kStatusOnlyConnections = 4;
+std::string store_full_status_json(const std::vector<StoreFullHit>& hits);
+// The hits in a status value; nullopt when it is not one (bounded parse, 64 KiB).
+std::optional<std::vector<StoreFullHit>> parse_store_full_status(std::string_view text);
 
 struct TcpStoreServerStats {
   uint64_t accepted = 0;

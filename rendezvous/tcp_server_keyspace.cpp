@@ -9,16 +9,17 @@ namespace ncclsmoke::rendezvous::detail {
 using wire::Op;
 
 bool ServerKeyspace::present(const std::string& key) const {
-  if (data_.count(key)) return true;
-  auto q = queues_.find(key);
-  return q != queues_.end() && !q->second.empty();
+  if (data_.contains(key)) return true;
+  if (queues_.empty()) return false;
+  auto* q = queues_.find(key);
+  return q && !q->second.empty();
 }
 
 void ServerKeyspace::wake(const std::string& key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
+  auto* it = waiters_.find(key);
+  if (!it) return;
   auto conns = std::move(it->second);
-  waiters_.erase(it);
+  waiters_.erase(key);
   std::string stop;
   wire::put_u8(stop, wire::kWaitStop);
   for (ConnId c : conns) {
@@ -34,8 +35,8 @@ void ServerKeyspace::wake(const std::string& key) {
 }
 
 void ServerKeyspace::wake_one(const std::string& key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
+  auto* it = waiters_.find(key);
+  if (!it) return;
   std::vector<std::pair<uint64_t, ConnId>> order;
   order.reserve(it->second.size());
   for (ConnId c : it->second) {
@@ -57,16 +58,27 @@ void ServerKeyspace::wake_one(const std::string& key) {
       break;
     }
   }
-  if (it->second.empty()) waiters_.erase(it);
+  if (it->second.empty()) waiters_.erase(key);
 }
 
 void ServerKeyspace::cancel_wait(ConnId conn) {
   opening_.erase(conn);
   auto w = waits_.find(conn);
   if (w == waits_.end()) return;
-  for (const auto& key : w->second) {
-    unregister_wait_key(key);
-    unindex(waiters_, key, conn);
+  if (w->second.size() > kCancelAtOnce) {
+    // Withdrawing 32 Ki keys at once (a WAIT refused at --max-pending-keys) held the loop for
+    // 40 ms: retire() does it a bounded amount per turn. Until then an index entry may outlive
+    // the WAIT; wake() and wake_one() skip a key the connection's pending WAIT does not miss.
+    Retiring r;
+    r.conn = conn;
+    r.live = true;
+    r.wait_keys = std::move(w->second);
+    retiring_.push_back(std::move(r));
+  } else {
+    w->second.for_each([&](const std::string& key) {
+      unregister_wait_key(key);
+      unindex(waiters_, key, conn);
+    });
   }
   waits_.erase(w);
   wait_order_.erase(conn);
@@ -97,20 +109,30 @@ void ServerKeyspace::forget(ConnId conn) {
   if (!r.wait_keys.empty() || !r.watch_keys.empty()) retiring_.push_back(std::move(r));
 }
 
-void ServerKeyspace::retire(std::size_t max_keys) {
-  while (max_keys > 0 && !retiring_.empty()) {
+void ServerKeyspace::retire(std::size_t max_keys, std::chrono::steady_clock::time_point until) {
+  constexpr std::size_t kClockEvery = 32;
+  std::size_t done = 0;
+  auto more = [&] {
+    return done < max_keys &&
+           (done % kClockEvery != 0 || done == 0 || std::chrono::steady_clock::now() < until);
+  };
+  while (more() && !retiring_.empty()) {
     auto& r = retiring_.front();
-    while (max_keys > 0 && !r.wait_keys.empty()) {
-      auto node = r.wait_keys.extract(r.wait_keys.begin());
+    const KeySet* pending = nullptr;
+    if (r.live)
+      if (auto w = waits_.find(r.conn); w != waits_.end()) pending = &w->second;
+    while (!r.wait_keys.empty() && more()) {
+      auto node = r.wait_keys.extract_any();
       unregister_wait_key(node.value());
-      unindex(waiters_, node.value(), r.conn);
-      --max_keys;
+      // The connection's WAIT now pending registered this key again: the entry is its.
+      if (!pending || !pending->contains(node.value())) unindex(waiters_, node.value(), r.conn);
+      ++done;
     }
-    while (max_keys > 0 && !r.watch_keys.empty()) {
+    while (!r.watch_keys.empty() && more()) {
       registered_ -= registration_bytes(r.watch_keys.back().size());
       unindex(watchers_, r.watch_keys.back(), r.conn);
       r.watch_keys.pop_back();
-      --max_keys;
+      ++done;
     }
     if (r.wait_keys.empty() && r.watch_keys.empty()) retiring_.pop_front();
   }
@@ -118,8 +140,8 @@ void ServerKeyspace::retire(std::size_t max_keys) {
 
 void ServerKeyspace::notify_watchers(const std::string& key, Change change,
                                      std::string_view old_value, std::string_view new_value) {
-  auto it = watchers_.find(key);
-  if (it == watchers_.end()) return;
+  auto* it = watchers_.find(key);
+  if (!it) return;
   // torch 1.13's TCPStoreWorkerDaemon reads: type byte, key, old value, new value. Each watcher
   // is asked first, so the message is built only when someone can take it, and built once.
   std::size_t size = 1 + 3 * 8 + key.size() + old_value.size() + new_value.size();
@@ -140,9 +162,40 @@ void ServerKeyspace::notify_watchers(const std::string& key, Change change,
   }
 }
 
+void ServerKeyspace::set_status(std::string value) {
+  if (status_key_.empty()) return;
+  auto [it, fresh] = data_.try_emplace(status_key_);
+  std::string old = std::move(it->second);
+  it->second = std::move(value);
+  status_set_ = true;
+  notify_watchers(status_key_, fresh ? Change::created : Change::updated, old, it->second);
+  wake(status_key_);
+}
+
+std::optional<Refusal> ServerKeyspace::refuse_status_write(const wire::Request& req) const {
+  if (status_key_.empty()) return std::nullopt;
+  switch (req.op) {
+    case Op::set:
+    case Op::multi_set:
+    case Op::compare_set:
+    case Op::add:
+    case Op::append:
+    case Op::delete_key:
+    case Op::queue_push:
+      for (const auto& k : req.keys)
+        if (is_status_key(k))
+          return Refusal(std::string(wire::to_string(req.op)) + " of " + printable(k) +
+                         ", the store's own status key (read-only: the store writes it when a "
+                         "limit refuses someone)");
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
 std::optional<Refusal> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
                                              std::size_t item, const char* what) const {
-  std::size_t entries = data_.size() + queues_.size();
+  std::size_t entries = num_keys() + queues_.size();
   if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys) {
     Refusal r(std::string(what) + " would create " + std::to_string(new_entries) +
                   " key(s) beyond the key-count limit: " + std::to_string(entries) +
@@ -194,7 +247,7 @@ std::optional<Refusal> ServerKeyspace::wait_part(ConnId conn, std::vector<std::s
   std::vector<std::string*> fresh;
   std::size_t cost = 0;
   for (auto& k : keys)
-    if (!present(k) && !missing.count(k)) {
+    if (!present(k) && !missing.contains(k)) {
       fresh.push_back(&k);
       cost += registration_bytes(k.size());
     }
@@ -209,7 +262,7 @@ std::optional<Refusal> ServerKeyspace::wait_part(ConnId conn, std::vector<std::s
     // A key repeated within one request is registered once (the set de-duplicates it).
     for (std::string* k : fresh) {
       auto [it, inserted] = missing.insert(std::move(*k));
-      if (inserted) waiters_[*it].insert(conn);
+      if (inserted) waiters_.try_emplace(*it).first->second.insert(conn);
       else registered_ -= registration_bytes(it->size());
     }
   }
@@ -227,6 +280,7 @@ std::optional<Refusal> ServerKeyspace::wait_part(ConnId conn, std::vector<std::s
 
 std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialect,
                                                wire::Request&& req) {
+  if (auto why = refuse_status_write(req)) return why;
   std::string out;
   switch (req.op) {
     case Op::validate:
@@ -240,7 +294,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         auto it = data_.find(req.keys[i]);
         std::size_t vsize = req.values[i].size();
         item = std::max(item, vsize);
-        if (it == data_.end()) {
+        if (!it) {
           ++new_entries;
           grow += kEntryOverhead + req.keys[i].size() + vsize;
         } else if (vsize > it->second.size()) {
@@ -251,9 +305,9 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       for (std::size_t i = 0; i < req.keys.size(); ++i) {
         const auto& key = req.keys[i];
         auto it = data_.find(key);
-        if (it == data_.end()) {
+        if (!it) {
           bytes_ += kEntryOverhead + key.size() + req.values[i].size();
-          auto& v = data_.emplace(key, std::move(req.values[i])).first->second;
+          auto& v = data_.try_emplace(key, std::move(req.values[i])).first->second;
           notify_watchers(key, Change::created, {}, v);
         } else {
           bytes_ += req.values[i].size();
@@ -272,7 +326,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       const auto& expected = req.values[0];
       auto& desired = req.values[1];
       auto it = data_.find(key);
-      if (it == data_.end()) {
+      if (!it) {
         if (!expected.empty()) {
           if (!may_queue(conn, 8 + expected.size())) return std::nullopt;
           wire::put_bytes(out, expected);  // torch's "lying" answer for a missing key
@@ -282,7 +336,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
             return why;
           if (!may_queue(conn, 8 + desired.size())) return std::nullopt;
           bytes_ += kEntryOverhead + key.size() + desired.size();
-          auto& v = data_.emplace(key, std::move(desired)).first->second;
+          auto& v = data_.try_emplace(key, std::move(desired)).first->second;
           notify_watchers(key, Change::created, {}, v);
           wire::put_bytes(out, v);
           wake(key);
@@ -307,7 +361,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
 
     case Op::get: {
       auto it = data_.find(req.keys[0]);
-      if (it == data_.end()) {
+      if (!it) {
         if (dialect == wire::Dialect::legacy)
           return "GET of missing key " + printable(req.keys[0]) +
                  " (closing, as torch 1.13's server does)";
@@ -323,7 +377,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
     case Op::add: {
       const auto& key = req.keys[0];
       auto it = data_.find(key);
-      std::optional<int64_t> current = it == data_.end() ? 0 : parse_counter(it->second);
+      std::optional<int64_t> current = !it ? 0 : parse_counter(it->second);
       if (!current)
         return "ADD on key " + printable(key) + " whose value " + printable(it->second) +
                " is not a decimal integer";
@@ -332,11 +386,11 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         return "ADD of " + std::to_string(req.delta) + " to key " + printable(key) + " (" +
                std::to_string(*current) + ") overflows int64";
       std::string text = std::to_string(value);
-      if (it == data_.end()) {
+      if (!it) {
         if (auto why = admit(1, kEntryOverhead + key.size() + text.size(), text.size(), "ADD"))
           return why;
         bytes_ += kEntryOverhead + key.size() + text.size();
-        data_.emplace(key, text);
+        data_.try_emplace(key, text);
         notify_watchers(key, Change::created, {}, text);
       } else {
         if (text.size() > it->second.size())
@@ -371,7 +425,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       return std::nullopt;
 
     case Op::num_keys:
-      wire::put_i64(out, static_cast<int64_t>(data_.size()));
+      wire::put_i64(out, static_cast<int64_t>(num_keys()));
       reply(conn, std::move(out));
       return std::nullopt;
 
@@ -379,17 +433,17 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       const auto& key = req.keys[0];
       auto it = data_.find(key);
       int64_t deleted = 0;
-      if (it != data_.end()) {
+      if (it) {
         notify_watchers(key, Change::deleted, it->second, {});
         bytes_ -= kEntryOverhead + key.size() + it->second.size();
-        data_.erase(it);
+        data_.erase(key);
         deleted = 1;
       }
       auto q = queues_.find(key);
-      if (q != queues_.end()) {
+      if (q) {
         bytes_ -= kEntryOverhead + key.size();
         for (const auto& item : q->second) bytes_ -= kItemOverhead + item.size();
-        queues_.erase(q);
+        queues_.erase(key);
       }
       wire::put_i64(out, deleted);
       reply(conn, std::move(out));
@@ -400,12 +454,12 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       const auto& key = req.keys[0];
       auto& value = req.values[0];
       auto it = data_.find(key);
-      if (it == data_.end()) {
+      if (!it) {
         if (auto why = admit(1, kEntryOverhead + key.size() + value.size(), value.size(),
                              "APPEND"))
           return why;
         bytes_ += kEntryOverhead + key.size() + value.size();
-        auto& v = data_.emplace(key, std::move(value)).first->second;
+        auto& v = data_.try_emplace(key, std::move(value)).first->second;
         notify_watchers(key, Change::created, {}, v);
       } else {
         std::size_t old_size = it->second.size();
@@ -431,13 +485,13 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       std::size_t size = 0;
       for (const auto& k : req.keys) {
         auto it = data_.find(k);
-        size += 8 + (it == data_.end() ? 0 : it->second.size());
+        size += 8 + (!it ? 0 : it->second.size());
       }
       if (!may_queue(conn, size)) return std::nullopt;
       out.reserve(size);
       for (const auto& k : req.keys) {
         auto it = data_.find(k);
-        wire::put_bytes(out, it == data_.end() ? std::string_view{} : std::string_view{it->second});
+        wire::put_bytes(out, !it ? std::string_view{} : std::string_view{it->second});
       }
       reply(conn, std::move(out));
       return std::nullopt;
@@ -451,12 +505,12 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
     case Op::queue_push: {
       const auto& key = req.keys[0];
       auto q = queues_.find(key);
-      bool fresh = q == queues_.end();
+      bool fresh = !q;
       std::size_t grow = kItemOverhead + req.values[0].size() +
                          (fresh ? kEntryOverhead + key.size() : 0);
       if (auto why = admit(fresh ? 1 : 0, grow, req.values[0].size(), "QUEUE_PUSH")) return why;
       bytes_ += grow;
-      if (fresh) q = queues_.emplace(key, std::deque<std::string>{}).first;
+      if (fresh) q = queues_.try_emplace(key).first;
       q->second.push_back(std::move(req.values[0]));
       wake_one(key);
       return std::nullopt;
@@ -464,7 +518,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
 
     case Op::queue_pop: {
       auto it = queues_.find(req.keys[0]);
-      int64_t len = it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size());
+      int64_t len = !it ? 0 : static_cast<int64_t>(it->second.size());
       wire::put_i64(out, len);
       if (len > 0) {
         if (!may_queue(conn, 16 + it->second.front().size())) return std::nullopt;
@@ -473,7 +527,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         it->second.pop_front();
         if (it->second.empty()) {
           bytes_ -= kEntryOverhead + it->first.size();
-          queues_.erase(it);
+          queues_.erase(req.keys[0]);
         }
       }
       reply(conn, std::move(out));
@@ -482,18 +536,18 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
 
     case Op::queue_len: {
       auto it = queues_.find(req.keys[0]);
-      wire::put_i64(out, it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size()));
+      wire::put_i64(out, !it ? 0 : static_cast<int64_t>(it->second.size()));
       reply(conn, std::move(out));
       return std::nullopt;
     }
 
     case Op::list: {
       std::size_t size = 8;
-      for (const auto& [k, v] : data_) size += 8 + k.size();
+      data_.for_each([&](const auto& kv) { size += 8 + kv.first.size(); });
       if (!may_queue(conn, size)) return std::nullopt;
       out.reserve(size);
       wire::put_i64(out, static_cast<int64_t>(data_.size()));
-      for (const auto& [k, v] : data_) wire::put_bytes(out, k);
+      data_.for_each([&](const auto& kv) { wire::put_bytes(out, kv.first); });
       reply(conn, std::move(out));
       return std::nullopt;
     }
@@ -501,11 +555,11 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
     case Op::watch_key: {
       const auto& key = req.keys[0];
       auto it = watchers_.find(key);
-      if (it == watchers_.end() || !it->second.count(conn)) {
+      if (!it || !it->second.count(conn)) {
         std::size_t cost = registration_bytes(key.size());
         if (auto why = admit_registration(conn, 1, cost, "WATCH_KEY")) return why;
         registered_ += cost;
-        watchers_[key].insert(conn);
+        watchers_.try_emplace(key).first->second.insert(conn);
         watched_by_[conn].push_back(key);
       }
       wire::put_u8(out, 3);  // WatchResponseType::KEY_CALLBACK_REGISTERED

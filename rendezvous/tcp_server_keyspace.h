@@ -18,6 +18,7 @@
 // closes that connection). Big replies and WATCH_KEY notifications ask `may_queue` before they are
 // built, so a reader over its output cap costs no copy. No op copies a stored value except to send
 // it: APPEND grows the value in place (amortised), and a watcher's old value is a prefix of it.
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <deque>
@@ -25,6 +26,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -34,6 +37,94 @@
 namespace ncclsmoke::rendezvous::detail {
 
 using ConnId = uint64_t;
+
+// A hash table that never rehashes all its entries at once. std::unordered_map doubles in one go:
+// relinking 64 Ki-1 Mi scattered nodes held the event loop for 10-40 ms (a 128 Ki-key WAIT, a
+// key flood; bench/store_attack_bench.py). Once a big table is full, this one moves it aside
+// and opens a new one twice its size; every insert or erase then moves a few entries across
+// (Redis's incremental rehash), so the old one is empty long before the new one is full.
+// Lookups try both while entries move. Elements never move in memory (nodes are relinked), so
+// pointers to them stay valid. `Map` is a std::unordered_map or std::unordered_set.
+template <typename Map>
+class IncrementalHash {
+ public:
+  using key_type = typename Map::key_type;
+  using value_type = typename Map::value_type;
+  using node_type = typename Map::node_type;
+  using pointer = decltype(&*std::declval<Map&>().begin());  // const for a set
+  // Entries moved per insert/erase: the new table (twice the old size) holds the old's n plus
+  // the n/4 inserts it takes to empty the old one.
+  static constexpr std::size_t kMovePerOp = 4;
+  // Smaller tables rehash the ordinary way (cheap).
+  static constexpr std::size_t kIncrementalFrom = 2048;
+
+  std::size_t size() const { return cur_.size() + old_.size(); }
+  bool empty() const { return cur_.empty() && old_.empty(); }
+  bool migrating() const { return !old_.empty(); }
+
+  pointer find(const key_type& k) {
+    if (auto it = cur_.find(k); it != cur_.end()) return &*it;
+    if (old_.empty()) return nullptr;
+    auto it = old_.find(k);
+    return it == old_.end() ? nullptr : &*it;
+  }
+  const value_type* find(const key_type& k) const {
+    return const_cast<IncrementalHash*>(this)->find(k);
+  }
+  bool contains(const key_type& k) const { return find(k) != nullptr; }
+
+  // map: the entry for `k`, default-constructed (or from `args`) when absent; set: inserts `k`.
+  template <typename K, typename... Args>
+  std::pair<pointer, bool> try_emplace(K&& k, Args&&... args) {
+    if (auto* p = find(k)) return {p, false};
+    make_room();
+    if constexpr (std::is_same_v<key_type, value_type>) {
+      static_assert(sizeof...(Args) == 0);
+      return {&*cur_.insert(std::forward<K>(k)).first, true};
+    } else {
+      return {&*cur_.try_emplace(std::forward<K>(k), std::forward<Args>(args)...).first, true};
+    }
+  }
+  std::pair<pointer, bool> insert(key_type k) { return try_emplace(std::move(k)); }
+
+  std::size_t erase(const key_type& k) {
+    std::size_t n = cur_.erase(k);
+    if (!n && !old_.empty()) n = old_.erase(k);
+    move_some(kMovePerOp);
+    return n;
+  }
+  // Takes any one entry out (the table must not be empty).
+  node_type extract_any() {
+    Map& from = old_.empty() ? cur_ : old_;
+    return from.extract(from.begin());
+  }
+  template <typename F>
+  void for_each(F&& f) const {
+    for (const auto& e : old_) f(e);
+    for (const auto& e : cur_) f(e);
+  }
+  void clear() {
+    cur_.clear();
+    old_.clear();
+  }
+
+ private:
+  void move_some(std::size_t n) {
+    for (; n > 0 && !old_.empty(); --n) cur_.insert(old_.extract(old_.begin()));
+  }
+  void make_room() {
+    move_some(kMovePerOp);
+    if (!old_.empty() || cur_.size() < kIncrementalFrom ||
+        static_cast<float>(cur_.size() + 1) <=
+            static_cast<float>(cur_.bucket_count()) * cur_.max_load_factor())
+      return;
+    old_ = std::move(cur_);
+    cur_ = Map();
+    cur_.reserve(old_.size() * 2);
+  }
+
+  Map cur_, old_;
+};
 
 // Bytes charged per stored key / queue (map node, string headers) and per queued item.
 inline constexpr std::size_t kEntryOverhead = 96;
@@ -92,8 +183,11 @@ class ServerKeyspace {
   // for tens of ms (bench/store_attack_bench.py, wait_flood). Their bytes stay in
   // registered_bytes() until retired.
   void forget(ConnId conn);
-  // Removes up to `max_keys` index entries of forgotten connections, oldest first.
-  void retire(std::size_t max_keys);
+  // Removes up to `max_keys` index entries of forgotten connections (and of WAITs cancelled or
+  // refused with many keys), oldest first, and stops at `until` (keys of 8 KiB take microseconds
+  // each to hash: 8192 of them held a turn for 20 ms, watch_flood).
+  void retire(std::size_t max_keys,
+              std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
   bool retiring() const { return !retiring_.empty(); }
 
   // A WAIT too big for one event-loop turn, registered in parts (the server runs slices of its
@@ -106,7 +200,18 @@ class ServerKeyspace {
   // Whether every key is present (CHECK, also in parts).
   bool all_present(const std::vector<std::string>& keys) const;
 
-  std::size_t num_keys() const { return data_.size(); }
+  // Keys clients stored (the status key is not one of them).
+  std::size_t num_keys() const { return data_.size() - (status_set_ ? 1 : 0); }
+
+  // The server's own status key (TcpStoreServer's kStoreFullKey): readable, waitable and
+  // watchable like any key, outside the budget and the key count, and no client may write,
+  // append to, delete or queue under it (such a request closes its connection, as a forged
+  // status would mislead the job).
+  void reserve_status_key(std::string key) { status_key_ = std::move(key); }
+  // Sets the status value (the server, between requests) and wakes its waiters.
+  void set_status(std::string value);
+  // WAITs with at most this many keys are withdrawn at once; bigger ones through retire().
+  static constexpr std::size_t kCancelAtOnce = 256;
   std::size_t stored_bytes() const { return bytes_; }
   // Bytes of pending WAIT and WATCH_KEY registrations (registration_bytes per key), apart from
   // stored_bytes(): they are the connections', not the store's, and leave with them.
@@ -114,10 +219,15 @@ class ServerKeyspace {
   // Keys `conn` is registered on (its pending WAIT's missing keys + its watched keys).
   std::size_t registrations(ConnId conn) const;
   bool has_pending_wait(ConnId conn) const { return waits_.count(conn) > 0; }
+
   std::size_t pending_waits() const { return waits_.size(); }
 
  private:
   bool present(const std::string& key) const;
+  bool is_status_key(std::string_view key) const {
+    return !status_key_.empty() && key == status_key_;
+  }
+  std::optional<Refusal> refuse_status_write(const wire::Request& req) const;
   // The key now exists (or its queue is non-empty): answer every WAIT that was missing only it.
   void wake(const std::string& key);
   // A queue item arrived: in wait order, the key counts as present for each waiter until one is
@@ -140,13 +250,14 @@ class ServerKeyspace {
   std::optional<Refusal> admit_registration(ConnId conn, std::size_t more, std::size_t bytes,
                                             const char* what) const;
   void unregister_wait_key(const std::string& key) { registered_ -= registration_bytes(key.size()); }
+  using KeySet = IncrementalHash<std::unordered_set<std::string>>;
+  using Index = IncrementalHash<std::unordered_map<std::string, std::unordered_set<ConnId>>>;
   // Removes `conn` from `index[key]` (waiters_ or watchers_), and the key once nobody is left.
-  template <typename Index>
   static void unindex(Index& index, const std::string& key, ConnId conn) {
-    auto it = index.find(key);
-    if (it == index.end()) return;
-    it->second.erase(conn);
-    if (it->second.empty()) index.erase(it);
+    auto* e = index.find(key);
+    if (!e) return;
+    e->second.erase(conn);
+    if (e->second.empty()) index.erase(std::string(key));
   }
 
   Send send_;
@@ -154,23 +265,28 @@ class ServerKeyspace {
   KeyspaceLimits limits_;
   std::size_t bytes_ = 0;
   std::size_t registered_ = 0;
-  std::unordered_map<std::string, std::string> data_;
-  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::string status_key_;
+  bool status_set_ = false;
+  IncrementalHash<std::unordered_map<std::string, std::string>> data_;
+  IncrementalHash<std::unordered_map<std::string, std::deque<std::string>>> queues_;
   // Pending WAITs: the keys each connection still misses, and the reverse index.
-  std::unordered_map<ConnId, std::unordered_set<std::string>> waits_;
-  std::unordered_map<std::string, std::unordered_set<ConnId>> waiters_;
+  std::unordered_map<ConnId, KeySet> waits_;
+  Index waiters_;
   // When each pending WAIT arrived (wake_one serves the oldest first).
   std::unordered_map<ConnId, uint64_t> wait_order_;
   // WAITs whose last part has not arrived: not answered even when nothing is missing yet.
   std::unordered_set<ConnId> opening_;
   uint64_t next_wait_ = 0;
   // Legacy WATCH_KEY registrations (torch 1.13's callback connection).
-  std::unordered_map<std::string, std::unordered_set<ConnId>> watchers_;
+  Index watchers_;
   std::unordered_map<ConnId, std::vector<std::string>> watched_by_;
-  // Forgotten connections whose index entries are still to be removed (retire()).
+  // Index entries still to be removed (retire()): of forgotten connections, and of big WAITs
+  // cancelled, replaced or refused while their connection lives on (`live`: an entry the
+  // connection's pending WAIT has registered again is kept).
   struct Retiring {
     ConnId conn = 0;
-    std::unordered_set<std::string> wait_keys;
+    bool live = false;
+    KeySet wait_keys;
     std::vector<std::string> watch_keys;
   };
   std::deque<Retiring> retiring_;

@@ -5,6 +5,7 @@
 // throw TransportError with a kind the harness names as a finding.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <functional>
 #include <map>
 #include <memory>
@@ -66,6 +67,12 @@ struct LinkStats {
   int prev_rank = -1;           // the rank this one receives from
   double recv_wait_s = 0;       // time waiting for prev_rank's bytes
   std::int64_t bytes_received = 0;
+  // The kernel's view of the link to next_rank (TCP_INFO summed over its connections; see
+  // rendezvous/tcp_info.h): retransmitted and sent segments, and the smoothed round-trip time
+  // (the largest over the connections). -1 / NaN: the backend cannot see it (not TCP).
+  std::int64_t tx_retrans = -1;
+  std::int64_t tx_segs_out = -1;
+  double tx_rtt_us = std::numeric_limits<double>::quiet_NaN();
 };
 // NetworkReport: the network the backend was asked to use (`expected`: {"network","policy"} or
 // null when nothing was asked) and what its own evidence says carried the bytes (`observed`: the

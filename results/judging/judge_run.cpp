@@ -5,6 +5,7 @@
 #include "rendezvous/rank_ref.h"
 #include "results/judging/classify.h"
 #include "results/judging/judge.h"
+#include "results/judging/link_rules.h"
 #include "results/judging/merge.h"
 #include "results/judging/run_rules.h"
 
@@ -33,6 +34,9 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   mo.world_size = roster.world_size;
   Verdict global = merge_rank_verdicts(views, mo);
   global.duration_s = roster.duration_s;
+  // Per-link evidence needs no baseline: every run compares its links with its own median link.
+  add_judged_findings(global.findings, judge_links(global));
+  explain_by_slow_hosts(global.findings);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));
     global.baseline = baseline_record(profile, global);

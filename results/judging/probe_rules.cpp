@@ -8,6 +8,7 @@
 
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
+#include "results/judging/mtu_rule.h"
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
 
@@ -317,6 +318,8 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
                          const std::map<int, std::string>& hosts) {
   MeshJudgement j;
   j.findings = mesh_findings(m, c, hosts);
+  // Path-MTU black holes (mtu_rule.h): an error, so the phase fails and no transport runs on them.
+  for (auto& f : mtu_findings(m, hosts)) j.findings.push_back(std::move(f));
   bool failed = std::any_of(j.findings.begin(), j.findings.end(),
                             [](const Finding& f) { return f.severity == Severity::error; });
   bool incomplete = m.pairs_untested > 0 || !m.unfinished_ranks.empty();
@@ -364,6 +367,7 @@ MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
   }
   if (!m.silent_ranks.empty())
     j.detail += fmt::format(", {} ranks lost", m.silent_ranks.size());
+  if (auto mtu = mtu_detail(m); !mtu.empty()) j.detail += "; " + mtu;
   return j;
 }
 

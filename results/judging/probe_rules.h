@@ -6,7 +6,7 @@
 // - the store error class becomes RENDEZVOUS_DNS / _REFUSED / _TIMEOUT / _UNREACHABLE / _LOST;
 // - the join roster RANKS_MISSING / WORLD_MISMATCH;
 // - the mesh's failed pairs MESH_BLOCKED with the suspect host (the one every failing pair
-//   shares), and silent ranks PEER_LOST.
+//   shares), and silent ranks PEER_LOST; its path-MTU black holes MTU_MISMATCH (mtu_rule.h).
 //
 // A store that accepts the connection but never answers (ErrorClass::stalled: rank 0 SIGSTOPped,
 // swapping, overloaded) is RENDEZVOUS_STALLED, without the firewall hint that RENDEZVOUS_TIMEOUT
@@ -63,10 +63,11 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& join, const Pro
 std::vector<Finding> mesh_findings(const rendezvous::MeshResult& mesh, const ProbeContext& ctx,
                                    const std::map<int, std::string>& hosts);
 
-// What the mesh phase concluded: the findings (mesh_findings + MESH_INCOMPLETE when pairs were
-// not tested), the phase status, and the phase detail line. status: "fail" when any finding is an
-// error (MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST); else "inconclusive" when pairs were left
-// untested or ranks were still probing; else "pass".
+// What the mesh phase concluded: the findings (mesh_findings + mtu_findings + MESH_INCOMPLETE
+// when pairs were not tested), the phase status, and the phase detail line (with mtu_detail's
+// MTUs). status: "fail" when any finding is an error (MESH_BLOCKED, MTU_MISMATCH, PEER_LOST,
+// RENDEZVOUS_LOST); else "inconclusive" when pairs were left untested or ranks were still
+// probing; else "pass".
 struct MeshJudgement {
   std::vector<Finding> findings;
   PhaseStatus status = PhaseStatus::pass;  // pass | inconclusive | fail

@@ -57,6 +57,21 @@ Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
 
 Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
   const int seen_by = s.seen_by < 0 ? this_rank : s.seen_by;
+  if (s.retransmits > 0) {
+    // Loss is not death: its kernel did not acknowledge our heartbeats either, so the path, not
+    // the process, went quiet. A warning that names the loss; the per-link rules name the host.
+    auto f = make_finding_about(
+        Code::PEER_STALLED, lost_subject(s.rank, s.host, seen_by),
+        fmt::format("{{peer}} was not heard for {} (liveness heartbeats) while rank {}'s "
+                    "connection to it retransmitted {} segments: packet loss on the path to its "
+                    "host, not a frozen process",
+                    rendezvous::seconds_text_fine(s.silent_for_s), seen_by, s.retransmits),
+        {s.rank}, {s.host});
+    f.severity = Severity::warning;
+    f.evidence = nlohmann::json{{"silent_for_s", s.silent_for_s}, {"seen_by", s.seen_by},
+                                {"how", s.how}, {"retransmits", s.retransmits}};
+    return f;
+  }
   auto f = make_finding_about(
       Code::PEER_STALLED, lost_subject(s.rank, s.host, seen_by),
       fmt::format("{{peer}} stopped answering for {} (not even the liveness heartbeat) while its "
@@ -87,6 +102,7 @@ void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, RankRef seen_b
 void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& s, int this_rank) {
   if (names_rank(v.findings, Code::PEER_STALLED, s.rank)) return;
   v.findings.push_back(peer_stalled_finding(s, this_rank));
+  if (s.retransmits > 0) return;  // a lossy path, the rank itself is not failed
   for (auto& ri : v.ranks)
     if (ri.rank == s.rank && ri.status == RankStatus::joined) {
       ri.status = RankStatus::failed;
@@ -267,9 +283,14 @@ Finding store_full_finding(const StoreFull& s) {
   std::string peer = s.last_peer.empty() ? std::string("(not known)") : s.last_peer;
   auto f = make_finding_about(
       Code::STORE_FULL, reported_by(s.rank0, "rendezvous", s.flag),
-      fmt::format("the store served by {{reporter}} {} ({} {}): it refused {} request(s) or "
+      fmt::format("{} {} ({} {}): it refused {} request(s) or "
                   "connection(s), the last from {}; a client refused there sees its connection "
                   "closed or refused, not the reason",
+                  s.external_store.empty()
+                      ? std::string("the store served by {reporter}")
+                      : fmt::format("the store at {} (served apart; its status key read by "
+                                    "{{reporter}})",
+                                    s.external_store),
                   store_full_what(s), s.limit, s.value, grouped_number(s.refusals), peer),
       {s.rank0.rank}, {std::string(s.rank0.host)},
       {{"flag", s.flag}, {"value", std::to_string(s.value)}, {"peer", peer}});

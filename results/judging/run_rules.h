@@ -137,6 +137,9 @@ struct StoreFull {
   uint64_t in_use = 0;    // keys / bytes / connections held when it refused
   uint64_t refusals = 0;
   std::string last_peer;  // "" = not known
+  // Non-empty: the store is served apart (`store serve` at this address), and rank0 is the rank
+  // that read the store's own account of the refusals.
+  std::string external_store;
 };
 Finding store_full_finding(const StoreFull& s);
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 
 #include "rendezvous/deadline.h"
@@ -223,6 +224,14 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
                      o.error->kind == ErrorKind::unavailable;
       phase.status = skipped ? PhaseStatus::skipped : PhaseStatus::fail;
       phase.detail = fmt::format("{}: {}", stage, o.error->message);
+      if (o.links) {  // what the links saw up to the failure (link_rules.h reads it)
+        TransportIdentity id;
+        id.transport = o.name;
+        id.rank = ctx.rank;
+        id.observed = {{"failed", stage}};
+        write_link_stats(id.observed, *o.links);
+        out.identities.push_back(std::move(id));
+      }
     } else {
       judge_measured(o, ctx, phase, out);
     }
@@ -239,6 +248,11 @@ void write_link_stats(json& observed, const transports::LinkStats& s) {
   to["rank"] = s.next_rank;
   to["send_blocked_s"] = s.send_blocked_s;
   to["bytes"] = s.bytes_sent;
+  if (s.tx_segs_out >= 0) {  // the kernel's view of the link (TCP backends only)
+    to["retrans"] = s.tx_retrans;
+    to["segs_out"] = s.tx_segs_out;
+    if (std::isfinite(s.tx_rtt_us)) to["rtt_us"] = s.tx_rtt_us;
+  }
   json& from = ls["from_prev"];
   if (!from.is_object()) from = json::object();
   from["rank"] = s.prev_rank;
@@ -264,6 +278,9 @@ std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id) 
   s.send_blocked_s = blocked->get<double>();
   s.next_rank = num(*to, "rank", -1);
   s.bytes_sent = num(*to, "bytes", int64_t{0});
+  s.tx_retrans = num(*to, "retrans", int64_t{-1});
+  s.tx_segs_out = num(*to, "segs_out", int64_t{-1});
+  s.tx_rtt_us = num(*to, "rtt_us", std::numeric_limits<double>::quiet_NaN());
   const json from = ls->value("from_prev", json());
   s.prev_rank = num(from, "rank", -1);
   s.recv_wait_s = num(from, "recv_wait_s", 0.0);

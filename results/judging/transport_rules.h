@@ -54,7 +54,8 @@ TransportJudgement judge_transports(const std::vector<transports::TransportOutco
 
 // Link stats in a verdict's identity rows (the one documented layout, read by STRAGGLER in
 // judge.h, written here): observed["link_stats"] = {"to_next": {"rank", "send_blocked_s",
-// "bytes"}, "from_prev": {"rank", "recv_wait_s", "bytes"}} (other members, e.g. a backend's
+// "bytes", and for TCP backends "retrans", "segs_out", "rtt_us"}, "from_prev": {"rank",
+// "recv_wait_s", "bytes"}} (read by link_rules.h too; other members, e.g. a backend's
 // "host" or "collectives", are kept). Verdicts written before the typed stats use this layout too.
 inline constexpr const char* kLinkStatsKey = "link_stats";
 void write_link_stats(nlohmann::json& observed, const transports::LinkStats& stats);

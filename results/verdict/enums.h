@@ -87,6 +87,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
 #define NCCLSMOKE_FINDING_CODES(X) \
   X(CONFIG_INVALID)                \
   X(CONFIG_MISSING)                \
+  X(HOST_EXCLUDED)                 \
   X(RENDEZVOUS_DNS)                \
   X(RENDEZVOUS_REFUSED)            \
   X(RENDEZVOUS_TIMEOUT)            \
@@ -100,6 +101,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(STORE_FULL)                    \
   X(MESH_BLOCKED)                  \
   X(MESH_INCOMPLETE)               \
+  X(MTU_MISMATCH)                  \
   X(PEER_LOST)                     \
   X(PEER_STALLED)                  \
   X(RUN_TIMEOUT)                   \
@@ -112,6 +114,8 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(SILENT_FALLBACK)               \
   X(BANDWIDTH_REGRESSION)          \
   X(STRAGGLER)                     \
+  X(SLOW_HOST)                     \
+  X(SLOW_LINK)                     \
   X(DATA_CORRUPTION)               \
   X(BASELINE_MISSING)
 

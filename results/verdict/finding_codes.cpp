@@ -19,6 +19,12 @@ const std::vector<FindingCode> kCodes = {
      "Something the run needs (rank, world size, master address or port) was given neither by "
      "flag nor by the launcher's environment.",
      "Set {variable} or pass {flag}; under Kubernetes check the Job's env and the downward API."},
+    {Code::HOST_EXCLUDED, Severity::error, Layer::config, Outcome::degraded,
+     "A rank runs on a host that was set aside (--exclude-hosts, or the suspects file of an earlier "
+     "failing run given to --exclude-file): the job was placed on a node known to be bad, so the run "
+     "stopped after the join instead of testing it again.",
+     "Reschedule without {hosts} (Slurm: --exclude; Kubernetes: cordon the node or an anti-affinity "
+     "rule), or, once the node is repaired, remove it from {source}."},
     // --- rendezvous -------------------------------------------------------------------------
     {Code::RENDEZVOUS_DNS, Severity::error, Layer::rendezvous, Outcome::degraded,
      "The master's name did not resolve within the deadline; this is DNS, not TCP reachability.",
@@ -88,6 +94,14 @@ const std::vector<FindingCode> kCodes = {
      "left are not tested (neither passed nor blocked), and ranks still probing are not lost.",
      "Raise --mesh-timeout (it was {timeout} for {ranks} ranks), or look for an overloaded host "
      "(CPU, many ranks per node); a blocked path shows as MESH_BLOCKED, not as this."},
+    {Code::MTU_MISMATCH, Severity::error, Layer::mesh, Outcome::degraded,
+     "Packets as large as the interface MTU do not cross the path between the named hosts, while "
+     "small ones do: a path-MTU black hole (a switch port, bridge, tunnel or VPC with a smaller MTU "
+     "that drops instead of answering). Collectives stall on their first full-size segment. The "
+     "mesh finds it with don't-fragment datagrams, so the transports are not run on it.",
+     "Make the MTU the same end to end: the host's interface says {local_mtu}, the path carries at "
+     "most {path_mtu}; fix the smaller hop (switch, bridge, CNI/overlay MTU) or lower the "
+     "interface MTU on {hosts}."},
     // --- run --------------------------------------------------------------------------------
     {Code::PEER_LOST, Severity::error, Layer::run, Outcome::degraded,
      "A rank that had joined disappeared mid-run (killed, crashed, or its connection reset).",
@@ -148,6 +162,18 @@ const std::vector<FindingCode> kCodes = {
     {Code::STRAGGLER, Severity::warning, Layer::transport, Outcome::degraded,
      "One rank's collective times are far from its peers'; the whole job runs at its speed.",
      "Check the named host's NIC (errors, link speed), CPU throttling and co-located workloads."},
+    {Code::SLOW_HOST, Severity::warning, Layer::transport, Outcome::degraded,
+     "Every link of the named host is far worse than the run's median link (throughput, round-trip "
+     "time or retransmits, measured per peer in this run, no baseline needed): the host, not one "
+     "cable, slows every collective it is part of.",
+     "Set {hosts} aside for this job (--exclude-hosts, Slurm drain) and check its NIC: link speed and "
+     "errors (ethtool -S), packet loss, a rate limit, CPU throttling; the per-link figures are in the "
+     "evidence."},
+    {Code::SLOW_LINK, Severity::warning, Layer::transport, Outcome::degraded,
+     "One pair of hosts is far slower than the run's median link while both ends are fine with "
+     "their other partners: the path between them (a cable, a switch port, a route), not a host.",
+     "Check the path between {hosts} (switch ports, cabling, routes); both hosts are fine with other "
+     "partners, so setting either aside is not needed."},
     // --- data -------------------------------------------------------------------------------
     {Code::DATA_CORRUPTION, Severity::error, Layer::data, Outcome::degraded,
      "An all-reduce returned wrong values; the count of wrong elements per rank is in the evidence.",

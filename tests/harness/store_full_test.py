@@ -10,6 +10,14 @@ the ranks out (the run passes).
                (NCCLSMOKE_STORE_MAX_CONNECTIONS=64)
   idle         64 idle strangers hold every slot; the 4 ranks shed them and the run passes
 
+The same under `ncclsmoke store serve` (the job's ranks reach it with --store, so no rank hosts
+it): the store writes what it refused to its status key (ncclsmoke/store_full) and rank 0 reads
+it when the store fails it or ranks go missing.
+
+  serve_keys         the stranger fills `store serve --max-keys 1000` before the join
+  serve_connections  the stranger holds all 16 connections of `--max-connections 16` past their
+                     first request; the ranks still read the status on read-only connections
+
     /usr/bin/python3 tests/harness/store_full_test.py --binary build/ncclsmoke [--only CASE]
 """
 
@@ -85,18 +93,48 @@ def wait_for_store(port, limit_s=15.0):
     raise RuntimeError("rank 0's store did not come up on port %d" % port)
 
 
-def start_rank(binary, rank, port, work, env):
+def start_rank(binary, rank, port, work, env, store=None):
+    where = ["--store", "127.0.0.1:%d" % store] if store else \
+        ["--master-port", str(port), "--store-bind", "127.0.0.1"]
     args = [binary, "run", "--launcher", "flags", "--rank", str(rank), "--world-size", str(WORLD),
-            "--master-addr", "127.0.0.1", "--master-port", str(port), "--store-bind", "127.0.0.1",
-            "--out-dir", work, "--transports", "socket", "--min-bytes", "4K", "--max-bytes", "64K",
+            "--master-addr", "127.0.0.1"] + where + ["--out-dir", work, "--transports", "socket", "--min-bytes", "4K", "--max-bytes", "64K",
             "--iters", "3", "--connect-timeout", "8", "--join-timeout", "8", "--timeout", "40",
             "--quiet"]
+    if store:
+        args += ["--job-id", "store-full-serve"]
     log = open(os.path.join(work, "rank%d.log" % rank), "w")
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
+class Serve:
+    """`ncclsmoke store serve` on a free loopback port, with `flags`."""
+
+    def __init__(self, binary, work, flags):
+        self.log = open(os.path.join(work, "serve.log"), "w")
+        self.proc = subprocess.Popen([binary, "store", "serve", "--host", "127.0.0.1", "--port",
+                                      "0", "--duration", "120"] + flags,
+                                     stdout=subprocess.PIPE, stderr=self.log)
+        line = self.proc.stdout.readline().decode(errors="replace").split()
+        if "port" not in line:
+            self.stop()
+            raise RuntimeError("store serve did not start: %s" % line)
+        self.port = int(line[line.index("port") + 1])
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
 def run_case(binary, name):
     problems = []
+    if name.startswith("serve_"):
+        return run_serve_case(binary, name)
     with tempfile.TemporaryDirectory(prefix="ncclsmoke-store-full-") as work:
         port = free_port()
         env = dict(os.environ)
@@ -174,13 +212,86 @@ def run_case(binary, name):
     return problems
 
 
+def check_store_full(v, flag, count, value):
+    """Problems with rank 0's verdict `v`: it must carry STORE_FULL naming `flag` and `count`."""
+    problems = []
+    full = [f for f in v["findings"] if f["code"] == "STORE_FULL"]
+    codes = sorted({f["code"] for f in v["findings"]})
+    msgs = [f["message"] for f in full]
+    if not any(flag in m and count in m for m in msgs):
+        problems.append("rank 0's verdict has no STORE_FULL naming %s and %s (codes %s; "
+                        "STORE_FULL: %s)" % (flag, count, codes, msgs))
+    for f in full:
+        ev = f.get("evidence", {})
+        if ev.get("flag") == flag and ev.get("value") != value:
+            problems.append("STORE_FULL evidence value %s, not %s" % (ev.get("value"), value))
+    return problems, codes, msgs
+
+
+def run_serve_case(binary, name):
+    problems = []
+    keys = name == "serve_keys"
+    flags = ["--max-keys", "1000"] if keys else ["--max-connections", "16"]
+    with tempfile.TemporaryDirectory(prefix="ncclsmoke-store-full-serve-") as work:
+        serve = Serve(binary, work, flags)
+        held, procs = [], []
+        try:
+            if keys:
+                s = Stranger(serve.port)
+                held.append(s)
+                s.multi_set([b"/stranger/%d" % i for i in range(1000)])
+                if s.num_keys() != 1000:
+                    problems.append("stranger could not fill the store to 1000 keys")
+            else:
+                for _ in range(16):  # past their first request (the VALIDATE and a PING)
+                    held.append(Stranger(serve.port))
+            procs = [start_rank(binary, r, 0, work, dict(os.environ), store=serve.port)
+                     for r in range(WORLD)]
+            for p in procs:
+                try:
+                    p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+                    problems.append("a rank ran more than 60 s")
+        finally:
+            for s in held:
+                s.close()
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+            serve.stop()
+        path = os.path.join(work, "verdict.json")
+        try:
+            with open(path) as f:
+                v = json.load(f)
+        except (OSError, ValueError) as e:
+            return ["rank 0 wrote no verdict: %s" % e]
+        flag, count, value = ("--max-keys", "1,000 keys", 1000) if keys else \
+            ("--max-connections", "16 connections", 16)
+        more, codes, msgs = check_store_full(v, flag, count, value)
+        problems += more
+        print("%s %-17s rank 0 exit %s, codes %s" % ("ok  " if not problems else "FAIL", name,
+                                                     procs[0].returncode if procs else None,
+                                                     ", ".join(codes)))
+        for m in msgs:
+            print("       " + m)
+        if problems:
+            for log in ("rank0.log", "serve.log"):
+                with open(os.path.join(work, log), errors="replace") as f:
+                    print("       %s:\n         " % log +
+                          "\n         ".join(f.read().splitlines()[-12:]))
+    return problems
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
     ap.add_argument("--only", default=None)
     a = ap.parse_args()
     failed = []
-    for name in ["keys", "connections", "idle"]:
+    for name in ["keys", "connections", "idle", "serve_keys", "serve_connections"]:
         if a.only and a.only != name:
             continue
         for p in run_case(a.binary, name):

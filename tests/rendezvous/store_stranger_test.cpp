@@ -8,6 +8,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "rendezvous/tcp_server.h"
@@ -210,10 +212,10 @@ TEST_F(StoreStrangerTest, FullServerShedsTheOldestIdleStrangerBeforeRefusing) {
   for (auto& r : ranks) EXPECT_TRUE(r->alive());
   EXPECT_TRUE(stats_reach([](const auto& s) { return s.shed_idle == 7 && s.open_connections == 8; }));
   EXPECT_EQ(full_hit("max_connections"), nullptr);
-  // Full of connections past their first request: the next one is refused and recorded.
-  Raw refused(port(), Dialect::legacy);
-  EXPECT_TRUE(refused.closed_within(kIo));
-  EXPECT_NE(log_.wait_for({"refused connection from " + refused.local(), "max_connections 8",
+  // Full of connections past their first request: the next one is recorded, and may only read
+  // (the status key says why the store is full); a write closes it.
+  Raw late(port(), Dialect::legacy);
+  EXPECT_NE(log_.wait_for({"connection from " + late.local(), "may only read", "max_connections 8",
                            "--max-connections"}),
             "")
       << log_.all();
@@ -222,7 +224,25 @@ TEST_F(StoreStrangerTest, FullServerShedsTheOldestIdleStrangerBeforeRefusing) {
   EXPECT_EQ(hit->flag, "--max-connections");
   EXPECT_EQ(hit->value, 8u);
   EXPECT_EQ(hit->in_use, 8u);
-  EXPECT_EQ(hit->last_peer, refused.local());
+  EXPECT_EQ(hit->last_peer, late.local());
+  auto status = parse_store_full_status(late.call(req(Op::get, {kStoreFullWireKey})).values.at(0));
+  ASSERT_TRUE(status.has_value());
+  ASSERT_EQ(status->size(), 1u);
+  EXPECT_EQ(status->at(0).flag, "--max-connections");
+  EXPECT_EQ(status->at(0).value, 8u);
+  EXPECT_EQ(status->at(0).in_use, 8u);
+  late.send(req(Op::set, {"/x"}, {"v"}));
+  EXPECT_TRUE(late.closed_within(kIo));
+  EXPECT_NE(log_.wait_for({"SET on a connection accepted past max_connections 8", "may only read"}),
+            "")
+      << log_.all();
+  // At most kStatusOnlyConnections read-only ones: the next sheds the oldest.
+  std::vector<std::unique_ptr<Raw>> readers;
+  for (std::size_t i = 0; i <= kStatusOnlyConnections; ++i)
+    readers.push_back(std::make_unique<Raw>(port()));
+  EXPECT_TRUE(readers[0]->closed_within(kIo));
+  for (std::size_t i = 1; i < readers.size(); ++i) EXPECT_TRUE(readers[i]->alive());
+  for (auto& r : ranks) EXPECT_TRUE(r->alive());
 }
 
 TEST_F(StoreStrangerTest, KeyLimitIsRecordedForTheJob) {
@@ -241,6 +261,82 @@ TEST_F(StoreStrangerTest, KeyLimitIsRecordedForTheJob) {
   EXPECT_EQ(hit->in_use, 10u);
   EXPECT_EQ(hit->refusals, 1u);
   EXPECT_EQ(hit->last_peer, a.local());
+  // A job served apart (`store serve`) reads the same from the status key, which takes no key
+  // slot and no client may write.
+  Raw b(port());
+  std::string text;
+  for (int i = 0; i < 100 && text.empty(); ++i) {
+    if (b.call(req(Op::check, {kStoreFullWireKey})).byte == wire::kCheckReady)
+      text = b.call(req(Op::get, {kStoreFullWireKey})).values.at(0);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  auto status = parse_store_full_status(text);
+  ASSERT_TRUE(status.has_value()) << text;
+  ASSERT_EQ(status->size(), 1u);
+  EXPECT_EQ(status->at(0).limit, "max_stored_keys");
+  EXPECT_EQ(status->at(0).flag, "--max-keys");
+  EXPECT_EQ(status->at(0).value, 10u);
+  EXPECT_EQ(status->at(0).refusals, 1u);
+  EXPECT_EQ(status->at(0).last_peer, a.local());
+  EXPECT_EQ(b.call(req(Op::num_keys)).number, 10);
+  b.send(req(Op::set, {kStoreFullWireKey}, {R"({"store_full":[]})"}));
+  EXPECT_TRUE(b.closed_within(kIo));
+  EXPECT_NE(log_.wait_for({"the store's own status key"}), "") << log_.all();
+  Raw c(port());
+  EXPECT_EQ(c.call(req(Op::get, {kStoreFullWireKey})).values.at(0), text);
+}
+
+// Big tables grow without a one-shot rehash, and every entry stays findable while they move.
+TEST(IncrementalHashTest, GrowsInStepsAndFindsEveryEntry) {
+  detail::IncrementalHash<std::unordered_map<std::string, int>> m;
+  constexpr int kN = 50000;
+  bool migrated = false;
+  for (int i = 0; i < kN; ++i) {
+    ASSERT_TRUE(m.try_emplace("k" + std::to_string(i), i).second);
+    migrated = migrated || m.migrating();
+    if (i % 997 == 0) {
+      for (int j = 0; j <= i; j += 101) ASSERT_NE(m.find("k" + std::to_string(j)), nullptr) << j;
+    }
+  }
+  EXPECT_TRUE(migrated);
+  EXPECT_EQ(m.size(), static_cast<std::size_t>(kN));
+  EXPECT_FALSE(m.try_emplace("k7", 0).second);
+  EXPECT_EQ(m.find("k7")->second, 7);
+  for (int i = 0; i < kN; i += 2) ASSERT_EQ(m.erase("k" + std::to_string(i)), 1u);
+  std::size_t seen = 0;
+  m.for_each([&](const auto&) { ++seen; });
+  EXPECT_EQ(seen, static_cast<std::size_t>(kN / 2));
+  EXPECT_EQ(m.find("k2"), nullptr);
+  EXPECT_EQ(m.find("k3")->second, 3);
+}
+
+// A big WAIT cancelled is withdrawn later (retire); a new WAIT of the same connection on the same
+// keys keeps its index entries and is answered.
+TEST(KeyspaceRetireTest, CancelledBigWaitDoesNotUnregisterTheNextOne) {
+  std::vector<std::pair<detail::ConnId, std::string>> sent;
+  detail::ServerKeyspace ks([&](detail::ConnId c, std::string&& b) { sent.emplace_back(c, b); });
+  wire::Request wait;
+  wait.op = Op::wait;
+  for (int i = 0; i < 1000; ++i) wait.keys.push_back("/w" + std::to_string(i));
+  ASSERT_FALSE(ks.execute(1, Dialect::modern, wait));
+  wire::Request cancel;
+  cancel.op = Op::cancel_wait;
+  ASSERT_FALSE(ks.execute(1, Dialect::modern, cancel));
+  EXPECT_TRUE(ks.retiring());
+  ASSERT_FALSE(ks.execute(1, Dialect::modern, wait));
+  ks.retire(SIZE_MAX);
+  EXPECT_FALSE(ks.retiring());
+  EXPECT_EQ(ks.registrations(1), 1000u);
+  sent.clear();
+  wire::Request set;
+  set.op = Op::multi_set;
+  set.keys = wait.keys;
+  set.values.assign(wait.keys.size(), "v");
+  ASSERT_FALSE(ks.execute(2, Dialect::modern, set));
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].first, 1u);
+  EXPECT_EQ(sent[0].second, std::string(1, static_cast<char>(wire::kWaitStop)));
+  EXPECT_EQ(ks.registered_bytes(), 0u);
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "rendezvous/connect.h"
 #include "rendezvous/net.h"
 #include "rendezvous/rank_ref.h"
+#include "rendezvous/tcp_info.h"
 #include "transports/socket/ifname.h"
 #include "transports/socket/ring.h"
 
@@ -275,10 +276,17 @@ class SocketTransport final : public Transport {
     ls.prev_rank = prev_;
     ls.recv_wait_s = std::chrono::duration<double>(st.recv_wait).count();
     ls.bytes_received = static_cast<std::int64_t>(st.bytes_received);
+    TxTotals tx = tx_totals();
+    if (tx.seen) {
+      ls.tx_retrans = static_cast<std::int64_t>(tx.retrans);
+      ls.tx_segs_out = static_cast<std::int64_t>(tx.segs_out);
+      ls.tx_rtt_us = tx.rtt_us;
+    }
     return ls;
   }
 
   void close() override {
+    tx_at_close_ = tx_totals();  // the kernel forgets a connection's counters with it
     for (int& fd : links_.to_next) close_fd(fd);
     for (int& fd : links_.from_prev) close_fd(fd);
     close_fd(listen_fd_);
@@ -705,6 +713,26 @@ class SocketTransport final : public Transport {
   int sndbuf_ = -1, rcvbuf_ = -1;
   sock::RingLinks links_;
   sock::RingAllreduce ring_;
+  // TCP_INFO over the connections to the next rank: segments sent and retransmitted (summed), and
+  // the largest smoothed RTT. Read live while they are open, else as they were at close().
+  struct TxTotals {
+    bool seen = false;
+    std::uint64_t retrans = 0, segs_out = 0;
+    double rtt_us = 0;
+  };
+  TxTotals tx_at_close_;
+  TxTotals tx_totals() const {
+    TxTotals t;
+    for (int fd : links_.to_next) {
+      auto ti = rendezvous::read_tcp_info(fd);
+      if (!ti) continue;
+      t.seen = true;
+      t.retrans += ti->total_retrans;
+      t.segs_out += ti->segs_out;
+      t.rtt_us = std::max(t.rtt_us, ti->rtt_us);
+    }
+    return t.seen ? t : tx_at_close_;
+  }
   uint64_t seq_ = 0;
   uint64_t collectives_ = 0;  // completed all-reduces
   bool opened_ = false;

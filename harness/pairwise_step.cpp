@@ -1,0 +1,523 @@
+#include "harness/pairwise_step.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "harness/pairwise_plan.h"
+#include "harness/progress.h"
+#include "harness/transport_phase.h"  // test_pause_point
+#include "rendezvous/bounded_json.h"
+#include "rendezvous/prefix_store.h"
+#include "rendezvous/store_error.h"
+#include "transports/pair_schedule.h"
+#include "transports/registry.h"
+#include "transports/sweep.h"
+
+namespace ncclsmoke::harness {
+
+using namespace ncclsmoke::rendezvous;
+using transports::DType;
+using transports::ReduceOp;
+using transports::TransportError;
+
+namespace {
+
+// How long rank 0 waits for a summary that does not come: no arrival for this long (a rank whose
+// transport timed out ends up to one collective's deadline after the others), at most twice it.
+Millis summary_window(const RunContext& ctx) {
+  return ms(std::max(5.0, ctx.o.op_timeout_s + 2));
+}
+// Rank 0 waits for the others' "done" this long past its own budget's end.
+constexpr Millis kDoneGrace{2000};
+// A round is not started with less than this left before its deadline: a pair cut that short says
+// nothing about its link, and a timeout would read as one (the phase says the budget was spent).
+constexpr Millis kMinRoundShare{1000};
+
+bool has_phase(const results::Verdict& v, const std::string& name) {
+  return std::any_of(v.phases.begin(), v.phases.end(),
+                     [&](const results::Phase& p) { return p.name == name; });
+}
+
+// Whether this rank's transports step ran at all (it lists them not run when a rank was missing
+// or a pair blocked).
+bool transports_ran(const results::Verdict& v, const std::vector<std::string>& names) {
+  for (const auto& n : names)
+    for (const auto& p : v.phases)
+      if (p.name == "transport:" + n && p.status != results::PhaseStatus::not_run) return true;
+  return false;
+}
+
+// The pair's view of the store: a wait for the partner's keys is cut into slices, and ends as
+// soon as the liveness watch says the partner stopped (dead or frozen), instead of at the round's
+// deadline.
+class PartnerGuard final : public Store {
+ public:
+  PartnerGuard(Store& inner, std::function<bool()> gone, int peer)
+      : inner_(inner), gone_(std::move(gone)), peer_(peer) {}
+  void set(const std::string& k, const std::string& v) override { inner_.set(k, v); }
+  std::string get(const std::string& k, Deadline d) override {
+    return sliced(d, [&](Deadline s) { return inner_.get(k, s); });
+  }
+  int64_t add(const std::string& k, int64_t d) override { return inner_.add(k, d); }
+  bool check(const std::vector<std::string>& k) override { return inner_.check(k); }
+  void wait(const std::vector<std::string>& k, Deadline d) override {
+    sliced(d, [&](Deadline s) { return inner_.wait(k, s), 0; });
+  }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& v) override {
+    return inner_.compare_set(k, e, v);
+  }
+  bool delete_key(const std::string& k) override { return inner_.delete_key(k); }
+  int64_t num_keys() override { return inner_.num_keys(); }
+  void append(const std::string& k, const std::string& v) override { inner_.append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k, Deadline d) override {
+    return sliced(d, [&](Deadline s) { return inner_.multi_get(k, s); });
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    inner_.multi_set(k, v);
+  }
+
+ private:
+  template <class F>
+  auto sliced(Deadline d, F&& f) -> decltype(f(d)) {
+    for (;;) {
+      const Deadline slice = earliest(deadline_after(Millis{250}), d);
+      try {
+        return f(slice);
+      } catch (const StoreError& e) {
+        if (e.error_class() != ErrorClass::timed_out || slice >= d) throw;
+      }
+      if (gone_())
+        throw StoreError(ErrorClass::stalled,
+                         fmt::format("rank {} stopped answering (liveness watch)", peer_));
+    }
+  }
+  Store& inner_;
+  std::function<bool()> gone_;
+  int peer_;
+};
+
+void record_phase(RunContext& ctx, results::Phase ph) {
+  log_line(ph.status == results::PhaseStatus::fail || ph.status == results::PhaseStatus::degraded
+               ? LogLevel::warn
+               : LogLevel::info,
+           phase_end_line(ph.name, results::to_string(ph.status), ph.duration_s, ph.detail));
+  std::lock_guard lock(ctx.record.mu);
+  if (!has_phase(ctx.record.verdict, ph.name)) ctx.record.verdict.phases.push_back(std::move(ph));
+}
+
+void record_not_run(RunContext& ctx, const std::vector<std::string>& names, const std::string& why,
+                    const std::map<std::string, std::string>& skipped = {}) {
+  for (const auto& n : names) {
+    auto it = skipped.find(n);
+    record_phase(ctx, pairwise_not_run_phase(n, it == skipped.end() ? why : it->second,
+                                             it != skipped.end()));
+  }
+}
+
+// Rank 0: the summaries of the ranks present (its own first), until all came, a rank stopped,
+// the window passed without an arrival, or twice the window passed.
+std::vector<RankSummary> collect_summaries(const RunContext& ctx, const StoreSession& s,
+                                           Store& store, const Liveness& live, RankSummary mine,
+                                           const std::map<int, std::string>& hosts) {
+  std::vector<RankSummary> got{std::move(mine)};
+  std::vector<int> pending;
+  for (const auto& id : s.join.present)
+    if (id.rank != ctx.world.rank) pending.push_back(id.rank);
+  const auto window = summary_window(ctx);
+  const Deadline hard = earliest(Clock::now() + window * 2, ctx.steps_deadline);
+  auto last = Clock::now();
+  while (!pending.empty()) {
+    bool progressed = false;
+    const auto stopped = live.stopped_ranks();
+    for (auto it = pending.begin(); it != pending.end();) {
+      const int r = *it;
+      if (std::find(stopped.begin(), stopped.end(), r) != stopped.end()) {
+        it = pending.erase(it);
+        continue;
+      }
+      const std::string key = fmt::format("summary/{}", r);
+      bool fetched = false;
+      try {
+        if (store.check({key})) {
+          auto text = store.get(key, earliest(deadline_after(Millis{1000}), hard));
+          auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
+          if (parsed.ok())
+            if (auto sum = rank_summary_from_json(parsed.value); sum && sum->rank == r) {
+              if (auto h = hosts.find(r); h != hosts.end()) sum->host = h->second;
+              got.push_back(std::move(*sum));
+            }
+          fetched = true;  // unreadable: left out, like one that never came
+        }
+      } catch (const StoreError&) {
+      }
+      if (fetched) {
+        progressed = true;
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const auto now = Clock::now();
+    if (progressed) last = now;
+    if (pending.empty() || now >= hard || now - last >= window) break;
+    if (!progressed) std::this_thread::sleep_for(Millis{20});
+  }
+  if (!pending.empty())
+    log_warn(fmt::format("pairwise: no summary from rank {} within {:.0f} s: left out of the rounds",
+                         fmt::join(pending, ", "),
+                         std::chrono::duration<double>(window).count()));
+  return got;
+}
+
+// Everyone but rank 0: the plan, or nullopt with `why`.
+std::optional<PairwisePlan> wait_plan(const RunContext& ctx, Store& store, const Liveness& live,
+                                      std::string& why) {
+  const auto window = summary_window(ctx);
+  const Deadline until =
+      earliest(Clock::now() + ms(ctx.o.op_timeout_s) + window * 2 + Millis{5000},
+               ctx.steps_deadline);
+  const auto t0 = Clock::now();
+  while (Clock::now() < until) {
+    if (live.rank0_stopped()) {
+      why = "rank 0 stopped answering before it posted the plan";
+      return std::nullopt;
+    }
+    try {
+      auto text = store.get("plan", earliest(deadline_after(Millis{1000}), until));
+      auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
+      auto plan = parsed.ok() ? pairwise_plan_from_json(parsed.value) : std::nullopt;
+      if (!plan) why = "rank 0's plan could not be read";
+      return plan;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) {
+        why = fmt::format("the store failed while waiting for the plan: {}", e.what());
+        return std::nullopt;
+      }
+    }
+  }
+  why = fmt::format("no plan from rank 0 within {:.1f} s", seconds_since(t0));
+  return std::nullopt;
+}
+
+}  // namespace
+
+results::PairSample measure_pair(const PairTask& t) {
+  results::PairSample out;
+  out.round = t.round;
+  out.peer = t.peer;
+  if (auto h = t.hosts.find(t.peer); h != t.hosts.end()) out.peer_host = h->second;
+  out.iters = std::max(1, t.iters);
+  const std::size_t esize = transports::dtype_size(t.dtype);
+  const std::size_t count = std::max<std::size_t>(1, static_cast<std::size_t>(t.bytes) / esize);
+  const std::size_t nbytes = count * esize;
+  out.bytes = static_cast<std::int64_t>(nbytes);
+  const auto* backend = transports::find_backend(t.transport);
+  if (!backend || !backend->make) {
+    out.error = fmt::format("unavailable: {}",
+                            backend ? backend->why_missing : "no transport of that name");
+    return out;
+  }
+  transports::TransportContext c;
+  c.rank = t.self < t.peer ? 0 : 1;
+  c.world_size = 2;
+  auto host_of = [&](int r) {
+    auto h = t.hosts.find(r);
+    return h == t.hosts.end() ? std::string() : h->second;
+  };
+  c.hosts[c.rank] = host_of(t.self);
+  c.hosts[1 - c.rank] = host_of(t.peer);
+  c.local_address = t.local_address;
+  c.store = t.store;
+  c.options = t.options;
+  std::unique_ptr<transports::Transport> tr;
+  try {
+    tr = backend->make();
+    tr->open(c, t.deadline);
+    struct Buffer {
+      transports::Transport& tr;
+      void* p;
+      Buffer(transports::Transport& x, std::size_t n) : tr(x), p(x.allocate(n)) {}
+      ~Buffer() { tr.release(p); }
+    };
+    Buffer send(*tr, nbytes), recv(*tr, nbytes), tiny_in(*tr, 4), tiny_out(*tr, 4);
+    std::vector<unsigned char> host(nbytes);
+    float one = 1.0f;
+    tr->copy_in(tiny_in.p, &one, 4);
+    transports::fill_input(host.data(), count, t.dtype, c.rank);
+    tr->copy_in(send.p, host.data(), nbytes);
+    std::memset(host.data(), 0xFF, nbytes);  // stale data must not pass
+    tr->copy_in(recv.p, host.data(), nbytes);
+    auto op_deadline = [&] { return earliest(Clock::now() + t.op_timeout, t.deadline); };
+    // The warm-up is the data check.
+    tr->allreduce(send.p, recv.p, count, t.dtype, ReduceOp::sum, op_deadline());
+    tr->copy_out(host.data(), recv.p, nbytes);
+    const auto wrong = transports::count_wrong(host.data(), count, t.dtype, 2);
+    // A one-element collective lines the pair up before the clock starts.
+    tr->allreduce(tiny_in.p, tiny_out.p, 1, DType::float32, ReduceOp::sum, op_deadline());
+    const double us = tr->timed_allreduce(send.p, recv.p, count, t.dtype, ReduceOp::sum,
+                                          out.iters, t.deadline, op_deadline);
+    out.time_us = us;
+    out.busbw_gbps = transports::allreduce_bandwidth(nbytes, us, 2).busbw_gbps;
+    if (auto ls = tr->link_stats()) {
+      out.retrans = ls->tx_retrans;
+      out.segs_out = ls->tx_segs_out;
+      out.rtt_us = ls->tx_rtt_us;
+    }
+    if (wrong > 0) out.error = fmt::format("wrong data: {} of {} elements", wrong, count);
+  } catch (const TransportError& e) {
+    out.error = fmt::format("{}: {}", transports::to_string(e.kind()), e.what());
+  } catch (const StoreError& e) {
+    out.error = fmt::format("store: {}", e.what());
+  } catch (const std::exception& e) {
+    out.error = fmt::format("other: {}", e.what());
+  }
+  if (!out.error.empty()) {
+    out.time_us = std::numeric_limits<double>::quiet_NaN();
+    out.busbw_gbps = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (tr) {
+    try {
+      tr->close();
+    } catch (const std::exception&) {
+    }
+  }
+  return out;
+}
+
+void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
+  const auto settings = pairwise_settings(ctx.o);
+  const auto names = ctx.requested_transports();
+  if (settings.mode == PairwiseMode::never || names.empty() || !ctx.have_world || !s.store) return;
+  const int me = ctx.world.rank;
+  log_set_phase("pairwise");
+  if (Clock::now() >= ctx.steps_deadline) {
+    record_not_run(ctx, names, "the run reached its --timeout before the pairwise rounds");
+    return;
+  }
+  if (s.frozen || (me != 0 && live.rank0_stopped())) {
+    record_not_run(ctx, names, "the store (rank 0) stopped answering");
+    return;
+  }
+  std::map<int, std::string> hosts;
+  for (const auto& id : s.join.present) hosts[id.rank] = id.host;
+  hosts[me] = ctx.world.hostname;
+  PrefixStore store("pairwise", *s.store);
+
+  RankSummary mine;
+  std::vector<results::TransportRow> rows;
+  bool ran = false;
+  {
+    std::lock_guard lock(ctx.record.mu);
+    mine = summarize(ctx.record.verdict, me, ctx.world.hostname, names);
+    rows = ctx.record.verdict.transports;
+    ran = transports_ran(ctx.record.verdict, names);
+  }
+
+  std::optional<PairwisePlan> plan;
+  std::string why_none;
+  if (me == 0) {
+    PairwisePlan p;
+    if (!ran) {
+      p.reason = "the transports did not run";
+      p.participants = {0};
+    } else {
+      PlanInputs in;
+      in.summaries = collect_summaries(ctx, s, store, live, mine, hosts);
+      in.requested = names;
+      in.rows = std::move(rows);
+      in.profile = ctx.profile;
+      in.world_size = ctx.world.world_size;
+      in.stopped = live.stopped_ranks();
+      p = decide_pairwise(in, settings);
+    }
+    log_line(p.run ? LogLevel::info : LogLevel::debug,
+             fmt::format("pairwise: {}: {}", p.run ? "rounds over " + std::to_string(p.participants.size()) + " ranks" : "no rounds", p.reason));
+    try {
+      store.set("plan", to_json(p).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } catch (const StoreError& e) {
+      log_warn(fmt::format("pairwise: the plan could not be posted: {}", e.what()));
+    }
+    plan = std::move(p);
+  } else {
+    try {
+      store.set(fmt::format("summary/{}", me), to_json(mine).dump(-1, ' ', false,
+                                                                  nlohmann::json::error_handler_t::replace));
+    } catch (const StoreError& e) {
+      why_none = fmt::format("this rank's summary could not be posted: {}", e.what());
+    }
+    if (why_none.empty()) plan = wait_plan(ctx, store, live, why_none);
+  }
+  if (!plan) {
+    log_warn(fmt::format("pairwise: no pairwise rounds: {}", why_none));
+    record_not_run(ctx, names, "no plan: " + why_none);
+    return;
+  }
+  const bool part = std::binary_search(plan->participants.begin(), plan->participants.end(), me);
+  if (!plan->run || !part) {
+    record_not_run(ctx, names,
+                   plan->run ? "this rank was left out (its summary did not reach rank 0 in time)"
+                             : plan->reason,
+                   plan->skipped);
+    return;
+  }
+
+  // The rounds, on one clock every rank shares: the budget counts from the plan, each transport
+  // has an equal slice of it and each of its rounds ends at a fixed point of that slice (round k
+  // at slice start + (k+1) x slice / rounds). A round that starts early keeps the time the earlier
+  // ones left over, and both ends of a pair hold the same deadline even when one of them comes
+  // late from a slow round (equal shares of "what is left" would differ, and the early one would
+  // give up just before the late one arrives: a false failure).
+  log_info(phase_start_line("pairwise", fmt::format("{} ranks, {}; reason: {}",
+                                                    plan->participants.size(),
+                                                    fmt::join(plan->transports, ", "), plan->reason)));
+  const Deadline budget_start = Clock::now();
+  const Clock::duration budget = ms(std::max(plan->budget_s, 0.001));
+  const Deadline budget_end = earliest(budget_start + budget, ctx.steps_deadline);
+  const auto schedule = transports::pair_rounds(plan->participants, plan->schedule);
+  DType dtype = DType::float32;
+  transports::parse_dtype(ctx.o.dtype, dtype);
+  const auto options = backend_options_for_run(ctx.o, me, ctx.world.local_rank);
+  for (const auto& [t, why] : plan->skipped) record_phase(ctx, pairwise_not_run_phase(t, why, true));
+  const auto slice = budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
+  for (size_t ti = 0; ti < plan->transports.size(); ++ti) {
+    const std::string& name = plan->transports[ti];
+    const auto t0 = Clock::now();
+    const Deadline slice_start = budget_start + slice * static_cast<long>(ti);
+    const auto round_len = slice / static_cast<long>(std::max<size_t>(1, schedule.size()));
+    log_set_phase("pairwise:" + name);
+    PairwiseRun run;
+    run.transport = name;
+    run.rank = me;
+    run.rounds_total = static_cast<int>(schedule.size());
+    for (size_t k = 0; k < schedule.size(); ++k) {
+      // Test-only (NCCLSMOKE_TEST_PAUSE_AT=pairwise): stop at the second round's start, so a test
+      // can freeze or kill a rank between pairs (harness/transport_phase.h test_pause_point).
+      if (k == 1) test_pause_point("pairwise", me);
+      const int peer = transports::partner_in(schedule[k], me);
+      if (peer < 0) {
+        ++run.sat_out;
+        continue;
+      }
+      const std::string pair_prefix =
+          fmt::format("{}/{}/{}-{}", name, k, std::min(me, peer), std::max(me, peer));
+      const Deadline round_end =
+          earliest(slice_start + round_len * static_cast<long>(k + 1), budget_end);
+      if (round_end - Clock::now() < kMinRoundShare) {
+        // Too late for this round: say so in the pair's keys, so the partner stops waiting.
+        ++run.rounds_late;
+        try {
+          store.set(fmt::format("{}/late/{}", pair_prefix, me), "1");
+        } catch (const StoreError&) {
+        }
+        continue;
+      }
+      // A partner the watch saw die or freeze would only be waited for: its death is named
+      // (PEER_LOST / PEER_STALLED), and a pair with it says nothing about a link.
+      auto partner_stopped = [&live, peer] {
+        const auto stopped = live.stopped_ranks();
+        return std::find(stopped.begin(), stopped.end(), peer) != stopped.end();
+      };
+      const std::string partner_late_key = fmt::format("{}/late/{}", pair_prefix, peer);
+      auto partner_late = [&store, &partner_late_key] {
+        try {
+          return store.check({partner_late_key});
+        } catch (const StoreError&) {
+          return false;
+        }
+      };
+      if (partner_stopped()) {
+        ++run.partner_stopped;
+        continue;
+      }
+      PartnerGuard guarded(store, [&] { return partner_stopped() || partner_late(); }, peer);
+      PrefixStore pair_store(pair_prefix, guarded);
+      PairTask task;
+      task.transport = name;
+      task.round = static_cast<int>(k);
+      task.self = me;
+      task.peer = peer;
+      task.hosts = hosts;
+      task.local_address = s.self.local_address;
+      task.store = &pair_store;
+      task.options = options;
+      task.bytes = plan->bytes;
+      task.iters = plan->iters;
+      task.dtype = dtype;
+      task.op_timeout = ms(ctx.o.op_timeout_s);
+      task.deadline = round_end;
+      auto sample = measure_pair(task);
+      if (!sample.error.empty()) {
+        // Neither a dead partner (the watch names it) nor one that had no time left says
+        // anything about the link.
+        if (partner_stopped()) {
+          ++run.partner_stopped;
+          continue;
+        }
+        if (partner_late()) {
+          ++run.partner_late;
+          continue;
+        }
+      }
+      log_debug(fmt::format("pairwise:{} round {} with rank {}: {}", name, k, peer,
+                            sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us)
+                                                 : sample.error));
+      run.samples.push_back(std::move(sample));
+    }
+    run.duration_s = seconds_since(t0);
+    auto ph = pairwise_phase(*plan, run);
+    {
+      std::lock_guard lock(ctx.record.mu);
+      auto& ids = ctx.record.verdict.identities;
+      auto it = std::find_if(ids.begin(), ids.end(), [&](const results::TransportIdentity& id) {
+        return id.transport == name && id.rank == me;
+      });
+      if (it == ids.end()) {
+        results::TransportIdentity id;
+        id.transport = name;
+        id.rank = me;
+        ids.push_back(std::move(id));
+        it = std::prev(ids.end());
+      }
+      results::write_pair_samples(it->observed, run.samples);
+    }
+    record_phase(ctx, std::move(ph));
+  }
+
+  // Rank 0 gathers next: wait for the others to finish their rounds, so none is still measuring
+  // (and named late) when it starts. A rank the watch saw stop is not waited for.
+  try {
+    store.set(fmt::format("done/{}", me), "1");
+    if (me == 0) {
+      const Deadline until =
+          earliest(std::max(Clock::now(), budget_end) + kDoneGrace, ctx.steps_deadline);
+      std::vector<int> waiting;
+      for (int r : plan->participants)
+        if (r != me) waiting.push_back(r);
+      while (!waiting.empty() && Clock::now() < until) {
+        const auto stopped = live.stopped_ranks();
+        std::vector<std::string> keys;
+        for (int r : waiting) keys.push_back(fmt::format("done/{}", r));
+        if (store.check(keys)) break;
+        std::vector<int> still;
+        for (size_t i = 0; i < waiting.size(); ++i)
+          if (std::find(stopped.begin(), stopped.end(), waiting[i]) == stopped.end() &&
+              !store.check({keys[i]}))
+            still.push_back(waiting[i]);
+        waiting = std::move(still);
+        if (!waiting.empty()) std::this_thread::sleep_for(Millis{50});
+      }
+      if (!waiting.empty())
+        log_debug(fmt::format("pairwise: rank {} did not say it was done", fmt::join(waiting, ", ")));
+    }
+  } catch (const StoreError& e) {
+    log_debug(fmt::format("pairwise: not every rank said it was done: {}", e.what()));
+  }
+}
+
+}  // namespace ncclsmoke::harness

@@ -1,0 +1,62 @@
+#pragma once
+// The pairwise step of `ncclsmoke run` (issue 23, item 2), after the transports step: rounds of
+// disjoint 2-rank all-reduces (transports/pair_schedule.h), so a node slow with every partner is
+// told from a link slow with one. Measurement only: each rank records its own pairs as
+// results::PairSample in its identity row for the transport (results/judging/link_rules.h's
+// observed["pairwise"]) and a phase "pairwise:<transport>" (never required); rank 0's
+// judge_world judges the links of every rank (judge_links).
+//
+// Through the run's (signed, prefixed) store, under "pairwise/":
+// 1. every rank posts "summary/<rank>" (harness/pairwise_plan.h RankSummary);
+// 2. rank 0 reads them, leaving out a rank whose summary does not come (no arrival for
+//    max(5 s, --op-timeout + 2 s), at most twice that, never past the run's steps deadline) or
+//    that the liveness watch saw stop, decides (decide_pairwise) and posts "plan";
+// 3. every rank waits for the plan with a deadline (none: no pairwise, said in the log and the
+//    phase); the participants run the plan's transports in order, each transport's rounds within
+//    its share of the budget (--pairwise-budget, never past the run's steps deadline), each round
+//    within what is left of that share divided by the rounds left (a round with less than 1 s is
+//    not started: the phase says the budget was spent). In a round each rank builds a
+//    fresh 2-rank instance of the backend through the registry (TransportContext rank 0 = the
+//    lower rank, world size 2, store "pairwise/<transport>/<round>/<a>-<b>"), opens it, runs a
+//    warm-up (its data checked), then --pairwise-iters timed all-reduces of --pairwise-bytes,
+//    reads link_stats(), and closes it. A pair that fails or times out records the error; the
+//    round goes on. A rank posts "done/<rank>"; rank 0 waits for them (to its budget's end and
+//    2 s more, or until the watch sees them stop) so its gather does not start while others
+//    still measure.
+// Test-only: NCCLSMOKE_TEST_PAUSE_AT=pairwise stops a rank (SIGSTOP) as its second round starts
+// (harness/transport_phase.h test_pause_point; tests/harness/pairwise_e2e_test.py).
+#include <map>
+#include <string>
+
+#include "harness/liveness.h"
+#include "harness/rendezvous_step.h"
+#include "harness/run_context.h"
+#include "results/judging/link_rules.h"
+#include "rendezvous/store.h"
+#include "transports/transport.h"
+
+namespace ncclsmoke::harness {
+
+void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live);
+
+// One pair of one round as this rank measures it.
+struct PairTask {
+  std::string transport;
+  int round = 0;
+  int self = 0;                       // world ranks
+  int peer = 0;
+  std::map<int, std::string> hosts;   // world rank -> host
+  std::string local_address;
+  rendezvous::Store* store = nullptr;  // already prefixed for this round and pair
+  std::map<std::string, std::string> options;  // this rank's backend options
+  std::int64_t bytes = 1 << 20;
+  int iters = 3;
+  transports::DType dtype = transports::DType::float32;
+  rendezvous::Millis op_timeout{10000};
+  rendezvous::Deadline deadline = rendezvous::Deadline::max();  // the round's
+};
+// Opens a 2-rank instance, checks and times the all-reduces, reads the link stats, closes. Never
+// throws: a failure is the sample's error ("<kind>: <message>").
+results::PairSample measure_pair(const PairTask& t);
+
+}  // namespace ncclsmoke::harness

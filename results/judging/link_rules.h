@@ -1,0 +1,78 @@
+#pragma once
+// Per-link evidence and the rules that name a bad node or a bad link from it, with no baseline:
+// each link is compared with the run's own median link, so this works in the first run on a new
+// cluster. Pure: no I/O, no clock.
+//
+// Two sources of links, both read from a verdict's identity rows (one row per transport and rank):
+// - the ring (observed["link_stats"], transport_rules.h): every rank's link to its next rank,
+//   with where it waited (send_blocked_s) and, for TCP backends, the kernel's retransmits and
+//   round-trip time (tx_retrans, tx_segs_out, tx_rtt_us);
+// - pairwise rounds (observed["pairwise"], below): rounds of disjoint 2-rank all-reduces, each
+//   rank's own pair per round with its time, so a link the ring never uses is measured too.
+//
+// A link is bad when it is far worse than the median link on one of: the pair's time (pairwise),
+// retransmit rate, round-trip time, or (ring) time blocked sending on it. A host is SLOW_HOST when
+// its bad links are at least two and at least two thirds of its measured links to other hosts;
+// a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends. Links inside one
+// host (loopback) are not judged.
+#include <cstdint>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::results {
+
+// One rank's pair in one pairwise round (what that rank measured of its link to `peer`).
+struct PairSample {
+  int round = -1;
+  int peer = -1;
+  std::string peer_host;
+  std::int64_t bytes = 0;                               // per all-reduce
+  int iters = 0;
+  double time_us = std::numeric_limits<double>::quiet_NaN();  // mean per all-reduce
+  double busbw_gbps = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t retrans = -1;                            // TCP_INFO on this rank's side; -1: not TCP
+  std::int64_t segs_out = -1;
+  double rtt_us = std::numeric_limits<double>::quiet_NaN();
+  std::string error;                                    // non-empty: the pair failed (timeout ...)
+};
+
+// The documented layout: observed["pairwise"] = [{"round", "peer", "peer_host", "bytes", "iters",
+// "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error"}...] (NaN / -1 / "" members
+// are left out). Appends to what is there.
+inline constexpr const char* kPairwiseKey = "pairwise";
+void write_pair_samples(nlohmann::json& observed, const std::vector<PairSample>& samples);
+std::vector<PairSample> pair_samples_of(const TransportIdentity& id);
+
+// One directed link as the rules see it, from either source.
+struct LinkEvidence {
+  std::string transport;
+  std::string source;  // "ring" | "pairwise"
+  int from_rank = -1, to_rank = -1;
+  std::string from_host, to_host;
+  int round = -1;
+  double time_us = std::numeric_limits<double>::quiet_NaN();
+  double send_blocked_s = std::numeric_limits<double>::quiet_NaN();
+  double retrans_rate = std::numeric_limits<double>::quiet_NaN();  // retrans / segs_out
+  double rtt_us = std::numeric_limits<double>::quiet_NaN();
+  std::string error;
+};
+// Every link in the verdict's identity rows (both sources), hosts from v.ranks.
+std::vector<LinkEvidence> link_evidence(const Verdict& v);
+
+// SLOW_HOST / SLOW_LINK findings (subjects as data: hosts, the link's ends, the transport), with
+// the per-link figures as evidence. Empty when there are fewer than 3 inter-host links for a
+// transport and source (no median to compare with).
+std::vector<Finding> judge_links(const Verdict& v);
+
+// Loss is not death: once a SLOW_HOST is named, the TRANSPORT_TIMEOUTs of its transport, and the
+// PEER_LOST / PEER_STALLED findings about ranks on that host (heartbeats late behind the same
+// loss), are consequences pointing at it: info, "a consequence of host X's slow links", evidence
+// consequence_of_host. A SLOW_HOST that explains an error becomes an error itself (the run failed
+// because of it).
+void explain_by_slow_hosts(std::vector<Finding>& findings);
+
+}  // namespace ncclsmoke::results
