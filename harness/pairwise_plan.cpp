@@ -28,7 +28,8 @@ std::string seconds_short(double s) {
 
 std::string rank_list(const std::vector<int>& ranks) {
   std::string out;
-  for (size_t i = 0; i < ranks.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
   if (ranks.size() > 8) out += fmt::format(" and {} more", ranks.size() - 8);
   return out;
 }
@@ -38,9 +39,10 @@ std::string rank_list(const std::vector<int>& ranks) {
 std::string check_pairwise_mode(const std::string& text) {
   auto t = lower(text);
   if (t == "auto" || t == "always" || t == "never") return "";
-  return fmt::format("'{}' is not a pairwise mode (accepted: auto, always, never; --pairwise "
-                     "alone is always)",
-                     text);
+  return fmt::format(
+      "'{}' is not a pairwise mode (accepted: auto, always, never; --pairwise "
+      "alone is always)",
+      text);
 }
 
 std::string check_pairwise_rounds(const std::string& text) {
@@ -59,7 +61,7 @@ std::string check_pairwise_rounds(const std::string& text) {
 PairwiseSettings pairwise_settings(const RunOptions& o) {
   PairwiseSettings s;
   auto mode = lower(o.pairwise);
-  s.mode = mode == "always" ? PairwiseMode::always
+  s.mode = mode == "always"  ? PairwiseMode::always
            : mode == "never" ? PairwiseMode::never
                              : PairwiseMode::automatic;
   auto rounds = lower(o.pairwise_rounds);
@@ -136,7 +138,8 @@ std::optional<RankSummary> rank_summary_from_json(const json& j) {
     TransportSummary x;
     x.transport = name->get<std::string>();
     x.status = status->get<std::string>();
-    if (auto to = t.find("timed_out"); to != t.end() && to->is_boolean()) x.timed_out = to->get<bool>();
+    if (auto to = t.find("timed_out"); to != t.end() && to->is_boolean())
+      x.timed_out = to->get<bool>();
     if (auto ls = t.find("link_stats"); ls != t.end() && ls->is_object()) x.link_stats = *ls;
     if (auto w = t.find("skipped_why"); w != t.end() && w->is_string())
       x.skipped_why = w->get<std::string>();
@@ -214,7 +217,8 @@ PairwisePlan decide_pairwise(const PlanInputs& in, const PairwiseSettings& s) {
       for (const auto& x : sum.transports)
         if (x.transport == name) t = &x;
       if (!t) {
-        if (why.empty()) why = fmt::format("rank {} did not say how transport:{} ended", sum.rank, name);
+        if (why.empty())
+          why = fmt::format("rank {} did not say how transport:{} ended", sum.rank, name);
         continue;
       }
       if (t->timed_out) timed_out.push_back(sum.rank);
@@ -272,11 +276,10 @@ PairwisePlan decide_pairwise(const PlanInputs& in, const PairwiseSettings& s) {
   std::vector<int> stopped = in.stopped;
   std::sort(stopped.begin(), stopped.end());
   stopped.erase(std::unique(stopped.begin(), stopped.end()), stopped.end());
-  p.participants.erase(std::remove_if(p.participants.begin(), p.participants.end(),
-                                      [&](int r) {
-                                        return std::binary_search(stopped.begin(), stopped.end(), r);
-                                      }),
-                       p.participants.end());
+  p.participants.erase(
+      std::remove_if(p.participants.begin(), p.participants.end(),
+                     [&](int r) { return std::binary_search(stopped.begin(), stopped.end(), r); }),
+      p.participants.end());
   std::string why_not;
   if (p.participants.size() < 2)
     why_not = fmt::format("{} rank{} took part (2 at least are needed)", p.participants.size(),
@@ -285,9 +288,10 @@ PairwisePlan decide_pairwise(const PlanInputs& in, const PairwiseSettings& s) {
     why_not = "no transport can run pairwise rounds";
   else if (!forced && !stopped.empty())
     // A dead or frozen peer explains the timeouts (the watch names it): no link to tell apart.
-    why_not = fmt::format("not needed: rank {} stopped answering (liveness watch), the "
-                          "transports' timeouts are its consequences",
-                          rank_list(stopped));
+    why_not = fmt::format(
+        "not needed: rank {} stopped answering (liveness watch), the "
+        "transports' timeouts are its consequences",
+        rank_list(stopped));
   if (forced) {
     p.reason = "requested (--pairwise)";
     if (!reasons.empty()) p.reason += "; also: " + reasons.front();
@@ -336,7 +340,8 @@ results::Phase pairwise_phase(const PairwisePlan& plan, const PairwiseRun& run) 
       ++measured;
     }
   }
-  std::string rounds = fmt::format("{} round{}", run.rounds_total, run.rounds_total == 1 ? "" : "s");
+  std::string rounds =
+      fmt::format("{} round{}", run.rounds_total, run.rounds_total == 1 ? "" : "s");
   if (run.rounds_late)
     rounds += fmt::format(" ({} not started: the budget was spent)", run.rounds_late);
   std::string skipped;
@@ -355,7 +360,8 @@ results::Phase pairwise_phase(const PairwisePlan& plan, const PairwiseRun& run) 
   // failed run: the main step already said whether the collectives work. A pair can also fail on
   // its share of the budget alone (5% loss: SYN retries cost seconds).
   ph.status = failed > 0 ? results::PhaseStatus::degraded : results::PhaseStatus::pass;
-  if (run.samples.empty() && run.rounds_late > 0 && run.rounds_late + run.sat_out >= run.rounds_total)
+  if (run.samples.empty() && run.rounds_late > 0 &&
+      run.rounds_late + run.sat_out >= run.rounds_total)
     ph.status = results::PhaseStatus::not_run;  // the budget was spent before the first round
   return ph;
 }

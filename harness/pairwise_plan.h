@@ -72,9 +72,9 @@ std::optional<RankSummary> rank_summary_from_json(const nlohmann::json& j);
 struct PairwisePlan {
   bool run = false;
   std::string reason;
-  std::vector<int> participants;                // sorted; ranks that posted their summary in time
-  std::vector<std::string> transports;          // run in this order
-  std::map<std::string, std::string> skipped;   // transport -> why it has no rounds
+  std::vector<int> participants;               // sorted; ranks that posted their summary in time
+  std::vector<std::string> transports;         // run in this order
+  std::map<std::string, std::string> skipped;  // transport -> why it has no rounds
   transports::PairScheduleOptions schedule;
   std::int64_t bytes = 1 << 20;
   int iters = 3;
@@ -84,9 +84,9 @@ nlohmann::json to_json(const PairwisePlan& p);
 std::optional<PairwisePlan> pairwise_plan_from_json(const nlohmann::json& j);
 
 struct PlanInputs {
-  std::vector<RankSummary> summaries;           // rank 0's own among them
-  std::vector<std::string> requested;           // --transports, in order
-  std::vector<results::TransportRow> rows;      // rank 0's rows (the world rows: rank -1)
+  std::vector<RankSummary> summaries;       // rank 0's own among them
+  std::vector<std::string> requested;       // --transports, in order
+  std::vector<results::TransportRow> rows;  // rank 0's rows (the world rows: rank -1)
   const results::Profile* profile = nullptr;
   int world_size = 0;
   // Ranks the liveness watch saw die or freeze: in auto mode their timeouts are explained (a dead
@@ -102,12 +102,12 @@ std::string no_pairs_reason(const std::string& transport);
 // What one rank did for one transport's rounds, for its phase "pairwise:<transport>".
 struct PairwiseRun {
   std::string transport;
-  int rank = 0;              // this rank
-  int rounds_total = 0;      // in the schedule
-  int rounds_late = 0;       // not started: less than the minimum left before the round's deadline
-  int sat_out = 0;           // rounds this rank had no partner in
-  int partner_stopped = 0;   // the partner had stopped (liveness watch): no sample
-  int partner_late = 0;      // the partner had no time left for the round: no sample
+  int rank = 0;             // this rank
+  int rounds_total = 0;     // in the schedule
+  int rounds_late = 0;      // not started: less than the minimum left before the round's deadline
+  int sat_out = 0;          // rounds this rank had no partner in
+  int partner_stopped = 0;  // the partner had stopped (liveness watch): no sample
+  int partner_late = 0;     // the partner had no time left for the round: no sample
   double duration_s = 0;
   std::vector<results::PairSample> samples;  // this rank's pairs
 };

@@ -29,9 +29,7 @@ namespace {
 
 // How long rank 0 waits for a summary that does not come: no arrival for this long (a rank whose
 // transport timed out ends up to one collective's deadline after the others), at most twice it.
-Millis summary_window(const RunContext& ctx) {
-  return ms(std::max(5.0, ctx.o.op_timeout_s + 2));
-}
+Millis summary_window(const RunContext& ctx) { return ms(std::max(5.0, ctx.o.op_timeout_s + 2)); }
 // Rank 0 waits for the others' "done" this long past its own budget's end.
 constexpr Millis kDoneGrace{2000};
 // A round is not started with less than this left before its deadline: a pair cut that short says
@@ -169,9 +167,9 @@ std::vector<RankSummary> collect_summaries(const RunContext& ctx, const StoreSes
     if (!progressed) std::this_thread::sleep_for(Millis{20});
   }
   if (!pending.empty())
-    log_warn(fmt::format("pairwise: no summary from rank {} within {:.0f} s: left out of the rounds",
-                         fmt::join(pending, ", "),
-                         std::chrono::duration<double>(window).count()));
+    log_warn(
+        fmt::format("pairwise: no summary from rank {} within {:.0f} s: left out of the rounds",
+                    fmt::join(pending, ", "), std::chrono::duration<double>(window).count()));
   return got;
 }
 
@@ -179,9 +177,8 @@ std::vector<RankSummary> collect_summaries(const RunContext& ctx, const StoreSes
 std::optional<PairwisePlan> wait_plan(const RunContext& ctx, Store& store, const Liveness& live,
                                       std::string& why) {
   const auto window = summary_window(ctx);
-  const Deadline until =
-      earliest(Clock::now() + ms(ctx.o.op_timeout_s) + window * 2 + Millis{5000},
-               ctx.steps_deadline);
+  const Deadline until = earliest(Clock::now() + ms(ctx.o.op_timeout_s) + window * 2 + Millis{5000},
+                                  ctx.steps_deadline);
   const auto t0 = Clock::now();
   while (Clock::now() < until) {
     if (live.rank0_stopped()) {
@@ -260,8 +257,8 @@ results::PairSample measure_pair(const PairTask& t) {
     const auto wrong = transports::count_wrong(host.data(), count, t.dtype, 2);
     // A one-element collective lines the pair up before the clock starts.
     tr->allreduce(tiny_in.p, tiny_out.p, 1, DType::float32, ReduceOp::sum, op_deadline());
-    const double us = tr->timed_allreduce(send.p, recv.p, count, t.dtype, ReduceOp::sum,
-                                          out.iters, t.deadline, op_deadline);
+    const double us = tr->timed_allreduce(send.p, recv.p, count, t.dtype, ReduceOp::sum, out.iters,
+                                          t.deadline, op_deadline);
     out.time_us = us;
     out.busbw_gbps = transports::allreduce_bandwidth(nbytes, us, 2).busbw_gbps;
     if (auto ls = tr->link_stats()) {
@@ -337,7 +334,10 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
       p = decide_pairwise(in, settings);
     }
     log_line(p.run ? LogLevel::info : LogLevel::debug,
-             fmt::format("pairwise: {}: {}", p.run ? "rounds over " + std::to_string(p.participants.size()) + " ranks" : "no rounds", p.reason));
+             fmt::format("pairwise: {}: {}",
+                         p.run ? "rounds over " + std::to_string(p.participants.size()) + " ranks"
+                               : "no rounds",
+                         p.reason));
     try {
       store.set("plan", to_json(p).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } catch (const StoreError& e) {
@@ -346,8 +346,8 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
     plan = std::move(p);
   } else {
     try {
-      store.set(fmt::format("summary/{}", me), to_json(mine).dump(-1, ' ', false,
-                                                                  nlohmann::json::error_handler_t::replace));
+      store.set(fmt::format("summary/{}", me),
+                to_json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     } catch (const StoreError& e) {
       why_none = fmt::format("this rank's summary could not be posted: {}", e.what());
     }
@@ -373,9 +373,9 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
   // ones left over, and both ends of a pair hold the same deadline even when one of them comes
   // late from a slow round (equal shares of "what is left" would differ, and the early one would
   // give up just before the late one arrives: a false failure).
-  log_info(phase_start_line("pairwise", fmt::format("{} ranks, {}; reason: {}",
-                                                    plan->participants.size(),
-                                                    fmt::join(plan->transports, ", "), plan->reason)));
+  log_info(phase_start_line("pairwise",
+                            fmt::format("{} ranks, {}; reason: {}", plan->participants.size(),
+                                        fmt::join(plan->transports, ", "), plan->reason)));
   const Deadline budget_start = Clock::now();
   const Clock::duration budget = ms(std::max(plan->budget_s, 0.001));
   const Deadline budget_end = earliest(budget_start + budget, ctx.steps_deadline);
@@ -383,7 +383,8 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
   DType dtype = DType::float32;
   transports::parse_dtype(ctx.o.dtype, dtype);
   const auto options = backend_options_for_run(ctx.o, me, ctx.world.local_rank);
-  for (const auto& [t, why] : plan->skipped) record_phase(ctx, pairwise_not_run_phase(t, why, true));
+  for (const auto& [t, why] : plan->skipped)
+    record_phase(ctx, pairwise_not_run_phase(t, why, true));
   const auto slice = budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
   for (size_t ti = 0; ti < plan->transports.size(); ++ti) {
     const std::string& name = plan->transports[ti];
@@ -435,7 +436,8 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
         ++run.partner_stopped;
         continue;
       }
-      PartnerGuard guarded(store, [&] { return partner_stopped() || partner_late(); }, peer);
+      PartnerGuard guarded(
+          store, [&] { return partner_stopped() || partner_late(); }, peer);
       PrefixStore pair_store(pair_prefix, guarded);
       PairTask task;
       task.transport = name;
@@ -464,9 +466,9 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
           continue;
         }
       }
-      log_debug(fmt::format("pairwise:{} round {} with rank {}: {}", name, k, peer,
-                            sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us)
-                                                 : sample.error));
+      log_debug(fmt::format(
+          "pairwise:{} round {} with rank {}: {}", name, k, peer,
+          sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us) : sample.error));
       run.samples.push_back(std::move(sample));
     }
     run.duration_s = seconds_since(t0);
@@ -513,7 +515,8 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
         if (!waiting.empty()) std::this_thread::sleep_for(Millis{50});
       }
       if (!waiting.empty())
-        log_debug(fmt::format("pairwise: rank {} did not say it was done", fmt::join(waiting, ", ")));
+        log_debug(
+            fmt::format("pairwise: rank {} did not say it was done", fmt::join(waiting, ", ")));
     }
   } catch (const StoreError& e) {
     log_debug(fmt::format("pairwise: not every rank said it was done: {}", e.what()));

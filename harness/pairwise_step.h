@@ -12,17 +12,21 @@
 //    max(5 s, --op-timeout + 2 s), at most twice that, never past the run's steps deadline) or
 //    that the liveness watch saw stop, decides (decide_pairwise) and posts "plan";
 // 3. every rank waits for the plan with a deadline (none: no pairwise, said in the log and the
-//    phase); the participants run the plan's transports in order, each transport's rounds within
-//    its share of the budget (--pairwise-budget, never past the run's steps deadline), each round
-//    within what is left of that share divided by the rounds left (a round with less than 1 s is
-//    not started: the phase says the budget was spent). In a round each rank builds a
-//    fresh 2-rank instance of the backend through the registry (TransportContext rank 0 = the
-//    lower rank, world size 2, store "pairwise/<transport>/<round>/<a>-<b>"), opens it, runs a
-//    warm-up (its data checked), then --pairwise-iters timed all-reduces of --pairwise-bytes,
-//    reads link_stats(), and closes it. A pair that fails or times out records the error; the
-//    round goes on. A rank posts "done/<rank>"; rank 0 waits for them (to its budget's end and
-//    2 s more, or until the watch sees them stop) so its gather does not start while others
-//    still measure.
+//    phase); the participants run the plan's transports in order. The budget (--pairwise-budget,
+//    never past the run's steps deadline) counts from the plan: each transport has an equal
+//    slice of it, and round k of a transport ends at slice start + (k+1) x slice / rounds, the
+//    same instant for both ends of a pair (time an early round leaves over carries forward). A
+//    round with less than 1 s left is not started: the rank says so in the pair's keys ("late"),
+//    so its partner stops waiting, and the phase says the budget was spent. In a round each rank
+//    builds a fresh 2-rank instance of the backend through the registry (TransportContext rank
+//    0 = the lower rank, world size 2, store "pairwise/<transport>/<round>/<a>-<b>"), opens it,
+//    runs a warm-up (its data checked), then --pairwise-iters timed all-reduces of
+//    --pairwise-bytes, reads link_stats(), and closes it. A pair that fails or times out records
+//    the error; the round goes on. A partner the liveness watch saw stop, or one that had no time
+//    left, leaves no sample (its waits on the store are cut into slices that ask): neither says
+//    anything about the link. A rank posts "done/<rank>"; rank 0 waits for them (to the budget's
+//    end and 2 s more, or until the watch sees them stop) so its gather does not start while
+//    others still measure.
 // Test-only: NCCLSMOKE_TEST_PAUSE_AT=pairwise stops a rank (SIGSTOP) as its second round starts
 // (harness/transport_phase.h test_pause_point; tests/harness/pairwise_e2e_test.py).
 #include <map>
@@ -31,8 +35,8 @@
 #include "harness/liveness.h"
 #include "harness/rendezvous_step.h"
 #include "harness/run_context.h"
-#include "results/judging/link_rules.h"
 #include "rendezvous/store.h"
+#include "results/judging/link_rules.h"
 #include "transports/transport.h"
 
 namespace ncclsmoke::harness {
@@ -43,11 +47,11 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live);
 struct PairTask {
   std::string transport;
   int round = 0;
-  int self = 0;                       // world ranks
+  int self = 0;  // world ranks
   int peer = 0;
-  std::map<int, std::string> hosts;   // world rank -> host
+  std::map<int, std::string> hosts;  // world rank -> host
   std::string local_address;
-  rendezvous::Store* store = nullptr;  // already prefixed for this round and pair
+  rendezvous::Store* store = nullptr;          // already prefixed for this round and pair
   std::map<std::string, std::string> options;  // this rank's backend options
   std::int64_t bytes = 1 << 20;
   int iters = 3;

@@ -146,6 +146,12 @@ struct TcpStoreServerStats {
   uint64_t shed_idle = 0;         // never-requested connections shed to make room
   // The longest event-loop turn so far (epoll_wait's return to the next call), in microseconds.
   uint64_t longest_turn_us = 0;
+  // That turn's CPU time on the loop thread (CLOCK_THREAD_CPUTIME_ID): on a loaded machine a
+  // turn's wall time includes time the thread was descheduled, which is not the loop's doing.
+  uint64_t longest_turn_its_cpu_us = 0;
+  uint64_t longest_turn_cpu_us = 0;  // the most CPU time any one turn took
+  uint64_t slow_turns = 0;           // turns over 10 ms by wall time
+  uint64_t slow_cpu_turns = 0;       // turns over 10 ms of CPU time
   // One entry per store-wide limit that refused at least once, in the order first hit.
   std::vector<StoreFullHit> full;
 };

@@ -23,7 +23,8 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // it: the ratio finds the outlier, the floor keeps noise on a fast, quiet network (a median of
 // 0.1 ms and a link at 0.4 ms) from being called bad. Chosen from the namespace runs in
 // tests/multihost/test_bad_node_netns.py: 5% loss on one host gives its links retransmit rates of
-// 3-10% (others 0) and 1 MiB pair times 10-100x the median; a 200 Mbit/s link gives 10-40x.
+// 3-10% (others 0, but up to 1.4% on healthy links while all pairs of a round share the bridge,
+// hence the 2.5% floor) and 1 MiB pair times 10-100x the median; a 200 Mbit/s link gives 10-40x.
 struct Metric {
   const char* name;
   double LinkEvidence::*field;
@@ -34,7 +35,7 @@ struct Metric {
 constexpr Metric kMetrics[] = {
     {"time_us", &LinkEvidence::time_us, 3.0, 5000.0, "us"},
     {"send_blocked_s", &LinkEvidence::send_blocked_s, 3.0, 0.2, "s"},
-    {"retrans_rate", &LinkEvidence::retrans_rate, 5.0, 0.01, ""},
+    {"retrans_rate", &LinkEvidence::retrans_rate, 5.0, 0.025, ""},
     {"rtt_us", &LinkEvidence::rtt_us, 4.0, 5000.0, "us"},
 };
 // A retransmit rate is only read from links that sent at least this many segments.
@@ -174,7 +175,7 @@ void judge_group(const std::string& transport, const std::string& source,
                   {"bad", jl},
                   {"rule", fmt::format("a link is bad when a figure is above ratio x the median and "
                                        "above it by the floor (time 3x/5 ms, blocked 3x/0.2 s, "
-                                       "retransmits 5x/1%, rtt 4x/5 ms); a host is slow with >= {} "
+                                       "retransmits 5x/2.5%, rtt 4x/5 ms); a host is slow with >= {} "
                                        "bad links and >= 2/3 of its links",
                                        kSlowHostMinBad)}};
     out.push_back(std::move(f));

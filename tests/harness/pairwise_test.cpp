@@ -23,7 +23,8 @@ namespace {
 
 using nlohmann::json;
 
-RankSummary healthy(int rank, const std::string& host, std::vector<std::string> names = {"socket"}) {
+RankSummary healthy(int rank, const std::string& host,
+                    std::vector<std::string> names = {"socket"}) {
   RankSummary s;
   s.rank = rank;
   s.host = host;
@@ -38,8 +39,13 @@ RankSummary healthy(int rank, const std::string& host, std::vector<std::string> 
 
 // Ring link stats of one rank to its next, with TCP's counters.
 json ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
-  return {{"to_next", {{"rank", next}, {"send_blocked_s", 0.0}, {"bytes", 1 << 20},
-                       {"retrans", retrans}, {"segs_out", segs}, {"rtt_us", 200.0}}},
+  return {{"to_next",
+           {{"rank", next},
+            {"send_blocked_s", 0.0},
+            {"bytes", 1 << 20},
+            {"retrans", retrans},
+            {"segs_out", segs},
+            {"rtt_us", 200.0}}},
           {"from_prev", {{"rank", -1}, {"recv_wait_s", 0.0}, {"bytes", 0}}}};
 }
 
@@ -313,7 +319,7 @@ TEST(PairwisePhase, StatusAndDetail) {
   PairwiseRun run;
   run.transport = "socket";
   run.rank = 2;
-  run.rounds_total = run.rounds_run = 7;
+  run.rounds_total = 7;
   run.duration_s = 1.2;
   for (int k = 0; k < 7; ++k) {
     results::PairSample s;
@@ -330,24 +336,34 @@ TEST(PairwisePhase, StatusAndDetail) {
             "7 rounds of 1 MiB x 3 in 1.20 s, budget 30 s; rank 2: 7 pairs measured, 0 failed; "
             "reason: requested (--pairwise)");
   run.samples[3].error = "timeout: waiting for rank 3";
-  run.rounds_run = 5;
+  run.samples.resize(5);
+  run.rounds_late = 1;
   run.sat_out = 1;
   ph = pairwise_phase(plan, run);
   EXPECT_EQ(ph.status, results::PhaseStatus::degraded) << "evidence, not a failed run";
-  EXPECT_NE(ph.detail.find("5 of 7 rounds (the budget was spent)"), std::string::npos) << ph.detail;
-  EXPECT_NE(ph.detail.find("6 pairs measured, 1 failed, sat out 1"), std::string::npos) << ph.detail;
+  EXPECT_NE(ph.detail.find("7 rounds (1 not started: the budget was spent)"), std::string::npos)
+      << ph.detail;
+  EXPECT_NE(ph.detail.find("4 pairs measured, 1 failed, sat out 1"), std::string::npos)
+      << ph.detail;
   EXPECT_NE(ph.detail.find("first failure: round 3 with rank 3: timeout: waiting for rank 3"),
             std::string::npos)
       << ph.detail;
   run.partner_stopped = 2;
-  EXPECT_NE(pairwise_phase(plan, run).detail.find(", 2 skipped (the partner had stopped)"),
-            std::string::npos);
+  run.partner_late = 1;
+  EXPECT_NE(pairwise_phase(plan, run).detail.find(
+                ", 2 skipped (the partner had stopped), 1 skipped (the partner had no time left)"),
+            std::string::npos)
+      << pairwise_phase(plan, run).detail;
   run.samples.clear();
   EXPECT_EQ(pairwise_phase(plan, run).status, results::PhaseStatus::pass)
-      << "rounds skipped for a stopped partner are not a failure of this rank";
-  run.partner_stopped = 0;
-  run.rounds_run = 0;
-  EXPECT_EQ(pairwise_phase(plan, run).status, results::PhaseStatus::not_run);
+      << "rounds skipped for a stopped or late partner are not a failure of this rank";
+  run = {};
+  run.transport = "socket";
+  run.rounds_total = 3;
+  run.rounds_late = 3;
+  ph = pairwise_phase(plan, run);
+  EXPECT_EQ(ph.status, results::PhaseStatus::not_run);
+  EXPECT_NE(ph.detail.find("3 rounds (3 not started: the budget was spent)"), std::string::npos);
   auto nr = pairwise_not_run_phase("mpi", "why", true);
   EXPECT_EQ(nr.status, results::PhaseStatus::skipped);
   EXPECT_FALSE(nr.required);
@@ -365,9 +381,8 @@ PairTask pair_task(int self, int peer, rendezvous::Store* store, double seconds)
   t.bytes = 256 << 10;
   t.iters = 2;
   t.op_timeout = rendezvous::Millis{5000};
-  t.deadline = rendezvous::Clock::now() +
-               std::chrono::duration_cast<rendezvous::Clock::duration>(
-                   std::chrono::duration<double>(seconds));
+  t.deadline = rendezvous::Clock::now() + std::chrono::duration_cast<rendezvous::Clock::duration>(
+                                              std::chrono::duration<double>(seconds));
   return t;
 }
 
