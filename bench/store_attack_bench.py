@@ -109,9 +109,9 @@ def main():
         configs.append(("after (defaults)", args.after, []))
 
     rows = []
-    print("%-14s %-18s %9s %9s %9s %10s %10s %9s %5s  %s" % (
+    print("%-14s %-18s %9s %9s %9s %10s %10s %9s %9s %5s  %s" % (
         "attack", "server", "p50 ms", "p99 ms", "max ms", "peak RSS", "budget+64", "loop ms",
-        "ops", "attacker"))
+        "loop cpu", "ops", "attacker"))
     only = set(args.only.split(",")) if args.only else None
     for name, attack in sa.ATTACKS:
         if only and name not in only:
@@ -140,14 +140,20 @@ def main():
             turn = res.longest_turn_ms
             if args.beside_run:
                 stopped += " | 4-rank run: %s" % beside_result
-            print("%-14s %-18s %9.2f %9.2f %9.2f %7.0f MiB %10s %9s %5d  %s"
+            # "loop cpu": the CPU time of that longest turn / the most CPU any turn took
+            # (logged by the server only when a turn went over 10 ms wall; "-" otherwise).
+            cpu = res.turn_cpu_ms
+            cpu_text = "-" if cpu is None else "%.1f/%.1f" % cpu
+            print("%-14s %-18s %9.2f %9.2f %9.2f %7.0f MiB %10s %9s %9s %5d  %s"
                   % (name, label, res.p50_ms, res.p99_ms, res.max_ms, res.peak_rss / 2**20,
-                     within, "?" if turn is None else "%.1f" % turn, res.bystander_ops,
-                     stopped), flush=True)
+                     within, "?" if turn is None else "%.1f" % turn, cpu_text,
+                     res.bystander_ops, stopped), flush=True)
             rows.append({"attack": name, "server": label, "p50_ms": res.p50_ms,
                          "p99_ms": res.p99_ms, "max_ms": res.max_ms,
                          "peak_rss_mib": res.peak_rss / 2**20, "budget_mib": limit / 2**20,
                          "longest_turn_ms": turn, "ops": res.bystander_ops,
+                         "longest_turn_cpu_ms": None if cpu is None else cpu[0],
+                         "most_turn_cpu_ms": None if cpu is None else cpu[1],
                          "attack_s": res.wall_s, "problems": res.problems,
                          "client_errors": res.bystander_errors, "beside_run": beside_result})
     worst = [r for r in rows if r["server"].startswith("after") and not r["p99_ms"] < 10]

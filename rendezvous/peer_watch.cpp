@@ -8,7 +8,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <linux/sockios.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -32,6 +34,8 @@ namespace {
 
 constexpr char kMagic[4] = {'N', 'S', 'P', 'W'};
 constexpr char kBye = 'B';
+// How long a stopping watch waits for its bye to be acknowledged (linger_until_acknowledged).
+constexpr Millis kByeLinger{1500};
 constexpr char kLost = 'L';  // + uint32 lost rank + uint32 rank that saw it
 constexpr char kHeartbeat = 'H';
 constexpr char kSilent = 'S';   // + uint32 rank + uint32 witness + uint32 epoch + uint32 ms
@@ -856,11 +860,34 @@ class PeerWatchImpl final : public PeerWatch {
       }
       queue(c, std::string(1, kBye));  // after what is queued: a frame is never cut by it
       ::shutdown(c.fd, SHUT_WR);
-      ::close(c.fd);
     }
+    linger_until_acknowledged(buf, sizeof buf);
+    for (auto& [peer, c] : conns_) ::close(c.fd);
     conns_.clear();
     for (auto& p : pending_) ::close(p.fd);
     pending_.clear();
+  }
+
+  // Loss is not death: on a lossy path our bye and FIN may still be in flight (retransmitting)
+  // when we close, and the peer's next heartbeat then meets a closed socket, whose reset reaches
+  // the peer before the bye does: a clean stop read as a crash (PEER_LOST). So keep the sockets
+  // open, draining what arrives, until every byte we sent is acknowledged (SIOCOUTQ 0) or
+  // kByeLinger has passed; on a healthy path that is one round trip.
+  void linger_until_acknowledged(char* buf, std::size_t len) {
+    const auto until = Clock::now() + kByeLinger;
+    while (Clock::now() < until) {
+      bool pending = false;
+      for (auto& [peer, c] : conns_) {
+        while (::recv(c.fd, buf, len, MSG_DONTWAIT) > 0) {
+        }
+        if (!c.out.empty()) flush(c);
+        int unacked = 0;
+        if (c.out.empty() && ::ioctl(c.fd, SIOCOUTQ, &unacked) == 0 && unacked == 0) continue;
+        pending = true;
+      }
+      if (!pending) return;
+      std::this_thread::sleep_for(Millis{5});
+    }
   }
 
   void close_owned() {

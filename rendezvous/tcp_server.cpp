@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -84,6 +85,11 @@ constexpr auto kDeferredDecodeIdle = std::chrono::milliseconds(10);
 // within a turn while its budget (kTurnBudget) lasts.
 constexpr std::size_t kSliceKeys = 1024;
 constexpr std::size_t kSliceBytes = 256 * 1024;
+// Such a request then runs in slices of this many keys and bytes, so the turn's budget is
+// checked every 0.3-1 ms: a 1024-key slice took 1-4.5 ms on a loaded 2-core box, and one
+// begun near the budget's end doubled the turn (big_wait).
+constexpr std::size_t kRunSliceKeys = 256;
+constexpr std::size_t kRunSliceBytes = 64 * 1024;
 // Idle connections closed per turn at most (16k expiring at once would hold the loop).
 constexpr int kIdleClosesPerTurn = 512;
 // The work of one event-loop turn: past this, a connection with more than one request's (or
@@ -288,11 +294,15 @@ struct Conn {
   bool validated = false;
   InBuffer in;
   std::size_t in_pos = 0;
-  // Output: owned replies, or a notification shared with other watchers.
+  // Output: owned replies, or a part of a notification shared with other watchers (`len` bytes
+  // at `off` of `shared`: a stored value is sent from where it is stored).
   struct Segment {
     std::string own;
     std::shared_ptr<const std::string> shared;
-    const std::string& bytes() const { return shared ? *shared : own; }
+    std::size_t off = 0, len = 0;
+    std::string_view bytes() const {
+      return shared ? std::string_view(*shared).substr(off, len) : std::string_view(own);
+    }
   };
   std::deque<Segment> out;
   std::size_t out_pos = 0;    // into out.front()
@@ -330,8 +340,8 @@ class Server final : public TcpStoreServer {
       : opt_(opt),
         keyspace_([this](ConnId c, std::string&& b) { send_to(c, std::move(b)); },
                   keyspace_limits(),
-                  [this](ConnId c, const std::shared_ptr<const std::string>& b) {
-                    send_shared(c, b);
+                  [this](ConnId c, const std::vector<detail::SharedBytes>& parts) {
+                    send_shared(c, parts);
                   }) {
     if (!opt_.log) opt_.log = [](const std::string& line) { std::cerr << line << std::endl; };
     keyspace_.reserve_status_key(kStoreFullWireKey);
@@ -558,11 +568,11 @@ class Server final : public TcpStoreServer {
       }
       turn_start_ = SteadyClock::now();
       const int64_t cpu_start = thread_cpu_ns();
-      // Last turn's leftovers first: they waited longest.
-      if (!backlog_.empty()) {
-        run_backlog();
-        flush_dirty();
-      }
+      // What arrived since the last turn first: a fresh request (a rank's GET) is one cheap op
+      // and is answered at once, ahead of the slices and pipelined requests a flood left in the
+      // backlog (those ran first before: a bystander's GET waited behind a turn's budget of
+      // them on every round trip, wait_flood and big_wait). A connection left in the backlog
+      // reads nothing new until its turn there comes.
       for (int i = 0; i < n && !stopping_; ++i) {
         ConnId id = events[i].data.u64;
         uint32_t ev = events[i].events;
@@ -576,6 +586,11 @@ class Server final : public TcpStoreServer {
         }
       }
       flush_dirty();
+      // Then last turn's leftovers (at least one of them, however long the events took).
+      if (!backlog_.empty()) {
+        run_backlog();
+        flush_dirty();
+      }
       if (keyspace_.retiring())
         keyspace_.retire(kRetirePerTurn,
                          std::max(turn_start_ + kTurnBudget, SteadyClock::now() + kRetireMin));
@@ -834,7 +849,12 @@ class Server final : public TcpStoreServer {
       Conn* c = find(id);
       if (!c || !c->backlogged) continue;
       c->backlogged = false;
-      if (!process(*c, false)) continue;
+      // The first runs at least one request or slice even when the events spent the budget, so
+      // the backlog always moves.
+      progress_once_ = i == 0;
+      bool open = process(*c, false);
+      progress_once_ = false;
+      if (!open) continue;
       if (c->eof) {
         if (!finish_eof(*c)) continue;
       } else {
@@ -867,7 +887,7 @@ class Server final : public TcpStoreServer {
       // A light request arriving after the turn's budget is spent still runs (one cheap op);
       // a slice of a big one, or a second request, waits for a later turn.
       if (turn == kOpsPerTurn || turn_output_ >= kOutputPerTurn ||
-          ((turn > 0 || c.big) && turn_spent())) {
+          ((turn > 0 || (c.big && !progress_once_)) && turn_spent())) {
         c.backlogged = true;
         backlog_.push_back(c.id);
         update_interest(c);
@@ -955,14 +975,14 @@ class Server final : public TcpStoreServer {
     return refused;
   }
 
-  // Runs the next kSliceKeys keys of c.big: WAIT registers them (answering after the last),
+  // Runs the next kRunSliceKeys keys of c.big: WAIT registers them (answering after the last),
   // CHECK ands them (answering after the last), MULTI_GET answers them (the slices' replies
   // concatenated are the whole reply), MULTI_SET sets them. Returns false when closed.
   bool run_slice(Conn& c) {
     wire::Request part;
     part.op = *c.big;
     std::string_view body = std::string_view(c.in).substr(c.in_pos, c.big_end);
-    wire::decode_slice(part.op, body, c.big_next, kSliceKeys, kSliceBytes, part);
+    wire::decode_slice(part.op, body, c.big_next, kRunSliceKeys, kRunSliceBytes, part);
     bool first = c.big_first, last = c.big_next >= c.big_end;
     c.big_first = false;
     std::optional<detail::Refusal> refused;
@@ -1162,17 +1182,20 @@ class Server final : public TcpStoreServer {
     if (!q.empty() && !q.back().shared && q.back().own.size() + bytes.size() <= kCoalesce)
       q.back().own.append(bytes);
     else
-      q.push_back({std::move(bytes), nullptr});
+      q.push_back({std::move(bytes), nullptr, 0, 0});
     count(*c);
     mark_dirty(*c);
   }
 
-  void send_shared(ConnId id, const std::shared_ptr<const std::string>& bytes) {
+  void send_shared(ConnId id, const std::vector<detail::SharedBytes>& parts) {
     Conn* c = find(id);
-    if (!c || bytes->empty() || !admit_output(*c, bytes->size())) return;
-    c->out_bytes += bytes->size();
-    turn_output_ += bytes->size();
-    c->out.push_back({{}, bytes});
+    std::size_t size = 0;
+    for (const auto& p : parts) size += p.len;
+    if (!c || size == 0 || !admit_output(*c, size)) return;
+    c->out_bytes += size;
+    turn_output_ += size;
+    for (const auto& p : parts)
+      if (p.len > 0) c->out.push_back({{}, p.owner, p.off, p.len});
     count(*c);
     mark_dirty(*c);
   }
@@ -1211,7 +1234,7 @@ class Server final : public TcpStoreServer {
       int n_iov = 0;
       std::size_t skip = c.out_pos, room = allowance;
       for (auto it = c.out.begin(); it != c.out.end() && n_iov < 64 && room > 0; ++it) {
-        const std::string& b = it->bytes();
+        std::string_view b = it->bytes();
         iov[n_iov].iov_base = const_cast<char*>(b.data()) + skip;
         iov[n_iov].iov_len = std::min(b.size() - skip, room);
         room -= iov[n_iov].iov_len;
@@ -1287,6 +1310,12 @@ class Server final : public TcpStoreServer {
     set_timed(c);
   }
 
+  // Whether the socket holds bytes the loop has not read yet.
+  static bool unread_bytes(const Conn& c) {
+    int n = 0;
+    return ::ioctl(c.fd, FIONREAD, &n) == 0 && n > 0;
+  }
+
   void set_deferred(Conn& c, bool on) {
     c.deferred = on;
     if (on) any_deferred_ = true;
@@ -1309,7 +1338,12 @@ class Server final : public TcpStoreServer {
         continue;
       }
       if (c->deferred) {
-        if (now - c->last_rx >= kDeferredDecodeIdle) {
+        // A forced decode walks the whole partial request so far (20 WAIT floods of 40 MB each
+        // re-decoded in one sweep held a turn for 3-6 ms): they share the turn's budget, and
+        // the rest wait for the next sweep (10 ms on).
+        // And a connection whose socket still holds bytes is not idle: the loop left them there
+        // (its turn's budget was spent), and the decode comes once they are read.
+        if (now - c->last_rx >= kDeferredDecodeIdle && !turn_spent() && !unread_bytes(*c)) {
           if (!process(*c, true)) continue;
         } else {
           any_deferred_ = true;
@@ -1479,6 +1513,7 @@ class Server final : public TcpStoreServer {
   detail::ServerKeyspace keyspace_;
   std::size_t request_cap_ = 0;
   std::size_t in_total_ = 0, out_total_ = 0;  // over every connection
+  bool progress_once_ = false;  // run_backlog's first: one request or slice whatever the budget
   std::size_t turn_output_ = 0;               // output queued by the running turn
   SteadyClock::time_point turn_start_{};      // when the running turn began (kTurnBudget)
   std::size_t released_ = 0;                  // freed since the last malloc_trim
@@ -1561,6 +1596,14 @@ std::optional<std::vector<StoreFullHit>> parse_store_full_status(std::string_vie
 }
 
 std::unique_ptr<TcpStoreServer> TcpStoreServer::start(const TcpStoreServerOptions& options) {
+  // No glibc fastbins: freed small chunks (hash nodes, keys) piled up there by the tens of
+  // thousands as a flood's registrations were retired, and the next malloc of 1 KiB or more, or
+  // free of 64 KiB, ran malloc_consolidate over all of them at once: 9-17 ms in one event-loop
+  // turn (perf, bench/store_attack_bench.py wait_flood). Without them a free coalesces as it
+  // goes. Process-wide, and cheap for the rest of the process (tcache still serves the hot
+  // small sizes).
+  static const bool no_fastbins = [] { return mallopt(M_MXFAST, 0) == 1; }();
+  (void)no_fastbins;
   auto server = std::make_unique<Server>(options);
   server->start();
   return server;

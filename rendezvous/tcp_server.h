@@ -50,13 +50,14 @@
 // Each closes only the offending connection, with one log line naming the peer, the limit, its
 // value and its flag; everyone else keeps being served. The loop never does O(value) work for a
 // tiny op: a connection gets at most 256 requests and 256 KiB of reading per turn, a request still
-// arriving is checked without being copied, big input buffers grow by mremap; the one exception is
-// torch 1.13's WATCH_KEY protocol, whose notification carries the whole old and new value: it is
-// built once, shared by every watcher, and only when some watcher has room for it. A WAIT, CHECK,
-// MULTI_GET or MULTI_SET of more than 1024 keys (torch allows 128 Ki per request) runs in slices
-// of 1024 keys, as many per turn as the turn's 2 ms budget allows, so no request holds the loop
-// for long: a MULTI_SET is then all-or-nothing per slice, and others may see its first slices
-// before its last. Defaults fit a 16k-rank world: 16384
+// arriving is checked without being copied, big input buffers grow by mremap; torch 1.13's
+// WATCH_KEY notification, which carries the whole old and new value, refers to the stored values
+// instead of copying them, is shared by every watcher, and is queued only for watchers with room
+// for it. A WAIT, CHECK, MULTI_GET or MULTI_SET of more than 1024 keys (torch allows 128 Ki per
+// request) runs in slices of 256 keys, as many per turn as the turn's 2 ms budget allows (what
+// arrived since the last turn is served first), so no request holds the loop for long: a
+// MULTI_SET is then all-or-nothing per slice, and others may see its first slices before its
+// last. Defaults fit a 16k-rank world: 16384
 // ranks x (~16 keys of ~1 KiB + a 200 KiB verdict) ~ 3.5 GiB stored, plus as much again when
 // every rank posts its verdict at the same instant (one partial request per connection) -> 8 GiB;
 // 16384 x 16 keys = 256 Ki keys -> 1 Mi keys leaves 4x room.

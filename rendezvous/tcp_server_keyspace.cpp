@@ -139,36 +139,61 @@ void ServerKeyspace::retire(std::size_t max_keys, std::chrono::steady_clock::tim
 }
 
 void ServerKeyspace::notify_watchers(const std::string& key, Change change,
-                                     std::string_view old_value, std::string_view new_value) {
+                                     const SharedBytes& old_value, const SharedBytes& new_value) {
   auto* it = watchers_.find(key);
   if (!it) return;
   // torch 1.13's TCPStoreWorkerDaemon reads: type byte, key, old value, new value. Each watcher
   // is asked first, so the message is built only when someone can take it, and built once.
-  std::size_t size = 1 + 3 * 8 + key.size() + old_value.size() + new_value.size();
+  std::size_t size = 1 + 3 * 8 + key.size() + old_value.len + new_value.len;
   std::vector<ConnId> takers;
   for (ConnId c : it->second)
     if (may_queue(c, size)) takers.push_back(c);
   if (takers.empty()) return;
+  // Big values go out as they are stored (shared, never copied: an 8 MiB value's notification,
+  // old + new, was a 16 MiB copy in one turn, bench/store_attack_bench.py watchers); the rest
+  // is copied into small parts.
+  std::vector<SharedBytes> parts;
   auto msg = std::make_shared<std::string>();
-  msg->reserve(size);
+  auto cut = [&] {
+    if (msg->empty()) return;
+    std::size_t n = msg->size();
+    parts.push_back({std::move(msg), 0, n});
+    msg = std::make_shared<std::string>();
+  };
+  auto put = [&](const SharedBytes& v) {
+    wire::put_u64(*msg, v.len);
+    if (v.owner && v.len >= kShareFrom && send_shared_) {
+      cut();
+      parts.push_back(v);
+    } else {
+      msg->append(v.view());
+    }
+  };
   wire::put_u8(*msg, static_cast<uint8_t>(change));
   wire::put_bytes(*msg, key);
-  wire::put_bytes(*msg, old_value);
-  wire::put_bytes(*msg, new_value);
-  std::shared_ptr<const std::string> shared = std::move(msg);
+  put(old_value);
+  put(new_value);
+  cut();
   for (ConnId c : takers) {
-    if (send_shared_) send_shared_(c, shared);
-    else send_(c, std::string(*shared));
+    if (send_shared_) {
+      send_shared_(c, parts);
+    } else {
+      std::string flat;
+      flat.reserve(size);
+      for (const auto& p : parts) flat.append(p.view());
+      send_(c, std::move(flat));
+    }
   }
 }
 
 void ServerKeyspace::set_status(std::string value) {
   if (status_key_.empty()) return;
   auto [it, fresh] = data_.try_emplace(status_key_);
-  std::string old = std::move(it->second);
-  it->second = std::move(value);
+  Value old = std::move(it->second);
+  it->second = make_value(std::move(value));
   status_set_ = true;
-  notify_watchers(status_key_, fresh ? Change::created : Change::updated, old, it->second);
+  notify_watchers(status_key_, fresh ? Change::created : Change::updated, whole(old),
+                  whole(it->second));
   wake(status_key_);
 }
 
@@ -297,8 +322,8 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         if (!it) {
           ++new_entries;
           grow += kEntryOverhead + req.keys[i].size() + vsize;
-        } else if (vsize > it->second.size()) {
-          grow += vsize - it->second.size();
+        } else if (vsize > it->second->size()) {
+          grow += vsize - it->second->size();
         }
       }
       if (auto why = admit(new_entries, grow, item, wire::to_string(req.op))) return why;
@@ -307,14 +332,14 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         auto it = data_.find(key);
         if (!it) {
           bytes_ += kEntryOverhead + key.size() + req.values[i].size();
-          auto& v = data_.try_emplace(key, std::move(req.values[i])).first->second;
-          notify_watchers(key, Change::created, {}, v);
+          auto& v = data_.try_emplace(key, make_value(std::move(req.values[i]))).first->second;
+          notify_watchers(key, Change::created, {}, whole(v));
         } else {
           bytes_ += req.values[i].size();
-          bytes_ -= it->second.size();
-          std::string old = std::move(it->second);
-          it->second = std::move(req.values[i]);
-          notify_watchers(key, Change::updated, old, it->second);
+          bytes_ -= it->second->size();
+          Value old = std::move(it->second);
+          it->second = make_value(std::move(req.values[i]));
+          notify_watchers(key, Change::updated, whole(old), whole(it->second));
         }
         wake(key);
       }
@@ -336,24 +361,25 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
             return why;
           if (!may_queue(conn, 8 + desired.size())) return std::nullopt;
           bytes_ += kEntryOverhead + key.size() + desired.size();
-          auto& v = data_.try_emplace(key, std::move(desired)).first->second;
-          notify_watchers(key, Change::created, {}, v);
-          wire::put_bytes(out, v);
+          auto& v = data_.try_emplace(key, make_value(std::move(desired))).first->second;
+          notify_watchers(key, Change::created, {}, whole(v));
+          wire::put_bytes(out, *v);
           wake(key);
         }
       } else {
-        if (it->second == expected) {
+        if (*it->second == expected) {
           if (desired.size() > expected.size())
             if (auto why = admit(0, desired.size() - expected.size(), desired.size(),
                                  "COMPARE_SET"))
               return why;
           bytes_ += desired.size();
           bytes_ -= expected.size();
-          it->second = std::move(desired);
-          notify_watchers(key, Change::updated, expected, it->second);
+          Value old = std::move(it->second);
+          it->second = make_value(std::move(desired));
+          notify_watchers(key, Change::updated, whole(old), whole(it->second));
         }
-        if (!may_queue(conn, 8 + it->second.size())) return std::nullopt;
-        wire::put_bytes(out, it->second);
+        if (!may_queue(conn, 8 + it->second->size())) return std::nullopt;
+        wire::put_bytes(out, *it->second);
       }
       reply(conn, std::move(out));
       return std::nullopt;
@@ -367,8 +393,8 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
                  " (closing, as torch 1.13's server does)";
         wire::put_bytes(out, {});  // the libuv server answers an empty value
       } else {
-        if (!may_queue(conn, 8 + it->second.size())) return std::nullopt;
-        wire::put_bytes(out, it->second);
+        if (!may_queue(conn, 8 + it->second->size())) return std::nullopt;
+        wire::put_bytes(out, *it->second);
       }
       reply(conn, std::move(out));
       return std::nullopt;
@@ -377,9 +403,9 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
     case Op::add: {
       const auto& key = req.keys[0];
       auto it = data_.find(key);
-      std::optional<int64_t> current = !it ? 0 : parse_counter(it->second);
+      std::optional<int64_t> current = !it ? 0 : parse_counter(*it->second);
       if (!current)
-        return "ADD on key " + printable(key) + " whose value " + printable(it->second) +
+        return "ADD on key " + printable(key) + " whose value " + printable(*it->second) +
                " is not a decimal integer";
       int64_t value;
       if (__builtin_add_overflow(*current, req.delta, &value))
@@ -390,16 +416,16 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         if (auto why = admit(1, kEntryOverhead + key.size() + text.size(), text.size(), "ADD"))
           return why;
         bytes_ += kEntryOverhead + key.size() + text.size();
-        data_.try_emplace(key, text);
-        notify_watchers(key, Change::created, {}, text);
+        auto& v = data_.try_emplace(key, make_value(std::move(text))).first->second;
+        notify_watchers(key, Change::created, {}, whole(v));
       } else {
-        if (text.size() > it->second.size())
-          if (auto why = admit(0, text.size() - it->second.size(), text.size(), "ADD")) return why;
+        if (text.size() > it->second->size())
+          if (auto why = admit(0, text.size() - it->second->size(), text.size(), "ADD")) return why;
         bytes_ += text.size();
-        bytes_ -= it->second.size();
-        std::string old = std::move(it->second);
-        it->second = text;
-        notify_watchers(key, Change::updated, old, text);
+        bytes_ -= it->second->size();
+        Value old = std::move(it->second);
+        it->second = make_value(std::move(text));
+        notify_watchers(key, Change::updated, whole(old), whole(it->second));
       }
       wire::put_i64(out, value);
       reply(conn, std::move(out));
@@ -434,8 +460,8 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       auto it = data_.find(key);
       int64_t deleted = 0;
       if (it) {
-        notify_watchers(key, Change::deleted, it->second, {});
-        bytes_ -= kEntryOverhead + key.size() + it->second.size();
+        notify_watchers(key, Change::deleted, whole(it->second), {});
+        bytes_ -= kEntryOverhead + key.size() + it->second->size();
         data_.erase(key);
         deleted = 1;
       }
@@ -459,10 +485,10 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
                              "APPEND"))
           return why;
         bytes_ += kEntryOverhead + key.size() + value.size();
-        auto& v = data_.try_emplace(key, std::move(value)).first->second;
-        notify_watchers(key, Change::created, {}, v);
+        auto& v = data_.try_emplace(key, make_value(std::move(value))).first->second;
+        notify_watchers(key, Change::created, {}, whole(v));
       } else {
-        std::size_t old_size = it->second.size();
+        std::size_t old_size = it->second->size();
         if (old_size + value.size() > limits_.max_value_bytes)
           return Refusal("APPEND of " + std::to_string(value.size()) + " bytes to key " +
                              printable(key) + " (" + std::to_string(old_size) +
@@ -471,9 +497,10 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
                          true);
         if (auto why = admit(0, value.size(), old_size + value.size(), "APPEND")) return why;
         bytes_ += value.size();
-        it->second.append(value);  // amortised: no copy of what is already stored
-        std::string_view now = it->second;
-        notify_watchers(key, Change::appended, now.substr(0, old_size), now);
+        // In place, amortised: no copy of what is already stored, and what notifications
+        // queued before hold of it (its first bytes) stays as it was.
+        it->second->append(value);
+        notify_watchers(key, Change::appended, prefix(it->second, old_size), whole(it->second));
       }
       wake(key);
       return std::nullopt;
@@ -485,13 +512,13 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       std::size_t size = 0;
       for (const auto& k : req.keys) {
         auto it = data_.find(k);
-        size += 8 + (!it ? 0 : it->second.size());
+        size += 8 + (!it ? 0 : it->second->size());
       }
       if (!may_queue(conn, size)) return std::nullopt;
       out.reserve(size);
       for (const auto& k : req.keys) {
         auto it = data_.find(k);
-        wire::put_bytes(out, !it ? std::string_view{} : std::string_view{it->second});
+        wire::put_bytes(out, !it ? std::string_view{} : std::string_view{*it->second});
       }
       reply(conn, std::move(out));
       return std::nullopt;

@@ -17,7 +17,9 @@
 // keys or queues, or that `may_grow` refuses, changes nothing and returns its reason (the server
 // closes that connection). Big replies and WATCH_KEY notifications ask `may_queue` before they are
 // built, so a reader over its output cap costs no copy. No op copies a stored value except to send
-// it: APPEND grows the value in place (amortised), and a watcher's old value is a prefix of it.
+// it: APPEND grows the value in place (amortised), and a WATCH_KEY notification refers to the
+// stored values (old and new; after an APPEND the old is the new's first bytes) instead of
+// copying them.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -161,12 +163,26 @@ struct KeyspaceLimits {
   std::function<std::optional<std::string>(std::size_t grow, std::size_t item)> may_grow;
 };
 
+// `len` bytes at `off` of a shared buffer: a stored value (or its first bytes) or a part of a
+// notification, queued for several connections without a copy. A stored value is never changed
+// in place except by APPEND, which only adds at its end, so a part queued earlier stays right.
+struct SharedBytes {
+  std::shared_ptr<const std::string> owner;
+  std::size_t off = 0, len = 0;
+  std::string_view view() const {
+    return owner ? std::string_view(*owner).substr(off, len) : std::string_view();
+  }
+};
+
 class ServerKeyspace {
  public:
   // Queues reply bytes for a connection (moved: a big reply is not copied again).
   using Send = std::function<void(ConnId, std::string&&)>;
-  // Queues a notification shared by several connections without a copy per connection.
-  using SendShared = std::function<void(ConnId, const std::shared_ptr<const std::string>&)>;
+  // Queues a notification shared by several connections without a copy per connection: the
+  // parts, in order, are the message.
+  using SendShared = std::function<void(ConnId, const std::vector<SharedBytes>&)>;
+  // Values at least this big go into a notification by reference, not copied.
+  static constexpr std::size_t kShareFrom = 64 * 1024;
   explicit ServerKeyspace(Send send, KeyspaceLimits limits = {}, SendShared send_shared = nullptr)
       : send_(std::move(send)), send_shared_(std::move(send_shared)), limits_(std::move(limits)) {}
 
@@ -236,8 +252,13 @@ class ServerKeyspace {
   void wake_one(const std::string& key);
   void cancel_wait(ConnId conn);
   enum class Change : uint8_t { updated = 0, created = 1, deleted = 2, appended = 4 };
-  void notify_watchers(const std::string& key, Change change, std::string_view old_value,
-                       std::string_view new_value);
+  // A stored value: shared, so a notification can carry it without a copy (SharedBytes).
+  using Value = std::shared_ptr<std::string>;
+  static Value make_value(std::string&& v) { return std::make_shared<std::string>(std::move(v)); }
+  static SharedBytes whole(const Value& v) { return {v, 0, v ? v->size() : 0}; }
+  static SharedBytes prefix(const Value& v, std::size_t n) { return {v, 0, n}; }
+  void notify_watchers(const std::string& key, Change change, const SharedBytes& old_value,
+                       const SharedBytes& new_value);
   void reply(ConnId conn, std::string bytes) { send_(conn, std::move(bytes)); }
   bool may_queue(ConnId conn, std::size_t bytes) const {
     return !limits_.may_queue || limits_.may_queue(conn, bytes);
@@ -267,7 +288,7 @@ class ServerKeyspace {
   std::size_t registered_ = 0;
   std::string status_key_;
   bool status_set_ = false;
-  IncrementalHash<std::unordered_map<std::string, std::string>> data_;
+  IncrementalHash<std::unordered_map<std::string, Value>> data_;  // never null
   IncrementalHash<std::unordered_map<std::string, std::deque<std::string>>> queues_;
   // Pending WAITs: the keys each connection still misses, and the reverse index.
   std::unordered_map<ConnId, KeySet> waits_;

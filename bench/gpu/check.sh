@@ -32,6 +32,9 @@
 #   g   torchrun (python3 -m torch.distributed.run) --nproc_per_node 4 --no_python ncclsmoke run
 #       --transports nccl --nccl-share-gpu, with static, c10d and --standalone rendezvous, in
 #       parallel: each a passing verdict from torchrun's agent store
+#   h   pairwise rounds on NCCL (issue 23): launch --nproc-per-node 4 --pairwise, synthetic, NET/Socket:
+#       every pair of the 3-round schedule measured through a 2-rank NCCL communicator per pair,
+#       phase pairwise:nccl pass, no SLOW_HOST / SLOW_LINK on one healthy GPU
 #   m   only with 2+ GPUs: one rank per real GPU (no synthetic sharing), NVLink/P2P busbw
 #
 # Environment: NCCLSMOKE_BIN, NCCLSMOKE_BUNDLE (default build-gpubundle/bundle), NCCLSMOKE_BUILD=1,
@@ -58,9 +61,9 @@ BUDGET="${CHECK_BUDGET_S:-400}"
 NPROC_G="${CHECK_TORCHRUN_NPROC:-4}"
 BUILD="${NCCLSMOKE_BUILD_DIR:-$ROOT/build-gpucheck}"
 BUNDLE="${NCCLSMOKE_BUNDLE:-$ROOT/build-gpubundle/bundle}"
-# Each step's limit; their sum (serial parts, no build; m only with 2+ GPUs) is 325 s (370 s),
-# inside the 400 s budget.
-CAP_PROBE=30 CAP_A=40 CAP_B=45 CAP_CD=30 CAP_TORCH=60 CAP_E=75 CAP_G=45 CAP_M=45 CAP_F=110
+# Each step's limit; their sum (serial parts, no build; m only with 2+ GPUs) is 375 s (420 s),
+# inside the 400 s budget on one GPU (with m, the last step gets what the budget has left).
+CAP_PROBE=30 CAP_A=40 CAP_B=45 CAP_H=50 CAP_CD=30 CAP_TORCH=60 CAP_E=75 CAP_G=45 CAP_M=45 CAP_F=110
 MARGIN=12  # step limit - ncclsmoke --timeout: launch waits --timeout + 10 s before it kills
 START=$(date +%s)
 mkdir -p "$WORK"
@@ -84,7 +87,7 @@ row_cpu() {
   [ "$2" = FAIL ] && FAILED=1
   say "$1: $2 $3"
 }
-STEPS=",${CHECK_STEPS:-a,b,c,d,e,f,g,m},"
+STEPS=",${CHECK_STEPS:-a,b,h,c,d,e,f,g,m},"
 want() { [[ "$STEPS" == *",$1,"* ]]; }  # want STEP: the step was asked for
 left_s() { echo $(( BUDGET - ( $(date +%s) - START ) )); }
 # Seconds for the next step: at most $1, never past the overall deadline.
@@ -453,6 +456,37 @@ if want b && enough_time b; then
   run_case b 4 $CAP_B "${SMALL[@]}" --nccl-net Socket --nccl-policy pin
   load_case b
   check_pass_socket b "launch --nproc-per-node 4"
+fi
+
+# ---- h: pairwise rounds through 2-rank NCCL communicators -----------------------------------------
+if want h && enough_time h; then
+  say "h: launch --nproc-per-node 4 --pairwise, synthetic, NET/Socket: a 2-rank communicator per pair"
+  run_case h 4 $CAP_H --min-bytes 1M --max-bytes 4M --factor 4 --iters 3 --warmup-iters 1 \
+    --nccl-net Socket --nccl-policy observe --pairwise --pairwise-bytes 1M
+  load_case h
+  hsum=$("$PY" - "$WORK/h/verdict.json" <<'PYEOF'
+import json, sys
+try:
+    v = json.load(open(sys.argv[1]))
+except Exception:
+    print("bad no_verdict.json"); sys.exit(0)
+ph = [p for p in v.get("phases", []) if p.get("name") == "pairwise:nccl"]
+pairs = set()
+for i in v.get("identities", []):
+    if i.get("transport") != "nccl":
+        continue
+    for s in i.get("observed", {}).get("pairwise", []):
+        if s.get("time_us") is not None and not s.get("error"):
+            pairs.add((min(i["rank"], s["peer"]), max(i["rank"], s["peer"])))
+slow = sorted({f["code"] for f in v.get("findings", []) if f.get("code") in ("SLOW_HOST", "SLOW_LINK")})
+ok = ph and ph[0].get("status") == "pass" and len(pairs) == 6 and not slow
+print("ok" if ok else "bad", "phase=%s pairs=%d/6 slow=%s detail=%s" % (
+    ph[0].get("status") if ph else "absent", len(pairs), ",".join(slow) or "-",
+    (ph[0].get("detail", "") if ph else "")[:120].replace(" ", "_")))
+PYEOF
+)
+  if [ "$RC" = 0 ] && [ "${hsum%% *}" = ok ]; then row h PASS "rc=0 ${hsum#* }"
+  else row h FAIL "rc=$RC ${hsum#* } $(first_finding "$WORK/h/verdict.json")"; fi
 fi
 
 # ---- c, d in parallel: init failures --------------------------------------------------------------

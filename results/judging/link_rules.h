@@ -11,10 +11,10 @@
 //   rank's own pair per round with its time, so a link the ring never uses is measured too.
 //
 // A link is bad when it is far worse than the median link on one of: the pair's time (pairwise),
-// retransmit rate, round-trip time, or (ring) time blocked sending on it. A host is SLOW_HOST when
-// its bad links are at least two and at least two thirds of its measured links to other hosts;
-// a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends. Links inside one
-// host (loopback) are not judged.
+// retransmit rate, or (ring) time blocked sending on it (its round-trip time is evidence only).
+// A host is SLOW_HOST when its bad links are at least two and at least two thirds of its measured
+// links to other hosts; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both
+// ends, when it is slower (time, or failed), not on retransmits alone. Links inside one host (loopback) are not judged.
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>

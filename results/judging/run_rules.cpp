@@ -60,8 +60,10 @@ Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
   if (s.retransmits > 0) {
     // Loss is not death: its kernel did not acknowledge our heartbeats either, so the path, not
     // the process, went quiet. A warning that names the loss; the per-link rules name the host.
+    Subject about = lost_subject(s.rank, s.host, seen_by);
+    about.item = "lossy path";  // apart from a frozen-process PEER_STALLED in merge and dedupe
     auto f = make_finding_about(
-        Code::PEER_STALLED, lost_subject(s.rank, s.host, seen_by),
+        Code::PEER_STALLED, about,
         fmt::format("{{peer}} was not heard for {} (liveness heartbeats) while rank {}'s "
                     "connection to it retransmitted {} segments: packet loss on the path to its "
                     "host, not a frozen process",

@@ -106,6 +106,27 @@ def start_rank(binary, rank, port, work, env, store=None):
     return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
+def wait_ranks(procs, problems, limit_s=60):
+    """Waits for every rank, killing one that runs past limit_s (and saying so in problems)."""
+    for p in procs:
+        try:
+            p.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            problems.append(f"a rank ran more than {limit_s} s")
+
+
+def release(held, procs):
+    """Closes the strangers' connections and kills any rank still running."""
+    for s in held:
+        s.close()
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 class Serve:
     """`ncclsmoke store serve` on a free loopback port, with `flags`."""
 
@@ -160,20 +181,9 @@ def run_case(binary, name):
                 for _ in range(64):
                     held.append(Stranger(port, handshake=False))
             procs += [start_rank(binary, r, port, work, env) for r in range(1, WORLD)]
-            for p in procs:
-                try:
-                    p.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-                    problems.append("a rank ran more than 60 s")
+            wait_ranks(procs, problems)
         finally:
-            for s in held:
-                s.close()
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            release(held, procs)
         path = os.path.join(work, "verdict.rank0.json")
         if not os.path.exists(path):
             path = os.path.join(work, "verdict.json")
@@ -247,20 +257,9 @@ def run_serve_case(binary, name):
                     held.append(Stranger(serve.port))
             procs = [start_rank(binary, r, 0, work, dict(os.environ), store=serve.port)
                      for r in range(WORLD)]
-            for p in procs:
-                try:
-                    p.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-                    problems.append("a rank ran more than 60 s")
+            wait_ranks(procs, problems)
         finally:
-            for s in held:
-                s.close()
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                    p.wait()
+            release(held, procs)
             serve.stop()
         path = os.path.join(work, "verdict.json")
         try:

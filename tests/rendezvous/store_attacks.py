@@ -170,6 +170,14 @@ class Server:
         m = re.findall(r"longest event-loop turn ([0-9.]+) ms", getattr(self, "final_log", ""))
         return float(m[-1]) if m else None
 
+    def turn_cpu_ms(self):
+        """(CPU ms of the longest turn, most CPU ms of any turn), from the line the server logs
+        as it stops when a turn went over 10 ms wall; None when it did not say (no such turn, or
+        a server that does not measure CPU time)."""
+        m = re.findall(r"longest event-loop turn [0-9.]+ ms wall, ([0-9.]+) ms on CPU; "
+                       r"most CPU in one turn ([0-9.]+) ms", getattr(self, "final_log", ""))
+        return (float(m[-1][0]), float(m[-1][1])) if m else None
+
     def stop(self):
         if getattr(self, "_stop", None):
             self._stop.set()
@@ -645,4 +653,5 @@ def run_attack(binary, flags, name, attack, bystander="raw", observe_s=0.0):
     finally:
         srv.stop()
     res.longest_turn_ms = srv.longest_turn_ms()
+    res.turn_cpu_ms = srv.turn_cpu_ms()
     return res

@@ -310,6 +310,19 @@ TEST(IncrementalHashTest, GrowsInStepsAndFindsEveryEntry) {
   EXPECT_EQ(m.find("k3")->second, 3);
 }
 
+// Each event-loop turn's CPU time is measured beside its wall time (a turn stretched by a loaded
+// machine is told apart from one that worked long).
+TEST_F(StoreStrangerTest, TurnCpuTimeIsReportedBesideWallTime) {
+  start([](TcpStoreServerOptions&) {});
+  for (int i = 0; i < 20; ++i) expect_served("t" + std::to_string(i));
+  auto s = server_->stats();
+  EXPECT_GT(s.longest_turn_us, 0u);
+  EXPECT_GE(s.longest_turn_cpu_us, s.longest_turn_its_cpu_us);
+  // The CPU clock is read just after the wall clock: a little over the wall time at most.
+  EXPECT_LE(s.longest_turn_its_cpu_us, s.longest_turn_us + 1000);
+  EXPECT_LE(s.slow_cpu_turns, s.slow_turns);
+}
+
 // A big WAIT cancelled is withdrawn later (retire); a new WAIT of the same connection on the same
 // keys keeps its index entries and is answered.
 TEST(KeyspaceRetireTest, CancelledBigWaitDoesNotUnregisterTheNextOne) {
@@ -337,6 +350,60 @@ TEST(KeyspaceRetireTest, CancelledBigWaitDoesNotUnregisterTheNextOne) {
   EXPECT_EQ(sent[0].first, 1u);
   EXPECT_EQ(sent[0].second, std::string(1, static_cast<char>(wire::kWaitStop)));
   EXPECT_EQ(ks.registered_bytes(), 0u);
+}
+
+// A WATCH_KEY notification of a big value refers to the stored value instead of copying it, and
+// what was queued stays right while the value grows by later APPENDs or is replaced.
+TEST(KeyspaceRetireTest, BigWatchNotificationsShareTheStoredValueAndStayRight) {
+  using Parts = std::vector<detail::SharedBytes>;
+  std::vector<std::pair<detail::ConnId, std::string>> sent;
+  std::vector<std::pair<detail::ConnId, Parts>> shared;
+  detail::ServerKeyspace ks([&](detail::ConnId c, std::string&& b) { sent.emplace_back(c, b); },
+                            {}, [&](detail::ConnId c, const Parts& p) { shared.emplace_back(c, p); });
+  wire::Request watch;
+  watch.op = Op::watch_key;
+  watch.keys = {"/big"};
+  ASSERT_FALSE(ks.execute(1, Dialect::legacy, watch));
+  const std::string a(100 * 1024, 'a'), b(100 * 1024, 'b');
+  auto run = [&](Op op, std::vector<std::string> values) {
+    wire::Request r;
+    r.op = op;
+    r.keys = {"/big"};
+    r.values = std::move(values);
+    ASSERT_FALSE(ks.execute(2, Dialect::modern, std::move(r)));
+  };
+  auto message = [](uint8_t type, std::string_view old_value, std::string_view new_value) {
+    std::string m;
+    wire::put_u8(m, type);
+    wire::put_bytes(m, "/big");
+    wire::put_bytes(m, old_value);
+    wire::put_bytes(m, new_value);
+    return m;
+  };
+  auto flat = [](const Parts& parts) {
+    std::string m;
+    for (const auto& p : parts) m.append(p.view());
+    return m;
+  };
+  run(Op::set, {a});
+  run(Op::append, {b});
+  run(Op::append, {"c"});
+  run(Op::set, {"small"});
+  ASSERT_EQ(shared.size(), 4u);
+  for (const auto& [conn, parts] : shared) EXPECT_EQ(conn, 1u);
+  // Read only now: after the value grew twice and was replaced.
+  EXPECT_EQ(flat(shared[0].second), message(1, "", a));
+  EXPECT_EQ(flat(shared[1].second), message(4, a, a + b));
+  EXPECT_EQ(flat(shared[2].second), message(4, a + b, a + b + "c"));
+  EXPECT_EQ(flat(shared[3].second), message(0, a + b + "c", "small"));
+  // The APPEND's old and new values are the same stored string, referred to twice.
+  std::size_t big = 0;
+  for (const auto& p : shared[1].second)
+    if (p.len >= detail::ServerKeyspace::kShareFrom) {
+      ++big;
+      EXPECT_EQ(p.owner, shared[1].second.back().owner);
+    }
+  EXPECT_EQ(big, 2u);
 }
 
 }  // namespace

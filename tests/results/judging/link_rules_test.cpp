@@ -125,7 +125,7 @@ TEST(LinkRules, OneSlowPairIsSlowLinkNamingBothEndsNotAHost) {
   EXPECT_NE(fs[0].message.find("h2 and h5"), std::string::npos) << fs[0].message;
 }
 
-TEST(LinkRules, PairwiseRoundsReplaceTheRingForTheirTransport) {
+TEST(LinkRules, PairwiseRoundsOutweighTheRingsTwoLinksPerHost) {
   Verdict v = ring(8, {2});  // the ring suspects h2 ...
   Verdict p = pairwise(8, [](int a, int b) { return a == 6 || b == 6; });  // ... pairs say h6
   for (std::size_t r = 0; r < v.identities.size(); ++r)
@@ -187,6 +187,23 @@ TEST(LinkRules, TheWorldJudgementNamesASlowHostWithoutAProfile) {
   ASSERT_EQ(slow.size(), 1u);
   EXPECT_EQ(slow[0].hosts, std::vector<std::string>{"h3"});
   EXPECT_EQ(slow[0].severity, Severity::warning);
+}
+
+
+TEST(LinkRules, RetransmitsAloneOnOneLinkNameNoLink) {
+  Verdict v = pairwise(8, [](int, int) { return false; });
+  for (auto& id : v.identities) {
+    if (id.rank != 4) continue;
+    auto samples = pair_samples_of(id);
+    for (auto& s : samples)
+      if (s.peer == 0) {
+        s.segs_out = 800;
+        s.retrans = 23;  // 2.9%, the time as every other pair's
+      }
+    id.observed.erase(kPairwiseKey);
+    write_pair_samples(id.observed, samples);
+  }
+  EXPECT_TRUE(judge_links(v).empty());
 }
 
 }  // namespace
