@@ -14,7 +14,7 @@ namespace ncclsmoke::harness {
 
 using namespace ncclsmoke::rendezvous;
 
-bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, MeshResult& mesh) {
+void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, MeshResult& mesh) {
   const auto& w = ctx.world;
   const auto& join = s.join;
   auto t0 = Clock::now();
@@ -37,11 +37,12 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     mesh = run_mesh_probe(*s.store, m);
   } catch (const StoreError& e) {
     bool could_not_run = e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other;
-    ctx.stop_phase("mesh",
-                   could_not_run ? results::mesh_not_run_finding(ctx.self(), e.what())
-                                 : results::lost_finding(e, probe_context(w), "the mesh probe"),
-                   t0, e.what());
-    return false;
+    auto cause = could_not_run ? results::mesh_not_run_finding(ctx.self(), e.what())
+                               : results::lost_finding(e, probe_context(w), "the mesh probe");
+    ctx.observed.mesh.errors.push_back(cause.code.code());
+    ctx.observed.mesh.status = results::stopped_phase_status(cause);
+    ctx.stop_phase("mesh", std::move(cause), t0, e.what());
+    return;
   }
   std::map<int, std::string> hosts;
   for (const auto& id : join.present) hosts[id.rank] = id.host;
@@ -62,11 +63,17 @@ bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     }
   results::MeshJudgement judged = results::judge_mesh(seen, probe_context(w), hosts);
   for (int r : seen.silent_ranks) ctx.record.mark_rank(r, results::RankStatus::lost, "stopped answering after joining");
+  auto& observed = ctx.observed.mesh;
+  for (const auto& f : judged.findings)
+    if (f.severity == results::Severity::error) observed.errors.push_back(f.code.code());
+  observed.mtu_black_holes = seen.mtu_black_holes_total;
+  for (const auto& f : seen.failures) observed.blocked_pairs.emplace_back(f.from, f.to);
+  observed.silent_ranks = seen.silent_ranks;
   for (auto& f : judged.findings) ctx.record.add(std::move(f));
   auto outcome = results::mesh_outcome_with_stopped({judged.status, judged.detail}, stopped,
                                                     !aside.empty());
+  observed.status = outcome.status;
   ctx.end_phase("mesh", outcome.status, t0, outcome.detail);
-  return outcome.status != results::PhaseStatus::fail;
 }
 
 }  // namespace ncclsmoke::harness

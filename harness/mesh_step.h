@@ -10,9 +10,9 @@
 
 namespace ncclsmoke::harness {
 
-// Records the mesh phase; `mesh` receives what the probe measured. Returns false when the phase
-// failed (the transports are then not run).
-bool mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
+// Records the mesh phase and ctx.observed.mesh; `mesh` receives what the probe measured. Whether
+// the transports run after it is results::next_step's.
+void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
                rendezvous::MeshResult& mesh);
 
 }  // namespace ncclsmoke::harness

@@ -113,7 +113,7 @@ void record_not_run(RunContext& ctx, const std::vector<std::string>& names, cons
                     const std::map<std::string, std::string>& skipped = {}) {
   for (const auto& n : names) {
     auto it = skipped.find(n);
-    record_phase(ctx, pairwise_not_run_phase(n, it == skipped.end() ? why : it->second,
+    record_phase(ctx, results::pairwise_not_run_phase(n, it == skipped.end() ? why : it->second,
                                              it != skipped.end()));
   }
 }
@@ -288,19 +288,12 @@ results::PairSample measure_pair(const PairTask& t) {
 }
 
 void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
+  // Whether this step runs at all (--pairwise=never, no transport, the deadline passed, the store
+  // stopped) is results/judging/next_step.h's; whether the rounds run, rank 0's decide_pairwise.
   const auto settings = pairwise_settings(ctx.o);
   const auto names = ctx.requested_transports();
-  if (settings.mode == PairwiseMode::never || names.empty() || !ctx.have_world || !s.store) return;
   const int me = ctx.world.rank;
   log_set_phase("pairwise");
-  if (Clock::now() >= ctx.steps_deadline) {
-    record_not_run(ctx, names, "the run reached its --timeout before the pairwise rounds");
-    return;
-  }
-  if (s.frozen || (me != 0 && live.rank0_stopped())) {
-    record_not_run(ctx, names, "the store (rank 0) stopped answering");
-    return;
-  }
   std::map<int, std::string> hosts;
   for (const auto& id : s.join.present) hosts[id.rank] = id.host;
   hosts[me] = ctx.world.hostname;
@@ -319,20 +312,23 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
   std::optional<PairwisePlan> plan;
   std::string why_none;
   if (me == 0) {
-    PairwisePlan p;
-    if (!ran) {
-      p.reason = "the transports did not run";
-      p.participants = {0};
-    } else {
-      PlanInputs in;
+    results::PairwiseInputs in;
+    in.transports_ran = ran;
+    in.requested = names;
+    if (ran) {
       in.summaries = collect_summaries(ctx, s, store, live, mine, hosts);
-      in.requested = names;
       in.rows = std::move(rows);
       in.profile = ctx.profile;
       in.world_size = ctx.world.world_size;
       in.stopped = live.stopped_ranks();
-      p = decide_pairwise(in, settings);
+      // What a backend cannot do is its own declaration (transports/registry.h).
+      for (const auto& n : names)
+        if (const auto* b = transports::find_backend(n); b && !b->no_pairs.empty())
+          in.cannot_pair[n] = b->no_pairs;
+    } else {
+      in.summaries = {mine};
     }
+    PairwisePlan p = pairwise_plan(results::decide_pairwise(in, settings), settings);
     log_line(p.run ? LogLevel::info : LogLevel::debug,
              fmt::format("pairwise: {}: {}",
                          p.run ? "rounds over " + std::to_string(p.participants.size()) + " ranks"
@@ -384,7 +380,7 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
   transports::parse_dtype(ctx.o.dtype, dtype);
   const auto options = backend_options_for_run(ctx.o, me, ctx.world.local_rank);
   for (const auto& [t, why] : plan->skipped)
-    record_phase(ctx, pairwise_not_run_phase(t, why, true));
+    record_phase(ctx, results::pairwise_not_run_phase(t, why, true));
   const auto slice = budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
   for (size_t ti = 0; ti < plan->transports.size(); ++ti) {
     const std::string& name = plan->transports[ti];
@@ -392,7 +388,7 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
     const Deadline slice_start = budget_start + slice * static_cast<long>(ti);
     const auto round_len = slice / static_cast<long>(std::max<size_t>(1, schedule.size()));
     log_set_phase("pairwise:" + name);
-    PairwiseRun run;
+    results::PairwiseRun run;
     run.transport = name;
     run.rank = me;
     run.rounds_total = static_cast<int>(schedule.size());
@@ -472,7 +468,7 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
       run.samples.push_back(std::move(sample));
     }
     run.duration_s = seconds_since(t0);
-    auto ph = pairwise_phase(*plan, run);
+    auto ph = results::pairwise_phase(*plan, run);
     {
       std::lock_guard lock(ctx.record.mu);
       auto& ids = ctx.record.verdict.identities;

@@ -301,7 +301,7 @@ std::string store_dial_host(const RunContext& ctx) {
   return ctx.hosts_store() ? loopback_host(ctx.o) : ctx.world.store_host;
 }
 
-bool rendezvous_step(RunContext& ctx, StoreSession& s) {
+void rendezvous_step(RunContext& ctx, StoreSession& s) {
   const auto& w = ctx.world;
   auto t0 = Clock::now();
   log_set_phase("rendezvous");
@@ -309,7 +309,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
       "rendezvous", ctx.hosts_store()
                         ? fmt::format("serving the store on port {}", w.master_port)
                         : "store at " + join_host_port(w.store_host, w.store_port)));
-  if (ctx.hosts_store() && !start_server(ctx, s, t0)) return false;
+  if (ctx.hosts_store() && !start_server(ctx, s, t0)) return;
 
   // Rank 0 reaches its own store over loopback: a firewall rule against the master port must
   // only show on the other ranks, as it does in a cluster. A store someone else hosts (torch's
@@ -327,7 +327,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
     note_store_full(ctx, s);
     ctx.stop_phase("rendezvous", results::connect_finding(e, probe_context(w), seconds_since(t0)),
                    t0, e.what());
-    return false;
+    return;
   }
   // TcpStore -> SignedStore (the job token; below the prefixes, so it signs the full key) ->
   // PrefixStore("ncclsmoke") -> PrefixStore(job namespace). The owner note stays unsigned.
@@ -341,7 +341,7 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
 
   auto join_deadline = earliest(ctx.start + ms(ctx.o.join_timeout_s), ctx.steps_deadline);
   try {
-    if (!meet_own_job(ctx, s, join_deadline, t0)) return false;
+    if (!meet_own_job(ctx, s, join_deadline, t0)) return;
     adopt_run_id(ctx, s, join_deadline);
     JoinWatch jw;  // rank 0: a line every 5 s while ranks are missing
     jw.on_progress = [&ctx](const JoinProgress& p) {
@@ -356,18 +356,28 @@ bool rendezvous_step(RunContext& ctx, StoreSession& s) {
                    results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w),
                                          "the join barrier"),
                    t0, e.what());
-    return false;
+    return;
   }
   record_ranks(ctx, s.join);
+  {
+    auto& seen = ctx.observed.join;
+    seen.joined = true;
+    seen.roster_received = s.join.roster_received;
+    seen.world_size_conflict = s.join.master_world_size.has_value();
+    seen.rank_taken = s.join.rank_taken_by.has_value();
+    seen.present.clear();
+    for (const auto& id : s.join.present) seen.present.push_back(id.rank);
+    seen.missing = s.join.missing;
+  }
   note_store_full(ctx, s, !s.join.missing.empty());
   for (auto& f : results::join_findings(s.join, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
   ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
-  if (!(s.join.roster_received && !s.join.master_world_size && !s.join.rank_taken_by)) return false;
-  // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED, and the run
-  // goes to its verdict without the mesh and the transports (harness/set_aside.h).
-  return set_aside_step(ctx, s.join);
+  // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED (harness/set_aside.h);
+  // the check needs the roster. Whether the mesh runs is results::next_step's.
+  if (s.join.roster_received && !s.join.master_world_size && !s.join.rank_taken_by)
+    set_aside_step(ctx, s.join);
 }
 
 }  // namespace ncclsmoke::harness

@@ -33,10 +33,11 @@ struct StoreSession {
   std::atomic<bool> frozen{false};  // a probe found the store accepting but silent
 };
 
-// Records the rendezvous phase (and the ranks roster). Returns whether the run goes on: missing
-// ranks don't stop the others (the mesh among those present is still worth knowing), a roster
-// that never came, another world size or a taken rank do.
-bool rendezvous_step(RunContext& ctx, StoreSession& s);
+// Records the rendezvous phase (and the ranks roster), and what the join gave in
+// ctx.observed.join. Whether the run goes on is results::next_step's (results/judging/next_step.h):
+// missing ranks don't stop the others (the mesh among those present is still worth knowing), a
+// roster that never came, another world size, a taken rank or a host set aside do.
+void rendezvous_step(RunContext& ctx, StoreSession& s);
 
 // The host this rank reaches its own store on: rank 0 over loopback (following --store-bind),
 // anyone else the store's host.

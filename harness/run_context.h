@@ -19,6 +19,7 @@
 #include "harness/world.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
+#include "results/judging/observations.h"
 #include "results/judging/profile.h"
 #include "results/verdict/verdict.h"
 
@@ -85,6 +86,8 @@ struct RunContext {
   // logged, never in a verdict.
   std::string job_token;
   RunRecord record;
+  // What the steps saw, for results::next_step (results/judging/next_step.h). Run thread only.
+  results::RunObservations observed;
   std::atomic<bool> write_failed{false};
 
   rendezvous::RankRef self() const { return {world.rank, world.hostname}; }

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -12,13 +14,16 @@
 #include "harness/commands.h"  // kExitVerdictNotWritten
 #include "harness/gather.h"
 #include "harness/mesh_step.h"
+#include "harness/pairwise_plan.h"  // summarize, pairwise_settings
 #include "harness/pairwise_step.h"
+#include "harness/progress.h"
 #include "harness/summary_tables.h"
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
 #include "rendezvous/net.h"
 #include "results/judging/classify.h"
 #include "results/judging/judge_run.h"
+#include "results/judging/next_step.h"
 #include "results/judging/run_rules.h"
 #include "results/report/summary.h"
 #include "results/verdict/ordering.h"
@@ -54,17 +59,71 @@ int RunSession::run_steps() {
     std::error_code ec;
     std::filesystem::create_directories(ctx_.o.out_dir, ec);
   }
-  if (!world_step(ctx_)) return finish();
-  if (!rendezvous_step(ctx_, store_)) return finish();
-  if (ctx_.o.hold_after_join_s > 0) std::this_thread::sleep_for(ms(ctx_.o.hold_after_join_s));
-  // The liveness watch runs from here on, so a rank frozen or killed during the mesh probe is
-  // named (PEER_STALLED / PEER_LOST) and the pairs it failed are its consequences.
-  if (live_.fits_before_mesh(store_.join))
-    live_.start(*store_.store, store_.join, store_.self.local_address);
-  bool mesh_ok = mesh_step(ctx_, store_, live_, mesh_);
-  transports_phase(ctx_, store_, live_, mesh_ok);
-  pairwise_step(ctx_, store_, live_);  // harness/pairwise_step.h: after the transports, auto or asked
-  return finish();
+  // Each step measures and records what it saw in ctx_.observed; which one runs next, and the
+  // phases of the steps passed over, are results::next_step's.
+  for (;;) {
+    observe_liveness();
+    const auto next = results::next_step(ctx_.observed);
+    for (const auto& p : next.not_run) {
+      log_info(phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
+      std::lock_guard lock(ctx_.record.mu);
+      auto& phases = ctx_.record.verdict.phases;
+      if (std::none_of(phases.begin(), phases.end(),
+                       [&](const results::Phase& q) { return q.name == p.name; }))
+        phases.push_back(p);
+    }
+    results::note_taken(ctx_.observed, next);
+    if (next.step == results::Step::finish) {
+      if (!next.reason.empty()) log_debug(fmt::format("run: to the verdict: {}", next.reason));
+      return finish();
+    }
+    run_step(next.step);
+  }
+}
+
+void RunSession::run_step(results::Step step) {
+  auto& seen = ctx_.observed;
+  switch (step) {
+    case results::Step::world:
+      seen.world.ok = world_step(ctx_);
+      seen.world.rank = ctx_.world.rank;
+      seen.world.world_size = ctx_.world.world_size;
+      seen.requested = ctx_.requested_transports();
+      seen.pairwise = pairwise_settings(ctx_.o).mode;
+      return;
+    case results::Step::rendezvous:
+      rendezvous_step(ctx_, store_);
+      return;
+    case results::Step::mesh:
+      if (ctx_.o.hold_after_join_s > 0) std::this_thread::sleep_for(ms(ctx_.o.hold_after_join_s));
+      // The liveness watch runs from here on, so a rank frozen or killed during the mesh probe is
+      // named (PEER_STALLED / PEER_LOST) and the pairs it failed are its consequences.
+      if (live_.fits_before_mesh(store_.join))
+        live_.start(*store_.store, store_.join, store_.self.local_address);
+      mesh_step(ctx_, store_, live_, mesh_);
+      return;
+    case results::Step::transports: {
+      transports_phase(ctx_, store_, live_);
+      std::lock_guard lock(ctx_.record.mu);
+      seen.transports =
+          summarize(ctx_.record.verdict, ctx_.world.rank, ctx_.world.hostname, seen.requested);
+      return;
+    }
+    case results::Step::pairwise:
+      pairwise_step(ctx_, store_, live_);  // harness/pairwise_step.h: rank 0 decides the rounds
+      return;
+    case results::Step::finish:
+      return;
+  }
+}
+
+void RunSession::observe_liveness() {
+  auto& live = ctx_.observed.live;
+  live.stopped = live_.stopped_ranks();
+  live.rank0_stopped = live_.rank0_stopped();
+  live.store_frozen = store_.frozen;
+  ctx_.observed.steps_left_s =
+      std::chrono::duration<double>(ctx_.steps_deadline - Clock::now()).count();
 }
 
 // What the judge needs beyond the record (called with RunRecord::mu held: the allowed order).

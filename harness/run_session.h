@@ -1,6 +1,7 @@
 #pragma once
-// One rank's `ncclsmoke run`: the sequencer (world -> rendezvous -> mesh -> transports -> the
-// verdict) plus the watchdog. Every step has its own deadline and the run has one (--timeout);
+// One rank's `ncclsmoke run`: the sequencer (world -> rendezvous -> mesh -> transports ->
+// pairwise -> the verdict; which step runs next is results::next_step's, results/judging/
+// next_step.h, over what the steps saw: RunContext::observed) plus the watchdog. Every step has its own deadline and the run has one (--timeout);
 // past it (+ 3 s for the verdict itself), or on SIGTERM/SIGINT, the watchdog writes what this
 // rank knows (RUN_TIMEOUT / RUN_TERMINATED) and exits, so no rank hangs past --timeout.
 //
@@ -26,6 +27,9 @@ class RunSession {
 
  private:
   int run_steps();
+  void run_step(results::Step step);
+  // The liveness watch's facts and the time left, into ctx_.observed before each decision.
+  void observe_liveness();
   int finish();                               // this rank's verdict, then the world's on rank 0
   // Rank 0 with no gather to run (stopped before the store, or by the watchdog): its own view as
   // the world's verdict, written to verdict.json, so the CronJob still publishes why.

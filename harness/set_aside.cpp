@@ -105,9 +105,9 @@ std::optional<results::ConfigProblem> load_set_aside(const std::string& exclude_
   return std::nullopt;
 }
 
-bool set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join) {
+void set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join) {
   const auto& list = ctx.o.set_aside;
-  if (list.empty()) return true;
+  if (list.empty()) return;
   auto t0 = Clock::now();
   std::vector<results::RosterEntry> roster;
   for (const auto& id : join.present) roster.push_back({id.rank, id.host, id.node});
@@ -116,14 +116,17 @@ bool set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join) {
     ctx.end_phase("set-aside", results::PhaseStatus::pass, t0,
                   fmt::format("no rank's host or node is among the {} set aside",
                               list.entries.size()));
-    return true;
+    return;
+  }
+  for (const auto& e : excluded) {
+    ctx.observed.join.excluded.push_back(e.rank);
+    ctx.observed.join.excluded_hosts.push_back(e.host);
   }
   auto f = results::host_excluded_finding(excluded);
   log_error(fmt::format("set-aside: {}", f.message));
   ctx.stop_phase("set-aside", std::move(f), t0,
                  fmt::format("{} of {} ranks on hosts set aside", excluded.size(),
                              join.present.size()));
-  return false;
 }
 
 std::string suspects_path(const RunContext& ctx) {

@@ -32,9 +32,9 @@ std::optional<results::ConfigProblem> load_set_aside(const std::string& exclude_
 std::string check_exclude_hosts(const std::string& text);
 
 // After the join: HOST_EXCLUDED and the "set-aside" phase when a rank of the roster is set aside
-// (returns false: the run stops); a passing "set-aside" phase when a list was given and no rank
-// is on it; nothing without a list.
-bool set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join);
+// (the ranks go to ctx.observed.join.excluded: results::next_step then ends the run); a passing
+// "set-aside" phase when a list was given and no rank is on it; nothing without a list.
+void set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join);
 
 // Where rank 0's suspects file goes: suspects.txt beside the global verdict.
 std::string suspects_path(const RunContext& ctx);

@@ -4,26 +4,16 @@
 
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
-#include "results/judging/run_rules.h"
 #include "results/judging/transport_rules.h"
 
 namespace ncclsmoke::harness {
 
-void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live, bool mesh_ok) {
+void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
+  // Whether the transports run (every rank joined, every path reached) is results::next_step's.
   const auto& o_ = ctx.o;
   const auto& world_ = ctx.world;
   const auto& join = s.join;
   auto names = ctx.requested_transports();
-  if (names.empty()) return;
-  bool ready = mesh_ok && join.complete() && join.roster_received &&
-               static_cast<int>(join.present.size()) == world_.world_size;
-  if (!ready) {
-    std::lock_guard lock(ctx.record.mu);
-    for (const auto& n : names)
-      ctx.record.verdict.phases.push_back(results::not_run_phase(
-          fmt::format("transport:{}", n), "not every rank joined and reached every other"));
-    return;
-  }
   TransportPhaseOptions to;
   to.transports = names;
   parse_size(o_.min_bytes, to.sweep.min_bytes);

@@ -36,6 +36,8 @@ constexpr char kMagic[4] = {'N', 'S', 'P', 'W'};
 constexpr char kBye = 'B';
 // How long a stopping watch waits for its bye to be acknowledged (linger_until_acknowledged).
 constexpr Millis kByeLinger{1500};
+// Retransmits since a silent peer was last heard that mark its path lossy, not its process frozen.
+constexpr std::int64_t kLossyRetransmits = 3;
 constexpr char kLost = 'L';  // + uint32 lost rank + uint32 rank that saw it
 constexpr char kHeartbeat = 'H';
 constexpr char kSilent = 'S';   // + uint32 rank + uint32 witness + uint32 epoch + uint32 ms
@@ -500,8 +502,16 @@ class PeerWatchImpl final : public PeerWatch {
       sp.rank = peer;
       sp.silent_for_s = for_s;
       sp.seen_by = opt_.rank;
-      if (auto ti = read_tcp_info(c.fd))
-        sp.retransmits = static_cast<std::int64_t>(ti->total_retrans - std::min<uint64_t>(ti->total_retrans, c.retrans_heard));
+      // The path loses packets when our heartbeats to it went unacknowledged: several
+      // retransmits since we last heard it, or one with the retransmission timer backing off
+      // now. A single retransmit alone is not loss: a frozen peer's kernel acknowledges late
+      // (delayed ACK, nothing of its own to send), so a tail-loss probe may fire once.
+      if (auto ti = read_tcp_info(c.fd)) {
+        auto delta = static_cast<std::int64_t>(
+            ti->total_retrans - std::min<uint64_t>(ti->total_retrans, c.retrans_heard));
+        bool rto_now = ti->unrecovered_rtos > 0 || ti->backoff > 0;
+        sp.retransmits = (delta >= kLossyRetransmits || (delta > 0 && rto_now)) ? delta : 0;
+      }
       sp.how = sp.retransmits > 0
                    ? "sent nothing for " + seconds_text_fine(for_s) + " while our connection to it "
                          "retransmitted " + std::to_string(sp.retransmits) +

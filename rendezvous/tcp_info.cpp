@@ -23,6 +23,8 @@ std::optional<TcpLinkInfo> read_tcp_info(int fd) {
   out.total_retrans = ti.tcpi_total_retrans;
   out.segs_out = ti.tcpi_segs_out;
   out.rtt_us = ti.tcpi_rtt;
+  out.unrecovered_rtos = ti.tcpi_retransmits;
+  out.backoff = ti.tcpi_backoff;
   if (len >= offsetof(struct tcp_info, tcpi_min_rtt) + sizeof ti.tcpi_min_rtt)
     out.min_rtt_us = ti.tcpi_min_rtt;
   if (len >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof ti.tcpi_bytes_acked)

@@ -15,6 +15,11 @@ struct TcpLinkInfo {
   std::uint64_t bytes_acked = 0;    // tcpi_bytes_acked
   std::uint64_t delivery_rate = 0;  // bytes/s of the last delivery sample (tcpi_delivery_rate)
   std::uint64_t busy_us = 0;        // time busy sending data (tcpi_busy_time)
+  // Now: retransmission timeouts in a row not yet recovered (tcpi_retransmits) and the timer's
+  // backoff (tcpi_backoff). Both 0 on a path whose peer's kernel acknowledges (a frozen process's
+  // still does); > 0 while a segment went a whole RTO without an acknowledgement.
+  unsigned unrecovered_rtos = 0;
+  unsigned backoff = 0;
 };
 
 // nullopt: not a TCP socket, closed, or a kernel too old for the counters (segs_out is 0).

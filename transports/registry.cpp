@@ -21,28 +21,30 @@ CarriedBy socket_carried();
 CarriedBy fabric_carried();
 CarriedBy mpi_carried();
 CarriedBy nccl_carried();
+// What a backend cannot do (BackendInfo::no_pairs), in its folder too.
+std::string mpi_no_pairs();
 
 const std::vector<BackendInfo>& backends() {
   static const std::vector<BackendInfo> list = [] {
     std::vector<BackendInfo> b;
     b.push_back({"socket", "ring all-reduce over TCP sockets", [] { return make_socket_transport(); }, "",
-                 socket_options(), socket_carried()});
+                 socket_options(), socket_carried(), ""});
 #ifdef NCCLSMOKE_HAVE_FABRIC
     b.push_back({"fabric", "ring all-reduce over libfabric RDM endpoints (efa, verbs, tcp, shm ...)",
-                 [] { return make_fabric_transport(); }, "", fabric_options(), fabric_carried()});
+                 [] { return make_fabric_transport(); }, "", fabric_options(), fabric_carried(), ""});
 #else
     b.push_back({"fabric", "libfabric", nullptr, "this binary was built without libfabric",
-                 fabric_options(), fabric_carried()});
+                 fabric_options(), fabric_carried(), ""});
 #endif
 #ifdef NCCLSMOKE_HAVE_MPI
     b.push_back({"mpi", "MPI_Allreduce through Open MPI (launch with mpirun)",
-                 [] { return make_mpi_transport(); }, "", mpi_options(), mpi_carried()});
+                 [] { return make_mpi_transport(); }, "", mpi_options(), mpi_carried(), mpi_no_pairs()});
 #else
     b.push_back({"mpi", "MPI", nullptr, "this binary was built without MPI", mpi_options(),
-                 mpi_carried()});
+                 mpi_carried(), mpi_no_pairs()});
 #endif
     b.push_back({"nccl", "NCCL all-reduce on GPUs (CUDA and NCCL loaded at run time)",
-                 [] { return make_nccl_transport(); }, "", nccl_options(), nccl_carried()});
+                 [] { return make_nccl_transport(); }, "", nccl_options(), nccl_carried(), ""});
     return b;
   }();
   return list;

@@ -22,6 +22,9 @@ struct BackendInfo {
   std::string why_missing;
   std::vector<OptionSpec> options;  // what TransportContext::options may carry for it
   CarriedBy carried;                // how the run's last screen tells what carried its bytes
+  // Why a fresh 2-rank instance of it cannot be made inside the run, for the pairwise rounds
+  // (results/judging/pairwise_rules.h); "" when it can.
+  std::string no_pairs;
 };
 
 const std::vector<BackendInfo>& backends();

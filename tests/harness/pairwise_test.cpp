@@ -1,9 +1,9 @@
-// The pairwise rounds' pure parts (harness/pairwise_plan.h) and one pair measured for real
+// The pairwise rounds' wire and flags (harness/pairwise_plan.h) and one pair measured for real
 // (harness/pairwise_step.h measure_pair, the socket backend on loopback threads over an in-memory
-// store): when auto runs the rounds (a timeout, a suspect ring link, a gate below the profile) and
-// when not (healthy, a stopped rank explains it), which transports take part, the plan and summary
-// on the wire, the phase's status and detail, and a pair whose partner never comes ending at its
-// deadline with the error.
+// store): the plan and summary on the wire, this rank's summary from its record, the settings
+// from the flags, what the backends declare they cannot pair, and a pair whose partner never
+// comes ending at its deadline with the error. Whether the rounds run and their phase are
+// results/judging/pairwise_rules.h's (tests/results/judging/pairwise_rules_test.cpp).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -17,6 +17,7 @@
 #include "results/judging/transport_rules.h"
 #include "results/verdict/finding_codes.h"
 #include "tests/harness/run_args.h"
+#include "transports/registry.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -31,7 +32,7 @@ RankSummary healthy(int rank, const std::string& host,
   for (const auto& n : names) {
     TransportSummary t;
     t.transport = n;
-    t.status = "pass";
+    t.status = results::PhaseStatus::pass;
     s.transports.push_back(t);
   }
   return s;
@@ -49,8 +50,8 @@ json ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
           {"from_prev", {{"rank", -1}, {"recv_wait_s", 0.0}, {"bytes", 0}}}};
 }
 
-PlanInputs four_hosts() {
-  PlanInputs in;
+results::PairwiseInputs four_hosts() {
+  results::PairwiseInputs in;
   in.requested = {"socket"};
   in.world_size = 4;
   for (int r = 0; r < 4; ++r) {
@@ -61,117 +62,6 @@ PlanInputs four_hosts() {
   return in;
 }
 
-TEST(PairwisePlan, AutoLeavesAHealthyRunAlone) {
-  auto p = decide_pairwise(four_hosts(), {});
-  EXPECT_FALSE(p.run);
-  EXPECT_NE(p.reason.find("not needed"), std::string::npos) << p.reason;
-  EXPECT_EQ(p.participants, (std::vector<int>{0, 1, 2, 3}));
-  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"}));
-}
-
-TEST(PairwisePlan, ForcedRunsAHealthyRun) {
-  PairwiseSettings s;
-  s.mode = PairwiseMode::always;
-  auto p = decide_pairwise(four_hosts(), s);
-  EXPECT_TRUE(p.run);
-  EXPECT_EQ(p.reason, "requested (--pairwise)");
-}
-
-TEST(PairwisePlan, AutoRunsAfterATimeoutOrALostPeer) {
-  auto in = four_hosts();
-  in.summaries[2].transports[0].timed_out = true;
-  in.summaries[2].transports[0].status = "fail";
-  auto p = decide_pairwise(in, {});
-  EXPECT_TRUE(p.run);
-  EXPECT_NE(p.reason.find("transport:socket failed with a timeout or a lost peer on rank 2"),
-            std::string::npos)
-      << p.reason;
-  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"})) << "a failed transport still pairs";
-}
-
-TEST(PairwisePlan, AutoRunsWhenTheRingShowsASuspectLink) {
-  auto in = four_hosts();
-  in.summaries[2].transports[0].link_stats = ring_stats(3, 500, 5000);  // 10% retransmits
-  auto p = decide_pairwise(in, {});
-  EXPECT_TRUE(p.run) << p.reason;
-  EXPECT_NE(p.reason.find("the ring's link stats show SLOW_"), std::string::npos) << p.reason;
-}
-
-TEST(PairwisePlan, AutoRunsWhenTheGateIsBelowTheProfile) {
-  auto in = four_hosts();
-  results::Profile prof;
-  prof.name = "p";
-  results::TransportExpectation te;
-  te.transport = "socket";
-  results::BaselineBand band;
-  band.busbw_gbps = 10;
-  band.gate_bytes = 1 << 20;
-  te.by_world_size[0] = band;
-  prof.transports.push_back(te);
-  in.profile = &prof;
-  results::TransportRow row;
-  row.transport = "socket";
-  row.rank = -1;
-  row.bytes = 1 << 20;
-  row.busbw_gbps = 9;  // 90%: within the 85% band
-  in.rows = {row};
-  EXPECT_FALSE(decide_pairwise(in, {}).run);
-  in.rows[0].busbw_gbps = 5;
-  auto p = decide_pairwise(in, {});
-  EXPECT_TRUE(p.run);
-  EXPECT_NE(p.reason.find("gate busbw 5 GB/s is below 85% of the profile's 10 GB/s"),
-            std::string::npos)
-      << p.reason;
-  in.rows[0].bytes = 2 << 20;  // not the band's size: not compared
-  EXPECT_FALSE(decide_pairwise(in, {}).run);
-}
-
-TEST(PairwisePlan, AStoppedRankExplainsTheTimeoutsAndIsLeftOut) {
-  auto in = four_hosts();
-  in.summaries[1].transports[0].timed_out = true;
-  in.stopped = {2};
-  auto p = decide_pairwise(in, {});
-  EXPECT_FALSE(p.run);
-  EXPECT_NE(p.reason.find("rank 2 stopped answering"), std::string::npos) << p.reason;
-  PairwiseSettings s;
-  s.mode = PairwiseMode::always;
-  auto forced = decide_pairwise(in, s);
-  EXPECT_TRUE(forced.run);
-  EXPECT_EQ(forced.participants, (std::vector<int>{0, 1, 3}));
-}
-
-TEST(PairwisePlan, TransportsThatCannotPairAreSkippedWithTheReason) {
-  PlanInputs in;
-  in.requested = {"socket", "mpi", "nccl"};
-  for (int r = 0; r < 3; ++r) in.summaries.push_back(healthy(r, "h", {"socket", "mpi", "nccl"}));
-  in.summaries[1].transports[2].status = "skipped";
-  in.summaries[1].transports[2].skipped_why = "no CUDA device";
-  PairwiseSettings s;
-  s.mode = PairwiseMode::always;
-  auto p = decide_pairwise(in, s);
-  EXPECT_TRUE(p.run);
-  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"}));
-  ASSERT_EQ(p.skipped.size(), 2u);
-  EXPECT_NE(p.skipped["mpi"].find("2-rank MPI world"), std::string::npos);
-  EXPECT_EQ(p.skipped["nccl"], "transport:nccl did not run on rank 1: no CUDA device");
-}
-
-TEST(PairwisePlan, OneRankOrNoTransportIsNoRun) {
-  PairwiseSettings s;
-  s.mode = PairwiseMode::always;
-  PlanInputs one;
-  one.requested = {"socket"};
-  one.summaries = {healthy(0, "h")};
-  auto p = decide_pairwise(one, s);
-  EXPECT_FALSE(p.run);
-  EXPECT_NE(p.reason.find("1 rank took part"), std::string::npos) << p.reason;
-  PlanInputs none = four_hosts();
-  for (auto& sum : none.summaries) sum.transports[0].status = "not_run";
-  p = decide_pairwise(none, s);
-  EXPECT_FALSE(p.run);
-  EXPECT_NE(p.reason.find("no transport can run pairwise rounds"), std::string::npos) << p.reason;
-}
-
 TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
   PairwiseSettings s;
   s.mode = PairwiseMode::always;
@@ -179,7 +69,7 @@ TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
   s.bytes = 65536;
   s.iters = 5;
   s.budget_s = 12.5;
-  auto p = decide_pairwise(four_hosts(), s);
+  auto p = pairwise_plan(results::decide_pairwise(four_hosts(), s), s);
   auto back = pairwise_plan_from_json(to_json(p));
   ASSERT_TRUE(back);
   EXPECT_EQ(back->run, p.run);
@@ -198,15 +88,21 @@ TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
 
   auto sum = four_hosts().summaries[1];
   sum.transports[0].timed_out = true;
+  sum.transports[0].peer_lost = true;
   auto sb = rank_summary_from_json(to_json(sum));
   ASSERT_TRUE(sb);
   EXPECT_EQ(sb->rank, 1);
   EXPECT_EQ(sb->host, "host1");
   ASSERT_EQ(sb->transports.size(), 1u);
   EXPECT_TRUE(sb->transports[0].timed_out);
+  EXPECT_TRUE(sb->transports[0].peer_lost);
+  EXPECT_EQ(sb->transports[0].status, results::PhaseStatus::pass);
   EXPECT_EQ(sb->transports[0].link_stats, sum.transports[0].link_stats);
   EXPECT_FALSE(rank_summary_from_json(json{{"rank", "x"}}));
   EXPECT_FALSE(rank_summary_from_json(json{{"rank", 1}, {"transports", {1, 2}}}));
+  auto odd = to_json(sum);
+  odd["transports"][0]["status"] = "sideways";
+  EXPECT_FALSE(rank_summary_from_json(odd)) << "a status no phase has";
 }
 
 TEST(PairwisePlan, SummaryReadsThisRanksRecord) {
@@ -231,13 +127,25 @@ TEST(PairwisePlan, SummaryReadsThisRanksRecord) {
   auto s = summarize(v, 3, "h3", {"socket", "nccl", "fabric"});
   EXPECT_EQ(s.rank, 3);
   ASSERT_EQ(s.transports.size(), 3u);
-  EXPECT_EQ(s.transports[0].status, "fail");
+  EXPECT_EQ(s.transports[0].status, results::PhaseStatus::fail);
   EXPECT_TRUE(s.transports[0].timed_out);
   EXPECT_EQ(s.transports[0].link_stats, id.observed["link_stats"]);
-  EXPECT_EQ(s.transports[1].status, "skipped");
+  EXPECT_EQ(s.transports[1].status, results::PhaseStatus::skipped);
   EXPECT_EQ(s.transports[1].skipped_why, "no CUDA device");
   EXPECT_FALSE(s.transports[1].timed_out);
-  EXPECT_EQ(s.transports[2].status, "not_run");
+  EXPECT_EQ(s.transports[2].status, results::PhaseStatus::not_run);
+}
+
+TEST(PairwisePlan, ABackendThatCannotPairSaysSoInItsDeclaration) {
+  // Read generically by pairwise_step.cpp (the harness names no backend).
+  const auto* mpi = transports::find_backend("mpi");
+  ASSERT_NE(mpi, nullptr);
+  EXPECT_NE(mpi->no_pairs.find("2-rank MPI world"), std::string::npos) << mpi->no_pairs;
+  for (const char* name : {"socket", "fabric", "nccl"}) {
+    const auto* b = transports::find_backend(name);
+    ASSERT_NE(b, nullptr) << name;
+    EXPECT_EQ(b->no_pairs, "") << name;
+  }
 }
 
 TEST(PairwisePlan, SettingsFromTheFlags) {
@@ -308,65 +216,6 @@ TEST(PairwisePlan, FlagsAreCheckedAtTheDoorAndLaunchForwardsThem) {
   RunOptions back_never;
   ASSERT_EQ(parse(run_option_args(n), back_never), "");
   EXPECT_EQ(back_never.pairwise, "never");
-}
-
-TEST(PairwisePhase, StatusAndDetail) {
-  PairwisePlan plan;
-  plan.reason = "requested (--pairwise)";
-  plan.bytes = 1 << 20;
-  plan.iters = 3;
-  plan.budget_s = 30;
-  PairwiseRun run;
-  run.transport = "socket";
-  run.rank = 2;
-  run.rounds_total = 7;
-  run.duration_s = 1.2;
-  for (int k = 0; k < 7; ++k) {
-    results::PairSample s;
-    s.round = k;
-    s.peer = k;
-    s.time_us = 500;
-    run.samples.push_back(s);
-  }
-  auto ph = pairwise_phase(plan, run);
-  EXPECT_EQ(ph.name, "pairwise:socket");
-  EXPECT_EQ(ph.status, results::PhaseStatus::pass);
-  EXPECT_FALSE(ph.required);
-  EXPECT_EQ(ph.detail,
-            "7 rounds of 1 MiB x 3 in 1.20 s, budget 30 s; rank 2: 7 pairs measured, 0 failed; "
-            "reason: requested (--pairwise)");
-  run.samples[3].error = "timeout: waiting for rank 3";
-  run.samples.resize(5);
-  run.rounds_late = 1;
-  run.sat_out = 1;
-  ph = pairwise_phase(plan, run);
-  EXPECT_EQ(ph.status, results::PhaseStatus::degraded) << "evidence, not a failed run";
-  EXPECT_NE(ph.detail.find("7 rounds (1 not started: the budget was spent)"), std::string::npos)
-      << ph.detail;
-  EXPECT_NE(ph.detail.find("4 pairs measured, 1 failed, sat out 1"), std::string::npos)
-      << ph.detail;
-  EXPECT_NE(ph.detail.find("first failure: round 3 with rank 3: timeout: waiting for rank 3"),
-            std::string::npos)
-      << ph.detail;
-  run.partner_stopped = 2;
-  run.partner_late = 1;
-  EXPECT_NE(pairwise_phase(plan, run).detail.find(
-                ", 2 skipped (the partner had stopped), 1 skipped (the partner had no time left)"),
-            std::string::npos)
-      << pairwise_phase(plan, run).detail;
-  run.samples.clear();
-  EXPECT_EQ(pairwise_phase(plan, run).status, results::PhaseStatus::pass)
-      << "rounds skipped for a stopped or late partner are not a failure of this rank";
-  run = {};
-  run.transport = "socket";
-  run.rounds_total = 3;
-  run.rounds_late = 3;
-  ph = pairwise_phase(plan, run);
-  EXPECT_EQ(ph.status, results::PhaseStatus::not_run);
-  EXPECT_NE(ph.detail.find("3 rounds (3 not started: the budget was spent)"), std::string::npos);
-  auto nr = pairwise_not_run_phase("mpi", "why", true);
-  EXPECT_EQ(nr.status, results::PhaseStatus::skipped);
-  EXPECT_FALSE(nr.required);
 }
 
 PairTask pair_task(int self, int peer, rendezvous::Store* store, double seconds) {

@@ -7,8 +7,9 @@
                    host5's own eth0 keeps 1500, so it neither fragments nor hears an ICMP): the
                    verdict fails with MTU_MISMATCH naming host5 and no other host, both MTUs (1500
                    and 1280) in its message, hint and evidence, every path in the evidence has
-                   host5 at one end, and the transports were not run (no TRANSPORT_TIMEOUT): the
-                   mesh named the black hole first, well inside the mesh deadline
+                   host5 at one end, and the transports were not run (no TRANSPORT_TIMEOUT), the
+                   phase's detail naming MTU_MISMATCH: the mesh named the black hole first, well
+                   inside the mesh deadline
   repaired         the same testbed with the veth back at 1500: pass again, no MTU_MISMATCH
 
 Every verdict is validated against results/verdict/verdict.schema.json. Hosts come from netns.py (see
@@ -127,11 +128,17 @@ class MtuBlackHole(suite.NamespaceCase):
             phases = {p["name"]: p["status"] for p in g["phases"]}
             self.assertEqual(phases.get("mesh"), "fail", g["phases"])
             self.assertEqual(phases.get("transport:socket"), "not_run", g["phases"])
+            # The reason names the cause the run saw (results/judging/next_step.h), not a
+            # missing rank: no rank was missing.
+            ts = next(p for p in g["phases"] if p["name"] == "transport:socket")
+            self.assertIn("MTU_MISMATCH", ts["detail"], ts)
+            self.assertNotIn("joined", ts["detail"], ts)
             mesh = bad.mesh_phase()
             self.assertIn(f"{2 * (N - 1)} black-holed ({PATH_MTU}", mesh["detail"], mesh)
             self.assertLess(mesh["duration_s"], MESH_TIMEOUT_S, mesh)
             FIGURES.append(f"black_hole: {bad.wall_s:.1f} s, mesh {mesh['duration_s']:.3f} s "
-                           f"({mesh['detail']}); {f['message']}")
+                           f"({mesh['detail']}); {f['message']}; transport:socket not run: "
+                           f"{ts['detail']}")
 
             self.set_bridge_port_mtu(bed, BAD, HOST_MTU)
             repaired = Run(self, bed, "repaired", MASTER_PORT + 2)

@@ -1,0 +1,137 @@
+#include "results/judging/next_step.h"
+
+#include <fmt/format.h>
+
+#include "results/judging/run_rules.h"
+#include "results/verdict/finding_text.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+bool has(const std::vector<Code>& codes, Code c) {
+  return std::find(codes.begin(), codes.end(), c) != codes.end();
+}
+
+std::string ranks_word(const std::vector<int>& ranks) {
+  return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", rank_runs(ranks));
+}
+
+NextStep finish(std::string why) {
+  NextStep n;
+  n.step = Step::finish;
+  n.reason = std::move(why);
+  return n;
+}
+
+// The pairwise step, or finish with its phases not run.
+NextStep after_transports(const RunObservations& seen, NextStep n) {
+  if (seen.pairwise == PairwiseRequest::never || seen.requested.empty()) {
+    n.step = Step::finish;
+    if (n.reason.empty())
+      n.reason = seen.requested.empty() ? "no transport was asked for" : "--pairwise=never";
+    return n;
+  }
+  std::string why;
+  if (seen.steps_left_s <= 0)
+    why = "the run reached its --timeout before the pairwise rounds";
+  else if (seen.live.store_frozen || (seen.world.rank != 0 && seen.live.rank0_stopped))
+    why = "the store (rank 0) stopped answering";
+  if (why.empty()) {
+    n.step = Step::pairwise;
+    return n;
+  }
+  n.passed_over.push_back(Step::pairwise);
+  for (const auto& t : seen.requested) {
+    Phase ph = not_run_phase("pairwise:" + t, why);
+    ph.required = false;
+    n.not_run.push_back(std::move(ph));
+  }
+  n.step = Step::finish;
+  n.reason = why;
+  return n;
+}
+
+}  // namespace
+
+std::string_view name(Step s) {
+  switch (s) {
+    case Step::world: return "world";
+    case Step::rendezvous: return "rendezvous";
+    case Step::mesh: return "mesh";
+    case Step::transports: return "transports";
+    case Step::pairwise: return "pairwise";
+    case Step::finish: return "finish";
+  }
+  return "finish";
+}
+
+std::string transports_blocked_reason(const RunObservations& seen) {
+  const auto& j = seen.join;
+  const auto& m = seen.mesh;
+  std::vector<std::string> causes;
+  if (!j.missing.empty())
+    causes.push_back(fmt::format("{} never joined", ranks_word(j.missing)));
+  else if (!j.roster_received || j.world_size_conflict || j.rank_taken)
+    causes.push_back("the join did not complete");
+  else if (static_cast<int>(j.present.size()) != seen.world.world_size)
+    causes.push_back(fmt::format("{} of {} ranks joined", j.present.size(), seen.world.world_size));
+  if (!j.excluded.empty())
+    causes.push_back(fmt::format("{} on hosts set aside (HOST_EXCLUDED)", ranks_word(j.excluded)));
+  if (m.status == PhaseStatus::fail) {
+    std::vector<std::string> mesh;
+    if (m.mtu_black_holes > 0 || has(m.errors, Code::MTU_MISMATCH))
+      mesh.push_back(fmt::format("{} path{} black-holed full-MTU packets (MTU_MISMATCH)",
+                                 m.mtu_black_holes, m.mtu_black_holes == 1 ? "" : "s"));
+    if (!m.blocked_pairs.empty() || has(m.errors, Code::MESH_BLOCKED))
+      mesh.push_back(fmt::format("{} pair{} blocked (MESH_BLOCKED)", m.blocked_pairs.size(),
+                                 m.blocked_pairs.size() == 1 ? "" : "s"));
+    if (!m.silent_ranks.empty())
+      mesh.push_back(fmt::format("{} stopped answering", ranks_word(m.silent_ranks)));
+    std::vector<std::string> others;
+    for (Code c : m.errors)
+      if (c != Code::MTU_MISMATCH && c != Code::MESH_BLOCKED) {
+        auto text = to_string(c);
+        if (std::find(others.begin(), others.end(), text) == others.end())
+          others.push_back(std::move(text));
+      }
+    if (!others.empty()) mesh.push_back(fmt::format("{}", fmt::join(others, ", ")));
+    causes.push_back(mesh.empty() ? std::string("the mesh phase failed")
+                                  : fmt::format("the mesh failed: {}", fmt::join(mesh, "; ")));
+  }
+  if (causes.empty()) return "";
+  return fmt::format("{}", fmt::join(causes, "; "));
+}
+
+NextStep next_step(const RunObservations& seen) {
+  if (!seen.has_passed(Step::world)) return {Step::world, "", {}, {}};
+  if (!seen.world.ok) return finish("the world could not be discovered or its configuration was refused");
+  if (!seen.has_passed(Step::rendezvous)) return {Step::rendezvous, "", {}, {}};
+  const auto& j = seen.join;
+  if (!j.joined) return finish("the rendezvous stopped before the join completed");
+  if (!j.roster_received) return finish("rank 0 never published the roster");
+  if (j.world_size_conflict) return finish("rank 0 announced another world size");
+  if (j.rank_taken) return finish("another process holds this rank");
+  if (!j.excluded.empty())
+    return finish(fmt::format("{} on hosts set aside (HOST_EXCLUDED): no mesh, no transport",
+                              ranks_word(j.excluded)));
+  if (!seen.has_passed(Step::mesh)) return {Step::mesh, "", {}, {}};
+  if (!seen.has_passed(Step::transports) && !seen.requested.empty()) {
+    std::string blocked = transports_blocked_reason(seen);
+    if (blocked.empty()) return {Step::transports, "", {}, {}};
+    NextStep n;
+    n.reason = blocked;
+    n.passed_over.push_back(Step::transports);
+    for (const auto& t : seen.requested) n.not_run.push_back(not_run_phase("transport:" + t, blocked));
+    return after_transports(seen, std::move(n));
+  }
+  if (!seen.has_passed(Step::pairwise)) return after_transports(seen, NextStep{});
+  return finish("");
+}
+
+void note_taken(RunObservations& seen, const NextStep& next) {
+  for (Step s : next.passed_over) seen.passed.push_back(s);
+  if (next.step != Step::finish) seen.passed.push_back(next.step);
+}
+
+}  // namespace ncclsmoke::results

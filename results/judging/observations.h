@@ -1,0 +1,99 @@
+#pragma once
+// What the steps of one `ncclsmoke run` saw, as plain typed facts (issue 21, RunObservations):
+// the leaf both harness/'s steps and results/judging/ include. A step fills its part; only a rule
+// in results/judging/ decides from it (next_step.h: which step runs next; pairwise_rules.h: whether
+// the pairwise rounds run).
+//
+// A leaf: the standard library, nlohmann's JSON (the ring's link stats travel in the verdict's own
+// layout) and the verdict's enums only. Nothing from rendezvous/, transports/ or results/history/:
+// the steps copy what the judge needs out of their JoinResult, MeshResult and TransportOutcome.
+#include <algorithm>
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "results/verdict/enums.h"
+
+namespace ncclsmoke::results {
+
+// The steps of a run, in the order they can run.
+enum class Step { world, rendezvous, mesh, transports, pairwise, finish };
+
+// --pairwise: auto (the default), always (--pairwise alone), never.
+enum class PairwiseRequest { automatic, always, never };
+
+// The world step: the world was discovered and the configuration accepted.
+struct WorldObservation {
+  bool ok = false;
+  int rank = -1;
+  int world_size = 0;
+};
+
+// The rendezvous step, up to the end of the join and the set-aside check.
+struct JoinObservation {
+  // The join barrier returned (false: the step stopped before, on the store, a port, another
+  // job's store: its finding says which).
+  bool joined = false;
+  bool roster_received = false;      // rank 0 published the roster
+  bool world_size_conflict = false;  // rank 0 announced another world size
+  bool rank_taken = false;           // another process holds this rank
+  std::vector<int> present;          // ranks, sorted
+  std::vector<int> missing;          // ranks that never arrived
+  // Ranks on a host or node set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED.
+  std::vector<int> excluded;
+  std::vector<std::string> excluded_hosts;
+};
+
+// The mesh step.
+struct MeshObservation {
+  PhaseStatus status = PhaseStatus::not_run;
+  // The codes of the error findings the mesh phase recorded (MTU_MISMATCH, MESH_BLOCKED,
+  // PEER_LOST, RENDEZVOUS_LOST ...), in the order made.
+  std::vector<Code> errors;
+  std::size_t mtu_black_holes = 0;  // paths where full-MTU packets vanish
+  std::vector<std::pair<int, int>> blocked_pairs;  // (from, to)
+  std::vector<int> silent_ranks;                   // heard nothing from, and not alive
+};
+
+// How one transport's phase ended on one rank: what the pairwise decision reads (rank 0 reads
+// every rank's, through the store).
+struct TransportSummary {
+  std::string transport;
+  PhaseStatus status = PhaseStatus::not_run;  // of the phase "transport:<t>"
+  bool timed_out = false;                     // TRANSPORT_TIMEOUT
+  bool peer_lost = false;                     // PEER_LOST
+  nlohmann::json link_stats;                  // the ring's, transport_rules.h's layout; null none
+  std::string skipped_why;                    // the phase's detail when it did not run
+};
+struct RankSummary {
+  int rank = -1;
+  std::string host;
+  std::vector<TransportSummary> transports;
+};
+
+// What the liveness watch says, sampled before each decision.
+struct LivenessObservation {
+  std::vector<int> stopped;     // ranks the watch saw die or freeze
+  bool rank0_stopped = false;   // the store's host among them
+  bool store_frozen = false;    // a probe found the store accepting but silent
+};
+
+struct RunObservations {
+  std::vector<Step> passed;  // the steps run or passed over so far, in order
+  WorldObservation world;
+  JoinObservation join;
+  MeshObservation mesh;
+  std::vector<std::string> requested;  // --transports, without "none"
+  RankSummary transports;              // this rank's, once its transports step ran
+  LivenessObservation live;
+  double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)
+  PairwiseRequest pairwise = PairwiseRequest::automatic;
+
+  bool has_passed(Step s) const {
+    return std::find(passed.begin(), passed.end(), s) != passed.end();
+  }
+};
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,203 @@
+#include "results/judging/pairwise_rules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "results/judging/transport_rules.h"  // kLinkStatsKey
+
+namespace ncclsmoke::results {
+
+namespace {
+
+std::string seconds_short(double s) {
+  return s < 10 ? fmt::format("{:.2f} s", s) : fmt::format("{:.0f} s", s);
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i)
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) out += fmt::format(" and {} more", ranks.size() - 8);
+  return out;
+}
+
+// "1 MiB", "64 KiB", "1000 B".
+std::string size_text(std::int64_t bytes) {
+  if (bytes >= (1ll << 30) && bytes % (1ll << 30) == 0) return fmt::format("{} GiB", bytes >> 30);
+  if (bytes >= (1ll << 20) && bytes % (1ll << 20) == 0) return fmt::format("{} MiB", bytes >> 20);
+  if (bytes >= (1ll << 10) && bytes % (1ll << 10) == 0) return fmt::format("{} KiB", bytes >> 10);
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace
+
+PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s) {
+  PairwiseDecision p;
+  p.bytes = s.bytes;
+  p.iters = s.iters;
+  p.budget_s = s.budget_s;
+  for (const auto& sum : in.summaries) p.participants.push_back(sum.rank);
+  std::sort(p.participants.begin(), p.participants.end());
+  p.participants.erase(std::unique(p.participants.begin(), p.participants.end()),
+                       p.participants.end());
+  if (!in.transports_ran) {
+    p.reason = "the transports did not run";
+    return p;
+  }
+
+  // Which transports can have rounds: ran on every participant, and can make a 2-rank world.
+  std::vector<std::string> reasons;
+  for (const auto& name : in.requested) {
+    auto cannot = in.cannot_pair.find(name);
+    std::string why = cannot == in.cannot_pair.end() ? std::string() : cannot->second;
+    std::vector<int> timed_out;
+    for (const auto& sum : in.summaries) {
+      const TransportSummary* t = nullptr;
+      for (const auto& x : sum.transports)
+        if (x.transport == name) t = &x;
+      if (!t) {
+        if (why.empty())
+          why = fmt::format("rank {} did not say how transport:{} ended", sum.rank, name);
+        continue;
+      }
+      if (t->timed_out || t->peer_lost) timed_out.push_back(sum.rank);
+      if (why.empty() && (t->status == PhaseStatus::skipped || t->status == PhaseStatus::not_run))
+        why = fmt::format("transport:{} did not run on rank {}{}", name, sum.rank,
+                          t->skipped_why.empty() ? "" : ": " + t->skipped_why);
+    }
+    if (!timed_out.empty())
+      reasons.push_back(fmt::format("transport:{} failed with a timeout or a lost peer on rank {}",
+                                    name, rank_list(timed_out)));
+    if (why.empty())
+      p.transports.push_back(name);
+    else
+      p.skipped[name] = why;
+  }
+
+  // The ring's link evidence, judged as rank 0's judge_world will (without a baseline).
+  Verdict v;
+  for (const auto& sum : in.summaries) {
+    RankInfo ri;
+    ri.rank = sum.rank;
+    ri.host = sum.host;
+    v.ranks.push_back(ri);
+    for (const auto& t : sum.transports) {
+      if (t.link_stats.is_null()) continue;
+      TransportIdentity id;
+      id.transport = t.transport;
+      id.rank = sum.rank;
+      id.observed = nlohmann::json{{kLinkStatsKey, t.link_stats}};
+      v.identities.push_back(std::move(id));
+    }
+  }
+  for (const auto& f : judge_links(v))
+    reasons.push_back(fmt::format("the ring's link stats show {}: {}", f.code, f.message));
+
+  // The profile's band: the world's gate busbw below its degraded ratio.
+  if (in.profile) {
+    for (const auto& name : in.requested) {
+      const auto* te = find_transport(*in.profile, name);
+      const auto* band = te ? find_band(*te, in.world_size) : nullptr;
+      if (!band) continue;
+      double worst = NAN;
+      for (const auto& r : in.rows)
+        if (r.transport == name && r.rank < 0 && !r.synthetic && r.bytes == band->gate_bytes &&
+            std::isfinite(r.busbw_gbps) && !(r.busbw_gbps >= worst))
+          worst = r.busbw_gbps;
+      if (std::isfinite(worst) && worst < band->degraded_ratio * band->busbw_gbps)
+        reasons.push_back(fmt::format(
+            "transport:{} gate busbw {:.3g} GB/s is below {:.0f}% of the profile's {:.3g} GB/s",
+            name, worst, band->degraded_ratio * 100, band->busbw_gbps));
+    }
+  }
+
+  const bool forced = s.mode == PairwiseRequest::always;
+  std::vector<int> stopped = in.stopped;
+  std::sort(stopped.begin(), stopped.end());
+  stopped.erase(std::unique(stopped.begin(), stopped.end()), stopped.end());
+  p.participants.erase(
+      std::remove_if(p.participants.begin(), p.participants.end(),
+                     [&](int r) { return std::binary_search(stopped.begin(), stopped.end(), r); }),
+      p.participants.end());
+  std::string why_not;
+  if (p.participants.size() < 2)
+    why_not = fmt::format("{} rank{} took part (2 at least are needed)", p.participants.size(),
+                          p.participants.size() == 1 ? "" : "s");
+  else if (p.transports.empty())
+    why_not = "no transport can run pairwise rounds";
+  else if (!forced && !stopped.empty())
+    // A dead or frozen peer explains the timeouts (the watch names it): no link to tell apart.
+    why_not = fmt::format(
+        "not needed: rank {} stopped answering (liveness watch), the "
+        "transports' timeouts are its consequences",
+        rank_list(stopped));
+  if (forced) {
+    p.reason = "requested (--pairwise)";
+    if (!reasons.empty()) p.reason += "; also: " + reasons.front();
+  } else if (!reasons.empty()) {
+    p.reason = reasons.front();
+    if (reasons.size() > 1) p.reason += fmt::format(" (and {} more)", reasons.size() - 1);
+  } else {
+    p.reason = std::string("not needed: no transport timed out, the ring's links look alike") +
+               (in.profile ? ", and the gate busbw is within the profile" : "");
+  }
+  p.run = why_not.empty() && (forced || !reasons.empty());
+  if (!why_not.empty()) p.reason = why_not + (reasons.empty() && !forced ? "" : "; " + p.reason);
+  return p;
+}
+
+Phase pairwise_not_run_phase(const std::string& transport, const std::string& why,
+                                      bool skipped) {
+  Phase ph;
+  ph.name = "pairwise:" + transport;
+  ph.status = skipped ? PhaseStatus::skipped : PhaseStatus::not_run;
+  ph.required = false;
+  ph.detail = why;
+  return ph;
+}
+
+Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
+  Phase ph;
+  ph.name = "pairwise:" + run.transport;
+  ph.required = false;
+  ph.duration_s = run.duration_s;
+  int failed = 0, measured = 0;
+  std::string first_error;
+  for (const auto& s : run.samples) {
+    if (!s.error.empty()) {
+      ++failed;
+      if (first_error.empty())
+        first_error = fmt::format("round {} with rank {}: {}", s.round, s.peer, s.error);
+    } else {
+      ++measured;
+    }
+  }
+  std::string rounds =
+      fmt::format("{} round{}", run.rounds_total, run.rounds_total == 1 ? "" : "s");
+  if (run.rounds_late)
+    rounds += fmt::format(" ({} not started: the budget was spent)", run.rounds_late);
+  std::string skipped;
+  if (run.sat_out) skipped += fmt::format(", sat out {}", run.sat_out);
+  if (run.partner_stopped)
+    skipped += fmt::format(", {} skipped (the partner had stopped)", run.partner_stopped);
+  if (run.partner_late)
+    skipped += fmt::format(", {} skipped (the partner had no time left)", run.partner_late);
+  ph.detail = fmt::format(
+      "{} of {} x {} in {}, budget {}; rank {}: {} pair{} measured, {} failed{}; reason: {}",
+      rounds, size_text(plan.bytes), plan.iters, seconds_short(run.duration_s),
+      seconds_short(plan.budget_s), run.rank, measured, measured == 1 ? "" : "s", failed, skipped,
+      plan.reason);
+  if (!first_error.empty()) ph.detail += "; first failure: " + first_error;
+  // A failed pair is evidence about a link (judge_links names it: SLOW_HOST / SLOW_LINK), not a
+  // failed run: the main step already said whether the collectives work. A pair can also fail on
+  // its share of the budget alone (5% loss: SYN retries cost seconds).
+  ph.status = failed > 0 ? PhaseStatus::degraded : PhaseStatus::pass;
+  if (run.samples.empty() && run.rounds_late > 0 &&
+      run.rounds_late + run.sat_out >= run.rounds_total)
+    ph.status = PhaseStatus::not_run;  // the budget was spent before the first round
+  return ph;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,85 @@
+#pragma once
+// The pairwise rounds' rules (issue 23, item 2; issue 21: decided in judging): whether rank 0's
+// plan runs the rounds, over every rank's transport summary (observations.h RankSummary), and the
+// phase a rank records for one transport's rounds. harness/pairwise_step.cpp moves the summaries
+// and the plan through the store and runs the rounds; harness/pairwise_plan.h is their wire form.
+//
+// When: --pairwise (always) forces the rounds, --pairwise=never disables them (next_step.h never
+// runs the step), and the default (auto) runs them when the main step suggests a bad node or link:
+// - a transport failed with a timeout or a lost peer on some rank (TRANSPORT_TIMEOUT, PEER_LOST);
+// - judge_links (link_rules.h), over a verdict made of the posted ring link stats and the ranks'
+//   hosts, finds a SLOW_HOST or SLOW_LINK;
+// - with a profile, a transport's world gate busbw is below the band's degraded ratio.
+// A transport takes part when it ran (not skipped / not run) on every participant, and its
+// backend can form a 2-rank world of its own (the backend declares when it cannot:
+// transports/registry.h BackendInfo::no_pairs, passed in as `cannot_pair`).
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "results/judging/link_rules.h"
+#include "results/judging/observations.h"
+#include "results/judging/profile.h"
+#include "results/verdict/verdict.h"
+
+namespace ncclsmoke::results {
+
+// What --pairwise and its flags ask for.
+struct PairwiseAsk {
+  PairwiseRequest mode = PairwiseRequest::automatic;
+  std::int64_t bytes = 1 << 20;  // per all-reduce
+  int iters = 3;                 // timed all-reduces per pair
+  double budget_s = 30;          // every transport's rounds together
+};
+
+struct PairwiseInputs {
+  std::vector<RankSummary> summaries;  // rank 0's own among them
+  std::vector<std::string> requested;  // --transports, in order
+  std::vector<TransportRow> rows;      // rank 0's rows (the world rows: rank -1)
+  const Profile* profile = nullptr;
+  int world_size = 0;
+  // Ranks the liveness watch saw die or freeze: in auto mode their timeouts are explained (a dead
+  // peer, not a slow link), so no rounds; forced rounds leave them out.
+  std::vector<int> stopped;
+  // transport -> why its backend cannot form a 2-rank world (the backend's own words).
+  std::map<std::string, std::string> cannot_pair;
+  // Whether rank 0's transports step ran at all (false: listed not run, no rounds).
+  bool transports_ran = true;
+};
+
+// Rank 0's decision, which every rank follows.
+struct PairwiseDecision {
+  bool run = false;
+  std::string reason;
+  std::vector<int> participants;               // sorted; ranks that posted their summary in time
+  std::vector<std::string> transports;         // run in this order
+  std::map<std::string, std::string> skipped;  // transport -> why it has no rounds
+  std::int64_t bytes = 1 << 20;
+  int iters = 3;
+  double budget_s = 30;
+};
+PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& ask);
+
+// What one rank did for one transport's rounds, for its phase "pairwise:<transport>".
+struct PairwiseRun {
+  std::string transport;
+  int rank = 0;             // this rank
+  int rounds_total = 0;     // in the schedule
+  int rounds_late = 0;      // not started: less than the minimum left before the round's deadline
+  int sat_out = 0;          // rounds this rank had no partner in
+  int partner_stopped = 0;  // the partner had stopped (liveness watch): no sample
+  int partner_late = 0;     // the partner had no time left for the round: no sample
+  double duration_s = 0;
+  std::vector<PairSample> samples;  // this rank's pairs
+};
+// The phase (never required: it adds evidence, and its absence takes nothing from a run):
+// - pass when every pair of this rank was measured; degraded when one failed (timeout, peer lost,
+//   wrong data...: the sample's error, which judge_links reads as a bad link): the rounds add
+//   evidence, they do not fail a run whose transports passed; rounds the budget cut are said in
+//   the detail; not_run when the budget was spent before the first round.
+Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run);
+// The phase when the plan did not run the rounds (or this rank takes no part).
+Phase pairwise_not_run_phase(const std::string& transport, const std::string& why, bool skipped);
+
+}  // namespace ncclsmoke::results

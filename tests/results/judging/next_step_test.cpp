@@ -1,0 +1,200 @@
+// Which step runs next (results/judging/next_step.h) over hand-built RunObservations: the order
+// of a healthy run, what ends a run early (the world, the join, a host set aside), the transports
+// passed over with the cause the run saw (missing ranks, MTU_MISMATCH, MESH_BLOCKED, a lost rank),
+// and the pairwise step passed over (--pairwise=never, no transport, the deadline, the store).
+#include <gtest/gtest.h>
+
+#include "results/judging/next_step.h"
+
+namespace ncclsmoke::results {
+
+void PrintTo(Step s, std::ostream* os) { *os << name(s); }
+
+namespace {
+
+// A 4-rank world that joined completely, rank `rank`, asking for `requested`.
+RunObservations joined(std::vector<std::string> requested = {"socket"}, int rank = 0) {
+  RunObservations o;
+  o.passed = {Step::world, Step::rendezvous};
+  o.world = {true, rank, 4};
+  o.join.joined = true;
+  o.join.roster_received = true;
+  o.join.present = {0, 1, 2, 3};
+  o.requested = std::move(requested);
+  o.steps_left_s = 30;
+  return o;
+}
+
+RunObservations after_mesh(PhaseStatus mesh, std::vector<std::string> requested = {"socket"}) {
+  auto o = joined(std::move(requested));
+  o.passed.push_back(Step::mesh);
+  o.mesh.status = mesh;
+  return o;
+}
+
+std::vector<Step> walk(RunObservations o) {
+  std::vector<Step> order;
+  for (int i = 0; i < 10; ++i) {
+    auto n = next_step(o);
+    order.push_back(n.step);
+    if (n.step == Step::finish) break;
+    note_taken(o, n);
+  }
+  return order;
+}
+
+TEST(NextStep, AHealthyRunWalksEveryStepInOrder) {
+  RunObservations o;
+  o.world = {true, 0, 4};
+  o.join = joined().join;
+  o.requested = {"socket"};
+  o.steps_left_s = 30;
+  o.mesh.status = PhaseStatus::pass;
+  EXPECT_EQ(walk(o), (std::vector<Step>{Step::world, Step::rendezvous, Step::mesh,
+                                        Step::transports, Step::pairwise, Step::finish}));
+}
+
+TEST(NextStep, AWorldNotDiscoveredOrAJoinThatStoppedFinishes) {
+  RunObservations o;
+  EXPECT_EQ(next_step(o).step, Step::world);
+  o.passed = {Step::world};
+  EXPECT_EQ(next_step(o).step, Step::finish) << "world.ok is false";
+  o.world.ok = true;
+  EXPECT_EQ(next_step(o).step, Step::rendezvous);
+  o.passed.push_back(Step::rendezvous);
+  auto n = next_step(o);
+  EXPECT_EQ(n.step, Step::finish);
+  EXPECT_NE(n.reason.find("stopped before the join"), std::string::npos) << n.reason;
+  EXPECT_TRUE(n.not_run.empty());
+  for (auto breaks : {&JoinObservation::world_size_conflict, &JoinObservation::rank_taken}) {
+    auto j = joined();
+    j.join.*breaks = true;
+    EXPECT_EQ(next_step(j).step, Step::finish);
+  }
+  auto r = joined();
+  r.join.roster_received = false;
+  EXPECT_EQ(next_step(r).step, Step::finish);
+}
+
+TEST(NextStep, AHostSetAsideStopsTheRunBeforeTheMesh) {
+  auto o = joined();
+  o.join.excluded = {2, 3};
+  o.join.excluded_hosts = {"node-b", "node-b"};
+  auto n = next_step(o);
+  EXPECT_EQ(n.step, Step::finish);
+  EXPECT_NE(n.reason.find("HOST_EXCLUDED"), std::string::npos) << n.reason;
+  EXPECT_NE(n.reason.find("ranks 2, 3"), std::string::npos) << n.reason;
+  EXPECT_TRUE(n.not_run.empty()) << "judge_local lists the phases not run, as before";
+}
+
+TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
+  auto o = joined({"socket", "fabric"});
+  o.join.present = {0, 1, 2};
+  o.join.missing = {3};
+  EXPECT_EQ(next_step(o).step, Step::mesh) << "the mesh among those present is worth knowing";
+  o.passed.push_back(Step::mesh);
+  o.mesh.status = PhaseStatus::pass;
+  auto n = next_step(o);
+  EXPECT_EQ(n.step, Step::pairwise);
+  EXPECT_EQ(n.passed_over, (std::vector<Step>{Step::transports}));
+  ASSERT_EQ(n.not_run.size(), 2u);
+  EXPECT_EQ(n.not_run[0].name, "transport:socket");
+  EXPECT_EQ(n.not_run[1].name, "transport:fabric");
+  EXPECT_EQ(n.not_run[0].status, PhaseStatus::not_run);
+  EXPECT_TRUE(n.not_run[0].required);
+  EXPECT_EQ(n.not_run[0].detail, "rank 3 never joined");
+  note_taken(o, n);  // the pairwise step ran
+  EXPECT_TRUE(o.has_passed(Step::transports));
+  EXPECT_TRUE(o.has_passed(Step::pairwise));
+  EXPECT_EQ(next_step(o).step, Step::finish);
+}
+
+TEST(NextStep, AnMtuBlackHoleIsTheReasonTheTransportsDidNotRun) {
+  auto o = after_mesh(PhaseStatus::fail);
+  o.mesh.errors = {Code::MTU_MISMATCH};
+  o.mesh.mtu_black_holes = 14;
+  auto n = next_step(o);
+  ASSERT_EQ(n.not_run.size(), 1u);
+  EXPECT_EQ(n.not_run[0].detail,
+            "the mesh failed: 14 paths black-holed full-MTU packets (MTU_MISMATCH)");
+  EXPECT_EQ(n.not_run[0].detail.find("not every rank joined"), std::string::npos);
+}
+
+TEST(NextStep, BlockedPairsAndOtherMeshErrorsAreNamed) {
+  auto o = after_mesh(PhaseStatus::fail);
+  o.mesh.errors = {Code::MESH_BLOCKED};
+  o.mesh.blocked_pairs = {{0, 2}, {1, 2}};
+  EXPECT_EQ(transports_blocked_reason(o), "the mesh failed: 2 pairs blocked (MESH_BLOCKED)");
+  auto lost = after_mesh(PhaseStatus::fail);
+  lost.mesh.errors = {Code::PEER_LOST, Code::PEER_LOST};
+  lost.mesh.silent_ranks = {3};
+  EXPECT_EQ(transports_blocked_reason(lost),
+            "the mesh failed: rank 3 stopped answering; PEER_LOST");
+  auto bare = after_mesh(PhaseStatus::fail);
+  EXPECT_EQ(transports_blocked_reason(bare), "the mesh phase failed");
+  // Not failed (inconclusive: the deadline cut the probe short): the transports still run.
+  auto cut = after_mesh(PhaseStatus::inconclusive);
+  EXPECT_EQ(transports_blocked_reason(cut), "");
+  EXPECT_EQ(next_step(cut).step, Step::transports);
+  // Missing ranks and a failed mesh: both said.
+  auto both = after_mesh(PhaseStatus::fail);
+  both.join.missing = {5, 6};
+  both.mesh.errors = {Code::MESH_BLOCKED};
+  both.mesh.blocked_pairs = {{0, 1}};
+  EXPECT_EQ(transports_blocked_reason(both),
+            "ranks 5, 6 never joined; the mesh failed: 1 pair blocked (MESH_BLOCKED)");
+}
+
+TEST(NextStep, NoTransportOrPairwiseNeverFinishesAfterTheirStep) {
+  auto none = after_mesh(PhaseStatus::pass, {});
+  auto n = next_step(none);
+  EXPECT_EQ(n.step, Step::finish);
+  EXPECT_TRUE(n.not_run.empty());
+  auto never = after_mesh(PhaseStatus::pass);
+  never.pairwise = PairwiseRequest::never;
+  never.passed.push_back(Step::transports);
+  n = next_step(never);
+  EXPECT_EQ(n.step, Step::finish);
+  EXPECT_TRUE(n.not_run.empty());
+  // Transports passed over and pairwise never: finish at once, the transports listed not run.
+  auto blocked = after_mesh(PhaseStatus::fail);
+  blocked.pairwise = PairwiseRequest::never;
+  n = next_step(blocked);
+  EXPECT_EQ(n.step, Step::finish);
+  ASSERT_EQ(n.not_run.size(), 1u);
+  EXPECT_EQ(n.not_run[0].name, "transport:socket");
+}
+
+TEST(NextStep, PairwiseIsPassedOverAtTheDeadlineOrWithTheStoreGone) {
+  auto o = after_mesh(PhaseStatus::pass, {"socket", "nccl"});
+  o.passed.push_back(Step::transports);
+  EXPECT_EQ(next_step(o).step, Step::pairwise);
+  auto late = o;
+  late.steps_left_s = 0;
+  auto n = next_step(late);
+  EXPECT_EQ(n.step, Step::finish);
+  EXPECT_EQ(n.passed_over, (std::vector<Step>{Step::pairwise}));
+  ASSERT_EQ(n.not_run.size(), 2u);
+  EXPECT_EQ(n.not_run[1].name, "pairwise:nccl");
+  EXPECT_FALSE(n.not_run[1].required);
+  EXPECT_EQ(n.not_run[1].detail, "the run reached its --timeout before the pairwise rounds");
+  auto frozen = o;
+  frozen.live.store_frozen = true;
+  EXPECT_EQ(next_step(frozen).not_run.at(0).detail, "the store (rank 0) stopped answering");
+  // Rank 0 stopped: the others pass over; rank 0 itself (whose own watch cannot see itself stop)
+  // goes on.
+  auto gone = o;
+  gone.live.rank0_stopped = true;
+  EXPECT_EQ(next_step(gone).step, Step::pairwise);
+  gone.world.rank = 2;
+  EXPECT_EQ(next_step(gone).step, Step::finish);
+  // Stopped ranks alone are rank 0's plan's business (decide_pairwise), not a reason to skip.
+  auto stopped = o;
+  stopped.live.stopped = {3};
+  EXPECT_EQ(next_step(stopped).step, Step::pairwise);
+  o.passed.push_back(Step::pairwise);
+  EXPECT_EQ(next_step(o).step, Step::finish);
+}
+
+}  // namespace
+}  // namespace ncclsmoke::results

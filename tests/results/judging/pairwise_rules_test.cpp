@@ -1,0 +1,250 @@
+// Whether the pairwise rounds run (results/judging/pairwise_rules.h decide_pairwise): when auto
+// runs them (a timeout, a lost peer, a suspect ring link, a gate below the profile) and when not
+// (healthy, a stopped rank explains it, the transports did not run), which transports take part
+// (a backend that cannot pair, one that did not run on a rank), and the phase's status and detail.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "results/judging/pairwise_rules.h"
+
+namespace ncclsmoke::results {
+namespace {
+
+using nlohmann::json;
+
+RankSummary healthy(int rank, const std::string& host,
+                    std::vector<std::string> names = {"socket"}) {
+  RankSummary s;
+  s.rank = rank;
+  s.host = host;
+  for (const auto& n : names) {
+    TransportSummary t;
+    t.transport = n;
+    t.status = PhaseStatus::pass;
+    s.transports.push_back(t);
+  }
+  return s;
+}
+
+// Ring link stats of one rank to its next, with TCP's counters.
+json ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
+  return {{"to_next",
+           {{"rank", next},
+            {"send_blocked_s", 0.0},
+            {"bytes", 1 << 20},
+            {"retrans", retrans},
+            {"segs_out", segs},
+            {"rtt_us", 200.0}}},
+          {"from_prev", {{"rank", -1}, {"recv_wait_s", 0.0}, {"bytes", 0}}}};
+}
+
+PairwiseInputs four_hosts() {
+  PairwiseInputs in;
+  in.requested = {"socket"};
+  in.world_size = 4;
+  for (int r = 0; r < 4; ++r) {
+    auto s = healthy(r, "host" + std::to_string(r));
+    s.transports[0].link_stats = ring_stats((r + 1) % 4, 0, 5000);
+    in.summaries.push_back(s);
+  }
+  return in;
+}
+
+TEST(PairwisePlan, AutoLeavesAHealthyRunAlone) {
+  auto p = decide_pairwise(four_hosts(), {});
+  EXPECT_FALSE(p.run);
+  EXPECT_NE(p.reason.find("not needed"), std::string::npos) << p.reason;
+  EXPECT_EQ(p.participants, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"}));
+}
+
+TEST(PairwisePlan, ForcedRunsAHealthyRun) {
+  PairwiseAsk s;
+  s.mode = PairwiseRequest::always;
+  auto p = decide_pairwise(four_hosts(), s);
+  EXPECT_TRUE(p.run);
+  EXPECT_EQ(p.reason, "requested (--pairwise)");
+}
+
+TEST(PairwisePlan, AutoRunsAfterATimeoutOrALostPeer) {
+  auto in = four_hosts();
+  in.summaries[2].transports[0].timed_out = true;
+  in.summaries[2].transports[0].status = PhaseStatus::fail;
+  auto p = decide_pairwise(in, {});
+  EXPECT_TRUE(p.run);
+  EXPECT_NE(p.reason.find("transport:socket failed with a timeout or a lost peer on rank 2"),
+            std::string::npos)
+      << p.reason;
+  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"})) << "a failed transport still pairs";
+}
+
+TEST(PairwisePlan, AutoRunsWhenTheRingShowsASuspectLink) {
+  auto in = four_hosts();
+  // Blocked 2 s sending to rank 3 where the others never block (judge_links names a link on
+  // time, not on retransmits alone).
+  in.summaries[2].transports[0].link_stats["to_next"]["send_blocked_s"] = 2.0;
+  auto p = decide_pairwise(in, {});
+  EXPECT_TRUE(p.run) << p.reason;
+  EXPECT_NE(p.reason.find("the ring's link stats show SLOW_"), std::string::npos) << p.reason;
+}
+
+TEST(PairwisePlan, AutoRunsWhenTheGateIsBelowTheProfile) {
+  auto in = four_hosts();
+  Profile prof;
+  prof.name = "p";
+  TransportExpectation te;
+  te.transport = "socket";
+  BaselineBand band;
+  band.busbw_gbps = 10;
+  band.gate_bytes = 1 << 20;
+  te.by_world_size[0] = band;
+  prof.transports.push_back(te);
+  in.profile = &prof;
+  TransportRow row;
+  row.transport = "socket";
+  row.rank = -1;
+  row.bytes = 1 << 20;
+  row.busbw_gbps = 9;  // 90%: within the 85% band
+  in.rows = {row};
+  EXPECT_FALSE(decide_pairwise(in, {}).run);
+  in.rows[0].busbw_gbps = 5;
+  auto p = decide_pairwise(in, {});
+  EXPECT_TRUE(p.run);
+  EXPECT_NE(p.reason.find("gate busbw 5 GB/s is below 85% of the profile's 10 GB/s"),
+            std::string::npos)
+      << p.reason;
+  in.rows[0].bytes = 2 << 20;  // not the band's size: not compared
+  EXPECT_FALSE(decide_pairwise(in, {}).run);
+}
+
+TEST(PairwisePlan, AStoppedRankExplainsTheTimeoutsAndIsLeftOut) {
+  auto in = four_hosts();
+  in.summaries[1].transports[0].timed_out = true;
+  in.stopped = {2};
+  auto p = decide_pairwise(in, {});
+  EXPECT_FALSE(p.run);
+  EXPECT_NE(p.reason.find("rank 2 stopped answering"), std::string::npos) << p.reason;
+  PairwiseAsk s;
+  s.mode = PairwiseRequest::always;
+  auto forced = decide_pairwise(in, s);
+  EXPECT_TRUE(forced.run);
+  EXPECT_EQ(forced.participants, (std::vector<int>{0, 1, 3}));
+}
+
+TEST(PairwisePlan, TransportsThatCannotPairAreSkippedWithTheReason) {
+  PairwiseInputs in;
+  in.requested = {"socket", "mpi", "nccl"};
+  for (int r = 0; r < 3; ++r) in.summaries.push_back(healthy(r, "h", {"socket", "mpi", "nccl"}));
+  in.summaries[1].transports[2].status = PhaseStatus::skipped;
+  in.summaries[1].transports[2].skipped_why = "no CUDA device";
+  in.cannot_pair["mpi"] = "a 2-rank MPI world cannot be formed inside the run";
+  PairwiseAsk s;
+  s.mode = PairwiseRequest::always;
+  auto p = decide_pairwise(in, s);
+  EXPECT_TRUE(p.run);
+  EXPECT_EQ(p.transports, (std::vector<std::string>{"socket"}));
+  ASSERT_EQ(p.skipped.size(), 2u);
+  EXPECT_NE(p.skipped["mpi"].find("2-rank MPI world"), std::string::npos);
+  EXPECT_EQ(p.skipped["nccl"], "transport:nccl did not run on rank 1: no CUDA device");
+}
+
+TEST(PairwisePlan, OneRankOrNoTransportIsNoRun) {
+  PairwiseAsk s;
+  s.mode = PairwiseRequest::always;
+  PairwiseInputs one;
+  one.requested = {"socket"};
+  one.summaries = {healthy(0, "h")};
+  auto p = decide_pairwise(one, s);
+  EXPECT_FALSE(p.run);
+  EXPECT_NE(p.reason.find("1 rank took part"), std::string::npos) << p.reason;
+  PairwiseInputs none = four_hosts();
+  for (auto& sum : none.summaries) sum.transports[0].status = PhaseStatus::not_run;
+  p = decide_pairwise(none, s);
+  EXPECT_FALSE(p.run);
+  EXPECT_NE(p.reason.find("no transport can run pairwise rounds"), std::string::npos) << p.reason;
+}
+
+TEST(PairwisePlan, AutoAndForcedAlikeDoNotRunWhenTheTransportsDidNot) {
+  auto in = four_hosts();
+  in.transports_ran = false;
+  in.summaries.resize(1);
+  for (auto mode : {PairwiseRequest::automatic, PairwiseRequest::always}) {
+    PairwiseAsk s;
+    s.mode = mode;
+    auto p = decide_pairwise(in, s);
+    EXPECT_FALSE(p.run);
+    EXPECT_EQ(p.reason, "the transports did not run");
+    EXPECT_EQ(p.participants, (std::vector<int>{0}));
+  }
+}
+
+TEST(PairwisePlan, APeerLostAloneAlsoRunsTheRounds) {
+  auto in = four_hosts();
+  in.summaries[3].transports[0].peer_lost = true;
+  auto p = decide_pairwise(in, {});
+  EXPECT_TRUE(p.run);
+  EXPECT_NE(p.reason.find("timeout or a lost peer on rank 3"), std::string::npos) << p.reason;
+}
+
+TEST(PairwisePhase, StatusAndDetail) {
+  PairwiseDecision plan;
+  plan.reason = "requested (--pairwise)";
+  plan.bytes = 1 << 20;
+  plan.iters = 3;
+  plan.budget_s = 30;
+  PairwiseRun run;
+  run.transport = "socket";
+  run.rank = 2;
+  run.rounds_total = 7;
+  run.duration_s = 1.2;
+  for (int k = 0; k < 7; ++k) {
+    PairSample s;
+    s.round = k;
+    s.peer = k;
+    s.time_us = 500;
+    run.samples.push_back(s);
+  }
+  auto ph = pairwise_phase(plan, run);
+  EXPECT_EQ(ph.name, "pairwise:socket");
+  EXPECT_EQ(ph.status, PhaseStatus::pass);
+  EXPECT_FALSE(ph.required);
+  EXPECT_EQ(ph.detail,
+            "7 rounds of 1 MiB x 3 in 1.20 s, budget 30 s; rank 2: 7 pairs measured, 0 failed; "
+            "reason: requested (--pairwise)");
+  run.samples[3].error = "timeout: waiting for rank 3";
+  run.samples.resize(5);
+  run.rounds_late = 1;
+  run.sat_out = 1;
+  ph = pairwise_phase(plan, run);
+  EXPECT_EQ(ph.status, PhaseStatus::degraded) << "evidence, not a failed run";
+  EXPECT_NE(ph.detail.find("7 rounds (1 not started: the budget was spent)"), std::string::npos)
+      << ph.detail;
+  EXPECT_NE(ph.detail.find("4 pairs measured, 1 failed, sat out 1"), std::string::npos)
+      << ph.detail;
+  EXPECT_NE(ph.detail.find("first failure: round 3 with rank 3: timeout: waiting for rank 3"),
+            std::string::npos)
+      << ph.detail;
+  run.partner_stopped = 2;
+  run.partner_late = 1;
+  EXPECT_NE(pairwise_phase(plan, run).detail.find(
+                ", 2 skipped (the partner had stopped), 1 skipped (the partner had no time left)"),
+            std::string::npos)
+      << pairwise_phase(plan, run).detail;
+  run.samples.clear();
+  EXPECT_EQ(pairwise_phase(plan, run).status, PhaseStatus::pass)
+      << "rounds skipped for a stopped or late partner are not a failure of this rank";
+  run = {};
+  run.transport = "socket";
+  run.rounds_total = 3;
+  run.rounds_late = 3;
+  ph = pairwise_phase(plan, run);
+  EXPECT_EQ(ph.status, PhaseStatus::not_run);
+  EXPECT_NE(ph.detail.find("3 rounds (3 not started: the budget was spent)"), std::string::npos);
+  auto nr = pairwise_not_run_phase("mpi", "why", true);
+  EXPECT_EQ(nr.status, PhaseStatus::skipped);
+  EXPECT_FALSE(nr.required);
+}
+
+}  // namespace
+}  // namespace ncclsmoke::results
