@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/results/judging/pairwise_inputs.h"
 #include "results/judging/pairwise_rules.h"
 
 namespace ncclsmoke::results {
@@ -13,43 +14,9 @@ namespace {
 
 using nlohmann::json;
 
-RankSummary healthy(int rank, const std::string& host,
-                    std::vector<std::string> names = {"socket"}) {
-  RankSummary s;
-  s.rank = rank;
-  s.host = host;
-  for (const auto& n : names) {
-    TransportSummary t;
-    t.transport = n;
-    t.status = PhaseStatus::pass;
-    s.transports.push_back(t);
-  }
-  return s;
-}
-
-// Ring link stats of one rank to its next, with TCP's counters.
-json ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
-  return {{"to_next",
-           {{"rank", next},
-            {"send_blocked_s", 0.0},
-            {"bytes", 1 << 20},
-            {"retrans", retrans},
-            {"segs_out", segs},
-            {"rtt_us", 200.0}}},
-          {"from_prev", {{"rank", -1}, {"recv_wait_s", 0.0}, {"bytes", 0}}}};
-}
-
-PairwiseInputs four_hosts() {
-  PairwiseInputs in;
-  in.requested = {"socket"};
-  in.world_size = 4;
-  for (int r = 0; r < 4; ++r) {
-    auto s = healthy(r, "host" + std::to_string(r));
-    s.transports[0].link_stats = ring_stats((r + 1) % 4, 0, 5000);
-    in.summaries.push_back(s);
-  }
-  return in;
-}
+using results::testing::four_hosts;
+using results::testing::healthy;
+using results::testing::ring_stats;
 
 TEST(PairwisePlan, AutoLeavesAHealthyRunAlone) {
   auto p = decide_pairwise(four_hosts(), {});
