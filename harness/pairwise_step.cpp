@@ -36,11 +36,6 @@ constexpr Millis kDoneGrace{2000};
 // nothing about its link, and a timeout would read as one (the phase says the budget was spent).
 constexpr Millis kMinRoundShare{1000};
 
-bool has_phase(const results::Verdict& v, const std::string& name) {
-  return std::any_of(v.phases.begin(), v.phases.end(),
-                     [&](const results::Phase& p) { return p.name == name; });
-}
-
 // Whether this rank's transports step ran at all (it lists them not run when a rank was missing
 // or a pair blocked).
 bool transports_ran(const results::Verdict& v, const std::vector<std::string>& names) {
@@ -101,12 +96,8 @@ class PartnerGuard final : public Store {
 };
 
 void record_phase(RunContext& ctx, results::Phase ph) {
-  log_line(ph.status == results::PhaseStatus::fail || ph.status == results::PhaseStatus::degraded
-               ? LogLevel::warn
-               : LogLevel::info,
-           phase_end_line(ph.name, results::to_string(ph.status), ph.duration_s, ph.detail));
-  std::lock_guard lock(ctx.record.mu);
-  if (!has_phase(ctx.record.verdict, ph.name)) ctx.record.verdict.phases.push_back(std::move(ph));
+  const bool bad = ph.status == results::PhaseStatus::fail || ph.status == results::PhaseStatus::degraded;
+  ctx.record_phase_once(std::move(ph), bad ? LogLevel::warn : LogLevel::info);
 }
 
 void record_not_run(RunContext& ctx, const std::vector<std::string>& names, const std::string& why,

@@ -67,6 +67,15 @@ void RunContext::end_phase(const std::string& name, results::PhaseStatus status,
   record.add_phase(std::move(p));
 }
 
+void RunContext::record_phase_once(results::Phase p, LogLevel level) {
+  log_line(level, phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
+  std::lock_guard lock(record.mu);
+  auto& phases = record.verdict.phases;
+  if (std::none_of(phases.begin(), phases.end(),
+                   [&](const results::Phase& q) { return q.name == p.name; }))
+    phases.push_back(std::move(p));
+}
+
 void RunContext::stop_phase(const std::string& name, results::Finding cause,
                             Clock::time_point t0, const std::string& detail) {
   auto status = results::stopped_phase_status(cause);

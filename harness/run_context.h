@@ -99,6 +99,9 @@ struct RunContext {
   // The --transports list without "none".
   std::vector<std::string> requested_transports() const;
 
+  // Logs a phase made elsewhere (a rule's: a step passed over, the pairwise phase) at `level` and
+  // records it, unless a phase of that name is recorded already.
+  void record_phase_once(results::Phase p, LogLevel level);
   // Records the phase and logs its end line.
   void end_phase(const std::string& name, results::PhaseStatus status, Clock::time_point t0,
                  const std::string& detail);

@@ -64,14 +64,7 @@ int RunSession::run_steps() {
   for (;;) {
     observe_liveness();
     const auto next = results::next_step(ctx_.observed);
-    for (const auto& p : next.not_run) {
-      log_info(phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
-      std::lock_guard lock(ctx_.record.mu);
-      auto& phases = ctx_.record.verdict.phases;
-      if (std::none_of(phases.begin(), phases.end(),
-                       [&](const results::Phase& q) { return q.name == p.name; }))
-        phases.push_back(p);
-    }
+    for (const auto& p : next.not_run) ctx_.record_phase_once(p, LogLevel::info);
     results::note_taken(ctx_.observed, next);
     if (next.step == results::Step::finish) {
       if (!next.reason.empty()) log_debug(fmt::format("run: to the verdict: {}", next.reason));

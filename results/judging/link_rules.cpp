@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "results/judging/baseline_learn.h"  // median
 #include "results/judging/transport_rules.h"
 #include "results/verdict/finding_text.h"
 #include "results/verdict/finding_codes.h"
@@ -46,13 +47,6 @@ constexpr std::int64_t kMinSegments = 200;
 constexpr int kSlowHostMinBad = 2;
 constexpr double kSlowHostShare = 2.0 / 3.0;
 
-double median_of(std::vector<double> xs) {
-  if (xs.empty()) return kNaN;
-  std::sort(xs.begin(), xs.end());
-  std::size_t n = xs.size();
-  return n % 2 ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2;
-}
-
 std::string figure(double x, const char* unit) {
   if (std::string(unit) == "us") return x >= 1000 ? fmt::format("{:.1f} ms", x / 1000) : fmt::format("{:.0f} us", x);
   if (std::string(unit) == "s") return fmt::format("{:.2f} s", x);
@@ -90,14 +84,14 @@ json link_json(const BadLink& b) {
 void judge_group(const std::string& transport, const std::string& source,
                  const std::vector<const LinkEvidence*>& links, std::vector<Finding>& out) {
   if (links.size() < 3) return;
-  std::map<std::string, double> median;
+  std::map<std::string, double> medians;
   for (const auto& m : kMetrics) {
     std::vector<double> xs;
     for (const auto* l : links) {
       double x = l->*m.field;
       if (std::isfinite(x)) xs.push_back(x);
     }
-    if (xs.size() >= 3) median[m.name] = median_of(xs);
+    if (xs.size() >= 3) medians[m.name] = median(xs);
   }
 
   std::vector<BadLink> bad;
@@ -110,9 +104,9 @@ void judge_group(const std::string& transport, const std::string& source,
       b.slow = true;
     }
     for (const auto& m : kMetrics) {
-      auto med = median.find(m.name);
+      auto med = medians.find(m.name);
       double x = l->*m.field;
-      if (med == median.end() || !std::isfinite(x)) continue;
+      if (med == medians.end() || !std::isfinite(x)) continue;
       if (x > m.ratio * med->second && x - med->second > m.floor) {
         b.why.push_back(fmt::format("{} {} vs median {}", metric_words(m.name), figure(x, m.unit),
                                     figure(med->second, m.unit)));
@@ -148,8 +142,11 @@ void judge_group(const std::string& transport, const std::string& source,
   for (const auto& host : slow_hosts) {
     json jl = json::array();
     std::set<std::string> reasons;
+    // The first bad link's figures make the message concrete; the rest are in the evidence.
+    const BadLink* first = nullptr;
     for (const auto& b : bad)
       if (b.link->from_host == host || b.link->to_host == host) {
+        if (!first) first = &b;
         jl.push_back(link_json(b));
         reasons.insert(b.metrics.begin(), b.metrics.end());
       }
@@ -162,13 +159,6 @@ void judge_group(const std::string& transport, const std::string& source,
     s.item = "slow host";
     s.peer = ranks.empty() ? -1 : ranks.front();
     s.peer_host = host;
-    // The first bad link's figures make the message concrete; the rest are in the evidence.
-    const BadLink* first = nullptr;
-    for (const auto& b : bad)
-      if (b.link->from_host == host || b.link->to_host == host) {
-        first = &b;
-        break;
-      }
     Finding f = make_finding_about(
         Code::SLOW_HOST, s,
         fmt::format("{}: host {} is slow with its peers {}: {} of its {} links far worse than the "
@@ -178,7 +168,7 @@ void judge_group(const std::string& transport, const std::string& source,
         ranks, {host}, {{"hosts", host}});
     f.evidence = {{"transport", transport},      {"source", source},
                   {"host", host},                {"bad_links", bad_count[host]},
-                  {"links", total[host]},        {"medians", median},
+                  {"links", total[host]},        {"medians", medians},
                   {"bad", jl},
                   {"rule", fmt::format("a link is bad when a figure is above ratio x the median and "
                                        "above it by the floor (time 3x/5 ms, blocked 3x/0.2 s, "
@@ -228,7 +218,7 @@ void judge_group(const std::string& transport, const std::string& source,
         std::vector<int>(ranks.begin(), ranks.end()), {ends.first, ends.second},
         {{"hosts", ends.first + " and " + ends.second}});
     f.evidence = {{"transport", transport}, {"source", source}, {"hosts", {ends.first, ends.second}},
-                  {"medians", median},      {"bad", jl}};
+                  {"medians", medians},      {"bad", jl}};
     out.push_back(std::move(f));
   }
 }
@@ -259,10 +249,7 @@ std::vector<PairSample> pair_samples_of(const TransportIdentity& id) {
   if (!id.observed.is_object()) return out;
   auto arr = id.observed.find(kPairwiseKey);
   if (arr == id.observed.end() || !arr->is_array()) return out;
-  auto num = [](const json& o, const char* k, auto fallback) {
-    auto it = o.find(k);
-    return it != o.end() && it->is_number() ? it->get<decltype(fallback)>() : fallback;
-  };
+  auto num = [](const json& o, const char* k, auto fallback) { return number_or(o, k, fallback); };
   for (const auto& j : *arr) {
     if (!j.is_object()) continue;
     PairSample p;

@@ -269,11 +269,7 @@ std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id) 
   auto blocked = to->find("send_blocked_s");
   if (blocked == to->end() || !blocked->is_number() || !std::isfinite(blocked->get<double>()))
     return std::nullopt;
-  auto num = [](const json& obj, const char* key, auto fallback) {
-    if (!obj.is_object()) return fallback;
-    auto it = obj.find(key);
-    return it != obj.end() && it->is_number() ? it->get<decltype(fallback)>() : fallback;
-  };
+  auto num = [](const json& obj, const char* key, auto fallback) { return number_or(obj, key, fallback); };
   transports::LinkStats s;
   s.send_blocked_s = blocked->get<double>();
   s.next_rank = num(*to, "rank", -1);

@@ -58,6 +58,14 @@ TransportJudgement judge_transports(const std::vector<transports::TransportOutco
 // "recv_wait_s", "bytes"}} (read by link_rules.h too; other members, e.g. a backend's
 // "host" or "collectives", are kept). Verdicts written before the typed stats use this layout too.
 inline constexpr const char* kLinkStatsKey = "link_stats";
+// A number member of an object from a verdict (`obj[key]` as T), else `fallback`: absent, not a
+// number, or `obj` not an object. The readers of the documented layouts here and in link_rules.h.
+template <class T>
+T number_or(const nlohmann::json& obj, const char* key, T fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_number() ? it->get<T>() : fallback;
+}
 void write_link_stats(nlohmann::json& observed, const transports::LinkStats& stats);
 // nullopt unless to_next.send_blocked_s is a finite number; absent members read as the defaults
 // (ranks -1, zeros).
