@@ -52,8 +52,9 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   auto stopped = live.stopped_ranks_for_mesh(seen);
   auto aside = set_aside_stopped_ranks(seen, stopped);
   // Loss is not death: a rank the mesh heard nothing from that the liveness watch still has
-  // connected and answering is slow (a lossy path), not lost: its pairs are untested.
-  const std::set<int> alive = live.alive_ranks();
+  // connected (answering, or silent behind a lossy path) is not lost: its pairs are untested. A
+  // frozen one was set aside above as stopped (PEER_STALLED); only the watch sees a death.
+  const std::set<int> alive = live.not_lost_ranks();
   for (auto it = seen.silent_ranks.begin(); it != seen.silent_ranks.end();)
     if (alive.count(*it)) {
       seen.unfinished_ranks.push_back(*it);
