@@ -122,6 +122,17 @@ std::set<int> Liveness::not_lost_ranks() const {
   return out;
 }
 
+std::set<int> Liveness::reachable_ranks() const {
+  std::set<int> out;
+  std::lock_guard lock(watch_mu_);
+  if (!watch_) return out;
+  for (int r : watch_->watched()) out.insert(r);
+  for (const auto& l : watch_->lost()) out.erase(l.rank);
+  for (const auto& q : watch_->silent())
+    if (q.retransmits <= 0) out.erase(q.rank);  // frozen, not behind a lossy path
+  return out;
+}
+
 std::vector<int> Liveness::stopped_ranks_for_mesh(const MeshResult& m) const {
   std::set<int> suspects(m.silent_ranks.begin(), m.silent_ranks.end());
   for (const auto& f : m.failures)

@@ -60,6 +60,9 @@ class Liveness {
   // Ranks the watch has connected and has not seen die: answering, or silent (frozen, or behind
   // a lossy path). A rank the mesh heard nothing from is dead only when the watch saw it die.
   std::set<int> not_lost_ranks() const;
+  // Ranks the watch has connected that are neither dead nor frozen: answering, or silent while
+  // our connection to them retransmits (a lossy path, SilentPeer::retransmits > 0).
+  std::set<int> reachable_ranks() const;
   // Ranks the watch judges frozen or dead when the mesh ends. A pair that failed "accepted, no
   // handshake" (stalled) or a rank the mesh lost may be a frozen peer the watch has not judged
   // yet (it needs its silence timeout): then wait for it, at most 3.5 s and never past the run.

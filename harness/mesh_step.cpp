@@ -33,6 +33,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   m.deadline = earliest(Clock::now() + ms(ctx.o.mesh_timeout_s), ctx.steps_deadline);
   const int rank = w.rank;
   m.after_publish = [rank] { test_pause_point("mesh", rank); };
+  m.seen_alive = [&live](int r) { return live.reachable_ranks().count(r) > 0; };
   try {
     mesh = run_mesh_probe(*s.store, m);
   } catch (const StoreError& e) {

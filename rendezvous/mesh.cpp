@@ -453,7 +453,8 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
                              return !dial_hello(opt.rank, r, addr, deadline_after(dial_budget));
                            }));
       }
-      for (auto& [r, alive] : dials) (alive.get() ? unfinished : silent).push_back(r);
+      for (auto& [r, alive] : dials)
+        (alive.get() || (opt.seen_alive && opt.seen_alive(r)) ? unfinished : silent).push_back(r);
     }
     // What the ranks without a result would have dialled is not tested.
     for (int r : silent)

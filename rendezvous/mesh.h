@@ -55,6 +55,11 @@ struct MeshOptions {
   // Optional: called once our address is published, before any dial (the run's test hook,
   // NCCLSMOKE_TEST_PAUSE_AT=mesh, stops the process here).
   std::function<void()> after_publish;
+  // Optional, rank 0: whether the liveness watch holds a live connection to a rank (answering,
+  // or silent behind a lossy path). Such a rank without a result whose hello went unanswered is
+  // unfinished in the summary, never silent (lost): only the watch sees a death, and the summary
+  // is what every other rank judges by. Called from the collecting thread only.
+  std::function<bool(int)> seen_alive;
 };
 
 struct PairFailure {

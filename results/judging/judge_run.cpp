@@ -6,6 +6,7 @@
 #include "results/judging/classify.h"
 #include "results/judging/judge.h"
 #include "results/judging/link_rules.h"
+#include "results/judging/lossy_path_rule.h"
 #include "results/judging/merge.h"
 #include "results/judging/run_rules.h"
 
@@ -32,10 +33,14 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   MergeOptions mo;
   mo.reporting_rank = roster.reporting_rank;
   mo.world_size = roster.world_size;
+  for (const auto& r : roster.unreported)
+    if (r.seen_alive) mo.alive_at_end.push_back(r.rank);
   Verdict global = merge_rank_verdicts(views, mo);
   global.duration_s = roster.duration_s;
   // Per-link evidence needs no baseline: every run compares its links with its own median link.
   add_judged_findings(global.findings, judge_links(global));
+  // Loss so heavy that the links were never measured is still seen by the liveness watches.
+  add_judged_findings(global.findings, judge_lossy_paths(global));
   explain_by_slow_hosts(global.findings);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));

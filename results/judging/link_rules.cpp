@@ -356,9 +356,14 @@ void explain_by_slow_hosts(std::vector<Finding>& findings) {
       bool about_it = std::any_of(f.ranks.begin(), f.ranks.end(),
                                   [&](int r) { return s.ranks.count(r) > 0; }) ||
                       std::find(f.hosts.begin(), f.hosts.end(), s.host) != f.hosts.end();
-      bool timeout = f.code == Code::TRANSPORT_TIMEOUT && f.subject.transport == s.transport;
+      // A SLOW_HOST of no transport (lossy_path_rule.h: loss the watch saw) explains every
+      // transport's timeouts, its own set-up failures, and links that have it at one end.
+      bool timeout = f.code == Code::TRANSPORT_TIMEOUT &&
+                     (s.transport.empty() || f.subject.transport == s.transport);
       bool silent = (f.code == Code::PEER_LOST || f.code == Code::PEER_STALLED) && about_it;
-      if (timeout || silent) {
+      bool other = s.transport.empty() && about_it &&
+                   (f.code == Code::TRANSPORT_INIT_FAILED || f.code == Code::SLOW_LINK);
+      if (timeout || silent || other) {
         cause = &s;
         break;
       }

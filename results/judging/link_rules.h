@@ -71,7 +71,8 @@ std::vector<Finding> judge_links(const Verdict& v);
 // Loss is not death: once a SLOW_HOST is named, the TRANSPORT_TIMEOUTs of its transport, and the
 // PEER_LOST / PEER_STALLED findings about ranks on that host (heartbeats late behind the same
 // loss), are consequences pointing at it: info, "a consequence of host X's slow links", evidence
-// consequence_of_host. A SLOW_HOST that explains an error becomes an error itself (the run failed
+// consequence_of_host. A SLOW_HOST of no transport (the watch's, lossy_path_rule.h) explains the
+// timeouts of every transport, and the TRANSPORT_INIT_FAILED and SLOW_LINK findings about it. A SLOW_HOST that explains an error becomes an error itself (the run failed
 // because of it).
 void explain_by_slow_hosts(std::vector<Finding>& findings);
 

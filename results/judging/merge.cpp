@@ -160,6 +160,19 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     if (v.reporting_rank >= 0) reported.insert(v.reporting_rank);
   }
   if (world_size > 0) out.world.size = world_size;
+  // Alive to the end: its view arrived, or the reporting rank's watch heard it then (merge.h).
+  std::set<int> lived = reported;
+  lived.insert(options.alive_at_end.begin(), options.alive_at_end.end());
+
+  // A rank that stopped on its own error (its view has an error finding naming itself) and still
+  // sent its view was not lost: the others' PEER_LOST about it alone was a guess, and its own
+  // finding is the cause the operator must read.
+  std::set<int> self_explained;
+  for (const auto& v : local_views)
+    for (const auto& f : v.findings)
+      if (v.reporting_rank >= 0 && f.severity == Severity::error && f.code != Code::PEER_LOST &&
+          std::find(f.ranks.begin(), f.ranks.end(), v.reporting_rank) != f.ranks.end())
+        self_explained.insert(v.reporting_rank);
 
   // ranks. Ranges (ranks that never joined, RankInfo::through) stay ranges unless some view
   // describes a rank inside one; ranks no view describes become ranges too, so the merged list
@@ -172,10 +185,20 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
         ranges.push_back(r);
         continue;
       }
+      // A rank whose own view arrived with no error of its own was not lost (it posted at the end
+      // of its run), whatever another rank inferred from its silence: its view says what it was.
+      const bool disproved = r.status == RankStatus::lost && lived.count(r.rank) > 0 &&
+                             !self_explained.count(r.rank);
       auto [it, fresh] = ranks.try_emplace(r.rank, r);
-      if (fresh) continue;
       RankInfo& m = it->second;
-      if (rank_status_rank(r.status) > rank_status_rank(m.status)) {
+      if (fresh) {
+        if (disproved) {
+          m.status = RankStatus::joined;
+          m.detail.clear();
+        }
+        continue;
+      }
+      if (!disproved && rank_status_rank(r.status) > rank_status_rank(m.status)) {
         m.status = r.status;
         if (!r.detail.empty()) m.detail = r.detail;
       }
@@ -227,8 +250,14 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     if (std::find(by.begin(), by.end(), reporter) == by.end()) by.push_back(reporter);
     std::sort(by.begin(), by.end());
   };
+  // A death of a rank whose own view arrived is disproved by that view (merge.h).
+  auto disproved_by_its_view = [&](const Finding& f) {
+    return f.code == Code::PEER_LOST && !f.ranks.empty() &&
+           std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) { return lived.count(r) > 0; });
+  };
   for (const auto& v : local_views) {
     for (const auto& f : v.findings) {
+      if (disproved_by_its_view(f)) continue;
       auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
         if (g.code != f.code) return false;
         if (per_rank_code(f.code)) return same_ranks(g.ranks, f.ranks);
@@ -257,15 +286,7 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     }
   }
 
-  // A rank that stopped on its own error (its view has an error finding naming itself) and still
-  // sent its view was not lost: the others' PEER_LOST about it alone was a guess, and its own
-  // finding is the cause the operator must read.
-  std::set<int> self_explained;
-  for (const auto& v : local_views)
-    for (const auto& f : v.findings)
-      if (v.reporting_rank >= 0 && f.severity == Severity::error && f.code != Code::PEER_LOST &&
-          std::find(f.ranks.begin(), f.ranks.end(), v.reporting_rank) != f.ranks.end())
-        self_explained.insert(v.reporting_rank);
+  // A rank that stopped on its own error and still sent its view was not lost either (above).
   std::erase_if(out.findings, [&](const Finding& f) {
     return f.code == Code::PEER_LOST && !f.ranks.empty() &&
            std::all_of(f.ranks.begin(), f.ranks.end(),

@@ -14,6 +14,9 @@ struct MergeOptions {
   int world_size = 0;      // expected world; 0 = the largest world.size among the views
   // Phases that must be present in the merged result (see overall_verdict()).
   std::vector<std::string> required_phases;
+  // Ranks whose view did not arrive although the reporting rank's liveness watch heard them to
+  // the end: alive, as a rank whose view arrived is (a PEER_LOST about them is disproved).
+  std::vector<int> alive_at_end;
 };
 
 // - header: from the view whose reporting_rank == options.reporting_rank, else the first view;
@@ -26,6 +29,11 @@ struct MergeOptions {
 // - findings: the same code and subject (finding_dedupe_key) merged into one (ranks/hosts/
 //   reporters united and sorted, worst severity, first hint/evidence); order of first appearance.
 // - transports / identities: concatenated; a row without a rank gets its view's reporting rank.
+// - PEER_LOST about ranks whose own views arrived (or that options.alive_at_end lists) is
+//   dropped, and their "lost" status with it: a rank posts its view at the end of its run, so it
+//   lived that long. What another rank took for
+//   its death was a lossy path (no mesh result, an unanswered hello) or its exit (a reset as it
+//   closed); a rank that stopped on its own error says so in its view.
 // - A rank in [0, world_size) that sent no view and that no error/warning finding names gets a
 //   RESULTS_MISSING finding (so its absence can never read as a pass).
 // - then dedupe_findings(): the same finding from several ranks of a host ("transport fabric

@@ -298,12 +298,16 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
     std::vector<std::string> named;
     for (int r : m.silent_ranks) named.push_back(host_of(hosts, r));
     // Layer "run", the table's, as for the liveness watch's PEER_LOST (it was "mesh" here).
-    out.push_back(rule(Code::PEER_LOST,
-                       fmt::format("{}{} joined but stopped answering during the mesh probe",
-                                   ranks_word(m.silent_ranks.size()), join_ints(m.silent_ranks)),
-                       m.silent_ranks, named,
-                       "The process died or hung after joining: check that pod's status, exit "
-                       "code and log (OOM kill, node drain, crash)."));
+    Finding lost = rule(Code::PEER_LOST,
+                        fmt::format("{}{} joined but stopped answering during the mesh probe",
+                                    ranks_word(m.silent_ranks.size()), join_ints(m.silent_ranks)),
+                        m.silent_ranks, named,
+                        "The process died or hung after joining: check that pod's status, exit "
+                        "code and log (OOM kill, node drain, crash).");
+    // An inference from silence, not a witnessed death (the merge drops it, as any PEER_LOST,
+    // for a rank whose own verdict arrived: it lived to the end of its run).
+    lost.evidence = {{"source", "mesh silence"}};
+    out.push_back(std::move(lost));
   }
   if (!m.summary_received && c.rank != 0) {
     out.push_back(rule(Code::RENDEZVOUS_LOST, reported_by(me(c), "mesh", "mesh summary"),

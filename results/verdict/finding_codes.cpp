@@ -164,7 +164,8 @@ const std::vector<FindingCode> kCodes = {
      "Check the named host's NIC (errors, link speed), CPU throttling and co-located workloads."},
     {Code::SLOW_HOST, Severity::warning, Layer::transport, Outcome::degraded,
      "Every link of the named host is far worse than the run's median link (throughput, round-trip "
-     "time or retransmits, measured per peer in this run, no baseline needed): the host, not one "
+     "time or retransmits, measured per peer in this run, no baseline needed), or the liveness "
+     "watches of several other hosts saw its ranks go quiet behind retransmits: the host, not one "
      "cable, slows every collective it is part of.",
      "Set {hosts} aside for this job (--exclude-hosts, Slurm drain) and check its NIC: link speed and "
      "errors (ethtool -S), packet loss, a rate limit, CPU throttling; the per-link figures are in the "

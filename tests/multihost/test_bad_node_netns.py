@@ -12,9 +12,8 @@ or link it named, and that no other host or link is named.
   link_h2_h5     one link only, host2 <-> host5, limited to 200 Mbit/s (an htb class selected by a u32
                  filter on the peer's address, on both ends): with --pairwise every pair meets
                  once, and SLOW_LINK names host2 and host5; no SLOW_HOST.
-  loss30         30% loss on host2: the run may fail (timeouts), but the liveness watch calls no
-                 one dead and no healthy host is named lost (a rank whose watch never reached
-                 host2 may still infer PEER_LOST about it from the mesh's silence: a known gap).
+  loss30         30% loss on host2: the run may fail (timeouts, or host2 never joins), but no rank
+                 is called lost (PEER_LOST), and a SLOW_HOST, if any, names host2 alone.
 
 Hosts come from netns.py (see ../../shared/TESTHOSTS.md): every rank runs inside a namespace,
 nothing can leave, everything is removed at the end.
@@ -177,17 +176,14 @@ class BadNode(suite.NamespaceCase):
                       timeout_s=120)
             unlossy(bed)
         run.show("SLOW_HOST", "SLOW_LINK", "PEER_LOST", "TRANSPORT_TIMEOUT")
-        # No death from the liveness watch (the one witness of a death), and none of a healthy
-        # host. Known gap, not asserted: a rank whose own watch never got a connection through to
-        # host2 may still infer PEER_LOST from the mesh's silence (rank 0's summary) about host2.
+        # Loss is not death: no rank is called lost (not by the watch, not from the mesh's
+        # silence: rank 0's summary lists a rank its watch reaches as unfinished, and a rank whose
+        # own verdict arrived was not lost).
         lost = run.findings("PEER_LOST")
-        self.assertEqual([f for f in lost if (f.get("evidence") or {}).get("source") ==
-                          "liveness watch"], [], json.dumps(lost)[:2000])
-        self.assertEqual(sorted({h for f in lost for h in f.get("hosts", [])} - {self.host(BAD)}),
-                         [], json.dumps(lost)[:2000])
-        if lost:
-            FIGURES.append(f"loss30: known gap, PEER_LOST of host2 from the mesh's silence: "
-                           f"{lost[0]['message']}")
+        self.assertEqual(lost, [], json.dumps(lost)[:2000])
+        # A SLOW_HOST, when the watches or the links name one, is host2 and no other.
+        slow = run.named("SLOW_HOST")
+        self.assertIn(slow, ([], [self.host(BAD)]), json.dumps(run.global_["findings"])[:3000])
         named = run.named(*SLOW_CODES, "STRAGGLER", "PEER_STALLED")
         if named:
             self.assertIn(self.host(BAD), named, json.dumps(run.global_["findings"])[:3000])

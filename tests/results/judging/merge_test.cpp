@@ -91,7 +91,7 @@ TEST(Merge, PeerLostAboutOneRankIsOneFindingWithItsReporters) {
   v0.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 closed the connection, seen by rank 0", {2}, {"c"}));
   v0.findings.push_back(make_finding(Code::PEER_LOST, "socket: rank 2 reset the ring", {2}, {"c"}));
   v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 2 closed the connection, seen by rank 1", {2}, {"c"}));
-  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 0 closed the connection", {0}, {"a"}));
+  v1.findings.push_back(make_finding(Code::PEER_LOST, "rank 3 closed the connection", {3}, {"d"}));
   Verdict g = merge_rank_verdicts({v0, v1});
   std::vector<const Finding*> lost;
   for (const auto& f : g.findings)
@@ -100,7 +100,7 @@ TEST(Merge, PeerLostAboutOneRankIsOneFindingWithItsReporters) {
   EXPECT_EQ(lost[0]->ranks, (std::vector<int>{2}));
   EXPECT_EQ(lost[0]->message, "rank 2 closed the connection, seen by rank 0");
   EXPECT_EQ(lost[0]->evidence.at("reported_by"), (nlohmann::json{0, 1}));
-  EXPECT_EQ(lost[1]->ranks, (std::vector<int>{0}));
+  EXPECT_EQ(lost[1]->ranks, (std::vector<int>{3}));
   EXPECT_EQ(lost[1]->evidence.at("reported_by"), (nlohmann::json{1}));
   auto errors = validate_verdict_json(to_json(g));
   EXPECT_TRUE(errors.empty()) << errors.front();
@@ -122,6 +122,36 @@ TEST(Merge, RankThatExplainsItselfIsNotLost) {
   EXPECT_NE(std::find(codes.begin(), codes.end(), "WORLD_MISMATCH2"), codes.end());
   EXPECT_EQ(std::find(codes.begin(), codes.end(), "PEER_LOST2"), codes.end());
   EXPECT_NE(std::find(codes.begin(), codes.end(), "PEER_LOST3"), codes.end());
+}
+
+// Loss is not death: rank 1 inferred rank 2 lost from the mesh's silence (a lossy path), and rank
+// 0's watch saw it reset as it exited, but rank 2's own view arrived, clean: both go, and so does
+// the "lost" status. A PEER_LOST about a rank that sent nothing stays.
+TEST(Merge, TheMeshsGuessOfADeathIsDisprovedByTheRanksOwnView) {
+  auto v0 = view(0, "a", ok());
+  auto v1 = view(1, "b", ok());
+  auto v2 = view(2, "c", ok());
+  Finding guess = make_finding(Code::PEER_LOST, "rank 2 joined but stopped answering during the mesh probe", {2}, {"c"});
+  guess.evidence = {{"source", "mesh silence"}};
+  v1.findings.push_back(guess);
+  Finding reset = make_finding(Code::PEER_LOST, "rank 2 reset (ECONNRESET) mid-run", {2}, {"c"});
+  reset.evidence = {{"source", "liveness watch"}};
+  v0.findings.push_back(reset);
+  v1.ranks.push_back({2, RankStatus::lost, "c", "", 0, "", "", "stopped answering after joining"});
+  Finding guess3 = guess;
+  guess3.ranks = {3};
+  v1.findings.push_back(guess3);
+  Verdict g = merge_rank_verdicts({v0, v1, v2}, {.world_size = 4, .required_phases = {}});
+  std::vector<int> lost;
+  for (const auto& f : g.findings)
+    if (f.code == Code::PEER_LOST) lost.insert(lost.end(), f.ranks.begin(), f.ranks.end());
+  EXPECT_EQ(lost, std::vector<int>{3});  // rank 3 sent nothing: the guess stands
+  for (const auto& r : g.ranks)
+    if (r.rank == 2) EXPECT_EQ(r.status, RankStatus::joined);
+  // ... unless rank 0's own watch heard rank 3 to the end: alive, its view just did not come.
+  Verdict h = merge_rank_verdicts({v0, v1, v2}, {.world_size = 4, .required_phases = {},
+                                                 .alive_at_end = {3}});
+  for (const auto& f : h.findings) EXPECT_NE(f.code, Code::PEER_LOST) << f.message;
 }
 
 // The same TRANSPORT_UNAVAILABLE from each of a host's four ranks, each about itself: one

@@ -1,0 +1,98 @@
+#include "results/judging/lossy_path_rule.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "results/verdict/finding_codes.h"
+#include "results/verdict/finding_text.h"
+
+namespace ncclsmoke::results {
+
+namespace {
+
+bool is_lossy_stall(const Finding& f) {
+  return f.code == Code::PEER_STALLED && f.subject.item == "lossy path" && !f.hosts.empty();
+}
+
+// The ranks that saw it: the merge's reported_by, and the watch's own witness.
+std::set<int> witnesses_of(const Finding& f) {
+  std::set<int> out(f.subject.reporters.begin(), f.subject.reporters.end());
+  if (!f.evidence.is_object()) return out;
+  if (auto by = f.evidence.find("reported_by"); by != f.evidence.end() && by->is_array())
+    for (const auto& r : *by)
+      if (r.is_number_integer()) out.insert(r.get<int>());
+  if (auto s = f.evidence.find("seen_by"); s != f.evidence.end() && s->is_number_integer() &&
+                                           s->get<int>() >= 0)
+    out.insert(s->get<int>());
+  return out;
+}
+
+}  // namespace
+
+std::vector<Finding> judge_lossy_paths(const Verdict& v) {
+  std::map<int, std::string> host_of;
+  for (const auto& r : v.ranks)
+    if (!r.host.empty()) host_of[r.rank] = r.host;
+  std::set<std::string> already;
+  for (const auto& f : v.findings)
+    if (f.code == Code::SLOW_HOST) already.insert(f.hosts.begin(), f.hosts.end());
+
+  struct Seen {
+    std::set<std::string> witness_hosts;
+    std::set<int> ranks;
+    long long retransmits = 0;
+  };
+  std::map<std::string, Seen> seen;  // the host the lost packets were going to
+  for (const auto& f : v.findings) {
+    if (!is_lossy_stall(f)) continue;
+    const std::string& host = f.hosts.front();
+    Seen& s = seen[host];
+    s.ranks.insert(f.ranks.begin(), f.ranks.end());
+    if (f.evidence.is_object()) s.retransmits += f.evidence.value("retransmits", 0LL);
+    for (int w : witnesses_of(f)) {
+      auto h = host_of.find(w);
+      if (h != host_of.end() && h->second != host) s.witness_hosts.insert(h->second);
+    }
+  }
+  std::size_t most = 0, at_most = 0;  // the highest count, and how many hosts have it
+  for (const auto& [host, s] : seen) {
+    if (s.witness_hosts.size() > most) {
+      most = s.witness_hosts.size();
+      at_most = 0;
+    }
+    if (s.witness_hosts.size() == most) ++at_most;
+  }
+  std::vector<Finding> out;
+  // One host stands out, or there is nothing to tell apart: loss everywhere is the fabric's.
+  if (most < kLossyHostMinWitnesses || at_most != 1) return out;
+  for (const auto& [host, s] : seen) {
+    if (s.witness_hosts.size() != most || already.count(host)) continue;
+    std::vector<int> ranks(s.ranks.begin(), s.ranks.end());
+    std::vector<std::string> witnesses(s.witness_hosts.begin(), s.witness_hosts.end());
+    Subject about;
+    about.peer = ranks.empty() ? -1 : ranks.front();
+    about.peer_host = host;
+    about.phase = "liveness";
+    about.item = "lossy path";
+    Finding f = make_finding_about(
+        Code::SLOW_HOST, about,
+        fmt::format("host {} loses packets: the liveness watches on {} other hosts ({}) got no "
+                    "answer from its ranks while their connections retransmitted {} segments; "
+                    "no other host is named by as many",
+                    host, witnesses.size(), fmt::join(witnesses, ", "), s.retransmits),
+        ranks, {host}, {{"hosts", host}});
+    f.evidence = {{"source", "liveness watch"},  {"host", host},
+                  {"witness_hosts", witnesses},  {"retransmits", s.retransmits},
+                  {"rule", fmt::format("a host whose ranks the watches of >= {} other hosts saw "
+                                       "silent behind retransmits, more than any other host",
+                                       kLossyHostMinWitnesses)}};
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+}  // namespace ncclsmoke::results

@@ -1,0 +1,131 @@
+// SLOW_HOST from the liveness watches' "lossy path" PEER_STALLED warnings
+// (results/judging/lossy_path_rule.h), and what it explains (link_rules.h explain_by_slow_hosts),
+// through judge_world as rank 0 runs it.
+#include "results/judging/lossy_path_rule.h"
+
+#include <gtest/gtest.h>
+
+#include "results/judging/judge_run.h"
+#include "results/judging/run_rules.h"
+#include "results/verdict/finding_codes.h"
+
+namespace ncclsmoke::results {
+namespace {
+
+std::string host(int r) { return "h" + std::to_string(r); }
+
+// One rank's own view: it joined, and its watch saw `silent` ranks go quiet behind retransmits.
+Verdict view(int rank, int n, const std::vector<int>& silent) {
+  Verdict v;
+  v.scope = Scope::local;
+  v.reporting_rank = rank;
+  v.world.size = n;
+  for (int r = 0; r < n; ++r) {
+    RankInfo ri;
+    ri.rank = r;
+    ri.host = host(r);
+    v.ranks.push_back(ri);
+  }
+  for (int s : silent) {
+    rendezvous::SilentPeer p;
+    p.rank = s;
+    p.host = host(s);
+    p.silent_for_s = 3.2;
+    p.seen_by = rank;
+    p.retransmits = 7;
+    note_peer_silent(v, p, rank);
+  }
+  return v;
+}
+
+Finding timeout_on(int rank, const std::string& transport) {
+  Subject s;
+  s.reporters = {rank};
+  s.transport = transport;
+  s.phase = "transport:" + transport;
+  return make_finding_about(Code::TRANSPORT_TIMEOUT, s, "{reporter} timed out", {rank}, {host(rank)});
+}
+
+std::vector<const Finding*> with_code(const Verdict& v, Code c) {
+  std::vector<const Finding*> out;
+  for (const auto& f : v.findings)
+    if (f.code == c) out.push_back(&f);
+  return out;
+}
+
+WorldRoster roster(int n) {
+  WorldRoster r;
+  r.world_size = n;
+  return r;
+}
+
+TEST(LossyPath, AHostManyWatchesSawLossyIsSlowHostAndExplainsTheTimeouts) {
+  const int n = 6;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r) {
+    // Rank 2 sees everyone lossy (its own path is the bad one); the others see rank 2.
+    std::vector<int> silent;
+    if (r == 2) silent = {0, 1, 3};
+    else silent = {2};
+    views.push_back(view(r, n, silent));
+  }
+  views[0].findings.push_back(timeout_on(0, "socket"));
+  views[4].findings.push_back(timeout_on(4, "fabric"));
+  Verdict g = judge_world(views, roster(n), nullptr);
+  auto slow = with_code(g, Code::SLOW_HOST);
+  ASSERT_EQ(slow.size(), 1u);
+  EXPECT_EQ(slow[0]->hosts, std::vector<std::string>{"h2"});
+  EXPECT_EQ(slow[0]->severity, Severity::error);  // it explains the run's errors
+  EXPECT_EQ(slow[0]->evidence["witness_hosts"].size(), 5u);
+  for (const auto* t : with_code(g, Code::TRANSPORT_TIMEOUT)) {
+    EXPECT_EQ(t->severity, Severity::info) << t->message;
+    EXPECT_EQ(t->evidence.value("consequence_of_host", ""), "h2");
+  }
+  EXPECT_EQ(g.verdict, Outcome::fail);
+}
+
+TEST(LossyPath, OneWitnessIsNotEnough) {
+  const int n = 4;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r) views.push_back(view(r, n, r == 1 ? std::vector<int>{3} : std::vector<int>{}));
+  Verdict g = judge_world(views, roster(n), nullptr);
+  EXPECT_TRUE(with_code(g, Code::SLOW_HOST).empty());
+  EXPECT_FALSE(with_code(g, Code::PEER_STALLED).empty());  // the warning itself stays
+}
+
+TEST(LossyPath, LossEverywhereNamesNoHost) {
+  // Every watch sees every other rank lossy: the fabric, not one host; nothing stands out.
+  const int n = 4;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r) {
+    std::vector<int> others;
+    for (int o = 0; o < n; ++o)
+      if (o != r) others.push_back(o);
+    views.push_back(view(r, n, others));
+  }
+  Verdict g = judge_world(views, roster(n), nullptr);
+  EXPECT_TRUE(with_code(g, Code::SLOW_HOST).empty());
+}
+
+TEST(LossyPath, AFrozenRankIsNotLossy) {
+  // Silent with no retransmits: a frozen process (its kernel still acknowledges), not loss.
+  const int n = 4;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r) {
+    Verdict v = view(r, n, {});
+    if (r != 2) {
+      rendezvous::SilentPeer p;
+      p.rank = 2;
+      p.host = host(2);
+      p.seen_by = r;
+      p.retransmits = 0;
+      note_peer_silent(v, p, r);
+    }
+    views.push_back(v);
+  }
+  Verdict g = judge_world(views, roster(n), nullptr);
+  EXPECT_TRUE(with_code(g, Code::SLOW_HOST).empty());
+}
+
+}  // namespace
+}  // namespace ncclsmoke::results
