@@ -10,7 +10,12 @@ event-loop turn over 10 ms (the server logs its longest as it exits), and, with 
 4-rank `ncclsmoke run` against the attacked store (--store, socket transport) passes.
 
   /usr/bin/python3 bench/store_attack_bench.py [--before /tmp/ncclsmoke-before]
-      [--after build/ncclsmoke] [--only ATTACK[,ATTACK]] [--beside-run] [--json-out FILE]
+      [--after build/ncclsmoke] [--only ATTACK[,ATTACK]] [--beside-run [--beside-after]]
+      [--json-out FILE]
+
+--beside-after starts the 4-rank run once the attack has returned instead of with it: what a
+flood stored (key_flood, byte_flood) stays, so the run meets a store as full as the stranger
+could make it (the job's reserve, rendezvous/tcp_server_reserve.h, is what leaves it room).
 
 The "before" binary (one built without the memory budget) is run without the budget flags;
 "after" runs twice: with the CI suite's budget (128 MiB total, 16 MiB output, 100k keys, 1 s
@@ -95,6 +100,9 @@ def main():
     ap.add_argument("--json-out", default=None)
     ap.add_argument("--beside-run", action="store_true",
                     help="run a 4-rank ncclsmoke run against the attacked store during each attack")
+    ap.add_argument("--beside-after", action="store_true",
+                    help="with --beside-run: start the run after the attack returned (a flood's "
+                         "keys and bytes still stored), not with it")
     ap.add_argument("--observe", type=float, default=4.0,
                     help="seconds of torch set+get measured per attack, at least (default 4)")
     args = ap.parse_args()
@@ -122,6 +130,11 @@ def main():
             if args.beside_run and label != "before":
                 def wrapped(port, srv, attack=attack, beside=beside, binary=binary):
                     beside["run"] = BesideRun(binary, port, name)
+                    if args.beside_after:
+                        problems = attack(port, srv)
+                        beside["run"].start()
+                        beside["run"].join()  # the server lives until the run has ended
+                        return problems
                     beside["run"].start()
                     return attack(port, srv)
             res = sa.run_attack(binary, flags, name, wrapped, bystander="torch",

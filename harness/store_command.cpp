@@ -38,10 +38,17 @@ struct ServeFlags {
   std::size_t max_pending_keys = TcpStoreServerOptions{}.max_pending_keys;
   std::size_t max_connections = TcpStoreServerOptions{}.max_connections;
   std::size_t reserved_connections = TcpStoreServerOptions{}.reserved_connections;
+  // The job's reserve of keys and bytes (rendezvous/tcp_server_reserve.h), in ranks: the flag,
+  // else --reserved-connections when given, else kDefaultReservedRanks.
+  std::size_t reserved_ranks = 0;
   double idle_timeout_s =
       std::chrono::duration<double>(TcpStoreServerOptions{}.idle_timeout).count();
   double duration_s = 0;  // 0 = until SIGINT/SIGTERM
 };
+
+// A store served apart from the job does not know its world size: room for a 64-rank job
+// (4096 keys, 16 MiB), well under 1% of the default limits.
+constexpr std::size_t kDefaultReservedRanks = 64;
 
 struct CheckFlags {
   std::string host = "127.0.0.1";
@@ -172,11 +179,20 @@ void register_store_command(CLI::App& app, Action& action) {
                     "request is shed before a new one is refused")
       ->check(CLI::Range(std::size_t{2}, std::size_t{1} << 24))
       ->capture_default_str();
-  serve->add_option("--reserved-connections", serve_flags->reserved_connections,
-                    "Of --max-connections, slots that connections which never completed a request "
-                    "cannot take (set it to the job's world size; at most half)")
-      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24))
-      ->capture_default_str();
+  auto* reserved_connections =
+      serve->add_option("--reserved-connections", serve_flags->reserved_connections,
+                        "Of --max-connections, slots that connections which never completed a "
+                        "request cannot take (set it to the job's world size; at most half)")
+          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24))
+          ->capture_default_str();
+  auto* reserved_ranks =
+      serve->add_option(
+               "--reserved-ranks", serve_flags->reserved_ranks,
+               "Keys and bytes kept for the job: 64 keys and 256 KiB per rank (at most half of "
+               "--max-keys and --max-total-bytes) that only connections which claimed a rank "
+               "(ncclsmoke run's join) may take; others' keys are refused short of them. 0: none "
+               "(default: --reserved-connections when given, else 64)")
+          ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 24));
   serve->add_option("--idle-timeout", serve_flags->idle_timeout_s,
                     "Seconds a connection may stay open without completing a request (torch "
                     "1.13's WATCH_KEY socket is kept while its main connection vouches for it)")
@@ -185,7 +201,11 @@ void register_store_command(CLI::App& app, Action& action) {
   serve->add_option("--duration", serve_flags->duration_s,
                     "Seconds to serve before exiting (default: until SIGINT/SIGTERM)")
       ->check(seconds_check(true));
-  serve->callback([serve_flags, &action] {
+  serve->callback([serve_flags, reserved_connections, reserved_ranks, &action] {
+    if (reserved_ranks->count() == 0)
+      serve_flags->reserved_ranks = reserved_connections->count() > 0
+                                        ? serve_flags->reserved_connections
+                                        : kDefaultReservedRanks;
     action = [serve_flags] {
       TcpStoreServerOptions opt;
       opt.host = serve_flags->host;
@@ -199,12 +219,20 @@ void register_store_command(CLI::App& app, Action& action) {
       opt.max_pending_keys = serve_flags->max_pending_keys;
       opt.max_connections = serve_flags->max_connections;
       opt.reserved_connections = serve_flags->reserved_connections;
+      opt.reserved_ranks = serve_flags->reserved_ranks;
       opt.idle_timeout = to_ms(serve_flags->idle_timeout_s);
       opt.log = [](const std::string& line) { log_warn(line); };  // through the one logger
       auto server = TcpStoreServer::start(opt);
       std::cout << "ncclsmoke store listening on port " << server->port();
       for (const auto& a : server->listen_addresses()) std::cout << " " << a;
       std::cout << std::endl;
+      {
+        auto st = server->stats();
+        if (st.reserved_keys > 0 || st.reserved_bytes > 0)
+          log_info(fmt::format("store: {} keys and {} bytes reserved for the job's claimed ranks "
+                               "(--reserved-ranks {})",
+                               st.reserved_keys, st.reserved_bytes, serve_flags->reserved_ranks));
+      }
       std::signal(SIGINT, on_signal);
       std::signal(SIGTERM, on_signal);
       auto until = serve_flags->duration_s > 0
@@ -216,9 +244,11 @@ void register_store_command(CLI::App& app, Action& action) {
       server->stop();
       // One summary line (bench/store_stranger_bench.py reads the longest turn from it).
       log_info(fmt::format("store: served {} requests on {} connections; closed {} for limits "
-                           "({} idle, {} shed); longest event-loop turn {:.1f} ms",
+                           "({} idle, {} shed); longest event-loop turn {:.1f} ms; {} "
+                           "connection(s) claimed a rank, holding {} keys",
                            st.requests, st.accepted, st.closed_for_limits, st.closed_idle,
-                           st.shed_idle, static_cast<double>(st.longest_turn_us) / 1000.0));
+                           st.shed_idle, static_cast<double>(st.longest_turn_us) / 1000.0,
+                           st.job_connections, st.job_keys));
       for (const auto& f : st.full)
         log_info(fmt::format("store: full: {} ({}) {} refused {} time(s), last at {} in use, "
                              "last peer {}",

@@ -345,6 +345,8 @@ class Server final : public TcpStoreServer {
                   }) {
     if (!opt_.log) opt_.log = [](const std::string& line) { std::cerr << line << std::endl; };
     keyspace_.reserve_status_key(kStoreFullWireKey);
+    stats_.reserved_keys.store(keyspace_.reserve().keys());
+    stats_.reserved_bytes.store(keyspace_.reserve().bytes());
     request_cap_ = 64 * 1024 * 1024 + opt_.limits.max_value_bytes + opt_.limits.max_key_bytes + 64;
     auto tick = opt_.stalled_request_timeout / 4;
     tick_ = std::clamp<std::chrono::milliseconds>(
@@ -437,6 +439,11 @@ class Server final : public TcpStoreServer {
     s.longest_turn_cpu_us = stats_.longest_turn_cpu_us.load();
     s.slow_turns = stats_.slow_turns.load();
     s.slow_cpu_turns = stats_.slow_cpu_turns.load();
+    s.reserved_keys = stats_.reserved_keys.load();
+    s.reserved_bytes = stats_.reserved_bytes.load();
+    s.job_keys = stats_.job_keys.load();
+    s.job_bytes = stats_.job_bytes.load();
+    s.job_connections = stats_.job_connections.load();
     std::lock_guard lock(full_mu_);
     s.full = full_;
     return s;
@@ -650,6 +657,10 @@ class Server final : public TcpStoreServer {
     stats_.queued.store(out_total_);
     stats_.registered.store(keyspace_.registered_bytes());
     stats_.keys.store(keyspace_.num_keys());
+    const auto& reserve = keyspace_.reserve();
+    stats_.job_keys.store(reserve.job_keys());
+    stats_.job_bytes.store(reserve.job_bytes());
+    stats_.job_connections.store(reserve.job_connections());
     if (released_ >= kTrimAfter && now - last_trim_ >= std::chrono::seconds(1)) {
       malloc_trim(0);
       released_ = 0;
@@ -697,7 +708,7 @@ class Server final : public TcpStoreServer {
         stats_.errors++;
         stats_.limits++;
         record_full("max_connections", "--max-connections", opt_.max_connections,
-                    conns_.size() - status_only_.size(), peer);
+                    conns_.size() - status_only_.size(), peer, false);
         // A few more may read the store's status (why it is full); the oldest such makes room.
         if (status_only_.size() >= kStatusOnlyConnections) {
           if (Conn* old = find(status_only_.front()))
@@ -786,7 +797,8 @@ class Server final : public TcpStoreServer {
       ssize_t n = ::recv(c.fd, into, direct ? std::min(c.in.room(), kReadChunk) : rbuf_.size(), 0);
       if (n > 0) {
         auto got = static_cast<std::size_t>(n);
-        if (auto why = over_budget(got, c.in_pending() + got, &c)) {
+        if (auto why =
+                over_budget(got, c.in_pending() + got, &c, 0, keyspace_.reserve_room(c.id))) {
           std::string what = c.in_pending() > 0 ? head_op(c) : op_name(c, rbuf_[0]);
           close_with_reason(c, "buffering " + std::to_string(c.in_pending() + got) + " bytes of " +
                                    what + " " + *why, true);
@@ -971,7 +983,7 @@ class Server final : public TcpStoreServer {
     running_ = nullptr;
     if (refused && refused->keys_full)
       record_full("max_stored_keys", "--max-keys", opt_.max_stored_keys, keyspace_.num_keys(),
-                  c.peer);
+                  c.peer, keyspace_.reserve().job(c.id));
     return refused;
   }
 
@@ -1079,12 +1091,23 @@ class Server final : public TcpStoreServer {
       Conn* c = find(id);
       return c && admit_output(*c, bytes);
     };
-    l.may_grow = [this](std::size_t grow, std::size_t item) -> std::optional<std::string> {
-      if (auto why = over_budget(grow, item)) return "storing " + std::to_string(grow) +
-                                                     " more bytes " + *why;
+    l.may_grow = [this](std::size_t grow, std::size_t item, std::size_t held_back,
+                        std::size_t room) -> std::optional<std::string> {
+      if (auto why = over_budget(grow, item, nullptr, held_back, room))
+        return "storing " + std::to_string(grow) + " more bytes " + *why;
       return std::nullopt;
     };
+    // The job's reserve (tcp_server_reserve.h), each part at most half of its limit.
+    l.reserved_ranks = reserved_ranks();
+    l.reserved_keys = std::min(l.reserved_ranks * detail::kReservedKeysPerRank,
+                               opt_.max_stored_keys / 2);
+    l.reserved_bytes = std::min(l.reserved_ranks * detail::kReservedBytesPerRank,
+                                opt_.max_total_bytes / 2);
     return l;
+  }
+
+  std::size_t reserved_ranks() const {
+    return opt_.reserved_ranks.value_or(opt_.reserved_connections);
   }
 
   std::size_t in_use() const {
@@ -1092,29 +1115,36 @@ class Server final : public TcpStoreServer {
   }
 
   // Why `grow` more bytes for an item (a request, a reply, a value) of `item` bytes do not fit
-  // the total budget, or nullopt when they do. Big items may use only 7/8 of it.
-  // A refusal is recorded for the job (stats().full), naming `who` (else the running request's
-  // connection).
-  std::optional<std::string> over_budget(std::size_t grow, std::size_t item,
-                                         const Conn* who = nullptr) {
+  // the total budget, or nullopt when they do. Big items may use only 7/8 of it. The job's
+  // reserve (tcp_server_reserve.h): `held_back` bytes of it a stranger's stored bytes may not
+  // take; `room` bytes of it the job's connection may take past the usual cap (up to the whole
+  // budget). A refusal is recorded for the job (stats().full), naming `who` (else the running
+  // request's connection).
+  std::optional<std::string> over_budget(std::size_t grow, std::size_t item, const Conn* who,
+                                         std::size_t held_back, std::size_t room) {
     std::size_t cap = opt_.max_total_bytes;
     if (item > kSmallItem) cap -= cap / 8;
     std::size_t used = in_use();
-    if (used + grow <= cap) return std::nullopt;
+    if (used + grow + held_back <= cap) return std::nullopt;
+    if (grow <= room && used + grow <= opt_.max_total_bytes) return std::nullopt;
     if (!who) who = running_;
     record_full("max_total_bytes", "--max-total-bytes", opt_.max_total_bytes, used,
-                who ? who->peer : std::string());
+                who ? who->peer : std::string(), who && keyspace_.reserve().job(who->id));
     return "would exceed the total memory budget: " + std::to_string(used) + " bytes in use (" +
            std::to_string(keyspace_.stored_bytes()) + " stored, " +
            std::to_string(keyspace_.registered_bytes()) + " in WAIT/WATCH_KEY registrations, " +
            std::to_string(in_total_) + " in buffered requests, " + std::to_string(out_total_) +
            " in queued replies) of " + "max_total_bytes " +
            std::to_string(opt_.max_total_bytes) + " (--max-total-bytes" +
-           (item > kSmallItem ? "; items over 64 KiB may use 7/8 of it)" : ")");
+           (item > kSmallItem ? "; items over 64 KiB may use 7/8 of it" : "") +
+           (held_back > 0 ? "; " + std::to_string(held_back) +
+                                " bytes are held for the job's claimed ranks (--reserved-ranks))"
+                          : ")");
   }
 
+  // `job`: the refused connection had claimed a rank (StoreFullHit::job_refusals).
   void record_full(const char* limit, const char* flag, uint64_t value, uint64_t in_use,
-                   const std::string& peer) {
+                   const std::string& peer, bool job) {
     std::lock_guard lock(full_mu_);
     auto it = std::find_if(full_.begin(), full_.end(),
                            [&](const StoreFullHit& h) { return h.limit == limit; });
@@ -1126,6 +1156,7 @@ class Server final : public TcpStoreServer {
     it->value = value;
     it->in_use = in_use;
     it->refusals++;
+    if (job) it->job_refusals++;
     it->last_peer = peer.substr(0, 256);
     status_dirty_ = true;
   }
@@ -1152,7 +1183,7 @@ class Server final : public TcpStoreServer {
                   " (--max-output-bytes)");
       return false;
     }
-    if (auto why = over_budget(bytes, pending + bytes, &c)) {
+    if (auto why = over_budget(bytes, pending + bytes, &c, 0, keyspace_.reserve_room(c.id))) {
       doom(c, "queueing a reply or notification of " + std::to_string(bytes) + " bytes " + *why);
       return false;
     }
@@ -1546,7 +1577,8 @@ class Server final : public TcpStoreServer {
     std::atomic<uint64_t> accepted{0}, open{0}, legacy{0}, modern{0}, errors{0}, requests{0},
         keys{0}, limits{0}, stored{0}, buffered{0}, queued{0}, registered{0}, idle{0}, shed{0},
         longest_turn_us{0}, longest_turn_its_cpu_us{0}, longest_turn_cpu_us{0}, slow_turns{0},
-        slow_cpu_turns{0};
+        slow_cpu_turns{0}, reserved_keys{0}, reserved_bytes{0}, job_keys{0}, job_bytes{0},
+        job_connections{0};
   } stats_;
   mutable std::mutex full_mu_;
   std::vector<StoreFullHit> full_;  // under full_mu_
@@ -1567,6 +1599,7 @@ std::string store_full_status_json(const std::vector<StoreFullHit>& hits) {
                     {"value", h.value},
                     {"in_use", h.in_use},
                     {"refusals", h.refusals},
+                    {"job_refusals", h.job_refusals},
                     {"last_peer", h.last_peer}});
   return nlohmann::json{{"store_full", std::move(list)}}.dump();
 }
@@ -1587,6 +1620,7 @@ std::optional<std::vector<StoreFullHit>> parse_store_full_status(std::string_vie
       h.in_use = e.at("in_use").get<uint64_t>();
       h.refusals = e.at("refusals").get<uint64_t>();
       h.last_peer = e.value("last_peer", std::string());
+      h.job_refusals = e.value("job_refusals", uint64_t{0});
     } catch (const nlohmann::json::exception&) {
       return std::nullopt;
     }

@@ -48,7 +48,20 @@
 //              16k-rank world waiting on every rank's key needs 16 Ki). A decoded request being
 //              run in slices counts as buffered request bytes.
 // Each closes only the offending connection, with one log line naming the peer, the limit, its
-// value and its flag; everyone else keeps being served. The loop never does O(value) work for a
+// value and its flag; everyone else keeps being served.
+//
+// The job's reserve (no stranger fills the store the job needs; tcp_server_reserve.h):
+//   reserve    of max_stored_keys and max_total_bytes, reserved_ranks x 64 keys and x 256 KiB
+//              (each at most half of its limit) are kept for connections that claimed a rank:
+//              the one whose COMPARE_SET created /ncclsmoke/<job>/<restart>/join/rank/<r>, as
+//              every rank of `ncclsmoke run` does to join (plus the few keys a rank writes just
+//              before its claim). Anyone else's request that would store a key or bytes in the
+//              reserve's unused part is refused as over --max-keys / --max-total-bytes (and
+//              recorded, STORE_FULL); a key belongs to the job while a job's connection wrote it
+//              last, so writing under the job's prefix takes nothing from the reserve. Only stored
+//              keys and bytes are held back (requests, replies and registrations leave with their
+//              connection). reserved_ranks defaults to reserved_connections: the harness's world
+//              size; `store serve` --reserved-ranks, 64 unless --reserved-connections is given. The loop never does O(value) work for a
 // tiny op: a connection gets at most 256 requests and 256 KiB of reading per turn, a request still
 // arriving is checked without being copied, big input buffers grow by mremap; torch 1.13's
 // WATCH_KEY notification, which carries the whole old and new value, refers to the stored values
@@ -95,6 +108,9 @@ struct TcpStoreServerOptions {
   // Of max_connections, slots never-requested connections cannot take (the job's world size;
   // at most half of max_connections).
   std::size_t reserved_connections = 0;
+  // Ranks the job's reserve of keys and bytes is sized for (see "The job's reserve" above);
+  // nullopt: reserved_connections (the harness sets that to its world size). 0: no reserve.
+  std::optional<std::size_t> reserved_ranks;
   // Log sink for the one-line reasons a connection was closed (default: stderr).
   std::function<void(const std::string&)> log;
 };
@@ -108,6 +124,10 @@ struct StoreFullHit {
   uint64_t value = 0;    // the limit's value
   uint64_t in_use = 0;   // what the store held when it last refused (keys, bytes, connections)
   uint64_t refusals = 0;
+  // Of refusals, those of connections that had claimed a rank (the job's own, past its reserve).
+  // 0 with refusals > 0: only strangers were refused, short of the job's reserve; the job had
+  // room (tcp_server_reserve.h).
+  uint64_t job_refusals = 0;
   std::string last_peer;  // who was refused last
 };
 
@@ -116,7 +136,8 @@ struct StoreFullHit {
 // server only (a client's write to it closes that connection), outside the budget and the key
 // count, at most 3 entries of bounded size. Absent until a limit refuses someone.
 //   {"store_full":[{"limit":"max_stored_keys","flag":"--max-keys","value":1000,"in_use":1000,
-//                   "refusals":3,"last_peer":"127.0.0.1:41234"}]}
+//                   "refusals":3,"job_refusals":0,"last_peer":"127.0.0.1:41234"}]}
+// (job_refusals: absent from an older server's status, read as 0.)
 // When every connection slot is taken by clients past their first request, up to
 // kStatusOnlyConnections more are accepted that may only read (VALIDATE, PING, GET, CHECK,
 // MULTI_GET, WAIT, GETNUMKEYS): a rank refused at the cap can still read why.
@@ -153,6 +174,12 @@ struct TcpStoreServerStats {
   uint64_t longest_turn_cpu_us = 0;  // the most CPU time any one turn took
   uint64_t slow_turns = 0;           // turns over 10 ms by wall time
   uint64_t slow_cpu_turns = 0;       // turns over 10 ms of CPU time
+  // The job's reserve (its size; what the job holds now; connections that claimed a rank).
+  uint64_t reserved_keys = 0;
+  uint64_t reserved_bytes = 0;
+  uint64_t job_keys = 0;
+  uint64_t job_bytes = 0;
+  uint64_t job_connections = 0;
   // One entry per store-wide limit that refused at least once, in the order first hit.
   std::vector<StoreFullHit> full;
 };

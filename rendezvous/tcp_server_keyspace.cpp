@@ -92,6 +92,7 @@ std::size_t ServerKeyspace::registrations(ConnId conn) const {
 }
 
 void ServerKeyspace::forget(ConnId conn) {
+  reserve_.forget(conn);
   // The index walks (wake, wake_one, notify_watchers) skip a connection with no pending WAIT or
   // that the server no longer has, so its entries may stay there until retired.
   opening_.erase(conn);
@@ -218,20 +219,30 @@ std::optional<Refusal> ServerKeyspace::refuse_status_write(const wire::Request& 
   }
 }
 
-std::optional<Refusal> ServerKeyspace::admit(std::size_t new_entries, std::size_t grow,
+std::optional<Refusal> ServerKeyspace::admit(bool job, std::size_t new_entries, std::size_t grow,
                                              std::size_t item, const char* what) const {
   std::size_t entries = num_keys() + queues_.size();
-  if (new_entries > 0 && entries + new_entries > limits_.max_stored_keys) {
+  // A stranger may not take the reserve's unused keys (tcp_server_reserve.h); the job may take
+  // the whole table.
+  std::size_t held = job ? 0 : reserve_.unused_keys();
+  std::size_t cap = limits_.max_stored_keys - std::min(limits_.max_stored_keys, held);
+  if (new_entries > 0 && entries + new_entries > cap) {
     Refusal r(std::string(what) + " would create " + std::to_string(new_entries) +
                   " key(s) beyond the key-count limit: " + std::to_string(entries) +
                   " keys stored, max_stored_keys " + std::to_string(limits_.max_stored_keys) +
-                  " (--max-keys)",
+                  " (--max-keys)" +
+                  (held > 0 ? ", of which " + std::to_string(held) +
+                                  " are held for the job's claimed ranks (--reserved-ranks)"
+                            : std::string()),
               true);
     r.keys_full = true;
     return r;
   }
-  if (grow > 0 && limits_.may_grow)
-    if (auto why = limits_.may_grow(grow, item)) return Refusal(std::move(*why), true);
+  if (grow > 0 && limits_.may_grow) {
+    std::size_t unused = reserve_.unused_bytes();
+    if (auto why = limits_.may_grow(grow, item, job ? 0 : unused, job ? unused : 0))
+      return Refusal(std::move(*why), true);
+  }
   return std::nullopt;
 }
 
@@ -245,8 +256,10 @@ std::optional<Refusal> ServerKeyspace::admit_registration(ConnId conn, std::size
                        " pending WAIT/WATCH_KEY keys already): over max_pending_keys " +
                        std::to_string(limits_.max_pending_keys) + " (--max-pending-keys)",
                    true);
+  // A registration leaves with its connection: nothing is held back from it (only stored
+  // bytes are), and a job's connection may use the unused reserve.
   if (limits_.may_grow)
-    if (auto why = limits_.may_grow(bytes, bytes))
+    if (auto why = limits_.may_grow(bytes, bytes, 0, reserve_room(conn)))
       return Refusal("registering " + std::to_string(more) + " key(s) of " + what + ": " +
                          std::move(*why),
                      true);
@@ -326,19 +339,24 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
           grow += vsize - it->second->size();
         }
       }
-      if (auto why = admit(new_entries, grow, item, wire::to_string(req.op))) return why;
+      const bool job = job_write(conn, req.keys);
+      if (auto why = admit(job, new_entries, grow, item, wire::to_string(req.op))) return why;
+      note_written(conn, job);
       for (std::size_t i = 0; i < req.keys.size(); ++i) {
         const auto& key = req.keys[i];
         auto it = data_.find(key);
         if (!it) {
           bytes_ += kEntryOverhead + key.size() + req.values[i].size();
           auto& v = data_.try_emplace(key, make_value(std::move(req.values[i]))).first->second;
+          own(key, v, job);
           notify_watchers(key, Change::created, {}, whole(v));
         } else {
           bytes_ += req.values[i].size();
           bytes_ -= it->second->size();
           Value old = std::move(it->second);
+          disown(key, old);
           it->second = make_value(std::move(req.values[i]));
+          own(key, it->second, job);
           notify_watchers(key, Change::updated, whole(old), whole(it->second));
         }
         wake(key);
@@ -356,26 +374,35 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
           if (!may_queue(conn, 8 + expected.size())) return std::nullopt;
           wire::put_bytes(out, expected);  // torch's "lying" answer for a missing key
         } else {
-          if (auto why = admit(1, kEntryOverhead + key.size() + desired.size(), desired.size(),
-                               "COMPARE_SET"))
+          // Creating <ns>/join/rank/<r> from "" is a rank's claim: the connection is the job's
+          // from now on (tcp_server_reserve.h).
+          const bool job = job_write(conn, req.keys);
+          if (auto why = admit(job, 1, kEntryOverhead + key.size() + desired.size(),
+                               desired.size(), "COMPARE_SET"))
             return why;
           if (!may_queue(conn, 8 + desired.size())) return std::nullopt;
+          if (job && join_key_kind(key) == JoinKey::claim) reserve_.claim(conn);
+          note_written(conn, job);
           bytes_ += kEntryOverhead + key.size() + desired.size();
           auto& v = data_.try_emplace(key, make_value(std::move(desired))).first->second;
+          own(key, v, job);
           notify_watchers(key, Change::created, {}, whole(v));
           wire::put_bytes(out, *v);
           wake(key);
         }
       } else {
         if (*it->second == expected) {
+          const bool job = reserve_.job(conn);
           if (desired.size() > expected.size())
-            if (auto why = admit(0, desired.size() - expected.size(), desired.size(),
+            if (auto why = admit(job, 0, desired.size() - expected.size(), desired.size(),
                                  "COMPARE_SET"))
               return why;
           bytes_ += desired.size();
           bytes_ -= expected.size();
           Value old = std::move(it->second);
+          disown(key, old);
           it->second = make_value(std::move(desired));
+          own(key, it->second, job);
           notify_watchers(key, Change::updated, whole(old), whole(it->second));
         }
         if (!may_queue(conn, 8 + it->second->size())) return std::nullopt;
@@ -412,19 +439,25 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
         return "ADD of " + std::to_string(req.delta) + " to key " + printable(key) + " (" +
                std::to_string(*current) + ") overflows int64";
       std::string text = std::to_string(value);
+      const bool job = reserve_.job(conn);
       if (!it) {
-        if (auto why = admit(1, kEntryOverhead + key.size() + text.size(), text.size(), "ADD"))
+        if (auto why =
+                admit(job, 1, kEntryOverhead + key.size() + text.size(), text.size(), "ADD"))
           return why;
         bytes_ += kEntryOverhead + key.size() + text.size();
         auto& v = data_.try_emplace(key, make_value(std::move(text))).first->second;
+        own(key, v, job);
         notify_watchers(key, Change::created, {}, whole(v));
       } else {
         if (text.size() > it->second->size())
-          if (auto why = admit(0, text.size() - it->second->size(), text.size(), "ADD")) return why;
+          if (auto why = admit(job, 0, text.size() - it->second->size(), text.size(), "ADD"))
+            return why;
         bytes_ += text.size();
         bytes_ -= it->second->size();
         Value old = std::move(it->second);
+        disown(key, old);
         it->second = make_value(std::move(text));
+        own(key, it->second, job);
         notify_watchers(key, Change::updated, whole(old), whole(it->second));
       }
       wire::put_i64(out, value);
@@ -461,6 +494,7 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       int64_t deleted = 0;
       if (it) {
         notify_watchers(key, Change::deleted, whole(it->second), {});
+        disown(key, it->second);
         bytes_ -= kEntryOverhead + key.size() + it->second->size();
         data_.erase(key);
         deleted = 1;
@@ -480,12 +514,14 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       const auto& key = req.keys[0];
       auto& value = req.values[0];
       auto it = data_.find(key);
+      const bool job = reserve_.job(conn);
       if (!it) {
-        if (auto why = admit(1, kEntryOverhead + key.size() + value.size(), value.size(),
+        if (auto why = admit(job, 1, kEntryOverhead + key.size() + value.size(), value.size(),
                              "APPEND"))
           return why;
         bytes_ += kEntryOverhead + key.size() + value.size();
         auto& v = data_.try_emplace(key, make_value(std::move(value))).first->second;
+        own(key, v, job);
         notify_watchers(key, Change::created, {}, whole(v));
       } else {
         std::size_t old_size = it->second->size();
@@ -495,11 +531,13 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
                              " bytes) would exceed max_value_bytes " +
                              std::to_string(limits_.max_value_bytes) + " (--max-value-bytes)",
                          true);
-        if (auto why = admit(0, value.size(), old_size + value.size(), "APPEND")) return why;
+        if (auto why = admit(job, 0, value.size(), old_size + value.size(), "APPEND")) return why;
         bytes_ += value.size();
         // In place, amortised: no copy of what is already stored, and what notifications
         // queued before hold of it (its first bytes) stays as it was.
+        disown(key, it->second);
         it->second->append(value);
+        own(key, it->second, job);
         notify_watchers(key, Change::appended, prefix(it->second, old_size), whole(it->second));
       }
       wake(key);
@@ -535,7 +573,11 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
       bool fresh = !q;
       std::size_t grow = kItemOverhead + req.values[0].size() +
                          (fresh ? kEntryOverhead + key.size() : 0);
-      if (auto why = admit(fresh ? 1 : 0, grow, req.values[0].size(), "QUEUE_PUSH")) return why;
+      // Queues are never the job's (ncclsmoke does not use them); a job's connection may still
+      // take the reserve for one.
+      if (auto why = admit(reserve_.job(conn), fresh ? 1 : 0, grow, req.values[0].size(),
+                           "QUEUE_PUSH"))
+        return why;
       bytes_ += grow;
       if (fresh) q = queues_.try_emplace(key).first;
       q->second.push_back(std::move(req.values[0]));

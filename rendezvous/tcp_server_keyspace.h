@@ -20,6 +20,12 @@
 // it: APPEND grows the value in place (amortised), and a WATCH_KEY notification refers to the
 // stored values (old and new; after an APPEND the old is the new's first bytes) instead of
 // copying them.
+//
+// The job's reserve (tcp_server_reserve.h): KeyspaceLimits::reserved_* keys and stored bytes
+// that only connections which claimed a rank may take. A request of anyone else is admitted
+// against max_stored_keys less the reserve's unused part, and may_grow is told to hold the unused
+// bytes back from its stored bytes; every entry records whether the job wrote it last, so the
+// job's keys and bytes are known exactly.
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -34,11 +40,10 @@
 #include <unordered_set>
 #include <vector>
 
+#include "rendezvous/tcp_server_reserve.h"
 #include "rendezvous/wire.h"
 
 namespace ncclsmoke::rendezvous::detail {
-
-using ConnId = uint64_t;
 
 // A hash table that never rehashes all its entries at once. std::unordered_map doubles in one go:
 // relinking 64 Ki-1 Mi scattered nodes held the event loop for 10-40 ms (a 128 Ki-key WAIT, a
@@ -160,7 +165,16 @@ struct KeyspaceLimits {
   // May `bytes` more be queued for `conn`? false: the server drops that connection (and logs why).
   std::function<bool(ConnId, std::size_t bytes)> may_queue;
   // May the store grow by `grow` bytes for an item of `item` bytes? A reason when not.
-  std::function<std::optional<std::string>(std::size_t grow, std::size_t item)> may_grow;
+  // `held_back`: bytes of the job's reserve this growth may not take (a stranger's stored bytes);
+  // `room`: bytes of the reserve it may take beyond the usual caps (the job's own growth).
+  std::function<std::optional<std::string>(std::size_t grow, std::size_t item,
+                                           std::size_t held_back, std::size_t room)>
+      may_grow;
+  // The job's reserve (tcp_server_reserve.h): for how many ranks, and its keys and stored bytes
+  // (0: none; the caller caps them).
+  std::size_t reserved_ranks = 0;
+  std::size_t reserved_keys = 0;
+  std::size_t reserved_bytes = 0;
 };
 
 // `len` bytes at `off` of a shared buffer: a stored value (or its first bytes) or a part of a
@@ -184,7 +198,10 @@ class ServerKeyspace {
   // Values at least this big go into a notification by reference, not copied.
   static constexpr std::size_t kShareFrom = 64 * 1024;
   explicit ServerKeyspace(Send send, KeyspaceLimits limits = {}, SendShared send_shared = nullptr)
-      : send_(std::move(send)), send_shared_(std::move(send_shared)), limits_(std::move(limits)) {}
+      : send_(std::move(send)),
+        send_shared_(std::move(send_shared)),
+        limits_(std::move(limits)),
+        reserve_(limits_.reserved_ranks, limits_.reserved_keys, limits_.reserved_bytes) {}
 
   // Runs one decoded request from `conn` (VALIDATE is the server's business, not ours). The
   // rvalue form moves the request's values into the store.
@@ -238,6 +255,14 @@ class ServerKeyspace {
 
   std::size_t pending_waits() const { return waits_.size(); }
 
+  // The job's reserve: who has claimed a rank, what the job holds (tcp_server_reserve.h).
+  const JobReserve& reserve() const { return reserve_; }
+  // Bytes of the reserve `conn` may use beyond the usual caps for what it has in flight
+  // (buffered requests, queued replies): the unused reserve for a job's connection, else 0.
+  std::size_t reserve_room(ConnId conn) const {
+    return reserve_.job(conn) ? reserve_.unused_bytes() : 0;
+  }
+
  private:
   bool present(const std::string& key) const;
   bool is_status_key(std::string_view key) const {
@@ -252,9 +277,36 @@ class ServerKeyspace {
   void wake_one(const std::string& key);
   void cancel_wait(ConnId conn);
   enum class Change : uint8_t { updated = 0, created = 1, deleted = 2, appended = 4 };
-  // A stored value: shared, so a notification can carry it without a copy (SharedBytes).
-  using Value = std::shared_ptr<std::string>;
-  static Value make_value(std::string&& v) { return std::make_shared<std::string>(std::move(v)); }
+  // A stored value: shared, so a notification can carry it without a copy (SharedBytes), and
+  // whether the job's connection wrote it last (its bytes then count as the job's).
+  struct Stored : std::string {
+    explicit Stored(std::string&& v) : std::string(std::move(v)) {}
+    bool job = false;
+  };
+  using Value = std::shared_ptr<Stored>;
+  static Value make_value(std::string&& v) { return std::make_shared<Stored>(std::move(v)); }
+  // What stored_bytes() counts for an entry.
+  static std::size_t charge(const std::string& key, const Value& v) {
+    return kEntryOverhead + key.size() + v->size();
+  }
+  // The entry's bytes leave / join the job's count (before / after a write changes it); a write
+  // makes the entry the job's when `job`, else a stranger's.
+  void disown(const std::string& key, const Value& v) {
+    if (v && v->job) reserve_.release(charge(key, v));
+  }
+  void own(const std::string& key, const Value& v, bool job) {
+    v->job = job;
+    if (job) reserve_.hold(charge(key, v));
+  }
+  // Whether `conn`'s write of `keys` is the job's and may use the reserve: a job's connection,
+  // or a single key the join writes before (or as) its claim (JobReserve::covers). The caller
+  // records a pre-claim write with note_written() once it is done.
+  bool job_write(ConnId conn, const std::vector<std::string>& keys) const {
+    return reserve_.job(conn) || (keys.size() == 1 && reserve_.covers(conn, keys[0]));
+  }
+  void note_written(ConnId conn, bool job) {
+    if (job && !reserve_.job(conn)) reserve_.note_pre_claim(conn);
+  }
   static SharedBytes whole(const Value& v) { return {v, 0, v ? v->size() : 0}; }
   static SharedBytes prefix(const Value& v, std::size_t n) { return {v, 0, n}; }
   void notify_watchers(const std::string& key, Change change, const SharedBytes& old_value,
@@ -264,8 +316,10 @@ class ServerKeyspace {
     return !limits_.may_queue || limits_.may_queue(conn, bytes);
   }
   // nullopt when the store may take `new_entries` more keys/queues and `grow` more bytes.
-  std::optional<Refusal> admit(std::size_t new_entries, std::size_t grow, std::size_t item,
-                               const char* what) const;
+  // `job`: the write is the job's (covered by the reserve); otherwise the reserve's unused keys
+  // and bytes are held back from it.
+  std::optional<Refusal> admit(bool job, std::size_t new_entries, std::size_t grow,
+                               std::size_t item, const char* what) const;
   // nullopt when `conn` may register `more` keys costing `bytes` (the per-connection cap, then
   // the total budget through may_grow).
   std::optional<Refusal> admit_registration(ConnId conn, std::size_t more, std::size_t bytes,
@@ -284,6 +338,7 @@ class ServerKeyspace {
   Send send_;
   SendShared send_shared_;
   KeyspaceLimits limits_;
+  JobReserve reserve_;
   std::size_t bytes_ = 0;
   std::size_t registered_ = 0;
   std::string status_key_;
