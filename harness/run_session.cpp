@@ -16,6 +16,7 @@
 #include "harness/mesh_step.h"
 #include "harness/pairwise_plan.h"  // summarize, pairwise_settings
 #include "harness/pairwise_step.h"
+#include "harness/set_aside.h"  // write_suspects_file
 #include "harness/progress.h"
 #include "harness/summary_tables.h"
 #include "harness/transports_step.h"
@@ -183,6 +184,9 @@ results::Verdict RunSession::write_own_view_as_global(const results::Verdict& v)
   roster.duration_s = rendezvous::seconds_since(ctx_.start);
   auto global = results::judge_world({v}, roster, nullptr);
   ctx_.write(ctx_.global_path(), global);
+  // A run that stopped before the gather (a config error, the watchdog) still names its
+  // suspects for the next run's --exclude-file, as the gathered one does.
+  write_suspects_file(ctx_, global);
   return global;
 }
 

@@ -789,6 +789,49 @@ TEST(ReportHosts, HostsInFindingsByCode) {
   EXPECT_NE(html.find("(no host named)"), std::string::npos);
 }
 
+// The bad node over a month of runs: SLOW_HOST, SLOW_LINK and MTU_MISMATCH per host, so the host
+// that keeps coming back heads the per-host view, and a link's two ends are both counted.
+TEST(ReportHosts, TheHostThatKeepsComingBackHeadsTheBadNodeView) {
+  ReportInput in;
+  const std::vector<std::string> hosts{"n1", "n2", "n3", "n4"};
+  for (int day = 0; day < 6; ++day) {
+    std::string id = "d" + std::to_string(day);
+    add_run(in, {.run_id = id, .t = kT0 + day * 86400.0, .verdict = results::Outcome::degraded,
+                 .hosts = hosts});
+    if (day != 3)  // n2 is slow in 5 of 6 runs
+      add_finding(in, id, results::Code::SLOW_HOST, results::Severity::warning,
+                  "socket: host n2 is slow with its peers on the ring", {1}, {"n2"});
+    if (day >= 4)  // the n3-n4 cable went bad on day 4
+      add_finding(in, id, results::Code::SLOW_LINK, results::Severity::warning,
+                  "socket: the link between n3 and n4 is far worse", {2, 3}, {"n3", "n4"});
+  }
+  add_run(in, {.run_id = "mtu", .t = kT0 + 6 * 86400.0, .verdict = results::Outcome::fail,
+               .hosts = hosts});
+  add_finding(in, "mtu", results::Code::MTU_MISMATCH, results::Severity::error,
+              "host n4's paths drop 9001-byte packets", {3}, {"n4"});
+  auto m = build_model(in, options_at(kT0 + 7 * 86400.0));
+  const auto& c = m.clusters.at(0);
+  ASSERT_GE(c.hosts.size(), 3u);
+  EXPECT_EQ(c.hosts[0].host, "n2");
+  EXPECT_EQ(c.hosts[0].finding_runs, 5u);
+  EXPECT_EQ(c.hosts[0].runs_present, 7u);
+  ASSERT_EQ(c.hosts[0].codes.size(), 1u);
+  EXPECT_EQ(c.hosts[0].codes[0].code, "SLOW_HOST");
+  EXPECT_EQ(c.hosts[0].codes[0].last_run_id, "d5");
+  EXPECT_EQ(c.hosts[1].host, "n4");  // SLOW_LINK twice and MTU_MISMATCH once: 3 runs
+  EXPECT_EQ(c.hosts[1].finding_runs, 3u);
+  ASSERT_EQ(c.hosts[1].codes.size(), 2u);
+  EXPECT_EQ(c.hosts[1].codes[0].code, "SLOW_LINK");
+  EXPECT_EQ(c.hosts[1].codes[1].code, "MTU_MISMATCH");
+  EXPECT_EQ(c.hosts[1].codes[1].severity, "error");
+  EXPECT_EQ(c.hosts[2].host, "n3");
+  EXPECT_EQ(c.hosts[2].finding_runs, 2u);
+  EXPECT_EQ(c.host_codes.front(), "SLOW_HOST");
+  auto html = render_html(m);
+  EXPECT_NE(html.find("<tr class=\"host\" data-host=\"n2\" data-runs=\"5\">"), std::string::npos);
+  EXPECT_NE(html.find("data-code=\"MTU_MISMATCH\""), std::string::npos);
+}
+
 // The run list links each run to its verdict: --verdict-url's template (the run id URL-escaped),
 // else the file an import read it from, else nothing.
 TEST(ReportRuns, RunListLinksEachVerdict) {
