@@ -6,7 +6,6 @@
 
 #include <cctype>
 #include <cstdio>
-#include <cstring>
 #include <random>
 
 #include "rendezvous/store_util.h"
@@ -151,17 +150,13 @@ std::variant<LaunchPlan, LaunchError> Planner::run() {
     check.rank = "0";
     check.world_size = "2";
     check.master_addr = addr->value;
+    check.master_addr_name = addr->variable;  // the world check names what the value came from
     check.master_port = "1";
     check.launcher = "flags";
     auto res = discover_world(check, map_environment({}), host_);
     for (const auto& fd : res.findings)
-      if (fd.blocking() && fd.variable == "--master-addr") {
-        // The world check names the flag; name what the value really came from.
-        std::string msg = fd.message;
-        if (auto at = msg.find("--master-addr"); at != std::string::npos)
-          msg.replace(at, std::strlen("--master-addr"), addr->variable);
-        return LaunchError{addr->variable, addr->value, msg + "; " + fd.hint};
-      }
+      if (fd.blocking() && fd.variable == addr->variable)
+        return LaunchError{addr->variable, addr->value, fd.message + "; " + fd.hint};
     p.master_addr = trim(addr->value);
     p.addr_from = addr->variable;
   } else if (p.nnodes > 1) {

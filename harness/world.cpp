@@ -898,7 +898,7 @@ WorldResult Discovery::run() {
       launcher ? launcher->port_vars : std::vector<const char*>{"MASTER_PORT"};
 
   // Master address.
-  std::optional<Raw> addr_raw = from_flag(flags_.master_addr, "--master-addr");
+  std::optional<Raw> addr_raw = from_flag(flags_.master_addr, flags_.master_addr_name.c_str());
   if (!addr_raw && env_launchers_ && !store_flag) addr_raw = from_env_any(addr_vars);
   std::optional<Raw> nodelist_raw, hostfile_raw;
   const bool alone = world_size && *world_size == 1;

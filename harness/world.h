@@ -27,6 +27,9 @@ struct WorldFlags {
   std::optional<std::string> world_size = std::nullopt;   // --world-size
   std::optional<std::string> local_rank = std::nullopt;   // --local-rank
   std::optional<std::string> master_addr = std::nullopt;  // --master-addr
+  // What master_addr's findings call it: the flag, or where a caller took the value from
+  // (`launch` checks PET_MASTER_ADDR's value through here, and its error names that variable).
+  std::string master_addr_name = "--master-addr";
   std::optional<std::string> master_port = std::nullopt;  // --master-port
   std::optional<std::string> node_name = std::nullopt;    // --node-name
   // --launcher: auto (detect, in harness/launchers.cpp's order), a launcher's name or alias
