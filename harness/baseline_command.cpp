@@ -27,6 +27,26 @@ namespace {
 namespace fs = std::filesystem;
 using namespace ncclsmoke::results;
 
+// The history's rows as baseline learning reads them (results/judging/baseline_learn.h): judging
+// does not include the history, so the command that reads it converts them here.
+LearnGate learn_gate(const HistoryGate& g) {
+  return {.run_id = g.run_id,
+          .started_unix = g.started_unix,
+          .verdict = g.verdict,
+          .profile = g.profile,
+          .world_size = g.world_size,
+          .transport = g.transport,
+          .gate_bytes = g.gate_bytes,
+          .busbw_gbps = g.busbw_gbps,
+          .synthetic = g.synthetic};
+}
+std::vector<LearnFinding> learn_findings(const std::vector<HistoryFinding>& findings) {
+  std::vector<LearnFinding> out;
+  out.reserve(findings.size());
+  for (const auto& f : findings) out.push_back({f.run_id, f.code, f.severity});
+  return out;
+}
+
 struct LearnFlags {
   std::string history;
   std::string profiles_file;
@@ -66,7 +86,7 @@ int learn(const LearnFlags& f) {
   if (!is_history_url(f.history) && !fs::exists(f.history, ec))  // not a file: exit 7
     return usage("--history: '" + f.history + "' does not exist");
 
-  std::vector<HistoryGate> gates;
+  std::vector<LearnGate> gates;
   std::vector<HistoryRun> all_runs;
   std::set<std::string> degraded_ok;
   try {
@@ -78,11 +98,11 @@ int learn(const LearnFlags& f) {
     if (f.include_degraded) {
       HistoryQuery qd = q;
       qd.verdict = Outcome::degraded;
-      degraded_ok = degraded_only_by_bandwidth(h.findings(qd));
+      degraded_ok = degraded_only_by_bandwidth(learn_findings(h.findings(qd)));
     } else {
       q.verdict = Outcome::pass;
     }
-    gates = h.gates(q);
+    for (const auto& g : h.gates(q)) gates.push_back(learn_gate(g));
   } catch (const HistoryError& e) {
     log_error(std::string("ncclsmoke baseline learn: error: --history: ") + e.what());
     return kExitHistoryUnusable;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "harness/observe.h"
 #include "rendezvous/net.h"
 #include "results/judging/run_rules.h"
 
@@ -192,26 +193,27 @@ void Liveness::attach_wait_chains(std::vector<results::Finding>& findings,
         {"waiting_on", w.waiting_on},
         {"waited_s",
          w.waiting_on < 0 ? 0.0 : std::chrono::duration<double>(now - w.since).count()}};
-  e.chain = follow_wait_chain(ctx_.world.rank, states, stopped);
-  e.reaches_stopped = e.chain.root && stopped.count(*e.chain.root);
-  if (e.chain.path.size() > 1) e.text = wait_chain_text(e.chain, states, hosts, now);
+  const WaitChain chain = follow_wait_chain(ctx_.world.rank, states, stopped);
+  e.chain = wait_chain_fact(chain);
+  e.reaches_stopped = chain.root && stopped.count(*chain.root);
+  if (chain.path.size() > 1) e.text = wait_chain_text(chain, states, hosts, now);
   results::attach_wait_chain(findings, e);
 }
 
 // The callbacks run on the watch thread: they only record, under RunRecord::mu, and return.
 void Liveness::on_lost(const LostPeer& lost) {
   std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_lost(ctx_.record.verdict, lost, ctx_.self());
+  results::note_peer_lost(ctx_.record.verdict, lost_peer_fact(lost), ctx_.self());
 }
 
 void Liveness::on_silent(const SilentPeer& s) {
   std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_silent(ctx_.record.verdict, s, ctx_.world.rank);
+  results::note_peer_silent(ctx_.record.verdict, silent_peer_fact(s), ctx_.world.rank);
 }
 
 void Liveness::on_resumed(const SilentPeer& s) {
   std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_resumed(ctx_.record.verdict, s);
+  results::note_peer_resumed(ctx_.record.verdict, silent_peer_fact(s));
 }
 
 }  // namespace ncclsmoke::harness

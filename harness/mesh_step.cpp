@@ -5,6 +5,7 @@
 #include <map>
 
 #include "results/judging/probe_rules.h"
+#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
@@ -39,7 +40,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   } catch (const StoreError& e) {
     bool could_not_run = e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other;
     auto cause = could_not_run ? results::mesh_not_run_finding(ctx.self(), e.what())
-                               : results::lost_finding(e, probe_context(w), "the mesh probe");
+                               : results::lost_finding(store_failure(e), probe_context(w), "the mesh probe");
     ctx.observed.mesh.errors.push_back(cause.code.code());
     ctx.observed.mesh.status = results::stopped_phase_status(cause);
     ctx.stop_phase("mesh", std::move(cause), t0, e.what());
@@ -63,7 +64,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     } else {
       ++it;
     }
-  results::MeshJudgement judged = results::judge_mesh(seen, probe_context(w), hosts);
+  results::MeshJudgement judged = results::judge_mesh(mesh_facts(seen), probe_context(w), hosts);
   for (int r : seen.silent_ranks) ctx.record.mark_rank(r, results::RankStatus::lost, "stopped answering after joining");
   auto& observed = ctx.observed.mesh;
   for (const auto& f : judged.findings)

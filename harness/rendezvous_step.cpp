@@ -10,6 +10,7 @@
 
 #include "results/judging/probe_rules.h"
 #include "harness/env.h"
+#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/set_aside.h"
 #include "harness/transport_phase.h"  // test_pause_point
@@ -271,6 +272,8 @@ void note_store_full(RunContext& ctx, const StoreSession& s, bool failed = true)
                                                 .value = hit.value,
                                                 .in_use = hit.in_use,
                                                 .refusals = hit.refusals,
+                                                .job_refusals = hit.job_refusals,
+                                                .job_unharmed = !failed,
                                                 .last_peer = hit.last_peer,
                                                 .external_store = s.server ? std::string()
                                                                            : rendezvous::join_host_port(ctx.world.store_host, ctx.world.store_port)}));
@@ -325,7 +328,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
-    ctx.stop_phase("rendezvous", results::connect_finding(e, probe_context(w), seconds_since(t0)),
+    ctx.stop_phase("rendezvous", results::connect_finding(store_failure(e), probe_context(w), seconds_since(t0)),
                    t0, e.what());
     return;
   }
@@ -353,7 +356,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
     ctx.stop_phase("rendezvous",
-                   results::lost_finding(stalled_if_silent(ctx, s, e), probe_context(w),
+                   results::lost_finding(store_failure(stalled_if_silent(ctx, s, e)), probe_context(w),
                                          "the join barrier"),
                    t0, e.what());
     return;
@@ -370,9 +373,10 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     seen.missing = s.join.missing;
   }
   note_store_full(ctx, s, !s.join.missing.empty());
-  for (auto& f : results::join_findings(s.join, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
+  const results::JoinFacts joined = join_facts(s.join);  // as judging reads it (harness/observe.h)
+  for (auto& f : results::join_findings(joined, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
-  ctx.end_phase("rendezvous", results::rendezvous_phase_status(s.join), t0,
+  ctx.end_phase("rendezvous", results::rendezvous_phase_status(joined), t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
   // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED (harness/set_aside.h);
   // the check needs the roster. Whether the mesh runs is results::next_step's.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
 #include "results/judging/transport_rules.h"
@@ -56,8 +57,9 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
   log_info(phase_start_line("transports", o_.transports));
   in.set_wait_state = [&live](const rendezvous::WaitState& w) { live.set_wait_state(w); };
   in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };
-  // Measure, then judge: the phase only measures; results/judging/transport_rules.h decides.
-  auto outcomes = measure_transports(in, to);
+  // Measure, then judge: the phase only measures; results/judging/transport_rules.h decides, from
+  // the outcomes as judging's facts (harness/observe.h).
+  auto outcomes = transport_facts(measure_transports(in, to));
   auto out = results::judge_transports(outcomes, {in.rank, in.host, in.hosts, o_.timeout_s});
   live.settle(out.findings);
   live.attach_wait_chains(out.findings, in.hosts);

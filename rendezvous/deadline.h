@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
-#include <cstdio>
 #include <string>
+
+#include "rendezvous/seconds_text.h"
 
 namespace ncclsmoke::rendezvous {
 
@@ -37,20 +38,7 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// How long something waited, as every message writes it: "2.0s".
-inline std::string seconds_text(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1fs", s);
-  return buf;
-}
-
-// The same with hundredths below 10 s ("0.25s"), for waits where tenths hide the difference
-// (connect attempts, store operations, socket ops).
-inline std::string seconds_text_fine(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, s < 10 ? "%.2fs" : "%.1fs", s);
-  return buf;
-}
+// seconds_text / seconds_text_fine (seconds_text.h), for a wait measured as Millis.
 inline std::string seconds_text_fine(Millis m) {
   return seconds_text_fine(static_cast<double>(m.count()) / 1000.0);
 }

@@ -4,6 +4,11 @@
 // meets one spelling. Formats with fmt:
 //   fmt::format("{} lost {}", RankRef{me, my_host}, RankRef{peer, peer_host})
 // rank < 0 reads "no rank" (a process whose rank was never known, e.g. a bad configuration).
+//
+// A leaf (fmt only), in rendezvous/ because the rendezvous is the lowest module whose messages
+// name ranks, and rendezvous/ may not include results/ (docs/architecture.md); results/ names
+// ranks the same way through the header-only target ncclsmoke_message_spelling
+// (rendezvous/CMakeLists.txt), which ncclsmoke_verdict links: one spelling, no network code.
 #include <fmt/format.h>
 
 #include <string>

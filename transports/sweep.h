@@ -81,7 +81,8 @@ struct Bandwidth {
 Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size);
 
 // What the transports phase (harness/transport_phase.h) measured for one requested backend: the
-// typed observation results/judging/transport_rules.h judges. No finding, no status: only what
+// typed observation results/judging/transport_rules.h judges (copied into its TransportFacts by
+// harness/observe.h: judging links no transport code). No finding, no status: only what
 // happened. Exactly one of: not_built set (the backend could not even be made), not_started set
 // (the run had no time left for it), error set (it threw), or stage == done (sweep and identify
 // finished).

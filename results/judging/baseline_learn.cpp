@@ -50,7 +50,7 @@ std::string gbps_text(double v) {
 
 std::string world_text(int ws) { return ws == 0 ? "any" : std::to_string(ws); }
 
-bool accepted_verdict(const HistoryGate& g, const LearnOptions& o) {
+bool accepted_verdict(const LearnGate& g, const LearnOptions& o) {
   if (g.verdict == Outcome::pass) return true;
   return o.include_degraded && g.verdict == Outcome::degraded && o.degraded_runs_allowed.count(g.run_id);
 }
@@ -99,7 +99,7 @@ std::string utc_time(double unix_seconds) {
   return buf;
 }
 
-std::set<std::string> degraded_only_by_bandwidth(const std::vector<HistoryFinding>& findings) {
+std::set<std::string> degraded_only_by_bandwidth(const std::vector<LearnFinding>& findings) {
   std::map<std::string, bool> ok;  // run_id -> every warning/error is a BANDWIDTH_REGRESSION warning
   for (const auto& f : findings) {
     if (f.severity != Severity::warning && f.severity != Severity::error) continue;
@@ -113,7 +113,7 @@ std::set<std::string> degraded_only_by_bandwidth(const std::vector<HistoryFindin
   return out;
 }
 
-LearnResult learn_baselines(const std::vector<HistoryGate>& gates,
+LearnResult learn_baselines(const std::vector<LearnGate>& gates,
                             const std::vector<Profile>& profiles, const LearnOptions& o) {
   if (o.last < 1) throw LearnError("--last must be at least 1 (got " + std::to_string(o.last) + ")");
   if (o.min_runs < 1)

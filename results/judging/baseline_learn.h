@@ -1,9 +1,10 @@
 #pragma once
 // Baseline learning: proposes the `busbw_gbps` of profile bands from the run history, so that the
 // numbers a profile holds are this cluster's own healthy figures instead of public or rough ones.
-// Pure logic: history gates (history.h) + profiles (profile.h) in; proposals, a diff text and the
-// merged profiles (as YAML that load_profiles() reads back identically) out. The CLI
-// (`ncclsmoke baseline learn`, harness/baseline_command.cpp) does the file and database I/O.
+// Pure logic: the history's gates (as LearnGate) + profiles (profile.h) in; proposals, a diff text
+// and the merged profiles (as YAML that load_profiles() reads back identically) out. The CLI
+// (`ncclsmoke baseline learn`, harness/baseline_command.cpp) does the file and database I/O and
+// turns the history's rows into LearnGate / LearnFinding, so judging never includes the history.
 //
 // Rules:
 // - Only gates of the selected profile count, from runs whose verdict is "pass" (and, with
@@ -35,14 +36,36 @@
 #include <string>
 #include <vector>
 
-#include "results/history/history.h"
 #include "results/judging/profile.h"
+#include "results/verdict/enums.h"
 
 namespace ncclsmoke::results {
 
 class LearnError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// One gate of one stored run: the fields of the history's gate row (results/history/history.h
+// HistoryGate) that learning reads. busbw_gbps NaN: not measured.
+struct LearnGate {
+  std::string run_id;
+  double started_unix = 0;
+  Outcome verdict = Outcome::inconclusive;  // the run's verdict
+  std::string profile;
+  int world_size = 0;
+  std::string transport;
+  std::int64_t gate_bytes = 0;
+  double busbw_gbps = 0;
+  bool synthetic = false;  // ranks shared a device: never learned from
+};
+
+// One stored finding, as degraded_only_by_bandwidth() reads it (HistoryFinding's run, code and
+// severity).
+struct LearnFinding {
+  std::string run_id;
+  AnyCode code;
+  Severity severity = Severity::error;
 };
 
 struct LearnOptions {
@@ -109,11 +132,11 @@ double median(std::vector<double> values);
 // Runs (ids) whose findings make them "degraded only because of bandwidth": every warning or
 // error finding of the run is BANDWIDTH_REGRESSION of severity warning. Findings of one run share
 // a run_id; runs with no findings at all are not listed (they are not degraded).
-std::set<std::string> degraded_only_by_bandwidth(const std::vector<HistoryFinding>& findings);
+std::set<std::string> degraded_only_by_bandwidth(const std::vector<LearnFinding>& findings);
 
 // Throws LearnError when the profile is not in `profiles` (the message names it and lists the
 // profiles there) or when the options are out of range.
-LearnResult learn_baselines(const std::vector<HistoryGate>& gates,
+LearnResult learn_baselines(const std::vector<LearnGate>& gates,
                             const std::vector<Profile>& profiles, const LearnOptions& options);
 
 // The human diff: per key current -> proposed busbw with the % change, "new", "not enough runs

@@ -26,7 +26,7 @@
 // STRAGGLER (peer-relative, every transport with rows, profile or not), warning:
 // - gate rows (gate == true, rank >= 0): a rank whose time_us (max over its gate rows) is
 //   > 1.5 x the median of the others' and more than 1 ms above it;
-// - identities carrying link stats (any backend's typed transports::LinkStats, read through
+// - identities carrying link stats (any backend's typed link stats, LinkFacts, read through
 //   link_stats_of() in transport_rules.h: observed.link_stats.to_next.send_blocked_s, the layout
 //   older verdicts hold too): a rank whose value is > 3 x every other rank's and > 0.5 s is the
 //   sender of the slow link to its next rank (to_next.rank; rank+1 when not given).

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/signed_store.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/judging/profile.h"
 #include "results/judging/view_trust.h"
 #include "results/verdict/verdict.h"
@@ -22,7 +22,7 @@ struct LocalFacts {
   double duration_s = 0;
   // The store keys whose values failed the job token's verification (STORE_TAMPERED, one each),
   // the rank and host that refused them, and the store's host:port.
-  std::vector<rendezvous::TamperedValue> tampered;
+  std::vector<TamperedValueFact> tampered;
   int rank = -1;
   std::string host;
   std::string store;
@@ -56,7 +56,7 @@ struct WorldRoster {
   };
   std::vector<Unreadable> unreadable;
   // What rank 0 refused while gathering (STORE_TAMPERED in its own view), its host, the store.
-  std::vector<rendezvous::TamperedValue> tampered;
+  std::vector<TamperedValueFact> tampered;
   std::string reporting_host;
   std::string store;
 };

@@ -12,7 +12,7 @@ namespace ncclsmoke::results {
 // Named, not anonymous: in a unity build this file shares a unit with the other rules.
 namespace mtu_rule_impl {
 
-using rendezvous::MtuPath;
+using MtuPath = MtuPathFact;
 
 constexpr std::size_t kMaxEvidencePaths = 64;
 constexpr std::size_t kMaxNamedPartners = 8;
@@ -49,7 +49,7 @@ struct Group {
   std::vector<const MtuPath*> paths;
 };
 
-Finding group_finding(const Group& g, const rendezvous::MeshResult& m,
+Finding group_finding(const Group& g, const MeshFacts& m,
                       const std::map<int, std::string>& hosts) {
   std::set<int> claimed, crossed, ranks;
   std::set<std::string> partners;
@@ -121,7 +121,7 @@ Finding group_finding(const Group& g, const rendezvous::MeshResult& m,
 
 }  // namespace mtu_rule_impl
 
-std::vector<Finding> mtu_findings(const rendezvous::MeshResult& m,
+std::vector<Finding> mtu_findings(const MeshFacts& m,
                                   const std::map<int, std::string>& hosts) {
   using namespace mtu_rule_impl;
   std::vector<Finding> out;
@@ -191,7 +191,7 @@ std::vector<Finding> mtu_findings(const rendezvous::MeshResult& m,
   return out;
 }
 
-std::string mtu_detail(const rendezvous::MeshResult& m) {
+std::string mtu_detail(const MeshFacts& m) {
   using namespace mtu_rule_impl;
   if (m.mtu_paths_checked == 0 && m.mtu_paths_unchecked == 0) return "";
   std::string text;

@@ -1,5 +1,6 @@
 #pragma once
-// MTU_MISMATCH: the mesh's path-MTU black holes (rendezvous/mtu_probe.h) named by host.
+// MTU_MISMATCH: the mesh's path-MTU black holes (MeshFacts::mtu_black_holes, facts_rendezvous.h;
+// measured by rendezvous/mtu_probe.h) named by host.
 //
 // A black hole is a directed path (from, to) on which small don't-fragment datagrams cross and
 // those as large as both ends' interface MTU vanish, with no ICMP answer. One bad hop near a host
@@ -19,17 +20,17 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/mesh.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
 
 // `hosts` maps rank -> host (the join roster); a rank without one is named "rank N".
-std::vector<Finding> mtu_findings(const rendezvous::MeshResult& mesh,
+std::vector<Finding> mtu_findings(const MeshFacts& mesh,
                                   const std::map<int, std::string>& hosts);
 
 // The mesh phase detail's MTU part: "MTU 1500 on 12 paths", "MTU 1500 on 12 paths, 6 black
 // holes (1280 crosses)", ", 3 not checked (no UDP answer)"; "" when no path was probed.
-std::string mtu_detail(const rendezvous::MeshResult& mesh);
+std::string mtu_detail(const MeshFacts& mesh);
 
 }  // namespace ncclsmoke::results

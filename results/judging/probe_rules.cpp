@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <set>
 
-#include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
+#include "rendezvous/seconds_text.h"
 #include "results/judging/mtu_rule.h"
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
@@ -15,7 +15,7 @@
 namespace ncclsmoke::results {
 namespace {
 
-using rendezvous::ErrorClass;
+using ErrorClass = StoreErrorClass;
 using rendezvous::RankRef;
 using rendezvous::seconds_text;
 
@@ -85,7 +85,7 @@ Finding config_finding(const ConfigProblem& c) {
   return f;
 }
 
-Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, double waited_s) {
+Finding connect_finding(const StoreFailure& e, const ProbeContext& c, double waited_s) {
   std::vector<int> ranks{c.rank};
   std::vector<std::string> hosts{c.host};
   const std::string waited = seconds_text(waited_s);
@@ -93,7 +93,7 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
       fmt::format("{{reporter}} could not reach the store at {} within {}", master(c), waited);
   const Subject about = reported_by(me(c), "rendezvous", master(c));
   Finding f;
-  switch (e.error_class()) {
+  switch (e.error_class) {
     case ErrorClass::dns:
       f = rule(Code::RENDEZVOUS_DNS, about,
                fmt::format("{{reporter}} could not resolve MASTER_ADDR '{}' within {} (retried)",
@@ -139,21 +139,21 @@ Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& c, 
       break;
     default:
       f = rule(Code::RENDEZVOUS_LOST, about,
-               fmt::format("{}: {}", base, rendezvous::to_string(e.error_class())), ranks, hosts,
+               fmt::format("{}: {}", base, to_string(e.error_class)), ranks, hosts,
                "The store answered but the connection failed: check that MASTER_PORT is an "
                "ncclsmoke or PyTorch store and not another service.");
   }
   f.hosts.push_back(c.master_addr);
-  f.evidence = {{"error_class", rendezvous::to_string(e.error_class())},
-                {"detail", e.what()},
+  f.evidence = {{"error_class", to_string(e.error_class)},
+                {"detail", e.detail},
                 {"waited_s", waited_s}};
   return f;
 }
 
-Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& c,
+Finding lost_finding(const StoreFailure& e, const ProbeContext& c,
                      const std::string& during) {
   Finding f;
-  if (e.error_class() == ErrorClass::stalled) {
+  if (e.error_class == ErrorClass::stalled) {
     f = rule(Code::RENDEZVOUS_STALLED, reported_by(me(c), during, master(c)),
              fmt::format("{{reporter}} reconnected to the store during {}: {} accepts the "
                          "connection but does not answer: the process is stalled (SIGSTOP, a "
@@ -167,16 +167,16 @@ Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& c,
   } else {
     f = rule(Code::RENDEZVOUS_LOST, reported_by(me(c), during, master(c)),
              fmt::format("{{reporter}} lost the store at {} during {}: {}", master(c), during,
-                         rendezvous::to_string(e.error_class())),
+                         to_string(e.error_class)),
              {c.rank}, {c.host, c.master_addr},
              "Rank 0 (which serves the store) died or its host became unreachable: check "
              "rank 0's pod status and log.");
   }
-  f.evidence = {{"error_class", rendezvous::to_string(e.error_class())}, {"detail", e.what()}};
+  f.evidence = {{"error_class", to_string(e.error_class)}, {"detail", e.detail}};
   return f;
 }
 
-std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeContext& c,
+std::vector<Finding> join_findings(const JoinFacts& j, const ProbeContext& c,
                                    double join_timeout_s) {
   std::vector<Finding> out;
   if (!j.missing.empty()) {
@@ -218,7 +218,7 @@ std::vector<Finding> join_findings(const rendezvous::JoinResult& j, const ProbeC
   return out;
 }
 
-std::vector<int> suspect_ranks(const std::vector<rendezvous::PairFailure>& failures) {
+std::vector<int> suspect_ranks(const std::vector<PairFailureFact>& failures) {
   if (failures.empty()) return {};
   std::map<int, int> involved;
   for (const auto& f : failures) {
@@ -240,7 +240,7 @@ std::vector<int> suspect_ranks(const std::vector<rendezvous::PairFailure>& failu
   return out;
 }
 
-std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeContext& c,
+std::vector<Finding> mesh_findings(const MeshFacts& m, const ProbeContext& c,
                                    const std::map<int, std::string>& hosts) {
   std::vector<Finding> out;
   if (!m.failures.empty()) {
@@ -250,13 +250,13 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
     for (const auto& f : m.failures) {
       ranks.insert(f.from);
       ranks.insert(f.to);
-      ++classes[rendezvous::to_string(f.error_class)];
+      ++classes[to_string(f.error_class)];
       pairs.push_back({{"from", f.from},
                        {"to", f.to},
                        {"from_host", host_of(hosts, f.from)},
                        {"to_host", host_of(hosts, f.to)},
                        {"to_address", f.to_address},
-                       {"error_class", rendezvous::to_string(f.error_class)},
+                       {"error_class", to_string(f.error_class)},
                        {"waited_s", f.waited_s}});
     }
     auto suspects = suspect_ranks(m.failures);
@@ -318,7 +318,7 @@ std::vector<Finding> mesh_findings(const rendezvous::MeshResult& m, const ProbeC
   return out;
 }
 
-MeshJudgement judge_mesh(const rendezvous::MeshResult& m, const ProbeContext& c,
+MeshJudgement judge_mesh(const MeshFacts& m, const ProbeContext& c,
                          const std::map<int, std::string>& hosts) {
   MeshJudgement j;
   j.findings = mesh_findings(m, c, hosts);

@@ -8,13 +8,14 @@
 // - the mesh's failed pairs MESH_BLOCKED with the suspect host (the one every failing pair
 //   shares), and silent ranks PEER_LOST; its path-MTU black holes MTU_MISMATCH (mtu_rule.h).
 //
-// A store that accepts the connection but never answers (ErrorClass::stalled: rank 0 SIGSTOPped,
+// A store that accepts the connection but never answers (StoreErrorClass::stalled: rank 0 SIGSTOPped,
 // swapping, overloaded) is RENDEZVOUS_STALLED, without the firewall hint that RENDEZVOUS_TIMEOUT
 // (a dropped SYN: connect() itself never completed) carries.
 //
 // Unfinished is not failed: mesh pairs the phase deadline cut short or never reached are "not
 // tested" (MESH_INCOMPLETE, a warning that makes the phase inconclusive), never MESH_BLOCKED, and
-// a rank still probing at the deadline is not PEER_LOST (rendezvous/mesh.h says which is which).
+// a rank still probing at the deadline is not PEER_LOST (MeshFacts, facts_rendezvous.h: the
+// harness copies them from rendezvous/mesh.h's MeshResult, which says which is which).
 //
 // Each rule keeps the table's code, severity and layer; where it knows more than the table's
 // generic hint (the external store, the suspect host, the deadline), its hint replaces it.
@@ -23,10 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous/join.h"
-#include "rendezvous/mesh.h"
-#include "rendezvous/store_error.h"
 #include "results/judging/config_problem.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -50,17 +49,17 @@ struct ProbeContext {
 Finding config_finding(const ConfigProblem& problem);
 
 // A failure to reach the master's store (connect phase).
-Finding connect_finding(const rendezvous::StoreError& e, const ProbeContext& ctx, double waited_s);
+Finding connect_finding(const StoreFailure& e, const ProbeContext& ctx, double waited_s);
 
 // The store connection failed after it was made (rank 0 gone, reset ...).
-Finding lost_finding(const rendezvous::StoreError& e, const ProbeContext& ctx,
+Finding lost_finding(const StoreFailure& e, const ProbeContext& ctx,
                      const std::string& during);
 
-std::vector<Finding> join_findings(const rendezvous::JoinResult& join, const ProbeContext& ctx,
+std::vector<Finding> join_findings(const JoinFacts& join, const ProbeContext& ctx,
                                    double join_timeout_s);
 
 // `hosts` maps rank -> host for naming (from the join roster).
-std::vector<Finding> mesh_findings(const rendezvous::MeshResult& mesh, const ProbeContext& ctx,
+std::vector<Finding> mesh_findings(const MeshFacts& mesh, const ProbeContext& ctx,
                                    const std::map<int, std::string>& hosts);
 
 // What the mesh phase concluded: the findings (mesh_findings + mtu_findings + MESH_INCOMPLETE
@@ -73,10 +72,10 @@ struct MeshJudgement {
   PhaseStatus status = PhaseStatus::pass;  // pass | inconclusive | fail
   std::string detail;  // "N pairs tested, F failed[, U not tested (the X s deadline ...)]"
 };
-MeshJudgement judge_mesh(const rendezvous::MeshResult& mesh, const ProbeContext& ctx,
+MeshJudgement judge_mesh(const MeshFacts& mesh, const ProbeContext& ctx,
                          const std::map<int, std::string>& hosts);
 
 // The rank(s) shared by every failed pair, most-involved first; empty when no rank is common.
-std::vector<int> suspect_ranks(const std::vector<rendezvous::PairFailure>& failures);
+std::vector<int> suspect_ranks(const std::vector<PairFailureFact>& failures);
 
 }  // namespace ncclsmoke::results

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/deadline.h"
+#include "rendezvous/seconds_text.h"
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
 
@@ -41,7 +41,7 @@ bool names_rank(const std::vector<Finding>& findings, Code code, int rank) {
 
 // ---- liveness watch ----------------------------------------------------------------------------
 
-Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
+Finding peer_lost_finding(const LostPeerFact& lost, RankRef seen_by) {
   // The witness stays literal: merge_rank_verdicts joins PEER_LOST by the rank lost, and lists
   // every witness in evidence.reported_by.
   auto f = make_finding_about(
@@ -55,7 +55,7 @@ Finding peer_lost_finding(const rendezvous::LostPeer& lost, RankRef seen_by) {
   return f;
 }
 
-Finding peer_stalled_finding(const rendezvous::SilentPeer& s, int this_rank) {
+Finding peer_stalled_finding(const SilentPeerFact& s, int this_rank) {
   const int seen_by = s.seen_by < 0 ? this_rank : s.seen_by;
   if (s.retransmits > 0) {
     // Loss is not death: its kernel did not acknowledge our heartbeats either, so the path, not
@@ -91,7 +91,7 @@ bool from_liveness_watch(const Finding& f) {
          f.evidence.value("source", "") == "liveness watch";
 }
 
-void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, RankRef seen_by) {
+void note_peer_lost(Verdict& v, const LostPeerFact& lost, RankRef seen_by) {
   if (!names_rank(v.findings, Code::PEER_LOST, lost.rank))
     v.findings.push_back(peer_lost_finding(lost, seen_by));
   for (auto& ri : v.ranks)
@@ -101,7 +101,7 @@ void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, RankRef seen_b
     }
 }
 
-void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& s, int this_rank) {
+void note_peer_silent(Verdict& v, const SilentPeerFact& s, int this_rank) {
   if (names_rank(v.findings, Code::PEER_STALLED, s.rank)) return;
   v.findings.push_back(peer_stalled_finding(s, this_rank));
   if (s.retransmits > 0) return;  // a lossy path, the rank itself is not failed
@@ -112,7 +112,7 @@ void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& s, int this_rank
     }
 }
 
-void note_peer_resumed(Verdict& v, const rendezvous::SilentPeer& s) {
+void note_peer_resumed(Verdict& v, const SilentPeerFact& s) {
   for (auto& f : v.findings)
     if (f.code == Code::PEER_STALLED && f.ranks == std::vector<int>{s.rank} && f.severity == Severity::error) {
       f.severity = Severity::warning;
@@ -213,7 +213,7 @@ Finding run_terminated_finding(RankRef self, std::string_view signal_name, doubl
 // ---- store and configuration -------------------------------------------------------------------
 
 Finding store_tampered_finding(RankRef reader, std::string_view master,
-                               const rendezvous::TamperedValue& value) {
+                               const TamperedValueFact& value) {
   auto f = make_finding_about(
       Code::STORE_TAMPERED, reported_by(reader, "store", value.key),
       fmt::format("{{reporter}} refused the store key '{}': its value failed the job token's "
@@ -227,7 +227,7 @@ Finding store_tampered_finding(RankRef reader, std::string_view master,
 }
 
 void note_store_tampered(std::vector<Finding>& findings, RankRef reader, std::string_view master,
-                         const std::vector<rendezvous::TamperedValue>& values) {
+                         const std::vector<TamperedValueFact>& values) {
   for (const auto& value : values) {
     const bool named = std::any_of(findings.begin(), findings.end(), [&](const Finding& f) {
       return f.code == Code::STORE_TAMPERED && f.subject.item == value.key &&
@@ -298,7 +298,15 @@ Finding store_full_finding(const StoreFull& s) {
       {{"flag", s.flag}, {"value", std::to_string(s.value)}, {"peer", peer}});
   f.evidence = nlohmann::json{{"limit", s.limit},   {"flag", s.flag},
                               {"value", s.value},   {"in_use", s.in_use},
-                              {"refusals", s.refusals}, {"last_peer", s.last_peer}};
+                              {"refusals", s.refusals}, {"job_refusals", s.job_refusals},
+                              {"last_peer", s.last_peer}};
+  if (s.job_refusals == 0 && s.job_unharmed) {
+    // The job's reserve held (rendezvous/tcp_server_reserve.h): name the filler, fail nothing.
+    f.severity = Severity::warning;
+    wrap_message(f, "",
+                 "; none of the job's own ranks was refused (every rank joined, within the room "
+                 "the store keeps for the job): something outside the job is filling the store");
+  }
   return f;
 }
 
@@ -425,7 +433,7 @@ PhaseStatus world_phase_status(const std::vector<ConfigProblem>& problems, bool 
   return !world_built || stops || !profile_usable ? PhaseStatus::fail : PhaseStatus::pass;
 }
 
-PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join) {
+PhaseStatus rendezvous_phase_status(const JoinFacts& join) {
   return join.complete() && join.roster_received ? PhaseStatus::pass : PhaseStatus::fail;
 }
 

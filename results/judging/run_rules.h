@@ -4,7 +4,7 @@
 // status it used to decide inline is decided here, over typed inputs, and every finding is made
 // through the finding table (make_finding), so its severity and layer are the table's.
 //
-//  - the liveness watch's observations: a rank died (PEER_LOST) or froze (PEER_STALLED), and a
+//  - the liveness watch's observations (facts_liveness.h): a rank died (PEER_LOST) or froze (PEER_STALLED), and a
 //    frozen one that answered again (the stall is downgraded to a warning);
 //  - "blame the root": once the watch names a frozen or dead rank, the timeouts and lost
 //    connections its neighbours then saw are its consequences (info), not theirs;
@@ -25,11 +25,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "rendezvous/join.h"
-#include "rendezvous/peer_watch.h"
-#include "rendezvous/rank_ref.h"
-#include "rendezvous/signed_store.h"
+#include "rendezvous/rank_ref.h"  // the one spelling of a rank (ncclsmoke_message_spelling)
 #include "results/judging/config_problem.h"
+#include "results/judging/facts_liveness.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -39,11 +38,11 @@ namespace ncclsmoke::results {
 // STORE_TAMPERED: `reader` refused the value of `key` (the key as the store names it) because it
 // failed the job token's verification (`why`); `master` is the store's host:port.
 Finding store_tampered_finding(rendezvous::RankRef reader, std::string_view master,
-                               const rendezvous::TamperedValue& value);
+                               const TamperedValueFact& value);
 // One STORE_TAMPERED per refused key: a key already named by `reader` is not named again.
 void note_store_tampered(std::vector<Finding>& findings, rendezvous::RankRef reader,
                          std::string_view master,
-                         const std::vector<rendezvous::TamperedValue>& values);
+                         const std::vector<TamperedValueFact>& values);
 
 // Whether a finding with `code` already names `rank` (one finding per dead or frozen rank).
 bool names_rank(const std::vector<Finding>& findings, Code code, int rank);
@@ -51,19 +50,19 @@ bool names_rank(const std::vector<Finding>& findings, Code code, int rank);
 // ---- liveness watch ----------------------------------------------------------------------------
 
 // PEER_LOST from the watch (evidence.source = "liveness watch"): `seen_by` is this rank.
-Finding peer_lost_finding(const rendezvous::LostPeer& lost, rendezvous::RankRef seen_by);
+Finding peer_lost_finding(const LostPeerFact& lost, rendezvous::RankRef seen_by);
 // PEER_STALLED from the watch; `this_rank` names the witness when the watch's own is unknown.
-Finding peer_stalled_finding(const rendezvous::SilentPeer& silent, int this_rank);
+Finding peer_stalled_finding(const SilentPeerFact& silent, int this_rank);
 // Whether `f` is a PEER_LOST the liveness watch made (a seen death, not a guess).
 bool from_liveness_watch(const Finding& f);
 
 // What the watch's callbacks record in this rank's verdict: the finding (once per rank) and the
 // rank's status in the roster ("lost" / "failed", and back to "joined" on a resume).
-void note_peer_lost(Verdict& v, const rendezvous::LostPeer& lost, rendezvous::RankRef seen_by);
-void note_peer_silent(Verdict& v, const rendezvous::SilentPeer& silent, int this_rank);
+void note_peer_lost(Verdict& v, const LostPeerFact& lost, rendezvous::RankRef seen_by);
+void note_peer_silent(Verdict& v, const SilentPeerFact& silent, int this_rank);
 // It came back: its PEER_STALLED error becomes a warning ("was unresponsive for ..."), which is
 // still worth reading but did not end the run.
-void note_peer_resumed(Verdict& v, const rendezvous::SilentPeer& silent);
+void note_peer_resumed(Verdict& v, const SilentPeerFact& silent);
 
 // Blame the root, not the neighbour: once the watch knows a rank is frozen (PEER_STALLED) or dead
 // (its PEER_LOST), the TRANSPORT_TIMEOUT / PEER_LOST / TRANSPORT_INIT_FAILED and store findings
@@ -81,7 +80,7 @@ bool worth_settling_watch(const std::vector<Finding>& transport_findings);
 // The wait chain as the harness read it from the watch.
 struct WaitChainEvidence {
   nlohmann::json wait_states = nlohmann::json::object();  // rank -> {phase, what, waiting_on, waited_s}
-  rendezvous::WaitChain chain;
+  WaitChainFact chain;
   bool reaches_stopped = false;  // the chain's root is a rank the watch saw frozen or dead
   std::string text;              // wait_chain_text(): "rank 3 (host-3) waits on rank 2 ..."
 };
@@ -136,6 +135,11 @@ struct StoreFull {
   uint64_t value = 0;     // the limit
   uint64_t in_use = 0;    // keys / bytes / connections held when it refused
   uint64_t refusals = 0;
+  // Of refusals, those of the job's own connections (ranks that had claimed); with none, and
+  // every rank joined (job_unharmed), only strangers were refused, short of the job's reserve:
+  // a warning (someone fills the store), not the run's failure.
+  uint64_t job_refusals = 0;
+  bool job_unharmed = false;
   std::string last_peer;  // "" = not known
   // Non-empty: the store is served apart (`store serve` at this address), and rank0 is the rank
   // that read the store's own account of the refusals.
@@ -191,7 +195,7 @@ PhaseStatus stopped_phase_status(const Finding& cause);
 PhaseStatus world_phase_status(const std::vector<ConfigProblem>& problems, bool world_built,
                                bool profile_usable);
 
-PhaseStatus rendezvous_phase_status(const rendezvous::JoinResult& join);
+PhaseStatus rendezvous_phase_status(const JoinFacts& join);
 // The mesh phase when the watch saw ranks stop: "fail", and the detail says who (and that their
 // pairs were set aside, untested). Unchanged when `stopped` is empty.
 PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<int>& stopped,

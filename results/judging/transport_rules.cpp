@@ -6,7 +6,7 @@
 #include <limits>
 #include <set>
 
-#include "rendezvous/deadline.h"
+#include "rendezvous/seconds_text.h"
 #include "rendezvous/rank_ref.h"
 #include "results/judging/nccl_judge.h"
 #include "results/judging/run_rules.h"
@@ -18,10 +18,8 @@ namespace {
 
 using nlohmann::json;
 using rendezvous::RankRef;
-using transports::ErrorKind;
-using transports::SweepRow;
-using transports::TransportFailure;
-using transports::TransportOutcome;
+using ErrorKind = TransportFailureKind;
+using TransportFailure = TransportFailureFacts;
 
 // The judging rank, as its findings name it.
 RankRef self_of(const TransportJudgeContext& ctx) { return {ctx.rank, ctx.host}; }
@@ -32,12 +30,12 @@ std::string host_of(const TransportJudgeContext& ctx, int rank) {
   return it == ctx.hosts.end() ? std::string() : it->second;
 }
 
-TransportRow world_row(const std::string& name, const SweepRow& r, bool synthetic) {
+TransportRow world_row(const std::string& name, const SweepRowFacts& r, bool synthetic) {
   return {.transport = name,
           .rank = -1,
-          .bytes = static_cast<int64_t>(r.bytes),
-          .count = static_cast<int64_t>(r.count),
-          .dtype = transports::to_string(r.dtype),
+          .bytes = r.bytes,
+          .count = r.count,
+          .dtype = r.dtype,
           .in_place = r.in_place,
           .time_us = r.time_us,
           .algbw_gbps = r.algbw_gbps,
@@ -48,7 +46,7 @@ TransportRow world_row(const std::string& name, const SweepRow& r, bool syntheti
 }
 
 // A row's per-rank figures, as the sweep computed them (sweep.h: one bandwidth formula).
-TransportRow rank_row(const std::string& name, const SweepRow& r, bool synthetic, std::size_t k) {
+TransportRow rank_row(const std::string& name, const SweepRowFacts& r, bool synthetic, std::size_t k) {
   auto at = [k](const auto& v, auto fallback) { return k < v.size() ? v[k] : fallback; };
   TransportRow row = world_row(name, r, synthetic);
   row.rank = static_cast<int>(k);
@@ -82,7 +80,7 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
   const std::string waited = rendezvous::seconds_text(e.waited_s);
   // The same failure seen by several ranks of a host (same stage, kind and peer) is one finding.
   Subject about = reported_by(self_of(ctx), phase,
-                              fmt::format("{}/{}", stage, transports::to_string(e.kind)), name);
+                              fmt::format("{}/{}", stage, to_string(e.kind)), name);
   if (e.peer >= 0) {
     about.peer = e.peer;
     about.peer_host = host_of(ctx, e.peer);
@@ -123,13 +121,13 @@ Finding failure_finding(const TransportFailure& e, const std::string& name,
                              ranks, hosts, vars);
       break;
   }
-  f.evidence = {{"error_kind", transports::to_string(e.kind)}, {"waited_s", e.waited_s}};
+  f.evidence = {{"error_kind", to_string(e.kind)}, {"waited_s", e.waited_s}};
   if (!e.evidence.is_null()) f.evidence["detail"] = e.evidence;
   return f;
 }
 
 // A measured backend: rows, identity, the network report, the data check, completeness.
-void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx, Phase& phase,
+void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, Phase& phase,
                     TransportJudgement& out) {
   TransportIdentity id;
   id.transport = o.name;
@@ -146,7 +144,7 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
   std::set<int> corrupt_ranks;
   int64_t wrong_total = 0;
   json wrong_by_rank = json::object();
-  for (const auto& r : o.sweep.rows) {
+  for (const auto& r : o.rows) {
     out.rows.push_back(world_row(o.name, r, o.synthetic));
     for (std::size_t k = 0; k < r.rank_time_us.size(); ++k) {
       TransportRow row = rank_row(o.name, r, o.synthetic, k);
@@ -175,7 +173,7 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
     f.evidence = {{"wrong_by_rank", wrong_by_rank}};
     out.findings.push_back(std::move(f));
   }
-  if (!o.sweep.complete) {
+  if (!o.sweep_complete) {
     out.findings.push_back(make_finding_about(
         Code::RESULTS_MISSING,
         reported_by(self_of(ctx), "transport:" + o.name, "sweep figures", o.name),
@@ -183,12 +181,12 @@ void judge_measured(const TransportOutcome& o, const TransportJudgeContext& ctx,
         {ctx.rank}, {ctx.host}));
   }
   phase.status = corrupt_ranks.empty() ? PhaseStatus::pass : PhaseStatus::fail;
-  phase.detail = fmt::format("{} sizes/modes measured", o.sweep.rows.size());
+  phase.detail = fmt::format("{} sizes/modes measured", o.rows.size());
 }
 
 }  // namespace
 
-TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcomes,
+TransportJudgement judge_transports(const std::vector<TransportFacts>& outcomes,
                                     const TransportJudgeContext& ctx) {
   TransportJudgement out;
   for (const auto& o : outcomes) {
@@ -209,16 +207,16 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
     } else if (o.error && o.run_deadline_bound &&
                o.error->source == TransportFailure::Source::transport &&
                o.error->kind == ErrorKind::timeout) {
-      const std::string stage = transports::to_string(o.stage);
+      const std::string& stage = o.stage;
       auto f = run_timeout_during(self_of(ctx), ctx.run_timeout_s, phase.name,
                                   o.error->waited_s);
-      f.evidence = {{"error_kind", transports::to_string(o.error->kind)},
+      f.evidence = {{"error_kind", to_string(o.error->kind)},
                     {"waited_s", o.error->waited_s}, {"stage", stage}};
       out.findings.push_back(std::move(f));
       phase.status = PhaseStatus::inconclusive;
       phase.detail = fmt::format("{}: the run's --timeout ended it: {}", stage, o.error->message);
     } else if (o.error) {
-      const std::string stage = transports::to_string(o.stage);
+      const std::string& stage = o.stage;
       out.findings.push_back(failure_finding(*o.error, o.name, stage, ctx));
       bool skipped = o.error->source == TransportFailure::Source::transport &&
                      o.error->kind == ErrorKind::unavailable;
@@ -240,7 +238,7 @@ TransportJudgement judge_transports(const std::vector<TransportOutcome>& outcome
   return out;
 }
 
-void write_link_stats(json& observed, const transports::LinkStats& s) {
+void write_link_stats(json& observed, const LinkFacts& s) {
   json& ls = observed[kLinkStatsKey];
   if (!ls.is_object()) ls = json::object();
   json& to = ls["to_next"];
@@ -260,7 +258,7 @@ void write_link_stats(json& observed, const transports::LinkStats& s) {
   from["bytes"] = s.bytes_received;
 }
 
-std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id) {
+std::optional<LinkFacts> link_stats_of(const TransportIdentity& id) {
   if (!id.observed.is_object()) return std::nullopt;
   auto ls = id.observed.find(kLinkStatsKey);
   if (ls == id.observed.end() || !ls->is_object()) return std::nullopt;
@@ -270,7 +268,7 @@ std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id) 
   if (blocked == to->end() || !blocked->is_number() || !std::isfinite(blocked->get<double>()))
     return std::nullopt;
   auto num = [](const json& obj, const char* key, auto fallback) { return number_or(obj, key, fallback); };
-  transports::LinkStats s;
+  LinkFacts s;
   s.send_blocked_s = blocked->get<double>();
   s.next_rank = num(*to, "rank", -1);
   s.bytes_sent = num(*to, "bytes", int64_t{0});

@@ -1,18 +1,19 @@
 #pragma once
-// The rules of the transports phase: what each backend's measured outcome
-// (transports::TransportOutcome, filled by harness/transport_phase.h's measure_transports) means,
+// The rules of the transports phase: what each backend's measured outcome (TransportFacts,
+// facts_transport.h: harness/observe.h builds them from harness/transport_phase.h's
+// measure_transports) means,
 // as the phase's status, the verdict's rows and identities, and findings. Pure: no I/O, no clock,
 // no branch on a backend's name or on its private JSON; every finding through the table.
 //
 // Per outcome, in the order given (phase "transport:<name>"):
 // - not_built (no such backend, or not compiled here) -> "skipped", detail = why,
 //   TRANSPORT_UNAVAILABLE naming this rank.
-// - error from the backend (TransportError): unavailable -> "skipped" + TRANSPORT_UNAVAILABLE;
+// - error from the backend (TransportFailureFacts, source transport): unavailable -> "skipped" + TRANSPORT_UNAVAILABLE;
 //   init_failed and other -> "fail" + TRANSPORT_INIT_FAILED; timeout -> "fail" +
 //   TRANSPORT_TIMEOUT; peer_lost -> "fail" + PEER_LOST naming the peer ("a peer (the transport
 //   does not say which)" when it does not), with the table's layer ("run"). Detail
 //   "<stage>: <message>"; evidence {error_kind, waited_s, detail: the backend's evidence}.
-// - error from the store during the transport (StoreError) -> "fail" + RENDEZVOUS_LOST.
+// - error from the store during the transport (source store) -> "fail" + RENDEZVOUS_LOST.
 // - a timeout when the run's --timeout was the nearer deadline (run_deadline_bound) ->
 //   "inconclusive" + RUN_TIMEOUT naming this phase: the run ran out, the transport did not fail.
 // - not_started (the run's deadline had passed before it) -> "not_run", no finding (the
@@ -29,8 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "results/judging/facts_transport.h"
 #include "results/verdict/verdict.h"
-#include "transports/sweep.h"
 
 namespace ncclsmoke::results {
 
@@ -49,7 +50,7 @@ struct TransportJudgement {
   std::vector<Finding> findings;
 };
 
-TransportJudgement judge_transports(const std::vector<transports::TransportOutcome>& outcomes,
+TransportJudgement judge_transports(const std::vector<TransportFacts>& outcomes,
                                     const TransportJudgeContext& ctx);
 
 // Link stats in a verdict's identity rows (the one documented layout, read by STRAGGLER in
@@ -66,9 +67,9 @@ T number_or(const nlohmann::json& obj, const char* key, T fallback) {
   auto it = obj.find(key);
   return it != obj.end() && it->is_number() ? it->get<T>() : fallback;
 }
-void write_link_stats(nlohmann::json& observed, const transports::LinkStats& stats);
+void write_link_stats(nlohmann::json& observed, const LinkFacts& stats);
 // nullopt unless to_next.send_blocked_s is a finite number; absent members read as the defaults
 // (ranks -1, zeros).
-std::optional<transports::LinkStats> link_stats_of(const TransportIdentity& id);
+std::optional<LinkFacts> link_stats_of(const TransportIdentity& id);
 
 }  // namespace ncclsmoke::results

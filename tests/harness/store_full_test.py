@@ -7,7 +7,8 @@ stranger's keys stop short of the job's reserve of keys (rendezvous/tcp_server_r
 the ranks still join and the run passes.
 
   keys         the stranger stores keys until the store (NCCLSMOKE_STORE_MAX_KEYS=1000) refuses it,
-               short of the keys reserved for the 4 ranks; the run passes, STORE_FULL still named
+               short of the keys reserved for the 4 ranks; the run does not fail, STORE_FULL still
+               named, as a warning (none of the job's ranks was refused: job_refusals 0)
   connections  the stranger holds connections that made a request until one is refused
                (NCCLSMOKE_STORE_MAX_CONNECTIONS=64)
   idle         64 idle strangers hold every slot; the 4 ranks shed them and the run passes
@@ -255,6 +256,19 @@ def run_case(binary, name):
                 if f.get("evidence", {}).get("flag") == flag and f["evidence"]["value"] != (
                         1000 if name == "keys" else 64):
                     problems.append("STORE_FULL evidence value %s" % f["evidence"]["value"])
+        if name == "keys":
+            # Only the stranger was refused (job_refusals 0) and every rank joined: a warning
+            # that names the filler, not the run's failure.
+            for f in full:
+                ev = f.get("evidence", {})
+                if ev.get("flag") == "--max-keys" and (f["severity"] != "warning" or
+                                                      ev.get("job_refusals") != 0):
+                    problems.append("STORE_FULL of a stranger's refusals only is %s with "
+                                    "job_refusals %s, not a warning with 0" %
+                                    (f["severity"], ev.get("job_refusals")))
+            if v.get("verdict") == "fail":
+                problems.append("the run failed beside a stranger the reserve held off (codes %s)"
+                                % codes)
         print("%s %-12s rank 0 exit %s, codes %s" % ("ok  " if not problems else "FAIL", name,
                                                      procs[0].returncode, ", ".join(codes)))
         for f in full:

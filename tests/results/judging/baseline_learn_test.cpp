@@ -14,10 +14,10 @@ constexpr std::int64_t kMiB = 1 << 20;
 constexpr double kDay = 86400;
 constexpr double kT0 = 1'790'000'000;  // 2026-09-21
 
-HistoryGate gate(const std::string& run, double t, double busbw, int world = 4,
+LearnGate gate(const std::string& run, double t, double busbw, int world = 4,
                  std::int64_t bytes = 16 * kMiB, const std::string& transport = "socket",
                  const std::string& verdict = "pass", const std::string& profile = "ci") {
-  HistoryGate g;
+  LearnGate g;
   g.run_id = run;
   g.started_unix = t;
   g.verdict = parse_outcome(verdict).value();
@@ -26,7 +26,6 @@ HistoryGate gate(const std::string& run, double t, double busbw, int world = 4,
   g.transport = transport;
   g.gate_bytes = bytes;
   g.busbw_gbps = busbw;
-  g.baseline_gbps = std::numeric_limits<double>::quiet_NaN();
   return g;
 }
 
@@ -75,7 +74,7 @@ TEST(BaselineLearn, MedianOddEvenAndEmpty) {
 }
 
 TEST(BaselineLearn, ProposesMedianKeepsTolerancesAndNamesRuns) {
-  std::vector<HistoryGate> g{gate("a", kT0, 1.10), gate("b", kT0 + kDay, 1.30),
+  std::vector<LearnGate> g{gate("a", kT0, 1.10), gate("b", kT0 + kDay, 1.30),
                              gate("c", kT0 + 2 * kDay, 0.90), gate("d", kT0 + 3 * kDay, 1.25)};
   auto r = learn_baselines(g, profiles(), opts());
   ASSERT_EQ(r.proposals.size(), 1u);
@@ -96,7 +95,7 @@ TEST(BaselineLearn, ProposesMedianKeepsTolerancesAndNamesRuns) {
 }
 
 TEST(BaselineLearn, UsesOnlyTheNewestLastRunsPerKey) {
-  std::vector<HistoryGate> g;
+  std::vector<LearnGate> g;
   // Old runs at 100 GB/s, then five at 1..5: --last 5 must see only the newest five.
   for (int i = 0; i < 6; ++i) g.push_back(gate("old" + std::to_string(i), kT0 + i, 100));
   for (int i = 0; i < 5; ++i) g.push_back(gate("new" + std::to_string(i), kT0 + 100 + i, 1 + i));
@@ -109,7 +108,7 @@ TEST(BaselineLearn, UsesOnlyTheNewestLastRunsPerKey) {
 }
 
 TEST(BaselineLearn, MinRunsKeysAreReportedNotProposed) {
-  std::vector<HistoryGate> g{gate("a", kT0, 1.0), gate("b", kT0 + 1, 1.2)};
+  std::vector<LearnGate> g{gate("a", kT0, 1.0), gate("b", kT0 + 1, 1.2)};
   auto r = learn_baselines(g, profiles(), opts(10, 3));
   ASSERT_EQ(r.proposals.size(), 1u);
   EXPECT_EQ(r.proposals[0].status, Proposal::Status::kNotEnough);
@@ -120,7 +119,7 @@ TEST(BaselineLearn, MinRunsKeysAreReportedNotProposed) {
 }
 
 TEST(BaselineLearn, GroupsByWorldSizeAndGateSize) {
-  std::vector<HistoryGate> g;
+  std::vector<LearnGate> g;
   for (int i = 0; i < 3; ++i) {
     g.push_back(gate("w4-" + std::to_string(i), kT0 + i, 2.0));               // world 4, 16 MiB
     g.push_back(gate("w2-" + std::to_string(i), kT0 + i, 4.0, 2));            // world 2, 16 MiB
@@ -151,7 +150,7 @@ TEST(BaselineLearn, GroupsByWorldSizeAndGateSize) {
 
 TEST(BaselineLearn, SyntheticNanOtherVerdictsAndProfilesAreExcluded) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  std::vector<HistoryGate> g{gate("a", kT0, 1.0), gate("b", kT0 + 1, 1.0), gate("c", kT0 + 2, 1.0)};
+  std::vector<LearnGate> g{gate("a", kT0, 1.0), gate("b", kT0 + 1, 1.0), gate("c", kT0 + 2, 1.0)};
   auto syn = gate("s", kT0 + 3, 50.0);
   syn.synthetic = true;
   g.push_back(syn);
@@ -172,9 +171,9 @@ TEST(BaselineLearn, SyntheticNanOtherVerdictsAndProfilesAreExcluded) {
 }
 
 TEST(BaselineLearn, IncludeDegradedAdmitsOnlyBandwidthOnlyDegradedRuns) {
-  std::vector<HistoryFinding> f;
+  std::vector<LearnFinding> f;
   auto finding = [](const std::string& run, AnyCode code, Severity sev) {
-    HistoryFinding x;
+    LearnFinding x;
     x.run_id = run;
     x.code = code;
     x.severity = sev;
@@ -188,7 +187,7 @@ TEST(BaselineLearn, IncludeDegradedAdmitsOnlyBandwidthOnlyDegradedRuns) {
   auto allowed = degraded_only_by_bandwidth(f);
   EXPECT_EQ(allowed, (std::set<std::string>{"d1"}));
 
-  std::vector<HistoryGate> g{gate("p1", kT0, 1.0), gate("p2", kT0 + 1, 1.0),
+  std::vector<LearnGate> g{gate("p1", kT0, 1.0), gate("p2", kT0 + 1, 1.0),
                              gate("d1", kT0 + 2, 2.0, 4, 16 * kMiB, "socket", "degraded"),
                              gate("d2", kT0 + 3, 2.0, 4, 16 * kMiB, "socket", "degraded")};
   auto o = opts();
@@ -217,7 +216,7 @@ TEST(BaselineLearn, UnknownProfileNamesItAndListsTheFile) {
 }
 
 TEST(BaselineLearn, DiffTextShowsChangeNewNotEnoughAndKept) {
-  std::vector<HistoryGate> g;
+  std::vector<LearnGate> g;
   for (int i = 0; i < 3; ++i) {
     g.push_back(gate("s" + std::to_string(i), kT0 + i, 1.5));                           // +50%
     g.push_back(gate("m" + std::to_string(i), kT0 + i, 0.25, 2, 4 * kMiB, "mpi"));      // new
@@ -244,7 +243,7 @@ TEST(BaselineLearn, DiffTextShowsChangeNewNotEnoughAndKept) {
 }
 
 TEST(BaselineLearn, MergedYamlLoadsBackIdentically) {
-  std::vector<HistoryGate> g;
+  std::vector<LearnGate> g;
   for (int i = 0; i < 3; ++i) {
     g.push_back(gate("s" + std::to_string(i), kT0 + i, 1.23456789 + i * 0.001));
     g.push_back(gate("m" + std::to_string(i), kT0 + i, 0.000123456, 2, 4 * kMiB, "mpi"));

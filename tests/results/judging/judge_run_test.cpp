@@ -25,7 +25,7 @@ Verdict local_view(int rank, const std::string& host) {
 TEST(JudgeRun, LocalDemotesConsequencesOnceAndListsPhasesNotRun) {
   Verdict v = local_view(0, "h0");
   v.phases.pop_back();  // the run stopped before the mesh
-  rendezvous::SilentPeer s;
+  SilentPeerFact s;
   s.rank = 2;
   s.host = "h2";
   s.silent_for_s = 4;

@@ -41,7 +41,7 @@ Verdict ring(int n, const std::vector<int>& lossy) {
   auto is_lossy = [&](int r) { return std::count(lossy.begin(), lossy.end(), r) > 0; };
   for (int r = 0; r < n; ++r) {
     TransportIdentity id = socket_row(r);
-    transports::LinkStats ls;
+    LinkFacts ls;
     ls.next_rank = (r + 1) % n;
     ls.prev_rank = (r + n - 1) % n;
     ls.send_blocked_s = 0.05;

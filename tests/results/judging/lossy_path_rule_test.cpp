@@ -27,7 +27,7 @@ Verdict view(int rank, int n, const std::vector<int>& silent) {
     v.ranks.push_back(ri);
   }
   for (int s : silent) {
-    rendezvous::SilentPeer p;
+    SilentPeerFact p;
     p.rank = s;
     p.host = host(s);
     p.silent_for_s = 3.2;
@@ -114,7 +114,7 @@ TEST(LossyPath, AFrozenRankIsNotLossy) {
   for (int r = 0; r < n; ++r) {
     Verdict v = view(r, n, {});
     if (r != 2) {
-      rendezvous::SilentPeer p;
+      SilentPeerFact p;
       p.rank = 2;
       p.host = host(2);
       p.seen_by = r;

@@ -1,4 +1,4 @@
-// MTU_MISMATCH (results/judging/mtu_rule.h) over hand-made mesh results: the host every
+// MTU_MISMATCH (results/judging/mtu_rule.h) over hand-made mesh facts (facts_rendezvous.h): the host every
 // black-holed path shares is named alone with both MTUs, a single bad link names its two ends, a
 // fabric-wide MTU names every host in one finding, and a black hole makes the mesh phase fail
 // (so the transports do not run on it).
@@ -16,8 +16,8 @@
 namespace ncclsmoke::results {
 namespace {
 
-using rendezvous::MeshResult;
-using rendezvous::MtuPath;
+using MeshResult = MeshFacts;
+using MtuPath = MtuPathFact;
 
 MtuPath hole(int from, int to, int probed = 1500, int path = 1280) {
   MtuPath p;

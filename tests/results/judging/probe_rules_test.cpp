@@ -13,8 +13,7 @@
 namespace ncclsmoke::results {
 namespace {
 
-using rendezvous::ErrorClass;
-using rendezvous::StoreError;
+using ErrorClass = StoreErrorClass;
 
 ConfigProblem problem(ConfigProblem::Kind kind, std::string variable, std::string value,
                       std::string message, std::string hint) {
@@ -115,7 +114,7 @@ TEST(ProbeRules, EveryConnectClassComesFromTheTable) {
       {ErrorClass::unreachable, "RENDEZVOUS_UNREACHABLE"},
       {ErrorClass::reset, "RENDEZVOUS_LOST"}};
   for (const auto& [cls, code] : cases) {
-    Finding f = connect_finding(StoreError(cls, "detail"), c, 2.0);
+    Finding f = connect_finding({cls, "detail"}, c, 2.0);
     EXPECT_EQ(name(f.code), code);
     expect_from_table(f);
     EXPECT_EQ(f.message.rfind("rank 3 (host host-3)", 0), 0u) << f.message;
@@ -128,7 +127,7 @@ TEST(ProbeRules, AnIpv6MasterIsBracketedAndAnUnknownHostIsNotSpelledEmpty) {
   auto c = context(1, 2);
   c.master_addr = "fd00::7";
   c.host.clear();
-  Finding f = connect_finding(StoreError(ErrorClass::refused, "refused"), c, 1.0);
+  Finding f = connect_finding({ErrorClass::refused, "refused"}, c, 1.0);
   EXPECT_NE(f.message.find("rank 1 could not reach the store at [fd00::7]:29500"),
             std::string::npos)
       << f.message;
@@ -136,14 +135,10 @@ TEST(ProbeRules, AnIpv6MasterIsBracketedAndAnUnknownHostIsNotSpelledEmpty) {
 }
 
 TEST(ProbeRules, JoinRulesNameTheClaimantsPidFromTheContext) {
-  rendezvous::JoinResult j;
+  JoinFacts j;
   j.missing = {2, 3};
   j.master_world_size = 8;
-  rendezvous::Identity other;
-  other.rank = 1;
-  other.host = "host-x";
-  other.pid = 77;
-  j.rank_taken_by = other;
+  j.rank_taken_by = JoinFacts::Claimant{"host-x", 77};
   j.roster_received = false;
   j.waited_s = 5;
   auto out = join_findings(j, context(1, 4), 30);
@@ -159,7 +154,7 @@ TEST(ProbeRules, JoinRulesNameTheClaimantsPidFromTheContext) {
 }
 
 TEST(ProbeRules, MeshPeerLostHasTheTablesLayer) {
-  rendezvous::MeshResult m;
+  MeshFacts m;
   m.silent_ranks = {2};
   m.summary_received = true;
   m.pairs_tested = 3;
@@ -174,9 +169,9 @@ TEST(ProbeRules, MeshPeerLostHasTheTablesLayer) {
 }
 
 TEST(ProbeRules, MeshBlockedAndIncompleteComeFromTheTable) {
-  rendezvous::MeshResult m;
-  m.failures = {{0, 2, "10.0.0.9:4000", ErrorClass::timed_out, "", 1.0},
-                {1, 2, "10.0.0.9:4000", ErrorClass::refused, "", 0.1}};
+  MeshFacts m;
+  m.failures = {{0, 2, "10.0.0.9:4000", ErrorClass::timed_out, 1.0},
+                {1, 2, "10.0.0.9:4000", ErrorClass::refused, 0.1}};
   m.pairs_tested = 6;
   m.pairs_untested = 2;
   m.unfinished_ranks = {1};

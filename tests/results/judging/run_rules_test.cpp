@@ -14,18 +14,17 @@ namespace {
 
 using rendezvous::RankRef;
 
-rendezvous::LostPeer lost(int rank, const std::string& host) {
-  rendezvous::LostPeer l;
+LostPeerFact lost(int rank, const std::string& host) {
+  LostPeerFact l;
   l.rank = rank;
   l.host = host;
   l.how = "closed the connection (EOF)";
-  l.seen_by = 1;
   l.after_s = 0.25;
   return l;
 }
 
-rendezvous::SilentPeer silent(int rank, const std::string& host, double for_s = 0.6) {
-  rendezvous::SilentPeer s;
+SilentPeerFact silent(int rank, const std::string& host, double for_s = 0.6) {
+  SilentPeerFact s;
   s.rank = rank;
   s.host = host;
   s.silent_for_s = for_s;
@@ -249,7 +248,7 @@ TEST(RunRules, TheGatherNamesAnUnreportedRankOnceAndASelfExplainedOne) {
 }
 
 TEST(RunRules, PhaseStatuses) {
-  rendezvous::JoinResult join;
+  JoinFacts join;
   join.roster_received = true;
   EXPECT_EQ(rendezvous_phase_status(join), PhaseStatus::pass);
   join.missing = {3};

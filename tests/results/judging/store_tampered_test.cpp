@@ -10,8 +10,8 @@
 namespace ncclsmoke::results {
 namespace {
 
-const rendezvous::TamperedValue kVerdictKey{"ncclsmoke/job/0/verdict/1", "not signed"};
-const rendezvous::TamperedValue kSweepKey{"ncclsmoke/job/0/transport/socket/sweep/2",
+const TamperedValueFact kVerdictKey{"ncclsmoke/job/0/verdict/1", "not signed"};
+const TamperedValueFact kSweepKey{"ncclsmoke/job/0/transport/socket/sweep/2",
                                           "signed with another token or under another key"};
 
 Verdict view(int rank, const std::string& host) {
