@@ -50,6 +50,21 @@ void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& li
                                               nlohmann::json::error_handler_t::replace));
   } catch (const StoreError&) {
     // Rank 0 is gone; our local verdict on disk already says so.
+    return;
+  }
+  if (ctx.exit_code(local) == 0) return;
+  // A failing rank stays until rank 0 has written the world's verdict: its non-zero exit is what
+  // makes mpirun (and torchrun's agent, for the ranks of its node) kill the job's other
+  // processes, rank 0 among them, mid-gather. Bounded by the run's deadline, and over as soon as
+  // the watch sees rank 0 stop.
+  const Deadline until = ctx.run_deadline;
+  while (Clock::now() < until && !live.rank0_stopped()) {
+    try {
+      s.store->wait({std::string(kVerdictWrittenKey)}, earliest(deadline_after(Millis{250}), until));
+      return;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) return;  // the store (rank 0) went away
+    }
   }
 }
 
@@ -160,6 +175,10 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),
                           fmt::format("verdict {} (exit {})", global.verdict, ctx.exit_code(global))));
   write_suspects_file(ctx, global);  // OUT/suspects.txt, for --exclude-file (harness/set_aside.h)
+  try {
+    s.store->set(std::string(kVerdictWrittenKey), global.run_id);  // failing ranks may leave now
+  } catch (const StoreError&) {
+  }
   record_history(ctx, global);
   return global;
 }

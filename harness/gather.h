@@ -10,8 +10,13 @@
 
 namespace ncclsmoke::harness {
 
+// The key rank 0 sets (to the run id) once the world's verdict is written.
+inline constexpr const char* kVerdictWrittenKey = "verdict/written";
+
 // Not while the store is known frozen, or rank 0 (the store) is known gone: a post would only
-// wait out its timeout, and our file already says so.
+// wait out its timeout, and our file already says so. A rank whose own verdict fails then waits
+// (until the run's deadline, or rank 0 stops) for kVerdictWrittenKey: its non-zero exit would
+// make mpirun, or torchrun's agent, kill rank 0 before it wrote the world's verdict.
 void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& live,
                 const results::Verdict& local);
 

@@ -207,6 +207,7 @@ results::PairSample measure_pair(const PairTask& t) {
   out.bytes = static_cast<std::int64_t>(nbytes);
   const auto* backend = transports::find_backend(t.transport);
   if (!backend || !backend->make) {
+    out.error_kind = results::kPairUnavailable;
     out.error = fmt::format("unavailable: {}",
                             backend ? backend->why_missing : "no transport of that name");
     return out;
@@ -223,6 +224,7 @@ results::PairSample measure_pair(const PairTask& t) {
   c.local_address = t.local_address;
   c.store = t.store;
   c.options = t.options;
+  c.world_ranks = {std::min(t.self, t.peer), std::max(t.self, t.peer)};  // c.rank's order
   std::unique_ptr<transports::Transport> tr;
   try {
     tr = backend->make();
@@ -257,12 +259,18 @@ results::PairSample measure_pair(const PairTask& t) {
       out.segs_out = ls->tx_segs_out;
       out.rtt_us = ls->tx_rtt_us;
     }
-    if (wrong > 0) out.error = fmt::format("wrong data: {} of {} elements", wrong, count);
+    if (wrong > 0) {
+      out.error_kind = "wrong_data";
+      out.error = fmt::format("wrong data: {} of {} elements", wrong, count);
+    }
   } catch (const TransportError& e) {
-    out.error = fmt::format("{}: {}", transports::to_string(e.kind()), e.what());
+    out.error_kind = transports::to_string(e.kind());
+    out.error = fmt::format("{}: {}", out.error_kind, e.what());
   } catch (const StoreError& e) {
+    out.error_kind = "store";
     out.error = fmt::format("store: {}", e.what());
   } catch (const std::exception& e) {
+    out.error_kind = "other";
     out.error = fmt::format("other: {}", e.what());
   }
   if (!out.error.empty()) {

@@ -21,8 +21,6 @@ CarriedBy socket_carried();
 CarriedBy fabric_carried();
 CarriedBy mpi_carried();
 CarriedBy nccl_carried();
-// What a backend cannot do (BackendInfo::no_pairs), in its folder too.
-std::string mpi_no_pairs();
 
 const std::vector<BackendInfo>& backends() {
   static const std::vector<BackendInfo> list = [] {
@@ -38,10 +36,10 @@ const std::vector<BackendInfo>& backends() {
 #endif
 #ifdef NCCLSMOKE_HAVE_MPI
     b.push_back({"mpi", "MPI_Allreduce through Open MPI (launch with mpirun)",
-                 [] { return make_mpi_transport(); }, "", mpi_options(), mpi_carried(), mpi_no_pairs()});
+                 [] { return make_mpi_transport(); }, "", mpi_options(), mpi_carried(), ""});
 #else
     b.push_back({"mpi", "MPI", nullptr, "this binary was built without MPI", mpi_options(),
-                 mpi_carried(), mpi_no_pairs()});
+                 mpi_carried(), ""});
 #endif
     b.push_back({"nccl", "NCCL all-reduce on GPUs (CUDA and NCCL loaded at run time)",
                  [] { return make_nccl_transport(); }, "", nccl_options(), nccl_carried(), ""});

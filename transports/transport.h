@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "rendezvous/deadline.h"
 #include "rendezvous/store.h"
@@ -98,6 +99,12 @@ struct TransportContext {
   // on (waiting_on = that rank, what = "recv from" / "send to"; -1 = not waiting any more). Called
   // on the collective's own thread when the wait changes, not per byte; cheap and thread-safe.
   std::function<void(int waiting_on, const std::string& what)> set_wait_state;
+  // This instance's ranks in the run's world, in the instance's rank order (world_ranks[rank] is
+  // this rank's world rank; size world_size); empty: the instance is the whole world. Set for the
+  // pairwise rounds' 2-rank instances (harness/pairwise_step.h measure_pair: {lower, higher}). A
+  // backend that rendezvouses through `store` needs nothing else and ignores it; one whose
+  // library owns the world (mpi: MPI_COMM_WORLD, from mpirun) forms the instance inside it.
+  std::vector<int> world_ranks;
 
   // The given text unchecked, else `fallback` (prefer the typed getters of `options`).
   std::string option(const std::string& key, const std::string& fallback = "") const {

@@ -240,6 +240,7 @@ void write_pair_samples(json& observed, const std::vector<PairSample>& samples) 
     }
     if (std::isfinite(p.rtt_us)) j["rtt_us"] = p.rtt_us;
     if (!p.error.empty()) j["error"] = p.error;
+    if (!p.error_kind.empty()) j["error_kind"] = p.error_kind;
     arr.push_back(std::move(j));
   }
 }
@@ -265,6 +266,8 @@ std::vector<PairSample> pair_samples_of(const TransportIdentity& id) {
     p.segs_out = num(j, "segs_out", std::int64_t{-1});
     p.rtt_us = num(j, "rtt_us", kNaN);
     if (auto e = j.find("error"); e != j.end() && e->is_string()) p.error = e->get<std::string>();
+    if (auto e = j.find("error_kind"); e != j.end() && e->is_string())
+      p.error_kind = e->get<std::string>();
     out.push_back(std::move(p));
   }
   return out;
@@ -298,6 +301,7 @@ std::vector<LinkEvidence> link_evidence(const Verdict& v) {
       out.push_back(std::move(e));
     }
     for (const auto& p : pair_samples_of(id)) {
+      if (p.error_kind == kPairUnavailable) continue;  // the backend's absence, not the link
       LinkEvidence e;
       e.transport = id.transport;
       e.source = "pairwise";

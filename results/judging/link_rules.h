@@ -38,11 +38,17 @@ struct PairSample {
   std::int64_t segs_out = -1;
   double rtt_us = std::numeric_limits<double>::quiet_NaN();
   std::string error;                                    // non-empty: the pair failed (timeout ...)
+  // How it failed: the backend's error kind ("timeout", "peer_lost", "init_failed", "other",
+  // "unavailable"), "store" or "wrong_data"; "" when it did not. An "unavailable" pair (the
+  // backend cannot run on one of the two ranks: MPI failed there) says nothing of the link and is
+  // left out of the link evidence.
+  std::string error_kind;
 };
+inline constexpr const char* kPairUnavailable = "unavailable";
 
 // The documented layout: observed["pairwise"] = [{"round", "peer", "peer_host", "bytes", "iters",
-// "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error"}...] (NaN / -1 / "" members
-// are left out). Appends to what is there.
+// "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error", "error_kind"}...] (NaN / -1 /
+// "" members are left out). Appends to what is there.
 inline constexpr const char* kPairwiseKey = "pairwise";
 void write_pair_samples(nlohmann::json& observed, const std::vector<PairSample>& samples);
 std::vector<PairSample> pair_samples_of(const TransportIdentity& id);

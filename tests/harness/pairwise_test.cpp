@@ -1,7 +1,7 @@
 // The pairwise rounds' wire and flags (harness/pairwise_plan.h) and one pair measured for real
 // (harness/pairwise_step.h measure_pair, the socket backend on loopback threads over an in-memory
 // store): the plan and summary on the wire, this rank's summary from its record, the settings
-// from the flags, what the backends declare they cannot pair, and a pair whose partner never
+// from the flags, that no backend declares it cannot pair, and a pair whose partner never
 // comes ending at its deadline with the error. Whether the rounds run and their phase are
 // results/judging/pairwise_rules.h's (tests/results/judging/pairwise_rules_test.cpp).
 #include <gtest/gtest.h>
@@ -103,12 +103,11 @@ TEST(PairwisePlan, SummaryReadsThisRanksRecord) {
   EXPECT_EQ(s.transports[2].status, results::PhaseStatus::not_run);
 }
 
-TEST(PairwisePlan, ABackendThatCannotPairSaysSoInItsDeclaration) {
-  // Read generically by pairwise_step.cpp (the harness names no backend).
-  const auto* mpi = transports::find_backend("mpi");
-  ASSERT_NE(mpi, nullptr);
-  EXPECT_NE(mpi->no_pairs.find("2-rank MPI world"), std::string::npos) << mpi->no_pairs;
-  for (const char* name : {"socket", "fabric", "nccl"}) {
+TEST(PairwisePlan, EveryBackendCanPair) {
+  // BackendInfo::no_pairs is read generically by pairwise_step.cpp (the harness names no
+  // backend). MPI pairs too: a 2-rank communicator per pair with MPI_Comm_create_group inside
+  // the mpirun world (transports/mpi/mpi_transport.h; tests/launchers/mpirun_pairwise_test.py).
+  for (const char* name : {"socket", "fabric", "mpi", "nccl"}) {
     const auto* b = transports::find_backend(name);
     ASSERT_NE(b, nullptr) << name;
     EXPECT_EQ(b->no_pairs, "") << name;
@@ -236,6 +235,34 @@ TEST(MeasurePair, APartnerThatNeverComesEndsAtTheDeadlineWithTheError) {
   EXPECT_FALSE(s.error.empty());
   EXPECT_EQ(s.error.rfind("timeout: ", 0), 0u) << s.error;
   EXPECT_TRUE(std::isnan(s.time_us));
+}
+
+// measure_pair tells the instance its ranks in the run's world (TransportContext::world_ranks,
+// lower first): the mpi backend forms the pair inside MPI_COMM_WORLD by them and names this rank
+// by its world rank. Outside a process whose MPI transport opened MPI it refuses at once, with
+// the reason, and starts no MPI.
+TEST(MeasurePair, AnMpiPairKnowsItsWorldRanksAndSaysWhyItCannotRun) {
+  const auto* mpi = transports::find_backend("mpi");
+  if (!mpi || !mpi->make) GTEST_SKIP() << "built without MPI";
+  setenv("OMPI_COMM_WORLD_SIZE", "8", 1);  // "under mpirun", but transport:mpi never opened
+  rendezvous::MemoryStore mem;
+  rendezvous::PrefixStore store("pairwise/mpi/4/3-6", mem);
+  auto t = pair_task(6, 3, &store, 20);
+  t.transport = "mpi";
+  auto t0 = std::chrono::steady_clock::now();
+  auto s = measure_pair(t);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_LT(took, 2.0);
+  EXPECT_EQ(s.error.rfind("unavailable: mpi: rank 6 (host host-6): ", 0), 0u) << s.error;
+  EXPECT_NE(s.error.find("with rank 3 (host host-3)"), std::string::npos) << s.error;
+  EXPECT_NE(s.error.find("MPI was not opened in this process"), std::string::npos) << s.error;
+  EXPECT_TRUE(std::isnan(s.time_us));
+  // Its partner is told through the pair's store: the rank's state and the decision "off".
+  auto info = json::parse(mem.get("pairwise/mpi/4/3-6/mpi/info/1", rendezvous::Clock::now()));
+  EXPECT_EQ(info["world_ranks"], json({3, 6}));
+  EXPECT_EQ(info.value("ready", true), false);
+  EXPECT_EQ(mem.get("pairwise/mpi/4/3-6/mpi/decision", rendezvous::Clock::now()), "off");
 }
 
 TEST(MeasurePair, AnUnknownBackendIsAnError) {

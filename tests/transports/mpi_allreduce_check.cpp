@@ -1,6 +1,7 @@
 // Started under mpirun (see mpi_test.sh): checks the mpi transport in a real Open MPI job.
 //
-//   mpirun -np N mpi_allreduce_check [--scenario check|timeout|open_timeout|kill|child_dies|init_fails] [--collective allreduce|
+//   mpirun -np N mpi_allreduce_check [--scenario check|timeout|open_timeout|kill|child_dies|
+//       init_fails|pairs|pair_partner_dead] [--collective allreduce|
 //       iallreduce] [--master-addr ADDR] [--expect-pml X] [--expect-btl X] [--expect-mtl X]
 //       [--expect-tcp] [--expect-no-tcp] [--expect-distinct-hosts] [--identify-dir DIR]
 //       [--open-timeout S]
@@ -19,6 +20,16 @@
 // ("unreachable"), and the rank survives to print "INIT_FAILED_OK rank R".
 // child_dies: rank 0's MPI child process is killed; rank 0 names the death, the others end within
 // their deadline; every rank prints "CHILD_DIES_OK rank R".
+// pairs: the pairwise rounds' instances (TransportContext::world_ranks) over a TcpStore served by
+// rank 0, after the world instance is closed: every pair of the round robin
+// (transports/pair_schedule.h), disjoint pairs at once, forms its communicator with
+// MPI_Comm_create_group and gives exact sums (float32, bfloat16, in-place) and a timed loop; then
+// ranks 0 and 1: rank 1 comes 3 s late to a pair rank 0 waits 1.5 s for (rank 0: timeout "did
+// not arrive", rank 1: timeout "had given up", neither made an MPI call), and the same two pair
+// again at once. Every rank prints "mpi_allreduce_check: rank R/N PASS".
+// pair_partner_dead: the last rank's MPI child is killed; its pair with the rank before it is
+// refused on both sides at once (unavailable: "MPI is unusable in this process" there, "its
+// partner ... cannot take part" here) and both print "PAIR_DEAD_OK rank R".
 #include <signal.h>
 #include <unistd.h>
 
@@ -34,6 +45,7 @@
 
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/tcp_client.h"
+#include "transports/pair_schedule.h"
 #include "rendezvous/tcp_server.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/sweep.h"
@@ -370,6 +382,180 @@ int scenario_child_dies(Transport& t) {
   return 0;
 }
 
+// A TcpStore served by rank 0 (its port reaches the others through an allreduce).
+std::shared_ptr<rendezvous::Store> shared_store(
+    Transport& t, const Args& a, std::unique_ptr<rendezvous::TcpStoreServer>& server) {
+  float port = 0;
+  if (g_rank == 0) {
+    rendezvous::TcpStoreServerOptions so;
+    so.host = a.master_addr;
+    server = rendezvous::TcpStoreServer::start(so);
+    port = static_cast<float>(server->port());
+  }
+  t.allreduce(&port, &port, 1, DType::float32, ReduceOp::sum, in_s(60));
+  rendezvous::TcpStoreOptions co;
+  co.host = a.master_addr;
+  co.port = static_cast<uint16_t>(port);
+  return rendezvous::TcpStore::connect(co, in_s(30));
+}
+
+// Everyone is done with the store before rank 0 stops serving it.
+void release_store(std::shared_ptr<rendezvous::Store>& store,
+                   std::unique_ptr<rendezvous::TcpStoreServer>& server) {
+  store->add("done", 1);
+  if (g_rank == 0)
+    ncclsmoke::testing::wait_until([&] { return store->add("done", 0) >= g_size; },
+                                   std::chrono::seconds(60), Millis(20));
+  store.reset();
+  if (server) server->stop();
+}
+
+TransportContext pair_context(const TransportContext& world, int peer, rendezvous::Store* store) {
+  TransportContext c;
+  c.rank = g_rank < peer ? 0 : 1;
+  c.world_size = 2;
+  c.world_ranks = {std::min(g_rank, peer), std::max(g_rank, peer)};
+  c.hosts[c.rank] = hostname();
+  c.hosts[1 - c.rank] = "host-of-rank-" + std::to_string(peer);
+  c.options = world.options;
+  c.store = store;
+  return c;
+}
+
+// One pair instance opened, checked and timed; returns the mean microseconds (or -1).
+double check_pair(const TransportContext& world, int peer, rendezvous::Store& store,
+                  const std::string& what) {
+  auto t = make_mpi_transport();
+  auto c = pair_context(world, peer, &store);
+  try {
+    t->open(c, in_s(30));
+  } catch (const TransportError& e) {
+    expect(false, what + ": open: " + to_string(e.kind()) + ": " + e.what());
+    return -1;
+  }
+  double us = -1;
+  try {
+    for (DType dtype : {DType::float32, DType::bfloat16})
+      for (bool in_place : {false, true}) {
+        const std::size_t count = 65537;
+        std::size_t bytes = count * dtype_size(dtype);
+        std::vector<unsigned char> send(bytes), recv(bytes, 0xFF);
+        fill_input(send.data(), count, dtype, c.rank);
+        void* out = in_place ? send.data() : recv.data();
+        t->allreduce(send.data(), out, count, dtype, ReduceOp::sum, in_s(30));
+        int64_t wrong = count_wrong(out, count, dtype, 2);
+        expect(wrong == 0, what + ": " + to_string(dtype) + (in_place ? " in-place" : "") + ": " +
+                               std::to_string(wrong) + " wrong elements");
+      }
+    std::size_t n = 1 << 16;
+    void* sb = t->allocate(n * 4);
+    void* rb = t->allocate(n * 4);
+    us = t->timed_allreduce(sb, rb, n, DType::float32, ReduceOp::sum, 5, in_s(30),
+                            [] { return in_s(10); });
+    t->release(sb);
+    t->release(rb);
+    expect(us > 0, what + ": no time");
+    json id = t->identify();
+    expect(id.value("world_ranks", json()) == json(c.world_ranks) &&
+               id.value("rank", -1) == c.rank && id.value("world_size", -1) == 2,
+           what + ": identify: " + id.dump());
+  } catch (const TransportError& e) {
+    expect(false, what + ": " + to_string(e.kind()) + ": " + e.what());
+  }
+  t->close();
+  return us;
+}
+
+int scenario_pairs(Transport& world_t, const TransportContext& ctx, const Args& a) {
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  auto store = shared_store(world_t, a, server);
+  world_t.close();  // the pairs do not need the world instance
+  std::vector<int> all;
+  for (int r = 0; r < g_size; ++r) all.push_back(r);
+  auto rounds = pair_rounds(all);
+  auto t0 = Clock::now();
+  int measured = 0;
+  for (std::size_t k = 0; k < rounds.size(); ++k) {
+    int peer = partner_in(rounds[k], g_rank);
+    if (peer < 0) continue;
+    std::string name = "pairs/" + std::to_string(k) + "/" + std::to_string(std::min(g_rank, peer)) +
+                       "-" + std::to_string(std::max(g_rank, peer));
+    rendezvous::PrefixStore ps(name, store);
+    double us = check_pair(ctx, peer, ps, name);
+    if (us > 0) ++measured;
+    std::printf("rank %d: round %zu with rank %d: %.1f us (64K floats x 5)\n", g_rank, k, peer, us);
+  }
+  expect(measured == g_size - 1, "measured " + std::to_string(measured) + " pairs of " +
+                                     std::to_string(g_size - 1));
+  std::printf("rank %d: %zu rounds in %.2f s\n", g_rank, rounds.size(),
+              rendezvous::seconds_since(t0));
+
+  // A partner that comes too late: neither side makes an MPI call, and both pair again at once.
+  if (g_rank <= 1 && g_size >= 2) {
+    int peer = 1 - g_rank;
+    rendezvous::PrefixStore late("late/0-1", store);
+    auto c = pair_context(ctx, peer, &late);
+    auto t = make_mpi_transport();
+    if (g_rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+    auto start = Clock::now();
+    try {
+      t->open(c, g_rank == 0 ? Clock::now() + Millis(1500) : in_s(10));
+      expect(false, "late pair: open succeeded");
+    } catch (const TransportError& e) {
+      std::string m = e.what();
+      double took = rendezvous::seconds_since(start);
+      std::printf("rank %d: late pair: %s: %s (%.2f s)\n", g_rank, to_string(e.kind()), m.c_str(),
+                  took);
+      expect(e.kind() == ErrorKind::timeout, "late pair: kind " + std::string(to_string(e.kind())));
+      expect(m.find(g_rank == 0 ? "did not arrive" : "had given up") != std::string::npos,
+             "late pair: " + m);
+      expect(m.find("no MPI call was made") != std::string::npos, "late pair: " + m);
+      expect(took < (g_rank == 0 ? 1.5 + 1.0 : 1.0), "late pair took " + std::to_string(took));
+    }
+    rendezvous::PrefixStore again("again/0-1", store);
+    double us = check_pair(ctx, peer, again, "again/0-1");
+    std::printf("rank %d: paired again with rank %d: %.1f us\n", g_rank, peer, us);
+  }
+  release_store(store, server);
+  return 0;
+}
+
+int scenario_pair_partner_dead(Transport& world_t, const TransportContext& ctx, const Args& a) {
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  auto store = shared_store(world_t, a, server);
+  const int last = g_size - 1, before = g_size - 2;
+  if (g_rank == last) {
+    int pid = world_t.identify().value("mpi_process_pid", 0);
+    expect(pid > 0, "no MPI child pid");
+    if (pid > 0) kill(pid, SIGKILL);
+    std::this_thread::sleep_for(Millis(300));
+  }
+  if (g_rank == last || g_rank == before) {
+    int peer = g_rank == last ? before : last;
+    rendezvous::PrefixStore ps("dead", store);
+    auto t = make_mpi_transport();
+    auto start = Clock::now();
+    try {
+      t->open(pair_context(ctx, peer, &ps), in_s(30));
+      expect(false, "a pair with a dead MPI child opened");
+    } catch (const TransportError& e) {
+      std::string m = e.what();
+      double took = rendezvous::seconds_since(start);
+      std::printf("rank %d: %s: %s (%.2f s)\n", g_rank, to_string(e.kind()), m.c_str(), took);
+      expect(e.kind() == ErrorKind::unavailable, std::string("kind ") + to_string(e.kind()));
+      expect(m.find("MPI is unusable in this process because the MPI child process ended") !=
+                 std::string::npos,
+             "message: " + m);
+      if (g_rank == before)
+        expect(m.find("cannot take part") != std::string::npos, "message: " + m);
+      expect(took < 2.0, "took " + std::to_string(took) + " s");
+    }
+    if (g_failures == 0) std::printf("PAIR_DEAD_OK rank %d\n", g_rank);
+  }
+  release_store(store, server);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -468,6 +654,9 @@ int main(int argc, char** argv) {
   else if (a.scenario == "timeout") return scenario_timeout(*t, a), g_failures ? 1 : 0;
   else if (a.scenario == "kill") scenario_kill(*t);
   else if (a.scenario == "child_dies") return scenario_child_dies(*t), g_failures ? 1 : 0;
+  else if (a.scenario == "pairs") scenario_pairs(*t, ctx, a);
+  else if (a.scenario == "pair_partner_dead")
+    return scenario_pair_partner_dead(*t, ctx, a), std::fflush(stdout), g_failures ? 1 : 0;
   else {
     std::fprintf(stderr, "mpi_allreduce_check: unknown scenario %s\n", a.scenario.c_str());
     return 2;

@@ -10,6 +10,9 @@
 #          MPI's abort ended only the ranks' MPI child processes, cleanly.
 # child_dies: rank 0's MPI child process is killed; every rank prints "CHILD_DIES_OK" (mpirun's
 #          exit status is not judged: rank 0's MPI process ended without finalizing).
+# pairs:   as check: every rank prints "rank R/NP PASS" and mpirun exits 0.
+# pair_partner_dead: the last two ranks print "PAIR_DEAD_OK" (mpirun's exit status is not judged:
+#          the last rank's MPI process ended without finalizing).
 # Every run is bounded by `timeout` (TIME_LIMIT_S, default 100 s).
 set -u
 mpirun=$1 check=$2 np=$3 scenario=$4
@@ -37,7 +40,7 @@ if { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; } && [ "$elapsed_ms" -ge $((limit *
   exit 1
 fi
 case "$scenario" in
-  check)
+  check|pairs)
     pass=$(grep -c "mpi_allreduce_check: rank [0-9]*/$np PASS" "$log")
     if [ "$rc" -ne 0 ] || [ "$pass" -ne "$np" ]; then
       echo "mpi_test: FAIL: $pass of $np ranks passed, mpirun rc $rc"
@@ -65,6 +68,12 @@ case "$scenario" in
     ok=$(grep -c "^CHILD_DIES_OK rank" "$log")
     if [ "$ok" -ne "$np" ]; then
       echo "mpi_test: FAIL: $ok of $np ranks passed the MPI child's death"
+      exit 1
+    fi ;;
+  pair_partner_dead)
+    ok=$(grep -c "^PAIR_DEAD_OK rank" "$log")
+    if [ "$ok" -ne 2 ]; then
+      echo "mpi_test: FAIL: $ok of 2 ranks of the pair refused it with the reason"
       exit 1
     fi ;;
   kill)

@@ -1,6 +1,8 @@
-// The mpi transport outside mpirun (unavailable, with the reason), and the pure helpers identify()
-// uses to read Open MPI's choices (mpi_observe.h). The collective itself is checked under mpirun
-// by mpi_allreduce_check (mpi_test.sh).
+// The mpi transport outside mpirun (unavailable, with the reason), a pairwise instance
+// (TransportContext::world_ranks) in a process whose MPI was never opened (refused at once, said
+// to the partner through the pair's store, and no MPI started), and the pure helpers identify()
+// uses to read Open MPI's choices (mpi_observe.h). The collective itself, and pairs formed with
+// MPI_Comm_create_group, are checked under mpirun by mpi_allreduce_check (mpi_test.sh).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -9,6 +11,7 @@
 
 #include <cstdlib>
 
+#include "rendezvous/memory_store.h"
 #include "transports/mpi/mpi_observe.h"
 #include "transports/mpi/mpi_transport.h"
 
@@ -41,6 +44,76 @@ TEST(MpiTransport, OpenOutsideMpirunIsUnavailableWithTheReason) {
     EXPECT_NE(m.find("not started by mpirun"), std::string::npos) << m;
     EXPECT_NE(m.find("mpirun ... ncclsmoke run --transports mpi"), std::string::npos) << m;
     EXPECT_NE(m.find("rank 1 (host node-b)"), std::string::npos) << m;
+  }
+}
+
+// A pair's instance never starts MPI itself (MPI_Init waits for the whole mpirun job): in a
+// process where transport:mpi did not open MPI it is unavailable at once, naming why, and it
+// tells its partner through the pair's store (its state, and the decision "off"), so the partner
+// does not wait for it either.
+TEST(MpiTransport, APairWhereMpiWasNeverOpenedIsRefusedAndThePartnerTold) {
+  clear_launcher_env();
+  setenv("OMPI_COMM_WORLD_SIZE", "4", 1);  // as under mpirun, but no MPI child was started
+  ncclsmoke::rendezvous::MemoryStore store;
+  auto t = make_mpi_transport();
+  TransportContext ctx;
+  ctx.rank = 1;  // the pair's higher rank: world rank 3
+  ctx.world_size = 2;
+  ctx.world_ranks = {1, 3};
+  ctx.hosts[0] = "node-b";
+  ctx.hosts[1] = "node-d";
+  ctx.store = &store;
+  auto start = Clock::now();
+  try {
+    t->open(ctx, in_s(30));
+    FAIL() << "a pair opened in a process without MPI";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable);
+    std::string m = e.what();
+    EXPECT_NE(m.find("mpi: rank 3 (host node-d)"), std::string::npos) << m;
+    EXPECT_NE(m.find("with rank 1 (host node-b)"), std::string::npos) << m;
+    EXPECT_NE(m.find("MPI was not opened in this process"), std::string::npos) << m;
+    EXPECT_NE(m.find("never starts MPI itself"), std::string::npos) << m;
+  }
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 2.0);
+  auto info = nlohmann::json::parse(store.get("mpi/info/1", in_s(1)));
+  EXPECT_EQ(info.value("ready", true), false) << info.dump();
+  EXPECT_NE(info.value("why", "").find("MPI was not opened"), std::string::npos) << info.dump();
+  EXPECT_EQ(info["world_ranks"], nlohmann::json({1, 3}));
+  EXPECT_EQ(store.get("mpi/decision", in_s(1)), "off");
+  // No MPI child was started for it.
+  EXPECT_FALSE(t->identify().contains("mpi_process_pid"));
+
+  // The partner (world rank 1) is refused at once too: its own MPI is not open either.
+  auto p = make_mpi_transport();
+  TransportContext pc = ctx;
+  pc.rank = 0;
+  try {
+    p->open(pc, in_s(30));
+    FAIL() << "the partner's pair opened";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::unavailable) << e.what();
+  }
+  // A pair's tag is the lower rank's: posted with its state.
+  auto pinfo = nlohmann::json::parse(store.get("mpi/info/0", in_s(1)));
+  EXPECT_TRUE(pinfo.contains("tag")) << pinfo.dump();
+  clear_launcher_env();
+}
+
+TEST(MpiTransport, APairWhoseRanksDoNotMatchItsWorldIsInitFailed) {
+  clear_launcher_env();
+  auto t = make_mpi_transport();
+  TransportContext ctx;
+  ctx.rank = 0;
+  ctx.world_size = 2;
+  ctx.world_ranks = {0, 1, 2};
+  try {
+    t->open(ctx, in_s(10));
+    FAIL() << "open succeeded";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::init_failed);
+    EXPECT_NE(std::string(e.what()).find("world_ranks [0,1,2] do not match"), std::string::npos)
+        << e.what();
   }
 }
 

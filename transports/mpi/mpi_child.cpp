@@ -4,7 +4,9 @@
 // control page. It serves the parent's requests one at a time on its main thread, which is also
 // the thread that called MPI_Init_thread (FUNNELED). Deadlines are the parent's: it abandons a
 // call that does not return by sending SIGUSR1, which a dedicated thread turns into a clean PMIx
-// exit, or SIGKILL.
+// exit, or SIGKILL. Requests: open (MPI_Init_thread once, then a duplicate of MPI_COMM_WORLD per
+// world instance), pair (a pairwise instance's communicator: MPI_Comm_create_group), map /
+// unmap (shared buffers), allreduce / timed, identify, close (MPI_Comm_free), finalize.
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
@@ -52,6 +54,10 @@ struct State {
   MPI_Op bf16_sum = MPI_OP_NULL;
   std::set<unsigned long> sockets_before_init;
   std::map<int64_t, MPI_Comm> comms;  // by open id
+  // A second duplicate of MPI_COMM_WORLD, made with the first world open (every rank makes it
+  // there, at the same point), from which the pairwise rounds' 2-rank communicators are created
+  // (do_pair): collectives of the world instances and of the pairs never share a context.
+  MPI_Comm pair_base = MPI_COMM_NULL;
 } g;
 
 std::string mpi_error_text(int rc) {
@@ -125,6 +131,73 @@ json do_open(const json& req) {
     return out;
   }
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  if (g.pair_base == MPI_COMM_NULL) {
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.pair_base);
+    if (rc != MPI_SUCCESS) {
+      g.pair_base = MPI_COMM_NULL;
+      MPI_Comm_free(&comm);
+      out["error"] = "MPI_Comm_dup(MPI_COMM_WORLD) for the pairwise rounds failed: " +
+                     mpi_error_text(rc);
+      return out;
+    }
+    MPI_Comm_set_errhandler(g.pair_base, MPI_ERRORS_RETURN);
+  }
+  g.comms[req.value("id", int64_t{0})] = comm;
+  out["ok"] = true;
+  return out;
+}
+
+// A 2-rank (n-rank) communicator of the world ranks `ranks`, in that order, for one pair of the
+// pairwise rounds: MPI_Comm_create_group is collective over those ranks only, so disjoint pairs
+// form theirs at once, whatever the other ranks do; `tag` (the lower rank's, through the pair's
+// store) tells concurrent creations apart. It blocks until every member calls it: the parent
+// bounds it with the open deadline (and abandons this process past it).
+json do_pair(const json& req) {
+  if (!g.initialised || g.pair_base == MPI_COMM_NULL)
+    return {{"error", "no MPI world in this process (transport:mpi's open did not succeed)"}};
+  std::vector<int> ranks;
+  for (const auto& r : req.value("ranks", json::array())) ranks.push_back(r.get<int>());
+  int want_rank = req.value("rank", -1), tag = req.value("tag", -1);
+  int world = 0, ub_flag = 0;
+  int* ub = nullptr;
+  MPI_Comm_size(g.pair_base, &world);
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &ub_flag);
+  int tag_ub = ub_flag && ub ? *ub : 32767;
+  if (ranks.size() < 2 || want_rank < 0 || want_rank >= static_cast<int>(ranks.size()))
+    return {{"error", "bad pair request: ranks " + req.value("ranks", json::array()).dump() +
+                          ", rank " + std::to_string(want_rank)}};
+  for (int r : ranks)
+    if (r < 0 || r >= world)
+      return {{"error", "world rank " + std::to_string(r) + " is outside MPI_COMM_WORLD (size " +
+                            std::to_string(world) + ")"}};
+  if (tag < 0 || tag > tag_ub)
+    return {{"error", "tag " + std::to_string(tag) + " outside [0, MPI_TAG_UB " +
+                          std::to_string(tag_ub) + "]"}};
+  MPI_Group world_group = MPI_GROUP_NULL, pair_group = MPI_GROUP_NULL;
+  int rc = MPI_Comm_group(g.pair_base, &world_group);
+  if (rc == MPI_SUCCESS)
+    rc = MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &pair_group);
+  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+  if (rc != MPI_SUCCESS) return {{"error", "MPI_Group_incl failed: " + mpi_error_text(rc)}};
+  MPI_Comm comm = MPI_COMM_NULL;
+  rc = MPI_Comm_create_group(g.pair_base, pair_group, tag, &comm);
+  MPI_Group_free(&pair_group);
+  if (rc != MPI_SUCCESS)
+    return {{"error", "MPI_Comm_create_group failed: " + mpi_error_text(rc)}};
+  if (comm == MPI_COMM_NULL)
+    return {{"error", "MPI_Comm_create_group returned MPI_COMM_NULL (this rank not in the group)"}};
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int size = -1, rank = -1;
+  MPI_Comm_size(comm, &size);
+  MPI_Comm_rank(comm, &rank);
+  json out = {{"size", size}, {"rank", rank}};
+  if (size != static_cast<int>(ranks.size()) || rank != want_rank) {
+    MPI_Comm_free(&comm);
+    out["error"] = "the pair's communicator has rank " + std::to_string(rank) + " of " +
+                   std::to_string(size) + ", expected rank " + std::to_string(want_rank) + " of " +
+                   std::to_string(ranks.size());
+    return out;
+  }
   g.comms[req.value("id", int64_t{0})] = comm;
   out["ok"] = true;
   return out;
@@ -301,6 +374,7 @@ json do_identify(const json& req) {
 json handle(const json& req, int fd, bool& quit) {
   std::string op = req.value("op", "");
   if (op == "open") return do_open(req);
+  if (op == "pair") return do_pair(req);
   if (op == "allreduce") return do_allreduce(req, false);
   if (op == "timed") return do_allreduce(req, true);
   if (op == "identify") return do_identify(req);
@@ -332,6 +406,7 @@ json handle(const json& req, int fd, bool& quit) {
     quit = true;
     for (auto& [id, c] : g.comms) MPI_Comm_free(&c);
     g.comms.clear();
+    if (g.pair_base != MPI_COMM_NULL) MPI_Comm_free(&g.pair_base);
     int fin = 0;
     if (g.initialised) MPI_Finalized(&fin);
     if (g.initialised && !fin) MPI_Finalize();

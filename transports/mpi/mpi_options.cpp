@@ -13,11 +13,4 @@ std::vector<OptionSpec> mpi_options() {
   };
 }
 
-// Why the pairwise rounds cannot use it (BackendInfo::no_pairs): the backend checks
-// MPI_COMM_WORLD's size against the harness's, and that world is the one mpirun started.
-std::string mpi_no_pairs() {
-  return "a 2-rank MPI world cannot be formed inside the run (MPI_COMM_WORLD is the one mpirun "
-         "started)";
-}
-
 }  // namespace ncclsmoke::transports

@@ -20,7 +20,9 @@
 #include <thread>
 
 #include "transports/mpi/mpi_wire.h"
+#include "rendezvous/bounded_json.h"
 #include "rendezvous/rank_ref.h"
+#include "rendezvous/store_error.h"
 
 extern char** environ;
 
@@ -31,6 +33,7 @@ using nlohmann::json;
 using rendezvous::remaining;
 using rendezvous::seconds_since;
 using rendezvous::seconds_text;
+using rendezvous::StoreError;
 using namespace mpi_wire;
 
 std::string launcher_variable() {
@@ -63,6 +66,16 @@ class Child {
   bool started() const { return pid_ > 0; }
   bool dead() const { return !dead_reason_.empty(); }
   const std::string& dead_reason() const { return dead_reason_; }
+
+  // The MPI world a world instance (no TransportContext::world_ranks) opened in this process,
+  // which the pairwise rounds' instances form their communicators in; else why not.
+  struct World {
+    bool opened = false;
+    std::string proc;          // MPI_Get_processor_name
+    bool bf16 = false;         // MPI_Op_create worked
+    std::string open_error;    // the last world open's failure, while none succeeded
+  };
+  World& world() { return world_; }
 
   // Starts the child; throws init_failed naming the system call that failed.
   void spawn(const std::string& who, Deadline deadline) {
@@ -189,6 +202,19 @@ class Child {
   }
   void keep_death_for_next_caller() { death_seen_ = false; }
 
+  // Notices a child that ended between requests (killed, crashed) without asking it anything:
+  // then dead(), with how it ended. For a caller that must know before it makes a peer wait.
+  void notice_exit() {
+    if (pid_ <= 0 || dead() || death_.reaped) return;
+    std::lock_guard<std::mutex> l(mu_);  // not while a request is in flight
+    if (!reap(Millis(0))) return;
+    dead_reason_ = std::string("the MPI child process ended between calls (") +
+                   (!death_.reaped ? std::string("gone")
+                    : death_.exited ? "exit status " + std::to_string(death_.code)
+                                    : "killed by signal " + std::to_string(death_.code)) +
+                   ")";
+  }
+
   std::vector<std::string> stderr_tail() {
     std::lock_guard<std::mutex> l(tail_mu_);
     return {tail_.begin(), tail_.end()};
@@ -292,6 +318,7 @@ class Child {
   }
 
   std::mutex mu_;  // one request at a time
+  World world_;
   pid_t pid_ = -1;
   int sock_ = -1;
   ControlPage* page_ = nullptr;
@@ -304,6 +331,18 @@ class Child {
 };
 
 std::atomic<int64_t> next_map_id{1};  // buffer ids in the (shared) child
+std::atomic<int64_t> next_open_id{1};  // communicator ids in the (shared) child
+// MPI_Comm_create_group tags this process picks as a pair's lower rank: never the same twice
+// between two processes, so a creation can only match its own pair's.
+std::atomic<int> next_pair_tag{0};
+constexpr int kPairTagSpan = 30000;  // below MPI_TAG_UB's guaranteed 32767
+
+// The pair's keys in its store (harness/pairwise_step.h: "pairwise/mpi/<round>/<a>-<b>/"):
+// each rank's "mpi/info/<rank>" ({"ready", "why", "world_ranks", "tag"}), the arrival counter
+// "mpi/arrived" and the one decision "mpi/decision" ("go" / "off"), settled by compare_set.
+constexpr const char* kPairArrived = "mpi/arrived";
+constexpr const char* kPairDecision = "mpi/decision";
+std::string pair_info_key(int rank) { return "mpi/info/" + std::to_string(rank); }
 
 class MpiTransport final : public Transport {
  public:
@@ -318,6 +357,19 @@ class MpiTransport final : public Transport {
     rank_ = ctx.rank;
     world_ = ctx.world_size;
     host_ = ctx.host_of(ctx.rank);
+    world_ranks_ = ctx.world_ranks;
+    if (!world_ranks_.empty()) return open_pair(ctx, deadline);
+    try {
+      open_world(ctx, deadline);
+    } catch (const TransportError& e) {
+      auto& w = Child::get().world();
+      if (!w.opened) w.open_error = e.what();
+      throw;
+    }
+  }
+
+ private:
+  void open_world(const TransportContext& ctx, Deadline deadline) {
     auto start = Clock::now();
     if (launcher_variable().empty())
       throw TransportError(ErrorKind::unavailable,
@@ -333,8 +385,7 @@ class MpiTransport final : public Transport {
     }
     auto& c = Child::get();
     if (!c.started()) c.spawn(who(), deadline);
-    static int64_t next_id = 1;
-    int64_t id = next_id++;
+    int64_t id = next_open_id++;
     json resp = c.request(
         {{"op", "open"}, {"id", id}, {"rank", rank_}, {"size", world_}}, deadline,
         "MPI_Init_thread / MPI_Comm_dup", true, who(), [&] {
@@ -365,8 +416,209 @@ class MpiTransport final : public Transport {
     bf16_ = resp.value("bf16", false);
     blocking_ = mode == "allreduce";
     collective_ = blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce + MPI_Test";
+    auto& w = c.world();
+    w.opened = true;
+    w.proc = proc_;
+    w.bf16 = bf16_;
+    w.open_error.clear();
   }
 
+  // Why this process cannot take part in a pair's communicator, "" when it can. Such a pair is
+  // unavailable (on both sides): it never ran, so it says nothing about the link between them.
+  static std::string pair_unready() {
+    if (launcher_variable().empty())
+      return "not started by mpirun (no OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_RANK in the "
+             "environment)";
+    auto& c = Child::get();
+    if (!c.started())
+      return "MPI was not opened in this process (transport:mpi did not run here): a pair's "
+             "communicator is made inside the MPI world transport:mpi opened, and a pair never "
+             "starts MPI itself (MPI_Init waits for every rank of the mpirun job)";
+    c.notice_exit();
+    if (c.dead()) return "MPI is unusable in this process because " + c.dead_reason();
+    auto& w = c.world();
+    if (!w.opened)
+      return "transport:mpi's open did not succeed in this process, so there is no MPI world to "
+             "make a pair's communicator in" +
+             (w.open_error.empty() ? std::string() : " (" + w.open_error + ")");
+    return "";
+  }
+
+  // The pairwise rounds' instance (TransportContext::world_ranks): a communicator of these world
+  // ranks made with MPI_Comm_create_group inside the MPI world that transport:mpi opened in this
+  // process (collective over the pair only, so disjoint pairs form theirs at once). Before any MPI
+  // call the pair agrees through its store: each rank posts whether it can take part (a rank
+  // whose MPI is unusable says why, and its partner fails at once with that reason), the last to
+  // arrive settles "go" and one that waited in vain settles "off" (compare_set: exactly one of the
+  // two wins), so a partner that never comes ends in a timeout with no MPI call pending and this
+  // process's MPI still usable. Only a partner that agreed and then did not create its side (it
+  // stopped in between) leaves MPI_Comm_create_group waiting: bounded by `deadline`, the child is
+  // abandoned past it, as for any MPI call that does not return.
+  void open_pair(const TransportContext& ctx, Deadline deadline) {
+    auto start = Clock::now();
+    const auto& wr = world_ranks_;
+    if (static_cast<int>(wr.size()) != world_ || world_ < 2 || rank_ < 0 || rank_ >= world_)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": world_ranks " + json(wr).dump() + " do not match rank " +
+                               std::to_string(rank_) + " of " + std::to_string(world_));
+    auto peer_text = [&](int r) {
+      return rendezvous::rank_text(wr[static_cast<std::size_t>(r)], ctx.host_of(r));
+    };
+    std::string mode;
+    try {
+      ctx.options.validate("mpi");
+      mode = ctx.options.get_string("mpi.collective");
+    } catch (const OptionError& e) {
+      throw TransportError(ErrorKind::init_failed, who() + ": " + e.what());
+    }
+    std::string unready = pair_unready();
+    rendezvous::Store* store = ctx.store;
+    if (!store)
+      throw TransportError(unready.empty() ? ErrorKind::init_failed : ErrorKind::unavailable,
+                           who() + ": cannot form the pair's communicator: " +
+                               (unready.empty() ? "a pair's instance needs the pair's store to "
+                                                  "agree on its communicator"
+                                                : unready));
+    auto store_failed = [&](const std::string& doing, const StoreError& e) {
+      return TransportError(
+          e.error_class() == rendezvous::ErrorClass::timed_out ? ErrorKind::timeout
+                                                               : ErrorKind::init_failed,
+          who() + ": " + doing + " through the pair's store failed after " +
+              seconds_text(seconds_since(start)) + ": " + e.what());
+    };
+
+    int tag = rank_ == 0 ? next_pair_tag++ % kPairTagSpan : -1;
+    json info = {{"ready", unready.empty()}, {"world_ranks", wr}};
+    if (!unready.empty()) info["why"] = unready;
+    if (tag >= 0) info["tag"] = tag;
+    try {
+      store->set(pair_info_key(rank_), info.dump());
+    } catch (const StoreError& e) {
+      throw store_failed("posting this rank's state", e);
+    }
+    if (!unready.empty()) {
+      try {
+        store->compare_set(kPairDecision, "", "off");  // the partner stops waiting now
+      } catch (const StoreError&) {
+      }
+      throw TransportError(ErrorKind::unavailable,
+                           who() + ": cannot form the pair's communicator with " +
+                               others_text(peer_text) + ": " + unready);
+    }
+
+    // Arrive; the last settles "go", one that waits in vain "off".
+    // The wait for the others ends a little before the deadline (a quarter of what is left, at
+    // most 1 s), so a "go" leaves MPI_Comm_create_group time to complete.
+    const Millis left = std::max(Millis(0), remaining(deadline));
+    const Deadline wait_until = deadline - std::min(Millis(1000), Millis(left.count() / 4));
+    std::string decision;
+    bool waited_in_vain = false;
+    std::string wait_error;
+    try {
+      int64_t n = store->add(kPairArrived, 1);
+      if (n >= world_) {
+        decision = store->compare_set(kPairDecision, "", "go");
+      } else {
+        try {
+          decision = store->get(kPairDecision, wait_until);
+        } catch (const StoreError& e) {
+          waited_in_vain = true;
+          wait_error = e.what();
+          decision = store->compare_set(kPairDecision, "", "off");
+          // The partner's "go" just now still holds; a partner the liveness watch saw stop does
+          // not create its side.
+          if (decision == "go" && e.error_class() != rendezvous::ErrorClass::timed_out)
+            decision = "off";
+        }
+      }
+    } catch (const StoreError& e) {
+      throw store_failed("agreeing on the pair", e);
+    }
+
+    // The others' states: posted before they arrived.
+    std::map<int, json> others;
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) continue;
+      try {
+        if (decision != "go" && !store->check({pair_info_key(r)})) continue;
+        auto text = store->get(pair_info_key(r), Clock::now() + Millis(2000));
+        auto parsed = rendezvous::parse_bounded_or_discarded(text, 64 * 1024);
+        if (parsed.is_object()) others[r] = parsed;
+      } catch (const StoreError& e) {
+        if (decision == "go") throw store_failed("reading the partner's state", e);
+      }
+    }
+    for (const auto& [r, j] : others) {
+      if (j.value("ready", false)) continue;
+      try {
+        store->compare_set(kPairDecision, "", "off");
+      } catch (const StoreError&) {
+      }
+      throw TransportError(ErrorKind::unavailable,
+                           who() + ": cannot form the pair's communicator: its partner " +
+                               peer_text(r) + " cannot take part: " + j.value("why", "?"),
+                           r);
+    }
+    if (decision != "go") {
+      std::vector<int> missing;
+      for (int r = 0; r < world_; ++r)
+        if (r != rank_ && !others.count(r)) missing.push_back(r);
+      int peer = missing.empty() ? -1 : missing.front();
+      std::string whom = missing.empty() ? others_text(peer_text) : peer_text(peer);
+      throw TransportError(
+          ErrorKind::timeout,
+          who() + ": pair set-up timed out after " + seconds_text(seconds_since(start)) + ": " +
+              (waited_in_vain ? whom + " did not arrive" +
+                                    (wait_error.empty() ? "" : " (" + wait_error + ")")
+                              : whom + " had given up waiting for this rank") +
+              "; no MPI call was made (this process's MPI stays usable)",
+          peer);
+    }
+    for (const auto& [r, j] : others)
+      if (j.value("world_ranks", json()) != json(wr))
+        throw TransportError(ErrorKind::init_failed,
+                             who() + ": the pair disagrees on its ranks: this rank has " +
+                                 json(wr).dump() + ", " + peer_text(r) + " has " +
+                                 j.value("world_ranks", json()).dump(),
+                             r);
+    if (rank_ != 0) tag = others.count(0) ? others[0].value("tag", -1) : -1;
+    if (tag < 0)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + peer_text(0) + " posted no MPI_Comm_create_group tag", 0);
+
+    auto& c = Child::get();
+    int64_t id = next_open_id++;
+    std::string what = "MPI_Comm_create_group with " + others_text(peer_text);
+    json resp = c.request(
+        {{"op", "pair"}, {"id", id}, {"ranks", wr}, {"rank", rank_}, {"tag", tag}}, deadline, what,
+        false, who(), [&] {
+          return who() + ": " + what + " did not return within the open deadline (waited " +
+                 seconds_text(seconds_since(start)) +
+                 "): the pair agreed through the store, but the partner did not create its side "
+                 "(it stopped or is stuck); an MPI call cannot be cancelled, so this rank's MPI "
+                 "child process was abandoned and this process makes no further MPI calls";
+        });
+    if (resp.contains("error"))
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + what + ": " + resp.value("error", "") + " (after " +
+                               seconds_text(seconds_since(start)) + ")" + open_mpi_said(resp),
+                           -1, error_evidence(resp));
+    id_ = id;
+    proc_ = c.world().proc;
+    bf16_ = c.world().bf16;
+    blocking_ = mode == "allreduce";
+    collective_ = blocking_ ? "MPI_Allreduce" : "MPI_Iallreduce + MPI_Test";
+  }
+
+  // "world rank 3 (host b)" / "world ranks ... ": the instance's other members.
+  std::string others_text(const std::function<std::string(int)>& peer_text) const {
+    std::string out;
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_) out += (out.empty() ? "" : ", ") + peer_text(r);
+    return out;
+  }
+
+ public:
   // Shared memory (memfd) mapped in both processes: the collective runs on these bytes directly.
   void* allocate(std::size_t bytes) override {
     std::size_t n = std::max<std::size_t>(bytes, 1);
@@ -456,6 +708,7 @@ class MpiTransport final : public Transport {
       id["host"] = proc_;
       id["rank"] = rank_;
       id["world_size"] = world_;
+      if (!world_ranks_.empty()) id["world_ranks"] = world_ranks_;
       id["collective"] = collective_;
       id["process"] = "MPI runs in a child process of the rank (pid " + std::to_string(c.pid()) +
                       "), on buffers shared with it";
@@ -589,9 +842,16 @@ class MpiTransport final : public Transport {
     return ev;
   }
 
-  std::string who() const { return "mpi: " + rendezvous::rank_text(rank_, host_); }
+  // Named by its rank in the run's world (a pair's instance has its own ranks 0 and 1).
+  std::string who() const {
+    int r = world_ranks_.empty() || rank_ < 0 || rank_ >= static_cast<int>(world_ranks_.size())
+                ? rank_
+                : world_ranks_[static_cast<std::size_t>(rank_)];
+    return "mpi: " + rendezvous::rank_text(r, host_);
+  }
 
   int rank_ = 0;
+  std::vector<int> world_ranks_;  // TransportContext::world_ranks: empty for the world instance
   int world_ = 1;
   std::string host_;
   std::string proc_;

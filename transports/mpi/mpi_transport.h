@@ -33,6 +33,22 @@
 //    (MPI_Op_create, commutative) that sums through transports::reduce_sum.
 //  - A rank that dies is normally handled by mpirun, which ends the whole job: survivors are
 //    killed rather than seeing an MPI error, so PEER_LOST is rarely reported by this transport.
+//  - Pairs (TransportContext::world_ranks set: the pairwise rounds' 2-rank instances,
+//    harness/pairwise_step.h): open() never starts MPI (MPI_Init waits for the whole mpirun
+//    job); it needs the child a world instance opened in this process, alive (else the pair is
+//    unavailable, on both sides, saying why: MPI was not opened here, the child is dead, or the
+//    world open failed: the pair never ran, so it says nothing about the link).
+//    The pair first agrees through its store (keys "mpi/info/<rank>", "mpi/arrived",
+//    "mpi/decision"): each rank posts whether it can take part, the last to arrive settles "go"
+//    and one that waited in vain "off" (compare_set), so a partner that never comes, or comes
+//    after the other gave up, is a timeout with no MPI call made, and a partner whose MPI is
+//    unusable makes the pair unavailable at once, with its reason. On "go" the child makes the
+//    pair's communicator with MPI_Comm_create_group (collective over the pair only, so disjoint
+//    pairs form theirs at once) from a second duplicate of MPI_COMM_WORLD made at the first world
+//    open, with the tag the pair's lower rank posted (a per-process counter: creations never
+//    match across pairs); bounded by the open deadline like any call (a partner that agreed,
+//    then stopped, ends in timeout and the child is abandoned). allreduce / timed_allreduce run
+//    on it; close() frees it (MPI_Comm_free). No link_stats(): a pair's sample has its time only.
 #include <memory>
 
 #include "transports/transport.h"

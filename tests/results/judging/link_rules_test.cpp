@@ -159,6 +159,24 @@ TEST(LinkRules, AFailedPairCountsAsBad) {
   EXPECT_EQ(fs[0].hosts, std::vector<std::string>{"h4"});
 }
 
+// A pair that could not run because the backend cannot run on one rank (MPI failed there) says
+// nothing of any link: every host's pairs failing that way names no host.
+TEST(LinkRules, APairTheBackendCouldNotRunIsNoLinkEvidence) {
+  Verdict v = pairwise(6, [](int, int) { return false; });
+  for (auto& id : v.identities) {
+    auto samples = pair_samples_of(id);
+    for (auto& s : samples) {
+      s.error = "unavailable: MPI is unusable in this process";
+      s.error_kind = kPairUnavailable;
+      s.time_us = std::numeric_limits<double>::quiet_NaN();
+    }
+    id.observed.erase(kPairwiseKey);
+    write_pair_samples(id.observed, samples);
+  }
+  EXPECT_TRUE(judge_links(v).empty());
+  EXPECT_TRUE(link_evidence(v).empty());
+}
+
 TEST(LinkRules, PairSamplesRoundTrip) {
   TransportIdentity id;
   PairSample p = sample(3, 7, 1234.5);
@@ -166,9 +184,12 @@ TEST(LinkRules, PairSamplesRoundTrip) {
   p.retrans = 4;
   p.segs_out = 900;
   p.rtt_us = 210;
+  p.error = "timeout: 2 s";
+  p.error_kind = "timeout";
   write_pair_samples(id.observed, {p});
   auto back = pair_samples_of(id);
   ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].error_kind, "timeout");
   EXPECT_EQ(back[0].peer, 7);
   EXPECT_EQ(back[0].round, 3);
   EXPECT_DOUBLE_EQ(back[0].time_us, 1234.5);
