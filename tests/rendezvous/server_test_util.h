@@ -1,6 +1,7 @@
 #pragma once
-// Shared by the server's tests (server_test.cpp, store_budget_test.cpp): a sink that collects the
-// server's log lines for assertions, and a terse Request builder.
+// Shared by the server's tests (server_test.cpp, store_budget_test.cpp, store_stranger_test.cpp,
+// store_reserve_test.cpp): a sink that collects the server's log lines for assertions, a terse
+// Request builder, and a fixture that starts a server on loopback.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -9,6 +10,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "rendezvous/tcp_server.h"
 #include "rendezvous/wire.h"
 
 namespace ncclsmoke::rendezvous::server_testing {
@@ -71,5 +77,20 @@ inline wire::Request req(wire::Op op, std::vector<std::string> keys = {}, std::v
   return r;
 }
 
+// A server on 127.0.0.1 with its log collected: start() with the options a test changes.
+class ServerFixture : public ::testing::Test {
+ protected:
+  void start(std::function<void(TcpStoreServerOptions&)> tweak) {
+    TcpStoreServerOptions opt;
+    opt.host = "127.0.0.1";
+    opt.log = log_.fn();
+    tweak(opt);
+    server_ = TcpStoreServer::start(opt);
+  }
+  uint16_t port() const { return server_->port(); }
+
+  LogSink log_;
+  std::unique_ptr<TcpStoreServer> server_;
+};
 
 }  // namespace ncclsmoke::rendezvous::server_testing

@@ -34,16 +34,8 @@ using wire::Op;
 // The keys of a 4-rank job as the server sees them (torch's "/" + ncclsmoke/<job>/<restart>/).
 const std::string kJob = "/ncclsmoke/reserve-job/0/";
 
-class StoreReserveTest : public ::testing::Test {
+class StoreReserveTest : public server_testing::ServerFixture {
  protected:
-  void start(std::function<void(TcpStoreServerOptions&)> tweak) {
-    TcpStoreServerOptions opt;
-    opt.host = "127.0.0.1";
-    opt.log = log_.fn();
-    tweak(opt);
-    server_ = TcpStoreServer::start(opt);
-  }
-  uint16_t port() const { return server_->port(); }
   bool stats_reach(std::function<bool(const TcpStoreServerStats&)> pred) {
     return ncclsmoke::testing::wait_until(
         [&] { return pred(server_->stats()); },
@@ -92,8 +84,6 @@ class StoreReserveTest : public ::testing::Test {
                  {value}));
   }
 
-  LogSink log_;
-  std::unique_ptr<TcpStoreServer> server_;
 };
 
 TEST(JoinKeyKind, ClaimAndPreClaimKeysAreTheJoinsExactKeys) {

@@ -30,16 +30,8 @@ using server_testing::req;
 using wire::Dialect;
 using wire::Op;
 
-class StoreStrangerTest : public ::testing::Test {
+class StoreStrangerTest : public server_testing::ServerFixture {
  protected:
-  void start(std::function<void(TcpStoreServerOptions&)> tweak) {
-    TcpStoreServerOptions opt;
-    opt.host = "127.0.0.1";
-    opt.log = log_.fn();
-    tweak(opt);
-    server_ = TcpStoreServer::start(opt);
-  }
-  uint16_t port() const { return server_->port(); }
   void expect_served(const std::string& tag) {
     Raw ok(port());
     ok.send(req(Op::set, {"/served"}, {tag}));
@@ -65,8 +57,6 @@ class StoreStrangerTest : public ::testing::Test {
     return nullptr;
   }
 
-  LogSink log_;
-  std::unique_ptr<TcpStoreServer> server_;
   std::vector<StoreFullHit> full_;
 };
 

@@ -144,13 +144,10 @@ void check_one(Transport& t, std::size_t count, DType dtype, bool in_place) {
   }
 }
 
-int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
-  for (DType dtype : {DType::float32, DType::bfloat16})
-    for (std::size_t count : {1, 2, 3, 5, 7, 31, 1000, 1023, 65537, 262147})
-      for (bool in_place : {false, true}) check_one(t, count, dtype, in_place);
-
-  // A store for run_sweep: rank 0 serves it; its port reaches the others through an allreduce.
-  std::unique_ptr<rendezvous::TcpStoreServer> server;
+// A TcpStore served by rank 0 (its port reaches the others through an allreduce).
+std::shared_ptr<rendezvous::Store> shared_store(
+    Transport& t, const Args& a, std::unique_ptr<rendezvous::TcpStoreServer>& server,
+    uint16_t* port_out = nullptr) {
   float port = 0;
   if (g_rank == 0) {
     rendezvous::TcpStoreServerOptions so;
@@ -162,7 +159,19 @@ int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
   rendezvous::TcpStoreOptions co;
   co.host = a.master_addr;
   co.port = static_cast<uint16_t>(port);
-  std::shared_ptr<rendezvous::Store> store = rendezvous::TcpStore::connect(co, in_s(30));
+  if (port_out) *port_out = co.port;
+  return rendezvous::TcpStore::connect(co, in_s(30));
+}
+
+int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
+  for (DType dtype : {DType::float32, DType::bfloat16})
+    for (std::size_t count : {1, 2, 3, 5, 7, 31, 1000, 1023, 65537, 262147})
+      for (bool in_place : {false, true}) check_one(t, count, dtype, in_place);
+
+  // A store for run_sweep.
+  std::unique_ptr<rendezvous::TcpStoreServer> server;
+  uint16_t served_port = 0;
+  std::shared_ptr<rendezvous::Store> store = shared_store(t, a, server, &served_port);
 
   for (DType dtype : {DType::float32, DType::bfloat16}) {
     SweepOptions o;
@@ -230,7 +239,7 @@ int scenario_check(Transport& t, const TransportContext& ctx, const Args& a) {
   }
   // The store's connections are this program's own (made after MPI_Init): leave them out.
   int mpi_tcp = 0;
-  std::string store_port = ":" + std::to_string(co.port);
+  std::string store_port = ":" + std::to_string(served_port);
   for (auto& c : id["observed"].value("tcp_connections", json::array())) {
     std::string s = c.get<std::string>();
     auto arrow = s.find(" -> ");
@@ -382,22 +391,6 @@ int scenario_child_dies(Transport& t) {
   return 0;
 }
 
-// A TcpStore served by rank 0 (its port reaches the others through an allreduce).
-std::shared_ptr<rendezvous::Store> shared_store(
-    Transport& t, const Args& a, std::unique_ptr<rendezvous::TcpStoreServer>& server) {
-  float port = 0;
-  if (g_rank == 0) {
-    rendezvous::TcpStoreServerOptions so;
-    so.host = a.master_addr;
-    server = rendezvous::TcpStoreServer::start(so);
-    port = static_cast<float>(server->port());
-  }
-  t.allreduce(&port, &port, 1, DType::float32, ReduceOp::sum, in_s(60));
-  rendezvous::TcpStoreOptions co;
-  co.host = a.master_addr;
-  co.port = static_cast<uint16_t>(port);
-  return rendezvous::TcpStore::connect(co, in_s(30));
-}
 
 // Everyone is done with the store before rank 0 stops serving it.
 void release_store(std::shared_ptr<rendezvous::Store>& store,
