@@ -16,6 +16,7 @@
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
 #include "rendezvous/prefix_store.h"
+#include "rendezvous/signed_store.h"  // verify_store_value
 #include "rendezvous/store_owner.h"
 #include "results/judging/run_rules.h"
 
@@ -84,6 +85,13 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
   store_limit_knob("NCCLSMOKE_STORE_MAX_KEYS", so.max_stored_keys);
   store_limit_knob("NCCLSMOKE_STORE_MAX_CONNECTIONS", so.max_connections);
   so.log = [](const std::string& line) { log_warn(fmt::format("store: {}", line)); };
+  // With a job token only a signed claim makes a connection the job's (the store's reserve).
+  if (!ctx.job_token.empty())
+    so.claim_is_genuine = [token = ctx.job_token](const std::string& key, const std::string& value) {
+      // torch's clients send "/" + key; the signature covers the key without it.
+      std::string k = !key.empty() && key.front() == '/' ? key.substr(1) : key;
+      return verify_store_value(token, k, value).has_value();
+    };
   try {
     s.server = TcpStoreServer::start(so);
     return true;

@@ -1099,6 +1099,7 @@ class Server final : public TcpStoreServer {
     };
     // The job's reserve (tcp_server_reserve.h), each part at most half of its limit.
     l.reserved_ranks = reserved_ranks();
+    l.claim_is_genuine = opt_.claim_is_genuine;
     l.reserved_keys = std::min(l.reserved_ranks * detail::kReservedKeysPerRank,
                                opt_.max_stored_keys / 2);
     l.reserved_bytes = std::min(l.reserved_ranks * detail::kReservedBytesPerRank,

@@ -111,6 +111,12 @@ struct TcpStoreServerOptions {
   // Ranks the job's reserve of keys and bytes is sized for (see "The job's reserve" above);
   // nullopt: reserved_connections (the harness sets that to its world size). 0: no reserve.
   std::optional<std::size_t> reserved_ranks;
+  // Optional: whether a rank's claim (the value a COMPARE_SET stores under
+  // /ncclsmoke/<job>/<restart>/join/rank/<r>) is genuine. Set where the server knows the job
+  // token (rank 0 hosting the store): a claim whose value fails the token's signature does not make
+  // its connection the job's, so a stranger cannot use the reserve by imitating the join. Unset
+  // (no token, `store serve`): any claim counts (tcp_server_reserve.h).
+  std::function<bool(const std::string& key, const std::string& value)> claim_is_genuine;
   // Log sink for the one-line reasons a connection was closed (default: stderr).
   std::function<void(const std::string&)> log;
 };

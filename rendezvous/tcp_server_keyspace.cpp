@@ -375,13 +375,17 @@ std::optional<Refusal> ServerKeyspace::execute(ConnId conn, wire::Dialect dialec
           wire::put_bytes(out, expected);  // torch's "lying" answer for a missing key
         } else {
           // Creating <ns>/join/rank/<r> from "" is a rank's claim: the connection is the job's
-          // from now on (tcp_server_reserve.h).
-          const bool job = job_write(conn, req.keys);
+          // from now on (tcp_server_reserve.h), when the claim is genuine (the job token's
+          // signature, where the server knows the token); a forged one is a stranger's write.
+          const bool claim = join_key_kind(key) == JoinKey::claim;
+          const bool genuine =
+              !claim || !limits_.claim_is_genuine || limits_.claim_is_genuine(key, desired);
+          const bool job = genuine ? job_write(conn, req.keys) : reserve_.job(conn);
           if (auto why = admit(job, 1, kEntryOverhead + key.size() + desired.size(),
                                desired.size(), "COMPARE_SET"))
             return why;
           if (!may_queue(conn, 8 + desired.size())) return std::nullopt;
-          if (job && join_key_kind(key) == JoinKey::claim) reserve_.claim(conn);
+          if (job && claim) reserve_.claim(conn);
           note_written(conn, job);
           bytes_ += kEntryOverhead + key.size() + desired.size();
           auto& v = data_.try_emplace(key, make_value(std::move(desired))).first->second;

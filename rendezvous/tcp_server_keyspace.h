@@ -175,6 +175,8 @@ struct KeyspaceLimits {
   std::size_t reserved_ranks = 0;
   std::size_t reserved_keys = 0;
   std::size_t reserved_bytes = 0;
+  // TcpStoreServerOptions::claim_is_genuine (unset: every claim counts).
+  std::function<bool(const std::string& key, const std::string& value)> claim_is_genuine;
 };
 
 // `len` bytes at `off` of a shared buffer: a stored value (or its first bytes) or a part of a

@@ -41,10 +41,12 @@
 // Each total is at most half of its limit (as reserved connections are), so strangers always
 // keep half.
 //
-// What it does not stop: a stranger that speaks the join (claims a made-up rank) is the job's to
-// the server; the store has no job token (the token signs values, which the server does not
-// check), so such a stranger can use the reserve, as it could claim the job's own ranks and
-// break its join anyway (RANK_TAKEN). A rank whose connection drops and reconnects (the client
+// With a job token where the server knows it (rank 0 hosting the store: TcpStoreServerOptions::
+// claim_is_genuine), a claim counts only when its value carries the token's signature, so a
+// stranger that imitates the join stays a stranger. What it does not stop: without a token (or
+// under `store serve`, which has none) a stranger that speaks the join (claims a made-up rank) is
+// the job's to the server and can use the reserve, as it could claim the job's own ranks and
+// break its join anyway (RANK_TAKEN); the few pre-claim writes are not checked either. A rank whose connection drops and reconnects (the client
 // does after an error or a legacy WAIT timeout) does not claim again: its new connection writes
 // in the general pool like a stranger's. torch's own clients never claim: they share the general
 // pool.

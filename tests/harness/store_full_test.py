@@ -8,7 +8,8 @@ the ranks still join and the run passes.
 
   keys         the stranger stores keys until the store (NCCLSMOKE_STORE_MAX_KEYS=1000) refuses it,
                short of the keys reserved for the 4 ranks; the run does not fail, STORE_FULL still
-               named, as a warning (none of the job's ranks was refused: job_refusals 0)
+               named, as a warning (none of the job's ranks was refused: job_refusals 0); with a
+               job token, so the ranks' signed claims are what the store's reserve admits
   connections  the stranger holds connections that made a request until one is refused
                (NCCLSMOKE_STORE_MAX_CONNECTIONS=64)
   idle         64 idle strangers hold every slot; the 4 ranks shed them and the run passes
@@ -199,6 +200,10 @@ def run_case(binary, name):
         env = dict(os.environ)
         env["NCCLSMOKE_STORE_MAX_KEYS" if name == "keys" else "NCCLSMOKE_STORE_MAX_CONNECTIONS"] = \
             "1000" if name == "keys" else "64"
+        if name == "keys":
+            # With a job token rank 0's store counts only signed claims as the job's: the ranks'
+            # real claims must verify there, or they would be refused short of the reserve too.
+            env["NCCLSMOKE_JOB_TOKEN"] = os.urandom(32).hex()
         procs = [start_rank(binary, 0, port, work, env)]
         held = []
         try:

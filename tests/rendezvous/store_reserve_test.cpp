@@ -106,6 +106,40 @@ TEST(JoinKeyKind, ClaimAndPreClaimKeysAreTheJoinsExactKeys) {
   EXPECT_EQ(join_key_kind("/ncclsmoke/job/0/join/rank/12345678901"), JoinKey::none);
 }
 
+// With the job token known to the server (rank 0 hosting the store), a claim must carry the
+// token's signature: a stranger that imitates the join without it stays a stranger (its writes
+// stop short of the reserve), while a signed claim makes its connection the job's.
+TEST_F(StoreReserveTest, WithATokenOnlyASignedClaimMakesAConnectionTheJobs) {
+  const std::string token = make_job_token();
+  start([&](TcpStoreServerOptions& o) {
+    o.max_stored_keys = 1000;
+    o.reserved_ranks = 4;
+    o.claim_is_genuine = [token](const std::string& key, const std::string& value) {
+      return verify_store_value(token, key.substr(1), value).has_value();
+    };
+  });
+  EXPECT_EQ(flood("0123456789abcdef", 5000), 1000 - 256);
+  const std::string claim_key = kJob + "join/rank/7";
+  const std::string identity = R"({"rank":7})";
+
+  // The forger's unsigned claim is a stranger's write: refused short of the reserve, like its
+  // flood, and its connection is not the job's.
+  Raw forger(port());
+  forger.send(req(Op::compare_set, {claim_key}, {"", identity}));
+  EXPECT_TRUE(forger.closed_within(kIo));
+  EXPECT_EQ(server_->stats().job_connections, 0u);
+
+  // A rank's claim, signed under the key as the client names it (no leading "/"), counts.
+  Raw rank(port());
+  const std::string key1 = kJob + "join/rank/1";
+  const std::string signed_identity = sign_store_value(token, key1.substr(1), R"({"rank":1})");
+  auto got = rank.call(req(Op::compare_set, {key1}, {"", signed_identity}));
+  ASSERT_EQ(got.values.at(0), signed_identity);
+  ASSERT_TRUE(stats_reach([](const auto& s) { return s.job_connections == 1; }));
+  run_keys(rank, 1, 20);
+  EXPECT_TRUE(rank.alive()) << log_.all();
+}
+
 TEST_F(StoreReserveTest, ClaimedRanksWriteTheirKeysWithTheTableFullOfAStranger) {
   // 4 ranks x 64 keys = 256 of 1000 keys are the job's.
   start([](TcpStoreServerOptions& o) {
