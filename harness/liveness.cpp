@@ -104,35 +104,22 @@ std::vector<int> Liveness::stopped_ranks() const {
   return out;
 }
 
-std::set<int> Liveness::alive_ranks() const {
+std::set<int> Liveness::watched_ranks(SilentAre silent) const {
   std::set<int> out;
   std::lock_guard lock(watch_mu_);
   if (!watch_) return out;
   for (int r : watch_->watched()) out.insert(r);
   for (const auto& l : watch_->lost()) out.erase(l.rank);
-  for (const auto& q : watch_->silent()) out.erase(q.rank);
-  return out;
-}
-
-std::set<int> Liveness::not_lost_ranks() const {
-  std::set<int> out;
-  std::lock_guard lock(watch_mu_);
-  if (!watch_) return out;
-  for (int r : watch_->watched()) out.insert(r);
-  for (const auto& l : watch_->lost()) out.erase(l.rank);
-  return out;
-}
-
-std::set<int> Liveness::reachable_ranks() const {
-  std::set<int> out;
-  std::lock_guard lock(watch_mu_);
-  if (!watch_) return out;
-  for (int r : watch_->watched()) out.insert(r);
-  for (const auto& l : watch_->lost()) out.erase(l.rank);
+  if (silent == SilentAre::kept) return out;
   for (const auto& q : watch_->silent())
-    if (q.retransmits <= 0) out.erase(q.rank);  // frozen, not behind a lossy path
+    if (silent == SilentAre::left_out || q.retransmits <= 0) out.erase(q.rank);
   return out;
 }
+
+std::set<int> Liveness::alive_ranks() const { return watched_ranks(SilentAre::left_out); }
+std::set<int> Liveness::not_lost_ranks() const { return watched_ranks(SilentAre::kept); }
+// Frozen ones are left out; those behind a lossy path stay.
+std::set<int> Liveness::reachable_ranks() const { return watched_ranks(SilentAre::kept_if_lossy); }
 
 std::vector<int> Liveness::stopped_ranks_for_mesh(const MeshResult& m) const {
   std::set<int> suspects(m.silent_ranks.begin(), m.silent_ranks.end());

@@ -78,6 +78,11 @@ class Liveness {
                           const std::map<int, std::string>& hosts) const;
 
  private:
+  // The ranks the watch has connected less those it saw die, and of the silent ones: all kept,
+  // all left out, or kept only behind a lossy path (SilentPeer::retransmits > 0).
+  enum class SilentAre { kept, left_out, kept_if_lossy };
+  std::set<int> watched_ranks(SilentAre silent) const;
+
   void on_lost(const rendezvous::LostPeer& lost);
   void on_silent(const rendezvous::SilentPeer& s);
   void on_resumed(const rendezvous::SilentPeer& s);

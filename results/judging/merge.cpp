@@ -250,7 +250,8 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     if (std::find(by.begin(), by.end(), reporter) == by.end()) by.push_back(reporter);
     std::sort(by.begin(), by.end());
   };
-  // A death of a rank whose own view arrived is disproved by that view (merge.h).
+  // A death of a rank whose own view arrived is disproved by that view (merge.h), also of one
+  // that stopped on its own error and posted it: its own finding is the cause to read.
   auto disproved_by_its_view = [&](const Finding& f) {
     return f.code == Code::PEER_LOST && !f.ranks.empty() &&
            std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) { return lived.count(r) > 0; });
@@ -285,13 +286,6 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
       out.identities.push_back(std::move(t));
     }
   }
-
-  // A rank that stopped on its own error and still sent its view was not lost either (above).
-  std::erase_if(out.findings, [&](const Finding& f) {
-    return f.code == Code::PEER_LOST && !f.ranks.empty() &&
-           std::all_of(f.ranks.begin(), f.ranks.end(),
-                       [&](int r) { return self_explained.count(r) > 0; });
-  });
 
   // ranks that sent nothing and that nothing explains
   std::set<int> explained;
