@@ -83,6 +83,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   std::map<int, results::Verdict> got;
   std::map<int, std::pair<std::string, std::string>> unreadable;  // rank -> (key, problem)
   std::vector<const Identity*> pending, late;
+  std::vector<int> taken_for_dead;  // ranks rank 0 took for dead whose verdict came anyway
   for (const auto& id : s.join.present)
     if (id.rank != 0) pending.push_back(&id);
   auto last_arrival = Clock::now();
@@ -113,7 +114,6 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
             auto v = results::verdict_from_text(text, kMaxVerdictJsonBytes);
             // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
             v.transports.clear();
-            if (known_dead) results::explained_by_itself(views.front(), v, id.rank);
             got.emplace(id.rank, std::move(v));
           } catch (const results::VerdictFormatError& e) {
             unreadable[id.rank] = {key, e.what()};
@@ -124,6 +124,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
         }
       } catch (const std::exception&) {
       }
+      if (fetched && known_dead) taken_for_dead.push_back(id.rank);
       if (fetched || known_dead) {
         if (!fetched) late.push_back(&id);
         progressed = progressed || fetched;
@@ -147,6 +148,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     roster.posted_as.push_back(id.rank);
   }
   roster.world_size = ctx.world.world_size;
+  roster.taken_for_dead = std::move(taken_for_dead);
   roster.duration_s = seconds_since(ctx.start);
   roster.gathered_s = seconds_since(gather_start);
   const auto alive = live.alive_ranks();

@@ -62,7 +62,7 @@
 #include "rendezvous/net.h"
 #include "rendezvous/signed_store.h"
 #include "rendezvous/store_util.h"
-#include "results/judging/merge.h"
+#include "results/report/summary.h"
 #include "results/verdict/verdict.h"
 
 extern char** environ;
@@ -688,21 +688,14 @@ std::string exit_text(int code) {
 // RENDEZVOUS_DNS when rank 0 could only say it never joined.
 std::vector<results::Finding> own_findings_not_shown(const LaunchPlan& plan, const RunOptions& o,
                                                      const std::optional<results::Verdict>& shown) {
-  std::set<std::string> on_screen;
-  if (shown)
-    for (const auto& f : shown->findings) on_screen.insert(results::finding_dedupe_key(f));
-  std::vector<results::Finding> out;
+  std::vector<results::Verdict> own;
   for (int l = 0; l < plan.nproc_per_node; ++l) {
     const int g = plan.global_rank(l);
     if (shown && shown->scope == results::Scope::local && shown->reporting_rank == g) continue;
     auto v = read_verdict((fs::path(o.out_dir) / ("verdict.rank" + std::to_string(g) + ".json")).string());
-    if (!v) continue;
-    for (auto& f : v->findings)
-      if (f.severity == results::Severity::error && !on_screen.count(results::finding_dedupe_key(f)))
-        out.push_back(std::move(f));
+    if (v) own.push_back(std::move(*v));
   }
-  results::dedupe_findings(out);
-  return out;
+  return results::errors_not_shown(shown ? &*shown : nullptr, own);
 }
 
 std::string own_findings_block(const std::vector<results::Finding>& found) {
@@ -747,10 +740,7 @@ std::string failure_banner(const LaunchPlan& plan, const RunOptions& o,
     auto v = read_verdict(verdict);
     e += "  verdict   : " + (v ? verdict : verdict + " (not written)") + "\n";
     if (v) {
-      std::vector<results::Finding> errors;
-      for (const auto& f : v->findings)
-        if (f.severity == results::Severity::error) errors.push_back(f);
-      results::dedupe_findings(errors);
+      const auto errors = results::distinct_errors(*v);
       if (!errors.empty()) {
         std::string msg = errors[0].message;
         if (msg.size() > 300) msg = msg.substr(0, 300) + "...";

@@ -8,7 +8,6 @@
 
 #include "harness/observe.h"
 #include "rendezvous/net.h"
-#include "results/judging/run_rules.h"
 
 namespace ncclsmoke::harness {
 
@@ -147,8 +146,14 @@ std::vector<int> Liveness::stopped_ranks_for_mesh(const MeshResult& m) const {
   }
 }
 
-void Liveness::settle(const std::vector<results::Finding>& findings) const {
-  if (!results::worth_settling_watch(findings)) return;
+void Liveness::settle(const std::vector<results::TransportFacts>& outcomes) const {
+  using Kind = results::TransportFailureKind;
+  const bool waited_on_peer = std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) {
+    return o.error && o.error->source == results::TransportFailureFacts::Source::transport &&
+           (o.error->kind == Kind::timeout || o.error->kind == Kind::peer_lost ||
+            o.error->kind == Kind::init_failed);
+  });
+  if (!waited_on_peer) return;
   auto until = earliest(deadline_after(Millis{1000}), ctx_.steps_deadline);
   while (!expired(until)) {
     {
@@ -159,18 +164,18 @@ void Liveness::settle(const std::vector<results::Finding>& findings) const {
   }
 }
 
-void Liveness::attach_wait_chains(std::vector<results::Finding>& findings,
-                                  const std::map<int, std::string>& hosts) const {
+std::optional<results::WaitChainEvidence> Liveness::wait_chain(
+    const std::map<int, std::string>& hosts) const {
   std::map<int, WaitState> states;
   std::set<int> stopped;
   {
     std::lock_guard lock(watch_mu_);
-    if (!watch_) return;
+    if (!watch_) return std::nullopt;
     states = watch_->peer_wait_states();
     for (const auto& l : watch_->lost()) stopped.insert(l.rank);
     for (const auto& s : watch_->silent()) stopped.insert(s.rank);
   }
-  if (states.empty()) return;
+  if (states.empty()) return std::nullopt;
   auto now = Clock::now();
   results::WaitChainEvidence e;
   for (const auto& [r, w] : states)
@@ -184,23 +189,20 @@ void Liveness::attach_wait_chains(std::vector<results::Finding>& findings,
   e.chain = wait_chain_fact(chain);
   e.reaches_stopped = chain.root && stopped.count(*chain.root);
   if (chain.path.size() > 1) e.text = wait_chain_text(chain, states, hosts, now);
-  results::attach_wait_chain(findings, e);
+  return e;
 }
 
 // The callbacks run on the watch thread: they only record, under RunRecord::mu, and return.
 void Liveness::on_lost(const LostPeer& lost) {
-  std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_lost(ctx_.record.verdict, lost_peer_fact(lost), ctx_.self());
+  ctx_.saw(results::PeerLostSeen{lost_peer_fact(lost), ctx_.self()});
 }
 
 void Liveness::on_silent(const SilentPeer& s) {
-  std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_silent(ctx_.record.verdict, silent_peer_fact(s), ctx_.world.rank);
+  ctx_.saw(results::PeerSilentSeen{silent_peer_fact(s), ctx_.world.rank});
 }
 
 void Liveness::on_resumed(const SilentPeer& s) {
-  std::lock_guard lock(ctx_.record.mu);
-  results::note_peer_resumed(ctx_.record.verdict, silent_peer_fact(s));
+  ctx_.saw(results::PeerResumedSeen{silent_peer_fact(s)});
 }
 
 }  // namespace ncclsmoke::harness

@@ -72,10 +72,12 @@ class Liveness {
   // reads the EOF of the rank that died first: after such a transport error, give the watch up to
   // 1 s to name a lost (or frozen) rank before the errors are judged. Nothing is waited when the
   // watch already knows one.
-  void settle(const std::vector<results::Finding>& transport_findings) const;
-  // Reads every peer's wait state and the chain they form, for results::attach_wait_chain.
-  void attach_wait_chains(std::vector<results::Finding>& findings,
-                          const std::map<int, std::string>& hosts) const;
+  // `outcomes`: a backend that failed waiting on a peer (it timed out, lost one, or could not
+  // start) is such an error.
+  void settle(const std::vector<results::TransportFacts>& outcomes) const;
+  // Every peer's wait state and the chain they form, for the transports' judge
+  // (results::attach_wait_chain); none when the watch has no wait state.
+  std::optional<results::WaitChainEvidence> wait_chain(const std::map<int, std::string>& hosts) const;
 
  private:
   // The ranks the watch has connected less those it saw die, and of the silent ones: all kept,

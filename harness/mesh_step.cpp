@@ -9,7 +9,6 @@
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
-#include "results/judging/run_rules.h"
 
 namespace ncclsmoke::harness {
 
@@ -39,11 +38,11 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     mesh = run_mesh_probe(*s.store, m);
   } catch (const StoreError& e) {
     bool could_not_run = e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other;
-    auto cause = could_not_run ? results::mesh_not_run_finding(ctx.self(), e.what())
-                               : results::lost_finding(store_failure(e), probe_context(w), "the mesh probe");
-    ctx.observed.mesh.errors.push_back(cause.code.code());
-    ctx.observed.mesh.status = results::stopped_phase_status(cause);
-    ctx.stop_phase("mesh", std::move(cause), t0, e.what());
+    if (could_not_run)
+      ctx.end_step("mesh", results::MeshNotRunSeen{ctx.self(), e.what()}, t0, e.what());
+    else
+      ctx.end_step("mesh", results::StoreLostSeen{store_failure(e), probe_context(w), "the mesh probe"},
+                   t0, e.what());
     return;
   }
   std::map<int, std::string> hosts;
@@ -64,19 +63,19 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     } else {
       ++it;
     }
-  results::MeshJudgement judged = results::judge_mesh(mesh_facts(seen), probe_context(w), hosts);
-  for (int r : seen.silent_ranks) ctx.record.mark_rank(r, results::RankStatus::lost, "stopped answering after joining");
+  // What the mesh means (MESH_BLOCKED, MTU_MISMATCH, PEER_LOST, the phase's status) is judging's;
+  // next_step reads the judged status and errors (results::judge_local fills them in).
   auto& observed = ctx.observed.mesh;
-  for (const auto& f : judged.findings)
-    if (f.severity == results::Severity::error) observed.errors.push_back(f.code.code());
   observed.mtu_black_holes = seen.mtu_black_holes_total;
   for (const auto& f : seen.failures) observed.blocked_pairs.emplace_back(f.from, f.to);
   observed.silent_ranks = seen.silent_ranks;
-  for (auto& f : judged.findings) ctx.record.add(std::move(f));
-  auto outcome = results::mesh_outcome_with_stopped({judged.status, judged.detail}, stopped,
-                                                    !aside.empty());
-  observed.status = outcome.status;
-  ctx.end_phase("mesh", outcome.status, t0, outcome.detail);
+  ctx.end_step("mesh",
+               results::MeshSeen{.mesh = mesh_facts(seen),
+                                 .ctx = probe_context(w),
+                                 .hosts = std::move(hosts),
+                                 .stopped = stopped,
+                                 .set_aside_stopped = !aside.empty()},
+               t0);
 }
 
 }  // namespace ncclsmoke::harness

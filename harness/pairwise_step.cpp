@@ -95,17 +95,12 @@ class PartnerGuard final : public Store {
   int peer_;
 };
 
-void record_phase(RunContext& ctx, results::Phase ph) {
-  const bool bad = ph.status == results::PhaseStatus::fail || ph.status == results::PhaseStatus::degraded;
-  ctx.record_phase_once(std::move(ph), bad ? LogLevel::warn : LogLevel::info);
-}
-
 void record_not_run(RunContext& ctx, const std::vector<std::string>& names, const std::string& why,
                     const std::map<std::string, std::string>& skipped = {}) {
   for (const auto& n : names) {
     auto it = skipped.find(n);
-    record_phase(ctx, results::pairwise_not_run_phase(n, it == skipped.end() ? why : it->second,
-                                             it != skipped.end()));
+    ctx.saw(results::PairwiseNotRunSeen{n, it == skipped.end() ? why : it->second,
+                                        it != skipped.end()});
   }
 }
 
@@ -286,10 +281,10 @@ results::PairSample measure_pair(const PairTask& t) {
   return out;
 }
 
-void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
+void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
+                             PairwiseState& state) {
   // Whether this step runs at all (--pairwise=never, no transport, the deadline passed, the store
-  // stopped) is results/judging/next_step.h's; whether the rounds run, rank 0's decide_pairwise.
-  const auto settings = pairwise_settings(ctx.o);
+  // stopped) and whether the rounds run after it are results/judging/next_step.h's.
   const auto names = ctx.requested_transports();
   const int me = ctx.world.rank;
   log_set_phase("pairwise");
@@ -307,27 +302,48 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
     rows = ctx.record.verdict.transports;
     ran = transports_ran(ctx.record.verdict, names);
   }
+  if (me != 0) {
+    try {
+      store.set(fmt::format("summary/{}", me),
+                to_json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    } catch (const StoreError& e) {
+      state.why_none = fmt::format("this rank's summary could not be posted: {}", e.what());
+    }
+    return;
+  }
+  auto& g = ctx.observed.pairwise_gathered;
+  g.gathered = true;
+  g.transports_ran = ran;
+  if (!ran) {
+    g.summaries = {mine};
+    return;
+  }
+  g.summaries = collect_summaries(ctx, s, store, live, mine, hosts);
+  g.rows = std::move(rows);
+  g.profile = ctx.profile;
+  g.stopped = live.stopped_ranks();
+  // What a backend cannot do is its own declaration (transports/registry.h).
+  for (const auto& n : names)
+    if (const auto* b = transports::find_backend(n); b && !b->no_pairs.empty())
+      g.cannot_pair[n] = b->no_pairs;
+}
+
+void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live,
+                          const std::optional<results::PairwiseDecision>& decided,
+                          const PairwiseState& state) {
+  const auto settings = pairwise_settings(ctx.o);
+  const auto names = ctx.requested_transports();
+  const int me = ctx.world.rank;
+  log_set_phase("pairwise");
+  std::map<int, std::string> hosts;
+  for (const auto& id : s.join.present) hosts[id.rank] = id.host;
+  hosts[me] = ctx.world.hostname;
+  PrefixStore store("pairwise", *s.store);
 
   std::optional<PairwisePlan> plan;
-  std::string why_none;
-  if (me == 0) {
-    results::PairwiseInputs in;
-    in.transports_ran = ran;
-    in.requested = names;
-    if (ran) {
-      in.summaries = collect_summaries(ctx, s, store, live, mine, hosts);
-      in.rows = std::move(rows);
-      in.profile = ctx.profile;
-      in.world_size = ctx.world.world_size;
-      in.stopped = live.stopped_ranks();
-      // What a backend cannot do is its own declaration (transports/registry.h).
-      for (const auto& n : names)
-        if (const auto* b = transports::find_backend(n); b && !b->no_pairs.empty())
-          in.cannot_pair[n] = b->no_pairs;
-    } else {
-      in.summaries = {mine};
-    }
-    PairwisePlan p = pairwise_plan(results::decide_pairwise(in, settings), settings);
+  std::string why_none = state.why_none;
+  if (me == 0 && decided) {
+    PairwisePlan p = pairwise_plan(*decided, settings);
     log_line(p.run ? LogLevel::info : LogLevel::debug,
              fmt::format("pairwise: {}: {}",
                          p.run ? "rounds over " + std::to_string(p.participants.size()) + " ranks"
@@ -339,14 +355,10 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
       log_warn(fmt::format("pairwise: the plan could not be posted: {}", e.what()));
     }
     plan = std::move(p);
-  } else {
-    try {
-      store.set(fmt::format("summary/{}", me),
-                to_json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    } catch (const StoreError& e) {
-      why_none = fmt::format("this rank's summary could not be posted: {}", e.what());
-    }
-    if (why_none.empty()) plan = wait_plan(ctx, store, live, why_none);
+  } else if (me != 0 && why_none.empty()) {
+    plan = wait_plan(ctx, store, live, why_none);
+  } else if (why_none.empty()) {
+    why_none = "rank 0 made no plan";
   }
   if (!plan) {
     log_warn(fmt::format("pairwise: no pairwise rounds: {}", why_none));
@@ -379,7 +391,7 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
   transports::parse_dtype(ctx.o.dtype, dtype);
   const auto options = backend_options_for_run(ctx.o, me, ctx.world.local_rank);
   for (const auto& [t, why] : plan->skipped)
-    record_phase(ctx, results::pairwise_not_run_phase(t, why, true));
+    ctx.saw(results::PairwiseNotRunSeen{t, why, true});
   const auto slice = budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
   for (size_t ti = 0; ti < plan->transports.size(); ++ti) {
     const std::string& name = plan->transports[ti];
@@ -467,23 +479,10 @@ void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live) {
       run.samples.push_back(std::move(sample));
     }
     run.duration_s = seconds_since(t0);
-    auto ph = results::pairwise_phase(*plan, run);
-    {
-      std::lock_guard lock(ctx.record.mu);
-      auto& ids = ctx.record.verdict.identities;
-      auto it = std::find_if(ids.begin(), ids.end(), [&](const results::TransportIdentity& id) {
-        return id.transport == name && id.rank == me;
-      });
-      if (it == ids.end()) {
-        results::TransportIdentity id;
-        id.transport = name;
-        id.rank = me;
-        ids.push_back(std::move(id));
-        it = std::prev(ids.end());
-      }
-      results::write_pair_samples(it->observed, run.samples);
-    }
-    record_phase(ctx, std::move(ph));
+    // The phase and the samples in this rank's identity row are judging's; judged now, so the
+    // transport's line comes as its rounds end.
+    ctx.saw(results::PairwiseRunSeen{*plan, std::move(run)});
+    ctx.judge_pending();
   }
 
   // Rank 0 gathers next: wait for the others to finish their rounds, so none is still measuring

@@ -10,7 +10,9 @@
 // 1. every rank posts "summary/<rank>" (harness/pairwise_plan.h RankSummary);
 // 2. rank 0 reads them, leaving out a rank whose summary does not come (no arrival for
 //    max(5 s, --op-timeout + 2 s), at most twice that, never past the run's steps deadline) or
-//    that the liveness watch saw stop, decides (decide_pairwise) and posts "plan";
+//    that the liveness watch saw stop (the summaries step, Step::pairwise, ends here: rank 0
+//    records them in RunContext::observed); results::next_step decides from them
+//    (decide_pairwise) and rank 0 posts it as "plan" (the rounds step, Step::pairwise_rounds);
 // 3. every rank waits for the plan with a deadline (none: no pairwise, said in the log and the
 //    phase); the participants run the plan's transports in order. The budget (--pairwise-budget,
 //    never past the run's steps deadline) counts from the plan: each transport has an equal
@@ -30,6 +32,7 @@
 // Test-only: NCCLSMOKE_TEST_PAUSE_AT=pairwise stops a rank (SIGSTOP) as its second round starts
 // (harness/transport_phase.h test_pause_point; tests/harness/pairwise_e2e_test.py).
 #include <map>
+#include <optional>
 #include <string>
 
 #include "harness/liveness.h"
@@ -41,7 +44,19 @@
 
 namespace ncclsmoke::harness {
 
-void pairwise_step(RunContext& ctx, const StoreSession& s, Liveness& live);
+// Between the two halves of the step: a summary this rank could not post ("" none).
+struct PairwiseState {
+  std::string why_none;
+};
+
+// Every rank posts its summary; rank 0 gathers them into ctx.observed.pairwise_gathered.
+void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
+                             PairwiseState& state);
+// The rounds: rank 0 posts `decided` (results::next_step's) as the plan, the others wait for it;
+// the participants run their pairs.
+void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live,
+                          const std::optional<results::PairwiseDecision>& decided,
+                          const PairwiseState& state);
 
 // One pair of one round as this rank measures it.
 struct PairTask {

@@ -96,10 +96,13 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
     s.server = TcpStoreServer::start(so);
     return true;
   } catch (const StoreError& e) {
-    ctx.stop_phase("rendezvous",
-                   results::store_port_finding(RankRef{0, ctx.world.hostname}, ctx.world.job_id,
-                                               ctx.world.master_port, e.what(), port_holder(ctx)),
-                   t0, e.what());
+    ctx.end_step("rendezvous",
+                 results::StorePortSeen{.rank0 = RankRef{0, ctx.world.hostname},
+                                        .job_id = ctx.world.job_id,
+                                        .port = ctx.world.master_port,
+                                        .error = e.what(),
+                                        .holder = port_holder(ctx)},
+                 t0, e.what());
     return false;
   }
 }
@@ -187,7 +190,7 @@ bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::ti
   fs.other_world_size = other.world_size;
   fs.other_host = other.host;
   fs.other_pid = other.pid;
-  ctx.stop_phase("rendezvous", results::store_foreign_job_finding(fs), t0,
+  ctx.end_step("rendezvous", fs, t0,
                  fmt::format("the store belongs to job {}",
                              other.job_id.empty() ? std::string("(none)") : other.job_id));
   return false;
@@ -274,7 +277,7 @@ void note_store_full(RunContext& ctx, const StoreSession& s, bool failed = true)
   if (s.server) hits = s.server->stats().full;
   else if (ctx.world.external_store && failed) hits = external_store_full(ctx, s);
   for (const auto& hit : hits)
-    ctx.record.add(results::store_full_finding({.rank0 = ctx.self(),
+    ctx.saw(results::StoreFull{.rank0 = ctx.self(),
                                                 .limit = hit.limit,
                                                 .flag = hit.flag,
                                                 .value = hit.value,
@@ -284,7 +287,7 @@ void note_store_full(RunContext& ctx, const StoreSession& s, bool failed = true)
                                                 .job_unharmed = !failed,
                                                 .last_peer = hit.last_peer,
                                                 .external_store = s.server ? std::string()
-                                                                           : rendezvous::join_host_port(ctx.world.store_host, ctx.world.store_port)}));
+                                                                           : rendezvous::join_host_port(ctx.world.store_host, ctx.world.store_port)});
 }
 
 void record_ranks(RunContext& ctx, const JoinResult& join) {
@@ -336,8 +339,9 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     s.client = TcpStore::connect(opt, connect_deadline);
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
-    ctx.stop_phase("rendezvous", results::connect_finding(store_failure(e), probe_context(w), seconds_since(t0)),
-                   t0, e.what());
+    ctx.end_step("rendezvous",
+                 results::StoreConnectSeen{store_failure(e), probe_context(w), seconds_since(t0)},
+                 t0, e.what());
     return;
   }
   // TcpStore -> SignedStore (the job token; below the prefixes, so it signs the full key) ->
@@ -363,10 +367,10 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
-    ctx.stop_phase("rendezvous",
-                   results::lost_finding(store_failure(stalled_if_silent(ctx, s, e)), probe_context(w),
-                                         "the join barrier"),
-                   t0, e.what());
+    ctx.end_step("rendezvous",
+                 results::StoreLostSeen{store_failure(stalled_if_silent(ctx, s, e)),
+                                        probe_context(w), "the join barrier"},
+                 t0, e.what());
     return;
   }
   record_ranks(ctx, s.join);
@@ -382,9 +386,8 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   }
   note_store_full(ctx, s, !s.join.missing.empty());
   const results::JoinFacts joined = join_facts(s.join);  // as judging reads it (harness/observe.h)
-  for (auto& f : results::join_findings(joined, probe_context(w), ctx.o.join_timeout_s)) ctx.record.add(std::move(f));
   // The phase line and table carry the duration.
-  ctx.end_phase("rendezvous", results::rendezvous_phase_status(joined), t0,
+  ctx.end_step("rendezvous", results::JoinSeen{joined, probe_context(w), ctx.o.join_timeout_s}, t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
   // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED (harness/set_aside.h);
   // the check needs the roster. Whether the mesh runs is results::next_step's.

@@ -1,6 +1,6 @@
 #include "harness/run_context.h"
 
-#include "results/judging/run_rules.h"
+#include "results/judging/judge_run.h"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -47,24 +47,42 @@ std::vector<std::string> RunContext::requested_transports() const {
 }
 
 namespace {
-// A failed phase is an error line, a passed one info, anything else (skipped, inconclusive ...) a
-// warning.
-LogLevel phase_log_level(results::PhaseStatus s) {
-  return s == results::PhaseStatus::fail ? LogLevel::error
-         : s == results::PhaseStatus::pass ? LogLevel::info
-                                           : LogLevel::warn;
+// A failed phase is an error line, a passed or skipped one info, and so is an optional phase
+// that did not run (the pairwise rounds not needed); anything else (inconclusive, degraded, a
+// required phase not run) a warning.
+LogLevel phase_log_level(const results::Phase& p) {
+  using S = results::PhaseStatus;
+  if (p.status == S::fail) return LogLevel::error;
+  if (p.status == S::pass || p.status == S::skipped) return LogLevel::info;
+  if (p.status == S::not_run && !p.required) return LogLevel::info;
+  return LogLevel::warn;
 }
 }  // namespace
 
-void RunContext::end_phase(const std::string& name, results::PhaseStatus status,
-                           Clock::time_point t0, const std::string& detail) {
-  results::Phase p;
-  p.name = name;
-  p.status = status;
-  p.duration_s = rendezvous::seconds_since(t0);
-  p.detail = detail;
-  log_line(phase_log_level(status), phase_end_line(name, results::to_string(status), p.duration_s, detail));
-  record.add_phase(std::move(p));
+void RunContext::end_step(const std::string& name, results::StepFacts facts,
+                          Clock::time_point t0, std::string detail) {
+  record.saw({std::move(facts), name, rendezvous::seconds_since(t0), std::move(detail)});
+}
+
+std::vector<results::Phase> RunContext::judge_pending_locked(results::RunObservations* seen) {
+  if (record.pending.empty()) return {};
+  auto records = std::move(record.pending);
+  record.pending.clear();
+  return results::judge_local(record.verdict, std::move(records), seen);
+}
+
+void RunContext::judge_pending() {
+  std::vector<results::Phase> ended;
+  {
+    std::lock_guard lock(record.mu);
+    ended = judge_pending_locked(&observed);
+  }
+  for (const auto& p : ended) log_phase_end(p);
+}
+
+void RunContext::log_phase_end(const results::Phase& p) const {
+  log_line(phase_log_level(p),
+           phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
 }
 
 void RunContext::record_phase_once(results::Phase p, LogLevel level) {
@@ -74,13 +92,6 @@ void RunContext::record_phase_once(results::Phase p, LogLevel level) {
   if (std::none_of(phases.begin(), phases.end(),
                    [&](const results::Phase& q) { return q.name == p.name; }))
     phases.push_back(std::move(p));
-}
-
-void RunContext::stop_phase(const std::string& name, results::Finding cause,
-                            Clock::time_point t0, const std::string& detail) {
-  auto status = results::stopped_phase_status(cause);
-  record.add(std::move(cause));
-  end_phase(name, status, t0, detail);
 }
 
 std::string RunContext::local_path() const {

@@ -21,6 +21,7 @@
 #include "rendezvous/rank_ref.h"
 #include "results/judging/observations.h"
 #include "results/judging/profile.h"
+#include "results/judging/step_records.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::harness {
@@ -36,27 +37,19 @@ inline Millis ms(double seconds) {
   return Millis(static_cast<long long>(std::min(seconds, kMaxSeconds) * 1000));
 }
 
-// The verdict under construction and its lock.
+// The verdict under construction and its lock. The steps and the liveness watch record what
+// they saw (saw); results::judge_local turns the records into findings and phases (the session
+// calls it after every step, at the end, and the watchdog does).
 struct RunRecord {
   std::mutex mu;
   results::Verdict verdict;  // guarded by mu
+  std::vector<results::StepRecord> pending;  // guarded by mu: seen, not judged yet
 
-  void add(results::Finding f) {
+  void saw(results::StepRecord r) {
     std::lock_guard lock(mu);
-    verdict.findings.push_back(std::move(f));
+    pending.push_back(std::move(r));
   }
-  void add_phase(results::Phase p) {
-    std::lock_guard lock(mu);
-    verdict.phases.push_back(std::move(p));
-  }
-  void mark_rank(int rank, results::RankStatus status, const std::string& detail) {
-    std::lock_guard lock(mu);
-    for (auto& ri : verdict.ranks)
-      if (ri.rank == rank) {
-        ri.status = status;
-        ri.detail = detail;
-      }
-  }
+
 };
 
 // What the run keeps back from its steps for the verdict: a quarter of --timeout, at most 1 s.
@@ -102,13 +95,19 @@ struct RunContext {
   // Logs a phase made elsewhere (a rule's: a step passed over, the pairwise phase) at `level` and
   // records it, unless a phase of that name is recorded already.
   void record_phase_once(results::Phase p, LogLevel level);
-  // Records the phase and logs its end line.
-  void end_phase(const std::string& name, results::PhaseStatus status, Clock::time_point t0,
-                 const std::string& detail);
-  // Records `cause`, the finding the step stopped on, and ends the phase with the status the
-  // rule gives it (results::stopped_phase_status).
-  void stop_phase(const std::string& name, results::Finding cause, Clock::time_point t0,
-                  const std::string& detail);
+  // Records what ended the phase `name` (started at t0; `detail`: what the step saw, "" for the
+  // rule to word it). Its status, findings and end line come when the session judges the
+  // records (results::judge_local), as the step returns.
+  void end_step(const std::string& name, results::StepFacts facts, Clock::time_point t0,
+                std::string detail = {});
+  // Judges the records not judged yet (results::judge_local) and logs the end line of each phase
+  // they ended. The run thread's call fills in what next_step reads (`observed`).
+  void judge_pending();
+  // The same with RunRecord::mu held and no log line (the watchdog's): the phases it ended.
+  std::vector<results::Phase> judge_pending_locked(results::RunObservations* seen);
+  void log_phase_end(const results::Phase& p) const;
+  // Records something seen that ends no phase (a store full, a configuration problem).
+  void saw(results::StepFacts facts) { record.saw({std::move(facts), {}, 0, {}}); }
 
   std::string local_path() const;   // verdict.rank<N>.json (or invalid-config.<pid>) in --out-dir
   std::string global_path() const;  // --json or verdict.json in --out-dir

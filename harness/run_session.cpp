@@ -26,7 +26,6 @@
 #include "results/judging/classify.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/next_step.h"
-#include "results/judging/run_rules.h"
 #include "results/report/summary.h"
 #include "results/verdict/ordering.h"
 
@@ -72,19 +71,28 @@ int RunSession::run_steps() {
       if (!next.reason.empty()) log_debug(fmt::format("run: to the verdict: {}", next.reason));
       return finish();
     }
-    run_step(next.step);
+    run_step(next);
+    // The step recorded what it saw; what it means (findings, the phase's status, what next_step
+    // reads) is judging's, decided here as the step returns.
+    ctx_.judge_pending();
+    if (next.step == results::Step::transports) {
+      std::lock_guard lock(ctx_.record.mu);
+      ctx_.observed.transports = summarize(ctx_.record.verdict, ctx_.world.rank,
+                                           ctx_.world.hostname, ctx_.observed.requested);
+    }
   }
 }
 
-void RunSession::run_step(results::Step step) {
+void RunSession::run_step(const results::NextStep& next) {
   auto& seen = ctx_.observed;
-  switch (step) {
+  switch (next.step) {
     case results::Step::world:
       seen.world.ok = world_step(ctx_);
       seen.world.rank = ctx_.world.rank;
       seen.world.world_size = ctx_.world.world_size;
       seen.requested = ctx_.requested_transports();
-      seen.pairwise = pairwise_settings(ctx_.o).mode;
+      seen.pairwise_ask = pairwise_settings(ctx_.o);
+      seen.pairwise = seen.pairwise_ask.mode;
       return;
     case results::Step::rendezvous:
       rendezvous_step(ctx_, store_);
@@ -97,15 +105,14 @@ void RunSession::run_step(results::Step step) {
         live_.start(*store_.store, store_.join, store_.self.local_address);
       mesh_step(ctx_, store_, live_, mesh_);
       return;
-    case results::Step::transports: {
+    case results::Step::transports:
       transports_phase(ctx_, store_, live_);
-      std::lock_guard lock(ctx_.record.mu);
-      seen.transports =
-          summarize(ctx_.record.verdict, ctx_.world.rank, ctx_.world.hostname, seen.requested);
       return;
-    }
-    case results::Step::pairwise:
-      pairwise_step(ctx_, store_, live_);  // harness/pairwise_step.h: rank 0 decides the rounds
+    case results::Step::pairwise:  // harness/pairwise_step.h
+      pairwise_summaries_step(ctx_, store_, live_, pairwise_);
+      return;
+    case results::Step::pairwise_rounds:  // rank 0: with the plan next_step decided
+      pairwise_rounds_step(ctx_, store_, live_, next.pairwise_plan, pairwise_);
       return;
     case results::Step::finish:
       return;
@@ -137,6 +144,7 @@ results::LocalFacts RunSession::local_facts() const {
 }
 
 int RunSession::finish() {
+  ctx_.judge_pending();  // what the liveness watch saw since the last step
   results::Verdict local;
   {
     std::lock_guard lock(ctx_.record.mu);
@@ -203,19 +211,25 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   // watch's callbacks take it.)
   live_.stop();
   results::Verdict v;
+  std::vector<results::Phase> ended;
   {
     std::lock_guard lock(ctx_.record.mu);
-    auto& rv = ctx_.record.verdict;
-    std::string phase = rv.phases.empty() ? "none" : rv.phases.back().name;
+    // What was seen and not judged yet, then the ending itself (its rule names the last phase).
+    ended = ctx_.judge_pending_locked(nullptr);
     if (int sig = g_stop_signal)
-      rv.findings.push_back(results::run_terminated_finding(
-          ctx_.self(), sig == SIGTERM ? "SIGTERM" : "SIGINT",
-          rendezvous::seconds_since(ctx_.start), phase, termination_of(ctx_.world.source)));
+      ctx_.record.pending.push_back({results::RunTerminatedSeen{ctx_.self(),
+                                                                sig == SIGTERM ? "SIGTERM" : "SIGINT",
+                                                                rendezvous::seconds_since(ctx_.start),
+                                                                termination_of(ctx_.world.source)},
+                                     {}, 0, {}});
     else
-      rv.findings.push_back(results::run_timeout_finding(ctx_.self(), ctx_.o.timeout_s, phase));
+      ctx_.record.pending.push_back({results::RunTimeoutSeen{ctx_.self(), ctx_.o.timeout_s}, {}, 0, {}});
+    ctx_.judge_pending_locked(nullptr);
+    auto& rv = ctx_.record.verdict;
     results::judge_local(rv, local_facts());
     v = rv;
   }
+  for (const auto& p : ended) ctx_.log_phase_end(p);
   // The stuck phase, said on stderr too (the verdict's last finding is this one).
   if (!v.findings.empty())
     log_error(fmt::format("run: {}: {} (last phase finished: {})", v.findings.back().code,
@@ -227,7 +241,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   if (ctx_.have_world && ctx_.world.rank == 0) v = write_own_view_as_global(v);
   if (log_is_json()) log_verdict_json(v);
   print_run_summary(v, ctx_.o.table_format, ctx_.o.quiet);
-  std::_Exit(ctx_.write_failed ? kExitVerdictNotWritten : results::exit_code_for(v.verdict));
+  std::_Exit(ctx_.exit_code(v));  // the judged verdict's, or kExitVerdictNotWritten
 }
 
 }  // namespace ncclsmoke::harness

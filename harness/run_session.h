@@ -12,11 +12,13 @@
 #include <string>
 
 #include "harness/liveness.h"
+#include "harness/pairwise_step.h"
 #include "harness/rendezvous_step.h"
 #include "harness/run_context.h"
 #include "harness/run_options.h"
 #include "rendezvous/mesh.h"
 #include "results/judging/judge_run.h"
+#include "results/judging/next_step.h"
 
 namespace ncclsmoke::harness {
 
@@ -27,7 +29,7 @@ class RunSession {
 
  private:
   int run_steps();
-  void run_step(results::Step step);
+  void run_step(const results::NextStep& next);
   // The liveness watch's facts and the time left, into ctx_.observed before each decision.
   void observe_liveness();
   int finish();                               // this rank's verdict, then the world's on rank 0
@@ -42,6 +44,7 @@ class RunSession {
   Liveness live_{ctx_};
   StoreSession store_;
   rendezvous::MeshResult mesh_;
+  PairwiseState pairwise_;
 };
 
 }  // namespace ncclsmoke::harness

@@ -111,22 +111,9 @@ void set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join) {
   auto t0 = Clock::now();
   std::vector<results::RosterEntry> roster;
   for (const auto& id : join.present) roster.push_back({id.rank, id.host, id.node});
-  auto excluded = results::excluded_ranks(roster, list);
-  if (excluded.empty()) {
-    ctx.end_phase("set-aside", results::PhaseStatus::pass, t0,
-                  fmt::format("no rank's host or node is among the {} set aside",
-                              list.entries.size()));
-    return;
-  }
-  for (const auto& e : excluded) {
-    ctx.observed.join.excluded.push_back(e.rank);
-    ctx.observed.join.excluded_hosts.push_back(e.host);
-  }
-  auto f = results::host_excluded_finding(excluded);
-  log_error(fmt::format("set-aside: {}", f.message));
-  ctx.stop_phase("set-aside", std::move(f), t0,
-                 fmt::format("{} of {} ranks on hosts set aside", excluded.size(),
-                             join.present.size()));
+  // Whether any rank is set aside, and HOST_EXCLUDED naming them, is judging's
+  // (set_aside_rules.h); judge_local lists them for next_step, which then ends the run.
+  ctx.end_step("set-aside", results::SetAsideSeen{std::move(roster), list}, t0);
 }
 
 std::string suspects_path(const RunContext& ctx) {

@@ -5,7 +5,6 @@
 #include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
-#include "results/judging/transport_rules.h"
 
 namespace ncclsmoke::harness {
 
@@ -57,24 +56,13 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
   log_info(phase_start_line("transports", o_.transports));
   in.set_wait_state = [&live](const rendezvous::WaitState& w) { live.set_wait_state(w); };
   in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };
-  // Measure, then judge: the phase only measures; results/judging/transport_rules.h decides, from
-  // the outcomes as judging's facts (harness/observe.h).
+  // The step only measures and records; results::judge_local (transport_rules.h) decides, from
+  // the outcomes as judging's facts (harness/observe.h), when the session judges the step.
   auto outcomes = transport_facts(measure_transports(in, to));
-  auto out = results::judge_transports(outcomes, {in.rank, in.host, in.hosts, o_.timeout_s});
-  live.settle(out.findings);
-  live.attach_wait_chains(out.findings, in.hosts);
-  for (const auto& p : out.phases)
-    log_line(p.status == results::PhaseStatus::fail ? LogLevel::error
-             : p.status == results::PhaseStatus::pass || p.status == results::PhaseStatus::skipped
-                 ? LogLevel::info
-                 : LogLevel::warn,
-             phase_end_line(p.name, results::to_string(p.status), p.duration_s, p.detail));
-  std::lock_guard lock(ctx.record.mu);
-  auto& v = ctx.record.verdict;
-  for (auto& p : out.phases) v.phases.push_back(std::move(p));
-  for (auto& r : out.rows) v.transports.push_back(std::move(r));
-  for (auto& i : out.identities) v.identities.push_back(std::move(i));
-  for (auto& f : out.findings) v.findings.push_back(std::move(f));
+  live.settle(outcomes);
+  auto chain = live.wait_chain(in.hosts);
+  ctx.saw(results::TransportsSeen{std::move(outcomes), {in.rank, in.host, in.hosts, o_.timeout_s},
+                                  std::move(chain)});
 }
 
 }  // namespace ncclsmoke::harness

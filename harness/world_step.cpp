@@ -19,14 +19,16 @@ bool load_profile(RunContext& ctx) {
   try {
     ctx.profiles = results::load_profiles_file(o.profiles_file);
   } catch (const std::exception& e) {
-    ctx.record.add(results::profiles_unreadable_finding(ctx.self(), o.profiles_file, e.what()));
+    ctx.saw(results::ProfileProblemSeen{.self = ctx.self(), .profiles_file = o.profiles_file,
+                                        .error = e.what(), .profile = {}, .names = {}});
     return false;
   }
   ctx.profile = results::find_profile(ctx.profiles, o.profile);
   if (!ctx.profile) {
     std::vector<std::string> names;
     for (const auto& p : ctx.profiles) names.push_back(p.name);
-    ctx.record.add(results::profile_unknown_finding(ctx.self(), o.profile, o.profiles_file, names));
+    ctx.saw(results::ProfileProblemSeen{.self = ctx.self(), .profiles_file = o.profiles_file,
+                                        .error = {}, .profile = o.profile, .names = names});
     return false;
   }
   return true;
@@ -37,10 +39,7 @@ bool load_profile(RunContext& ctx) {
 bool load_job_token(RunContext& ctx) {
   auto t = resolve_job_token(ctx.o.job_token_file);
   if (t.problem) {
-    auto f = results::config_finding(*t.problem);
-    f.ranks.push_back(ctx.world.rank);
-    f.hosts.push_back(ctx.world.hostname);
-    ctx.record.add(std::move(f));
+    ctx.saw(results::ConfigSeen{{*t.problem}, ctx.world.rank, ctx.world.hostname});
     return false;
   }
   ctx.job_token = std::move(t.token);
@@ -52,10 +51,7 @@ bool load_job_token(RunContext& ctx) {
 bool load_exclusions(RunContext& ctx) {
   auto problem = load_set_aside(ctx.o.exclude_hosts, ctx.o.exclude_file, ctx.o.set_aside);
   if (!problem) return true;
-  auto f = results::config_finding(*problem);
-  f.ranks.push_back(ctx.world.rank);
-  f.hosts.push_back(ctx.world.hostname);
-  ctx.record.add(std::move(f));
+  ctx.saw(results::ConfigSeen{{*problem}, ctx.world.rank, ctx.world.hostname});
   return false;
 }
 
@@ -110,15 +106,14 @@ bool world_step(RunContext& ctx) {
   auto t0 = Clock::now();
   log_set_phase("world");
   auto wr = discover_world(ctx.o.world, process_environment());
-  for (const auto& c : wr.findings) {
-    auto f = results::config_finding(c);
-    if (wr.partial) f.ranks.push_back(wr.partial->rank);
-    f.hosts.push_back(local_hostname());
-    ctx.record.add(std::move(f));
-  }
+  if (!wr.findings.empty())
+    ctx.saw(results::ConfigSeen{wr.findings, wr.partial ? wr.partial->rank : -1, local_hostname()});
+  auto ended = [&](bool world_built, bool accepted) {
+    return results::WorldEndSeen{wr.findings, world_built, accepted};
+  };
   if (!wr.world && !wr.partial) {
     // The rank itself is unreadable: no rank to name the file after (verdict.invalid-config).
-    ctx.end_phase("world", results::world_phase_status(wr.findings, false, true), t0,
+    ctx.end_step("world", ended(false, true), t0,
                   "invalid configuration");
     return false;
   }
@@ -135,27 +130,27 @@ bool world_step(RunContext& ctx) {
   if (!wr.world) {
     // A config error with the rank known: each rank writes its own verdict.rank<N>.json (rank 0
     // verdict.json too) with what it could read, so one bad field does not hide who failed.
-    ctx.end_phase("world", results::world_phase_status(wr.findings, false, true), t0,
+    ctx.end_step("world", ended(false, true), t0,
                   "invalid configuration");
     return false;
   }
   if (!load_profile(ctx)) {
-    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+    ctx.end_step("world", ended(true, false), t0,
                   "invalid profile");
     return false;
   }
   gate_sweep_from_profile(ctx);
   if (!load_job_token(ctx)) {
-    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+    ctx.end_step("world", ended(true, false), t0,
                   "unreadable job token file");
     return false;
   }
   if (!load_exclusions(ctx)) {
-    ctx.end_phase("world", results::world_phase_status(wr.findings, true, false), t0,
+    ctx.end_step("world", ended(true, false), t0,
                   "unusable --exclude-file");
     return false;
   }
-  ctx.end_phase("world", results::world_phase_status(wr.findings, true, true), t0, describe(w));
+  ctx.end_step("world", ended(true, true), t0, describe(w));
   return true;
 }
 

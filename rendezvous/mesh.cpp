@@ -213,8 +213,8 @@ std::optional<PairFailure> dial_hello(int self, int peer, const std::string& add
   return f;
 }
 
-// One pair under its own timeout and the phase deadline. A failure is blocked only when it is
-// an answer (pair_failure_is_blocked); one the phase deadline cut short is untested. A pair that
+// One pair under its own timeout and the phase deadline. A failure is listed only when it is
+// an answer (failure_is_an_answer); one the phase deadline cut short is untested. A pair that
 // timed out on its full pair timeout is dialled once more when the phase deadline leaves another
 // full pair timeout: a DROP rule fails again, a peer that was only starved of CPU (hundreds of
 // ranks on a few cores) answers. Without that much time left the first, full timeout stands.
@@ -230,13 +230,13 @@ PairResult probe_pair(int self, int peer, const std::string& addr, const MeshOpt
       r.outcome = PairOutcome::passed;
       return r;
     }
-    bool timeout_class = !pair_failure_is_blocked(f->error_class, true);
+    bool timeout_class = !failure_is_an_answer(f->error_class, true);
     if (attempt == 1) {
       r.failure.message += "; dialled again: " + f->message;
       break;
     }
     r.failure = std::move(*f);
-    if (!pair_failure_is_blocked(r.failure.error_class, cut)) {
+    if (!failure_is_an_answer(r.failure.error_class, cut)) {
       r.outcome = PairOutcome::untested;  // the phase deadline, not the pair, ran out
       return r;
     }
@@ -568,7 +568,7 @@ std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& 
   return involved;
 }
 
-bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline) {
+bool failure_is_an_answer(ErrorClass cls, bool cut_by_phase_deadline) {
   switch (cls) {
     case ErrorClass::timed_out:
     case ErrorClass::stalled:

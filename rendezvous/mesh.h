@@ -105,10 +105,14 @@ std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t
 // plus one store operation.
 MeshResult run_mesh_probe(Store& store, const MeshOptions& options);
 
-// Whether a failed pair counts as blocked (true) or as not tested (false, cut short): refused,
+// What a failed dial measured (a fact, not a verdict): whether the network answered it. Refused,
 // unreachable, reset, protocol and dns are answers whatever the clock says; a timeout is an answer
-// only when the pair had its full pair timeout (the phase deadline did not come first).
-bool pair_failure_is_blocked(ErrorClass cls, bool cut_by_phase_deadline);
+// (nothing came back in the pair's whole time) only when the pair had its full pair timeout, not
+// when the phase deadline came first. The probe lists an answered failure in `failures` and an
+// unanswered one as not tested (pairs_untested); what each means (MESH_BLOCKED, MESH_INCOMPLETE)
+// is results/judging/probe_rules.h's judge_mesh. The probe's own retry reads it too: only a dial
+// that got no answer is dialled again.
+bool failure_is_an_answer(ErrorClass cls, bool cut_by_phase_deadline);
 
 // Blame the root (issue 13): pairs that failed because one end was frozen or dead are not a
 // network verdict. Given the ranks the liveness watch (rendezvous/peer_watch.h) judges silent or

@@ -1,5 +1,6 @@
 #include "results/judging/judge_run.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "rendezvous/rank_ref.h"
@@ -22,6 +23,12 @@ void judge_local(Verdict& v, const LocalFacts& facts) {
 
 Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const Profile* profile) {
   if (views.empty()) throw std::invalid_argument("judge_world: no local views");
+  for (std::size_t i = 1; i < views.size() && i - 1 < roster.posted_as.size(); ++i) {
+    const int rank = roster.posted_as[i - 1];
+    if (std::find(roster.taken_for_dead.begin(), roster.taken_for_dead.end(), rank) !=
+        roster.taken_for_dead.end())
+      explained_by_itself(views.front(), views[i], rank);
+  }
   if (!roster.joined.empty()) set_aside_disproved_views(views, roster.posted_as, roster.joined);
   note_store_tampered(views.front().findings, {roster.reporting_rank, roster.reporting_host},
                       roster.store, roster.tampered);

@@ -1,6 +1,7 @@
 #pragma once
 // The two calls that decide a run's verdicts, so the harness assembles no rules:
-// - judge_local: one rank's own view, once its steps are over (or the watchdog stopped them);
+// - judge_local: one rank's own view: as each step ends, over what it recorded (step_records.h),
+//   and once its steps are over (or the watchdog stopped them), over the whole record;
 // - judge_world: rank 0's verdict for the world, from every local view it gathered.
 // Each applies the rules in their one order and ends with apply_verdict (classify.h).
 #include <set>
@@ -8,7 +9,9 @@
 #include <vector>
 
 #include "results/judging/facts_rendezvous.h"
+#include "results/judging/observations.h"
 #include "results/judging/profile.h"
+#include "results/judging/step_records.h"
 #include "results/judging/view_trust.h"
 #include "results/verdict/verdict.h"
 
@@ -28,7 +31,16 @@ struct LocalFacts {
   std::string store;
 };
 
-// In order: every phase that never ran is listed (fail closed), STORE_TAMPERED for each refused
+// A step's records (step_records.h), judged in the order seen: each rule's findings, the phase a
+// record ends (with the rule's status; a phase of that name already in `v` is not added twice),
+// the rows and identities of the transports and the pairwise samples, the ranks the mesh or the
+// watch found lost. With `seen` (the run thread), the judged parts next_step reads are filled in:
+// the mesh phase's status and error codes, the ranks set aside. Returns the phases it added, for
+// the progress lines.
+std::vector<Phase> judge_local(Verdict& v, std::vector<StepRecord> records,
+                               RunObservations* seen = nullptr);
+
+// Once the steps are over. In order: every phase that never ran is listed (fail closed), STORE_TAMPERED for each refused
 // store key, the consequences of a frozen or
 // dead rank are demoted to info (run_rules.h demote_consequences), the verdict applied.
 void judge_local(Verdict& v, const LocalFacts& facts);
@@ -49,6 +61,9 @@ struct WorldRoster {
   // views[0] was read from (view_trust.h): empty lists skip the check (a caller without a roster).
   std::vector<RosterRank> joined;
   std::vector<int> posted_as;
+  // Ranks rank 0 took for dead (the mesh heard nothing, the watch saw them stop) whose verdict
+  // came all the same: a view whose own error names its rank explains it (explained_by_itself).
+  std::vector<int> taken_for_dead;
   // Posts rank 0 could not read (too big, too deep, not a verdict): RESULTS_MISSING each.
   struct Unreadable {
     int rank = -1;
@@ -61,7 +76,8 @@ struct WorldRoster {
   std::string store;
 };
 
-// In order: the posted views rank 0 can disprove set aside (view_trust.h), each unreported rank
+// In order: the views of ranks taken for dead that explain themselves, the posted views rank 0
+// can disprove set aside (view_trust.h), each unreported rank
 // named in rank 0's view (views[0]), the views merged (merge.h),
 // the profile's rules when there is a profile (judge.h) and its baseline record, the verdict
 // applied. `views` must hold rank 0's own view first.

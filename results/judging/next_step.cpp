@@ -17,6 +17,12 @@ std::string ranks_word(const std::vector<int>& ranks) {
   return fmt::format("rank{} {}", ranks.size() == 1 ? "" : "s", rank_runs(ranks));
 }
 
+NextStep go(Step s) {
+  NextStep n;
+  n.step = s;
+  return n;
+}
+
 NextStep finish(std::string why) {
   NextStep n;
   n.step = Step::finish;
@@ -52,6 +58,24 @@ NextStep after_transports(const RunObservations& seen, NextStep n) {
   return n;
 }
 
+// What rank 0's summaries step gathered, as the pairwise decision reads it. A rank 0 whose
+// transports did not run (listed not run) has only its own summary: no rounds.
+PairwiseInputs pairwise_inputs(const RunObservations& seen) {
+  const auto& g = seen.pairwise_gathered;
+  PairwiseInputs in;
+  in.requested = seen.requested;
+  in.world_size = seen.world.world_size;
+  in.transports_ran = g.gathered && g.transports_ran;
+  in.summaries = g.summaries;
+  if (in.transports_ran) {
+    in.rows = g.rows;
+    in.profile = g.profile;
+    in.stopped = g.stopped;
+    in.cannot_pair = g.cannot_pair;
+  }
+  return in;
+}
+
 }  // namespace
 
 std::string_view name(Step s) {
@@ -61,6 +85,7 @@ std::string_view name(Step s) {
     case Step::mesh: return "mesh";
     case Step::transports: return "transports";
     case Step::pairwise: return "pairwise";
+    case Step::pairwise_rounds: return "pairwise rounds";
     case Step::finish: return "finish";
   }
   return "finish";
@@ -104,9 +129,9 @@ std::string transports_blocked_reason(const RunObservations& seen) {
 }
 
 NextStep next_step(const RunObservations& seen) {
-  if (!seen.has_passed(Step::world)) return {Step::world, "", {}, {}};
+  if (!seen.has_passed(Step::world)) return go(Step::world);
   if (!seen.world.ok) return finish("the world could not be discovered or its configuration was refused");
-  if (!seen.has_passed(Step::rendezvous)) return {Step::rendezvous, "", {}, {}};
+  if (!seen.has_passed(Step::rendezvous)) return go(Step::rendezvous);
   const auto& j = seen.join;
   if (!j.joined) return finish("the rendezvous stopped before the join completed");
   if (!j.roster_received) return finish("rank 0 never published the roster");
@@ -115,10 +140,10 @@ NextStep next_step(const RunObservations& seen) {
   if (!j.excluded.empty())
     return finish(fmt::format("{} on hosts set aside (HOST_EXCLUDED): no mesh, no transport",
                               ranks_word(j.excluded)));
-  if (!seen.has_passed(Step::mesh)) return {Step::mesh, "", {}, {}};
+  if (!seen.has_passed(Step::mesh)) return go(Step::mesh);
   if (!seen.has_passed(Step::transports) && !seen.requested.empty()) {
     std::string blocked = transports_blocked_reason(seen);
-    if (blocked.empty()) return {Step::transports, "", {}, {}};
+    if (blocked.empty()) return go(Step::transports);
     NextStep n;
     n.reason = blocked;
     n.passed_over.push_back(Step::transports);
@@ -126,6 +151,11 @@ NextStep next_step(const RunObservations& seen) {
     return after_transports(seen, std::move(n));
   }
   if (!seen.has_passed(Step::pairwise)) return after_transports(seen, NextStep{});
+  if (!seen.has_passed(Step::pairwise_rounds)) {
+    NextStep n = go(Step::pairwise_rounds);
+    if (seen.world.rank == 0) n.pairwise_plan = decide_pairwise(pairwise_inputs(seen), seen.pairwise_ask);
+    return n;
+  }
   return finish("");
 }
 

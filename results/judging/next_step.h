@@ -11,13 +11,17 @@
 // - the transports (when any was asked for) need every rank joined and every path: with a rank
 //   missing, or the mesh failed (MTU_MISMATCH, MESH_BLOCKED, a rank lost ...), collectives would
 //   only hang, so each is listed not run, the reason naming the cause the run saw;
-// - the pairwise step (its store exchange: rank 0 decides the rounds, pairwise_rules.h) unless
+// - the pairwise summaries (every rank posts how its transports ended, rank 0 gathers) unless
 //   --pairwise=never or no transport was asked for; listed not run when the steps' deadline has
-//   passed or the store (rank 0) stopped answering.
+//   passed or the store (rank 0) stopped answering;
+// - the pairwise rounds: on rank 0 with the plan decided here from the summaries
+//   (decide_pairwise, pairwise_rules.h).
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "results/judging/observations.h"
+#include "results/judging/pairwise_rules.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -28,6 +32,9 @@ struct NextStep {
   // Steps passed over on the way to `step` (in order), and the phases to record for them.
   std::vector<Step> passed_over;
   std::vector<Phase> not_run;
+  // Step::pairwise_rounds on rank 0: whether the rounds run, over which ranks and transports
+  // (decide_pairwise over the summaries rank 0 gathered). Other ranks wait for rank 0's plan.
+  std::optional<PairwiseDecision> pairwise_plan;
 };
 
 NextStep next_step(const RunObservations& seen);

@@ -14,20 +14,34 @@
 // rendezvous' and the transports' types into them; judging links only ncclsmoke_verdict.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "results/verdict/enums.h"
+#include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
 
-// The steps of a run, in the order they can run.
-enum class Step { world, rendezvous, mesh, transports, pairwise, finish };
+// The steps of a run, in the order they can run. The pairwise step is two: the summaries (every
+// rank posts how its transports ended, rank 0 gathers them), then the rounds (rank 0 posts the
+// plan next_step decided from the summaries, pairwise_rules.h; every rank runs its pairs).
+enum class Step { world, rendezvous, mesh, transports, pairwise, pairwise_rounds, finish };
 
 // --pairwise: auto (the default), always (--pairwise alone), never.
 enum class PairwiseRequest { automatic, always, never };
+
+// What the pairwise flags ask for (--pairwise, --pairwise-bytes, --pairwise-iters,
+// --pairwise-budget).
+struct PairwiseAsk {
+  PairwiseRequest mode = PairwiseRequest::automatic;
+  std::int64_t bytes = 1 << 20;  // per all-reduce
+  int iters = 3;                 // timed all-reduces per pair
+  double budget_s = 30;          // every transport's rounds together
+};
 
 // The world step: the world was discovered and the configuration accepted.
 struct WorldObservation {
@@ -78,6 +92,21 @@ struct RankSummary {
   std::vector<TransportSummary> transports;
 };
 
+struct Profile;  // profile.h
+
+// Rank 0's pairwise summaries step: what the pairwise decision reads (pairwise_rules.h
+// PairwiseInputs; next_step decides from it).
+struct PairwiseGathered {
+  bool gathered = false;        // rank 0 ran the summaries step
+  bool transports_ran = true;   // rank 0's transports step ran (false: no rounds)
+  std::vector<RankSummary> summaries;   // rank 0's own among them
+  std::vector<TransportRow> rows;       // rank 0's rows (the world rows: rank -1)
+  std::vector<int> stopped;             // ranks the watch saw die or freeze
+  // transport -> why its backend cannot form a 2-rank world (the backend's own declaration).
+  std::map<std::string, std::string> cannot_pair;
+  const Profile* profile = nullptr;
+};
+
 // What the liveness watch says, sampled before each decision.
 struct LivenessObservation {
   std::vector<int> stopped;     // ranks the watch saw die or freeze
@@ -94,7 +123,9 @@ struct RunObservations {
   RankSummary transports;              // this rank's, once its transports step ran
   LivenessObservation live;
   double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)
-  PairwiseRequest pairwise = PairwiseRequest::automatic;
+  PairwiseRequest pairwise = PairwiseRequest::automatic;  // --pairwise (pairwise_ask.mode)
+  PairwiseAsk pairwise_ask;
+  PairwiseGathered pairwise_gathered;
 
   bool has_passed(Step s) const {
     return std::find(passed.begin(), passed.end(), s) != passed.end();

@@ -26,13 +26,6 @@
 namespace ncclsmoke::results {
 
 // What --pairwise and its flags ask for.
-struct PairwiseAsk {
-  PairwiseRequest mode = PairwiseRequest::automatic;
-  std::int64_t bytes = 1 << 20;  // per all-reduce
-  int iters = 3;                 // timed all-reduces per pair
-  double budget_s = 30;          // every transport's rounds together
-};
-
 struct PairwiseInputs {
   std::vector<RankSummary> summaries;  // rank 0's own among them
   std::vector<std::string> requested;  // --transports, in order

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "results/judging/classify.h"
 #include "results/judging/merge.h"
@@ -206,6 +207,27 @@ std::string human_summary(const Verdict& verdict) {
     for (const auto& h : hint_lines) out += h + "\n";
   }
   return out;
+}
+
+std::vector<Finding> errors_not_shown(const Verdict* shown, const std::vector<Verdict>& own) {
+  std::set<std::string> on_screen;
+  if (shown)
+    for (const auto& f : shown->findings) on_screen.insert(finding_dedupe_key(f));
+  std::vector<Finding> out;
+  for (const auto& v : own)
+    for (const auto& f : v.findings)
+      if (f.severity == Severity::error && !on_screen.count(finding_dedupe_key(f)))
+        out.push_back(f);
+  dedupe_findings(out);
+  return out;
+}
+
+std::vector<Finding> distinct_errors(const Verdict& v) {
+  std::vector<Finding> errors;
+  for (const auto& f : v.findings)
+    if (f.severity == Severity::error) errors.push_back(f);
+  dedupe_findings(errors);
+  return errors;
 }
 
 }  // namespace ncclsmoke::results

@@ -51,7 +51,8 @@ TEST(NextStep, AHealthyRunWalksEveryStepInOrder) {
   o.steps_left_s = 30;
   o.mesh.status = PhaseStatus::pass;
   EXPECT_EQ(walk(o), (std::vector<Step>{Step::world, Step::rendezvous, Step::mesh,
-                                        Step::transports, Step::pairwise, Step::finish}));
+                                        Step::transports, Step::pairwise,
+                                        Step::pairwise_rounds, Step::finish}));
 }
 
 TEST(NextStep, AWorldNotDiscoveredOrAJoinThatStoppedFinishes) {
@@ -106,6 +107,9 @@ TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
   note_taken(o, n);  // the pairwise step ran
   EXPECT_TRUE(o.has_passed(Step::transports));
   EXPECT_TRUE(o.has_passed(Step::pairwise));
+  n = next_step(o);
+  EXPECT_EQ(n.step, Step::pairwise_rounds) << "rank 0 decides whether rounds run";
+  note_taken(o, n);
   EXPECT_EQ(next_step(o).step, Step::finish);
 }
 
@@ -193,7 +197,46 @@ TEST(NextStep, PairwiseIsPassedOverAtTheDeadlineOrWithTheStoreGone) {
   stopped.live.stopped = {3};
   EXPECT_EQ(next_step(stopped).step, Step::pairwise);
   o.passed.push_back(Step::pairwise);
+  EXPECT_EQ(next_step(o).step, Step::pairwise_rounds);
+  o.passed.push_back(Step::pairwise_rounds);
   EXPECT_EQ(next_step(o).step, Step::finish);
+}
+
+// The rounds step: rank 0 is handed the plan, decided here from the summaries it gathered; the
+// other ranks wait for rank 0's.
+TEST(NextStep, RankZeroIsHandedThePairwisePlanDecidedFromTheSummaries) {
+  auto o = after_mesh(PhaseStatus::pass, {"socket"});
+  o.passed.push_back(Step::transports);
+  o.passed.push_back(Step::pairwise);
+  o.world.world_size = 2;
+  o.pairwise_ask.mode = PairwiseRequest::always;
+  auto& g = o.pairwise_gathered;
+  g.gathered = true;
+  for (int r : {0, 1}) {
+    RankSummary s;
+    s.rank = r;
+    s.host = "host-" + std::to_string(r);
+    s.transports.push_back({"socket", PhaseStatus::pass, false, false, nullptr, ""});
+    g.summaries.push_back(s);
+  }
+  auto n = next_step(o);
+  ASSERT_EQ(n.step, Step::pairwise_rounds);
+  ASSERT_TRUE(n.pairwise_plan.has_value());
+  EXPECT_TRUE(n.pairwise_plan->run) << n.pairwise_plan->reason;
+  EXPECT_EQ(n.pairwise_plan->participants, (std::vector<int>{0, 1}));
+  // Asked for automatically, with nothing wrong: no rounds, and the plan says why.
+  o.pairwise_ask.mode = PairwiseRequest::automatic;
+  auto quiet = next_step(o);
+  ASSERT_TRUE(quiet.pairwise_plan.has_value());
+  EXPECT_FALSE(quiet.pairwise_plan->run);
+  EXPECT_FALSE(quiet.pairwise_plan->reason.empty());
+  // Rank 0's own transports never ran: no rounds.
+  o.pairwise_ask.mode = PairwiseRequest::always;
+  o.pairwise_gathered.transports_ran = false;
+  EXPECT_FALSE(next_step(o).pairwise_plan->run);
+  // Another rank is handed no plan: it waits for rank 0's.
+  o.world.rank = 1;
+  EXPECT_FALSE(next_step(o).pairwise_plan.has_value());
 }
 
 }  // namespace

@@ -1,0 +1,160 @@
+#pragma once
+// What a step of `ncclsmoke run` saw that a rule turns into findings and a phase's status (issue
+// 21): a step says what happened, results::judge_local (judge_run.h) says what it means. A step
+// records one StepRecord per thing seen (harness/run_context.h, RunRecord::saw); the liveness
+// watch records the peers it saw stop or come back the same way; the session hands the records to
+// judge_local after every step, which judges them in the order seen, adds the findings and the
+// phases to the verdict and returns the phases it ended, for the progress lines. No step calls a
+// rule.
+//
+// Each kind of record is the input of one rule, as plain data (the facts_*.h types and the rule
+// headers' input structs); a record that ends a phase names it, with the measured duration and
+// the detail the step saw, and the rule gives the phase its status.
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "rendezvous/rank_ref.h"
+#include "results/judging/config_problem.h"
+#include "results/judging/facts_liveness.h"
+#include "results/judging/facts_rendezvous.h"
+#include "results/judging/facts_transport.h"
+#include "results/judging/pairwise_rules.h"
+#include "results/judging/probe_rules.h"
+#include "results/judging/run_rules.h"
+#include "results/judging/set_aside_rules.h"
+#include "results/judging/transport_rules.h"
+
+namespace ncclsmoke::results {
+
+// The world step: problems in the launcher's variables and flags (CONFIG_MISSING /
+// CONFIG_INVALID each, naming the rank when it could be read, and the host).
+struct ConfigSeen {
+  std::vector<ConfigProblem> problems;
+  int rank = -1;  // -1: the rank itself could not be read
+  std::string host;
+};
+// --profiles could not be read, or --profile is not in it (`names`: the profiles it has).
+struct ProfileProblemSeen {
+  rendezvous::RankRef self;
+  std::string profiles_file;
+  std::string error;    // unreadable: why; "" when the file was read
+  std::string profile;  // not found: the name asked for
+  std::vector<std::string> names;
+};
+// The world step ended: whether the world was built and the configuration accepted (the phase's
+// status is world_phase_status's over the launcher's problems).
+struct WorldEndSeen {
+  std::vector<ConfigProblem> problems;
+  bool world_built = false;
+  bool accepted = false;
+};
+
+// The rendezvous step stopped on the store: rank 0 could not listen on the port, a rank could
+// not reach the store, or the connection failed after it was made.
+struct StorePortSeen {
+  rendezvous::RankRef rank0;
+  std::string job_id;
+  int port = 0;
+  std::string error;
+  std::string holder;  // who holds the port, "" not known
+};
+struct StoreConnectSeen {
+  StoreFailure failure;
+  ProbeContext ctx;
+  double waited_s = 0;
+};
+struct StoreLostSeen {
+  StoreFailure failure;
+  ProbeContext ctx;
+  std::string during;  // "the join barrier", "the mesh probe"
+};
+// The join barrier returned: who joined, who is missing, a rank claimed twice, another world size.
+struct JoinSeen {
+  JoinFacts join;
+  ProbeContext ctx;
+  double join_timeout_s = 0;
+};
+// The roster against the hosts and nodes set aside (--exclude-hosts / --exclude-file).
+struct SetAsideSeen {
+  std::vector<RosterEntry> roster;
+  SetAsideList list;
+};
+
+// The mesh probe could not run on this rank (bad --mesh-bind / --mesh-port-range).
+struct MeshNotRunSeen {
+  rendezvous::RankRef self;
+  std::string error;
+};
+// The mesh probe's result; `stopped`: ranks the liveness watch saw die or freeze while it ran
+// (their pairs were set aside: `set_aside_stopped`).
+struct MeshSeen {
+  MeshFacts mesh;
+  ProbeContext ctx;
+  std::map<int, std::string> hosts;
+  std::vector<int> stopped;
+  bool set_aside_stopped = false;
+};
+
+// Every transport's outcome, and the wait chain the liveness watch had when they ended.
+struct TransportsSeen {
+  std::vector<TransportFacts> outcomes;
+  TransportJudgeContext ctx;
+  std::optional<WaitChainEvidence> wait_chain;
+};
+
+// The pairwise rounds of one transport, or a transport that had none (`skipped`: by the plan,
+// for its own reason; else the rounds did not run at all).
+struct PairwiseRunSeen {
+  PairwiseDecision plan;
+  PairwiseRun run;
+};
+struct PairwiseNotRunSeen {
+  std::string transport;
+  std::string why;
+  bool skipped = false;
+};
+
+// The liveness watch: a peer it saw die, freeze, or come back.
+struct PeerLostSeen {
+  LostPeerFact lost;
+  rendezvous::RankRef seen_by;
+};
+struct PeerSilentSeen {
+  SilentPeerFact silent;
+  int this_rank = -1;
+};
+struct PeerResumedSeen {
+  SilentPeerFact silent;
+};
+
+// The run's deadline passed, or a stop signal came, while `last_phase` was the last one ended.
+struct RunTimeoutSeen {
+  rendezvous::RankRef self;
+  double timeout_s = 0;
+};
+struct RunTerminatedSeen {
+  rendezvous::RankRef self;
+  std::string signal_name;  // "SIGTERM", "SIGINT"
+  double after_s = 0;
+  TerminationCause cause;
+};
+
+using StepFacts =
+    std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, StorePortSeen, StoreConnectSeen,
+                 StoreLostSeen, ForeignStore, StoreFull, JoinSeen, SetAsideSeen, MeshNotRunSeen,
+                 MeshSeen, TransportsSeen, PairwiseRunSeen, PairwiseNotRunSeen, PeerLostSeen,
+                 PeerSilentSeen, PeerResumedSeen, RunTimeoutSeen, RunTerminatedSeen>;
+
+struct StepRecord {
+  StepFacts facts;
+  // The phase this record ends ("" none: a finding only), how long it ran and what the step saw
+  // (the phase's detail).
+  std::string phase;
+  double duration_s = 0;
+  std::string detail;
+};
+
+}  // namespace ncclsmoke::results

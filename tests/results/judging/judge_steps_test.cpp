@@ -1,0 +1,121 @@
+// judge_local over a step's records (results/judging/judge_run.h, step_records.h): a step says
+// what it saw, the judge says what it means: the findings, the phase's status, and what
+// next_step reads back.
+#include <gtest/gtest.h>
+
+#include "results/judging/judge_run.h"
+#include "results/judging/next_step.h"
+
+namespace ncclsmoke::results {
+namespace {
+
+ProbeContext probe(int rank = 0) {
+  ProbeContext c;
+  c.rank = rank;
+  c.world_size = 4;
+  c.host = "host-" + std::to_string(rank);
+  c.master_addr = "host-0";
+  c.master_port = 29500;
+  return c;
+}
+
+bool has_code(const Verdict& v, Code c) {
+  return std::any_of(v.findings.begin(), v.findings.end(),
+                     [&](const Finding& f) { return f.code == c; });
+}
+
+TEST(JudgeSteps, AJoinWithARankMissingFailsThePhaseAndNamesIt) {
+  Verdict v;
+  JoinFacts join;
+  join.missing = {3};
+  join.roster_received = true;
+  join.waited_s = 30;
+  auto ended = judge_local(v, {{JoinSeen{join, probe(), 30}, "rendezvous", 30.2, "3/4 ranks joined"}});
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].name, "rendezvous");
+  EXPECT_EQ(ended[0].status, PhaseStatus::fail);
+  EXPECT_DOUBLE_EQ(ended[0].duration_s, 30.2);
+  EXPECT_EQ(ended[0].detail, "3/4 ranks joined");
+  ASSERT_TRUE(has_code(v, Code::RANKS_MISSING));
+  EXPECT_EQ(v.phases.size(), 1u);
+  // The same join judged complete passes, with no finding.
+  Verdict ok;
+  join.missing.clear();
+  EXPECT_EQ(judge_local(ok, {{JoinSeen{join, probe(), 30}, "rendezvous", 1, ""}}).at(0).status,
+            PhaseStatus::pass);
+  EXPECT_TRUE(ok.findings.empty());
+}
+
+TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
+  RunObservations seen;
+  seen.passed = {Step::world, Step::rendezvous, Step::mesh};
+  seen.world = {true, 1, 4};
+  seen.join.joined = seen.join.roster_received = true;
+  seen.join.present = {0, 1, 2, 3};
+  seen.requested = {"socket"};
+  seen.steps_left_s = 30;
+  Verdict v;
+  StoreFailure lost{StoreErrorClass::reset, "connection reset by peer"};
+  auto ended = judge_local(
+      v, {{StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"}}, &seen);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].status, PhaseStatus::fail);
+  EXPECT_EQ(seen.mesh.status, PhaseStatus::fail);
+  ASSERT_EQ(seen.mesh.errors.size(), 1u);
+  EXPECT_EQ(seen.mesh.errors[0], v.findings.at(0).code.code());
+  // ... so the transports are listed not run, naming the mesh.
+  auto next = next_step(seen);
+  ASSERT_FALSE(next.not_run.empty());
+  EXPECT_EQ(next.not_run[0].name, "transport:socket");
+  EXPECT_NE(next.not_run[0].detail.find("mesh"), std::string::npos) << next.not_run[0].detail;
+}
+
+TEST(JudgeSteps, AHostSetAsideIsExcludedAndListedForNextStep) {
+  SetAsideList list;
+  list.add({"node-b", "--exclude-hosts", 0, "", ""});
+  std::vector<RosterEntry> roster{{0, "node-a", "node-a"}, {1, "node-b", "node-b"}};
+  RunObservations seen;
+  Verdict v;
+  auto ended = judge_local(v, {{SetAsideSeen{roster, list}, "set-aside", 0.01, ""}}, &seen);
+  ASSERT_EQ(ended.size(), 1u);
+  EXPECT_EQ(ended[0].status, PhaseStatus::fail);
+  EXPECT_EQ(ended[0].detail, "1 of 2 ranks on hosts set aside");
+  EXPECT_TRUE(has_code(v, Code::HOST_EXCLUDED));
+  EXPECT_EQ(seen.join.excluded, (std::vector<int>{1}));
+  EXPECT_EQ(seen.join.excluded_hosts, (std::vector<std::string>{"node-b"}));
+  // Nobody on the list: the phase passes and says how many names were set aside.
+  Verdict none;
+  SetAsideList other;
+  other.add({"node-z", "--exclude-hosts", 0, "", ""});
+  auto pass = judge_local(none, {{SetAsideSeen{roster, other}, "set-aside", 0.01, ""}});
+  EXPECT_EQ(pass.at(0).status, PhaseStatus::pass);
+  EXPECT_EQ(pass.at(0).detail, "no rank's host or node is among the 1 set aside");
+  EXPECT_TRUE(none.findings.empty());
+}
+
+TEST(JudgeSteps, RecordsAreJudgedInTheOrderSeenAndAPhaseEndsOnce) {
+  Verdict v;
+  v.ranks = {{.rank = 2, .host = "host-2"}};
+  SilentPeerFact silent;
+  silent.rank = 2;
+  silent.host = "host-2";
+  silent.silent_for_s = 12;
+  judge_local(v, {{PeerSilentSeen{silent, 0}, "", 0, ""}});
+  ASSERT_TRUE(has_code(v, Code::PEER_STALLED));
+  EXPECT_EQ(v.findings.back().severity, Severity::error);
+  silent.silent_for_s = 15;
+  judge_local(v, {{PeerResumedSeen{silent}, "", 0, ""}});
+  EXPECT_EQ(v.findings.back().severity, Severity::warning) << "it came back";
+  // A phase already ended is not added again (a pairwise transport recorded twice).
+  auto first = judge_local(v, {{PairwiseNotRunSeen{"socket", "not needed", false}, "", 0, ""}});
+  auto again = judge_local(v, {{PairwiseNotRunSeen{"socket", "not needed", false}, "", 0, ""}});
+  EXPECT_EQ(first.size(), 1u);
+  EXPECT_TRUE(again.empty());
+  // The run's ending names the last phase that ended.
+  judge_local(v, {{RunTimeoutSeen{{0, "host-0"}, 20}, "", 0, ""}});
+  ASSERT_TRUE(has_code(v, Code::RUN_TIMEOUT));
+  EXPECT_EQ(v.findings.back().subject.item, "after pairwise:socket");
+}
+
+}  // namespace
+}  // namespace ncclsmoke::results
