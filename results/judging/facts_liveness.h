@@ -1,11 +1,13 @@
 #pragma once
 // What the liveness watch saw, as plain facts judging reads (run_rules.h): a peer that died, one
-// that went silent (or spoke again), and the wait chain from this rank to the one it blames. The
+// that went silent (or spoke again), and the wait chain from this rank to the one it blames (with
+// every peer's wait state); who likely stopped the process, when a signal ended the run. The
 // harness builds them from the watch's own LostPeer, SilentPeer and WaitChain
 // (rendezvous/peer_watch.h) in harness/observe.h, so judging links no network code.
 //
-// A leaf: the standard library only.
+// A leaf: the standard library and nlohmann's JSON only.
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,6 +40,23 @@ struct WaitChainFact {
   std::optional<int> root;  // nullopt only for a cycle
   bool cycle = false;       // a deadlock: no root
   std::string root_reason;  // "is silent or lost", "has no wait state", ...
+};
+
+// The wait chain as the harness read it from the watch.
+struct WaitChainEvidence {
+  nlohmann::json wait_states = nlohmann::json::object();  // rank -> {phase, what, waiting_on, waited_s}
+  WaitChainFact chain;
+  bool reaches_stopped = false;  // the chain's root is a rank the watch saw frozen or dead
+  std::string text;              // wait_chain_text(): "rank 3 (host-3) waits on rank 2 ..."
+};
+
+// Who most likely sent a stop signal, and which deadline to raise: the launcher's own words
+// (harness/launchers.cpp, termination_of: activeDeadlineSeconds only on Kubernetes, --time under
+// Slurm, mpirun's or torchrun's own). The default is a process with no known launcher.
+struct TerminationCause {
+  std::string sender = "whatever supervises the process (a scheduler's time limit, a shell's "
+                       "Ctrl-C, kill)";
+  std::string deadline_fix = "give the supervising deadline more than --timeout";
 };
 
 }  // namespace ncclsmoke::results

@@ -1,6 +1,7 @@
 #pragma once
 // What the transports phase measured for one requested backend, as plain facts judging reads
-// (transport_rules.h judge_transports; the link stats also link_rules.h and judge.h). The harness
+// (transport_rules.h judge_transports; the link stats also link_rules.h and judge.h), who judges
+// them (TransportJudgeContext), and one pair of a pairwise round (PairSample). The harness
 // builds them from the transports' own TransportOutcome (harness/observe.h), so judging links no
 // transport code; a test builds them by hand.
 //
@@ -9,6 +10,7 @@
 // LinkStats and NetworkReport), restated here where a rule depends on it.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -103,5 +105,34 @@ struct TransportFacts {
   // run's (RUN_TIMEOUT), not the transport's.
   bool run_deadline_bound = false;
 };
+
+// Who judges: this rank, and the hosts of the others (for the ranks a finding names).
+struct TransportJudgeContext {
+  int rank = 0;
+  std::string host;
+  std::map<int, std::string> hosts;  // rank -> host
+  double run_timeout_s = 0;          // --timeout, for RUN_TIMEOUT's message
+};
+
+// One rank's pair in one pairwise round (what that rank measured of its link to `peer`).
+struct PairSample {
+  int round = -1;
+  int peer = -1;
+  std::string peer_host;
+  std::int64_t bytes = 0;                               // per all-reduce
+  int iters = 0;
+  double time_us = std::numeric_limits<double>::quiet_NaN();  // mean per all-reduce
+  double busbw_gbps = std::numeric_limits<double>::quiet_NaN();
+  std::int64_t retrans = -1;                            // TCP_INFO on this rank's side; -1: not TCP
+  std::int64_t segs_out = -1;
+  double rtt_us = std::numeric_limits<double>::quiet_NaN();
+  std::string error;                                    // non-empty: the pair failed (timeout ...)
+  // How it failed: the backend's error kind ("timeout", "peer_lost", "init_failed", "other",
+  // "unavailable"), "store" or "wrong_data"; "" when it did not. An "unavailable" pair (the
+  // backend cannot run on one of the two ranks: MPI failed there) says nothing of the link and is
+  // left out of the link evidence.
+  std::string error_kind;
+};
+inline constexpr const char* kPairUnavailable = "unavailable";
 
 }  // namespace ncclsmoke::results

@@ -7,6 +7,11 @@
 
 #include "results/judging/judge_run.h"
 #include "results/judging/link_rules.h"
+#include "results/judging/pairwise_rules.h"
+#include "results/judging/probe_rules.h"
+#include "results/judging/run_rules.h"
+#include "results/judging/set_aside_rules.h"
+#include "results/judging/transport_rules.h"
 
 namespace ncclsmoke::results {
 

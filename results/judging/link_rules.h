@@ -22,29 +22,10 @@
 #include <vector>
 
 #include "results/verdict/verdict.h"
+#include "results/judging/facts_transport.h"
 
 namespace ncclsmoke::results {
 
-// One rank's pair in one pairwise round (what that rank measured of its link to `peer`).
-struct PairSample {
-  int round = -1;
-  int peer = -1;
-  std::string peer_host;
-  std::int64_t bytes = 0;                               // per all-reduce
-  int iters = 0;
-  double time_us = std::numeric_limits<double>::quiet_NaN();  // mean per all-reduce
-  double busbw_gbps = std::numeric_limits<double>::quiet_NaN();
-  std::int64_t retrans = -1;                            // TCP_INFO on this rank's side; -1: not TCP
-  std::int64_t segs_out = -1;
-  double rtt_us = std::numeric_limits<double>::quiet_NaN();
-  std::string error;                                    // non-empty: the pair failed (timeout ...)
-  // How it failed: the backend's error kind ("timeout", "peer_lost", "init_failed", "other",
-  // "unavailable"), "store" or "wrong_data"; "" when it did not. An "unavailable" pair (the
-  // backend cannot run on one of the two ranks: MPI failed there) says nothing of the link and is
-  // left out of the link evidence.
-  std::string error_kind;
-};
-inline constexpr const char* kPairUnavailable = "unavailable";
 
 // The documented layout: observed["pairwise"] = [{"round", "peer", "peer_host", "bytes", "iters",
 // "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error", "error_kind"}...] (NaN / -1 /

@@ -41,31 +41,8 @@ struct PairwiseInputs {
   bool transports_ran = true;
 };
 
-// Rank 0's decision, which every rank follows.
-struct PairwiseDecision {
-  bool run = false;
-  std::string reason;
-  std::vector<int> participants;               // sorted; ranks that posted their summary in time
-  std::vector<std::string> transports;         // run in this order
-  std::map<std::string, std::string> skipped;  // transport -> why it has no rounds
-  std::int64_t bytes = 1 << 20;
-  int iters = 3;
-  double budget_s = 30;
-};
 PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& ask);
 
-// What one rank did for one transport's rounds, for its phase "pairwise:<transport>".
-struct PairwiseRun {
-  std::string transport;
-  int rank = 0;             // this rank
-  int rounds_total = 0;     // in the schedule
-  int rounds_late = 0;      // not started: less than the minimum left before the round's deadline
-  int sat_out = 0;          // rounds this rank had no partner in
-  int partner_stopped = 0;  // the partner had stopped (liveness watch): no sample
-  int partner_late = 0;     // the partner had no time left for the round: no sample
-  double duration_s = 0;
-  std::vector<PairSample> samples;  // this rank's pairs
-};
 // The phase (never required: it adds evidence, and its absence takes nothing from a run):
 // - pass when every pair of this rank was measured; degraded when one failed (timeout, peer lost,
 //   wrong data...: the sample's error, which judge_links reads as a bad link): the rounds add

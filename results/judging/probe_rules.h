@@ -30,17 +30,6 @@
 
 namespace ncclsmoke::results {
 
-// Who is judging: the few facts of this rank's world the rules name (harness::World carries
-// more; harness/probe_findings.h builds this from it).
-struct ProbeContext {
-  int rank = 0;
-  int world_size = 1;
-  std::string host;            // this process's host name
-  std::string master_addr;     // host name or address; IPv6 without brackets
-  std::uint16_t master_port = 0;
-  bool external_store = false;  // the store is not rank 0's (torchrun's agent, --store)
-  std::int64_t pid = 0;         // this process, for a rank claimed twice
-};
 
 // CONFIG_MISSING (missing) or CONFIG_INVALID (invalid: error; conflict: warning), with the
 // variable and value as evidence. CONFIG_INVALID's hint is the table's

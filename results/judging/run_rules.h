@@ -77,13 +77,6 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
 // TRANSPORT_TIMEOUT or TRANSPORT_INIT_FAILED): then the watch is given a moment to name it.
 bool worth_settling_watch(const std::vector<Finding>& transport_findings);
 
-// The wait chain as the harness read it from the watch.
-struct WaitChainEvidence {
-  nlohmann::json wait_states = nlohmann::json::object();  // rank -> {phase, what, waiting_on, waited_s}
-  WaitChainFact chain;
-  bool reaches_stopped = false;  // the chain's root is a rank the watch saw frozen or dead
-  std::string text;              // wait_chain_text(): "rank 3 (host-3) waits on rank 2 ..."
-};
 // A TRANSPORT_TIMEOUT is what a chain explains: it gets the evidence (and the text when the chain
 // is longer than this rank); a PEER_LOST names its peer itself, so only a chain that runs on to a
 // frozen or dead rank is added to it.
@@ -97,14 +90,6 @@ Finding run_timeout_finding(rendezvous::RankRef self, double timeout_s, std::str
 // the phase that was running rather than the last one that finished.
 Finding run_timeout_during(rendezvous::RankRef self, double timeout_s, std::string_view phase,
                            double ran_s);
-// Who most likely sent a stop signal, and which deadline to raise: the launcher's own words
-// (harness/launchers.cpp, termination_of: activeDeadlineSeconds only on Kubernetes, --time under
-// Slurm, mpirun's or torchrun's own). The default is a process with no known launcher.
-struct TerminationCause {
-  std::string sender = "whatever supervises the process (a scheduler's time limit, a shell's "
-                       "Ctrl-C, kill)";
-  std::string deadline_fix = "give the supervising deadline more than --timeout";
-};
 // `signal_name`: "SIGTERM" / "SIGINT"; `cause`: the launcher's (message and hint).
 Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal_name,
                                double after_s, std::string_view last_phase,
@@ -112,39 +97,8 @@ Finding run_terminated_finding(rendezvous::RankRef self, std::string_view signal
 
 // ---- store and configuration -------------------------------------------------------------------
 
-struct ForeignStore {
-  rendezvous::RankRef self;
-  std::string this_job;         // "" = none
-  std::string job_id_source;    // where this job's id came from ("" = not said)
-  std::string store;            // "host:port"
-  int port = 0;
-  double waited_s = 0;
-  std::string other_job;        // "" = none
-  int other_world_size = 0;
-  std::string other_host;
-  int other_pid = 0;
-};
 Finding store_foreign_job_finding(const ForeignStore& s);
 
-// The store rank 0 hosts refused someone because a store-wide limit was reached (the server's
-// StoreFullHit, as data): the true cause behind a lost store or ranks refused at the door.
-struct StoreFull {
-  rendezvous::RankRef rank0;
-  std::string limit;      // "max_stored_keys", "max_total_bytes", "max_connections"
-  std::string flag;       // "--max-keys", "--max-total-bytes", "--max-connections"
-  uint64_t value = 0;     // the limit
-  uint64_t in_use = 0;    // keys / bytes / connections held when it refused
-  uint64_t refusals = 0;
-  // Of refusals, those of the job's own connections (ranks that had claimed); with none, and
-  // every rank joined (job_unharmed), only strangers were refused, short of the job's reserve:
-  // a warning (someone fills the store), not the run's failure.
-  uint64_t job_refusals = 0;
-  bool job_unharmed = false;
-  std::string last_peer;  // "" = not known
-  // Non-empty: the store is served apart (`store serve` at this address), and rank0 is the rank
-  // that read the store's own account of the refusals.
-  std::string external_store;
-};
 Finding store_full_finding(const StoreFull& s);
 
 // Rank 0 cannot listen on MASTER_PORT; `holder` names who holds it ("" = unknown).

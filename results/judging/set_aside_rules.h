@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "results/verdict/suspects.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -20,12 +21,6 @@ struct ExcludedRank {
   SetAsideEntry entry;
 };
 
-// The roster's ranks (rank, host, node) that `list` names, by host or node.
-struct RosterEntry {
-  int rank = -1;
-  std::string host;
-  std::string node;
-};
 std::vector<ExcludedRank> excluded_ranks(const std::vector<RosterEntry>& roster,
                                          const SetAsideList& list);
 

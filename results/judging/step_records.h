@@ -7,9 +7,10 @@
 // phases to the verdict and returns the phases it ended, for the progress lines. No step calls a
 // rule.
 //
-// Each kind of record is the input of one rule, as plain data (the facts_*.h types and the rule
-// headers' input structs); a record that ends a phase names it, with the measured duration and
-// the detail the step saw, and the rule gives the phase its status.
+// Each kind of record is the input of one rule, as plain data: a leaf like the facts it holds
+// (facts_*.h, observations.h, the verdict's set-aside list), no rule declared here. A record that
+// ends a phase names it, with the measured duration and the detail the step saw, and the rule
+// gives the phase its status.
 #include <map>
 #include <optional>
 #include <string>
@@ -21,11 +22,8 @@
 #include "results/judging/facts_liveness.h"
 #include "results/judging/facts_rendezvous.h"
 #include "results/judging/facts_transport.h"
-#include "results/judging/pairwise_rules.h"
-#include "results/judging/probe_rules.h"
-#include "results/judging/run_rules.h"
-#include "results/judging/set_aside_rules.h"
-#include "results/judging/transport_rules.h"
+#include "results/judging/observations.h"
+#include "results/verdict/suspects.h"
 
 namespace ncclsmoke::results {
 

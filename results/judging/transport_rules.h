@@ -35,13 +35,6 @@
 
 namespace ncclsmoke::results {
 
-// Who judges: this rank, and the hosts of the others (for the ranks a finding names).
-struct TransportJudgeContext {
-  int rank = 0;
-  std::string host;
-  std::map<int, std::string> hosts;  // rank -> host
-  double run_timeout_s = 0;          // --timeout, for RUN_TIMEOUT's message
-};
 
 struct TransportJudgement {
   std::vector<Phase> phases;
