@@ -88,7 +88,7 @@ int learn(const LearnFlags& f) {
 
   std::vector<LearnGate> gates;
   std::vector<HistoryRun> all_runs;
-  std::set<std::string> degraded_ok;
+  std::vector<LearnFinding> degraded;  // the degraded runs' findings: learn_baselines picks which count
   try {
     History h(f.history, /*create=*/false);
     HistoryQuery q;
@@ -98,7 +98,7 @@ int learn(const LearnFlags& f) {
     if (f.include_degraded) {
       HistoryQuery qd = q;
       qd.verdict = Outcome::degraded;
-      degraded_ok = degraded_only_by_bandwidth(learn_findings(h.findings(qd)));
+      degraded = learn_findings(h.findings(qd));
     } else {
       q.verdict = Outcome::pass;
     }
@@ -113,7 +113,7 @@ int learn(const LearnFlags& f) {
   o.last = f.last;
   o.min_runs = f.min_runs;
   o.include_degraded = f.include_degraded;
-  o.degraded_runs_allowed = degraded_ok;
+  o.degraded_findings = std::move(degraded);
   LearnResult r;
   try {
     r = learn_baselines(gates, profiles, o);

@@ -50,9 +50,10 @@ std::string gbps_text(double v) {
 
 std::string world_text(int ws) { return ws == 0 ? "any" : std::to_string(ws); }
 
-bool accepted_verdict(const LearnGate& g, const LearnOptions& o) {
+bool accepted_verdict(const LearnGate& g, const LearnOptions& o,
+                      const std::set<std::string>& degraded_allowed) {
   if (g.verdict == Outcome::pass) return true;
-  return o.include_degraded && g.verdict == Outcome::degraded && o.degraded_runs_allowed.count(g.run_id);
+  return o.include_degraded && g.verdict == Outcome::degraded && degraded_allowed.count(g.run_id);
 }
 
 void emit_scalar_json(YAML::Emitter& e, const json& v) {
@@ -128,6 +129,8 @@ LearnResult learn_baselines(const std::vector<LearnGate>& gates,
     throw LearnError("profile '" + o.profile + "' is not in the profiles file (profiles there: " +
                      (names.empty() ? "none" : names) + ")");
   }
+  const std::set<std::string> degraded_allowed =
+      o.include_degraded ? degraded_only_by_bandwidth(o.degraded_findings) : std::set<std::string>{};
 
   LearnResult r;
   r.profile = o.profile;
@@ -146,7 +149,7 @@ LearnResult learn_baselines(const std::vector<LearnGate>& gates,
       ++r.excluded_other_profile;
       continue;
     }
-    if (!accepted_verdict(g, o)) {
+    if (!accepted_verdict(g, o, degraded_allowed)) {
       ++r.excluded_verdict;
       continue;
     }

@@ -8,7 +8,8 @@
 //
 // Rules:
 // - Only gates of the selected profile count, from runs whose verdict is "pass" (and, with
-//   include_degraded, "degraded" runs listed in `degraded_runs_allowed`); synthetic rows (ranks
+//   include_degraded, "degraded" runs whose only warnings are BANDWIDTH_REGRESSION, read from
+//   `degraded_findings`: degraded_only_by_bandwidth); synthetic rows (ranks
 //   sharing a GPU) and non-finite or non-positive busbw are excluded and counted.
 // - Gates are grouped per key (transport, world_size, gate_bytes). Per key, the newest `last`
 //   runs (by start time) are used; busbw_gbps = their median, rounded to 4 significant digits.
@@ -73,7 +74,8 @@ struct LearnOptions {
   int last = 10;                             // newest passing runs used per key, >= 1
   int min_runs = 3;                          // fewer runs for a key: not proposed, >= 1
   bool include_degraded = false;
-  std::set<std::string> degraded_runs_allowed;  // run_ids of degraded runs that may count
+  // The stored findings of the degraded runs (with include_degraded): the rule picks which count.
+  std::vector<LearnFinding> degraded_findings;
 };
 
 struct LearnKey {

@@ -194,7 +194,7 @@ TEST(BaselineLearn, IncludeDegradedAdmitsOnlyBandwidthOnlyDegradedRuns) {
   EXPECT_EQ(learn_baselines(g, profiles(), o).proposals[0].status,
             Proposal::Status::kNotEnough);  // 2 passing runs only
   o.include_degraded = true;
-  o.degraded_runs_allowed = allowed;
+  o.degraded_findings = f;
   auto r = learn_baselines(g, profiles(), o);
   EXPECT_EQ(r.proposals[0].runs, 3);  // p1, p2, d1 (d2 had a STRAGGLER)
   EXPECT_DOUBLE_EQ(r.proposals[0].median_gbps, 1.0);
