@@ -69,8 +69,12 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     // CLI11 puts no name before a hidden option's message (": ..."); such validators name the flag.
     if (what.rfind(": ", 0) == 0) what.erase(0, 2);
     CLI::App* at = deepest(&app);
-    log_error("ncclsmoke: error: " + what + did_you_mean(app, at) + " (see '" + path_of(at) +
-              " --help')");
+    // No suggestion after a value CLI11 refused: the words it left unread are the rest of a good
+    // command line ("-n" is not a misspelt "-h").
+    const bool refused_value = dynamic_cast<const CLI::ValidationError*>(&e) != nullptr ||
+                               dynamic_cast<const CLI::ConversionError*>(&e) != nullptr;
+    log_error("ncclsmoke: error: " + what + (refused_value ? std::string() : did_you_mean(app, at)) +
+              " (see '" + path_of(at) + " --help')");
     return kExitUsage;
   }
   return std::nullopt;

@@ -281,6 +281,16 @@ results::PairSample measure_pair(const PairTask& t) {
   return out;
 }
 
+namespace {
+// Every joined rank's host, this rank's as its world has it.
+std::map<int, std::string> rank_hosts(const RunContext& ctx, const StoreSession& s) {
+  std::map<int, std::string> hosts;
+  for (const auto& id : s.join.present) hosts[id.rank] = id.host;
+  hosts[ctx.world.rank] = ctx.world.hostname;
+  return hosts;
+}
+}  // namespace
+
 void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
                              PairwiseState& state) {
   // Whether this step runs at all (--pairwise=never, no transport, the deadline passed, the store
@@ -288,9 +298,7 @@ void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liven
   const auto names = ctx.requested_transports();
   const int me = ctx.world.rank;
   log_set_phase("pairwise");
-  std::map<int, std::string> hosts;
-  for (const auto& id : s.join.present) hosts[id.rank] = id.host;
-  hosts[me] = ctx.world.hostname;
+  const auto hosts = rank_hosts(ctx, s);
   PrefixStore store("pairwise", *s.store);
 
   RankSummary mine;
@@ -335,9 +343,7 @@ void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live
   const auto names = ctx.requested_transports();
   const int me = ctx.world.rank;
   log_set_phase("pairwise");
-  std::map<int, std::string> hosts;
-  for (const auto& id : s.join.present) hosts[id.rank] = id.host;
-  hosts[me] = ctx.world.hostname;
+  const auto hosts = rank_hosts(ctx, s);
   PrefixStore store("pairwise", *s.store);
 
   std::optional<PairwisePlan> plan;

@@ -281,6 +281,11 @@ TEST(CliConventions, ErrorsPointAtTheSubcommandsHelpAndSuggestTheFlag) {
   r = run("run --zzzzzzzz");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
+  // A value refused: the flag is named, and the good words after it are no misspelling.
+  r = run("run --socket-nconn 99 -n 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--socket-nconn: '99' is out of range"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("did you mean"), std::string::npos) << r.out;
 }
 
 TEST(CliConventions, WorldFlagsAreTypedIntegers) {
