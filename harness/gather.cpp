@@ -14,7 +14,6 @@
 #include "rendezvous/net.h"
 #include "results/history/history.h"
 #include "results/judging/judge_run.h"
-#include "results/judging/run_rules.h"
 
 namespace ncclsmoke::harness {
 

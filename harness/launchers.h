@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "harness/env.h"
-#include "results/judging/run_rules.h"
+#include "results/judging/facts_liveness.h"  // TerminationCause
 #include "results/verdict/enums.h"
 
 namespace ncclsmoke::harness {

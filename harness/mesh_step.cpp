@@ -4,7 +4,6 @@
 
 #include <map>
 
-#include "results/judging/probe_rules.h"
 #include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point

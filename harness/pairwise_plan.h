@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "harness/run_options.h"
-#include "results/judging/pairwise_rules.h"
+#include "results/judging/observations.h"
 #include "results/verdict/verdict.h"
 #include "transports/pair_schedule.h"
 

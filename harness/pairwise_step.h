@@ -39,7 +39,7 @@
 #include "harness/rendezvous_step.h"
 #include "harness/run_context.h"
 #include "rendezvous/store.h"
-#include "results/judging/link_rules.h"
+#include "results/judging/facts_transport.h"
 #include "transports/transport.h"
 
 namespace ncclsmoke::harness {

@@ -8,7 +8,6 @@
 #include <charconv>
 #include <random>
 
-#include "results/judging/probe_rules.h"
 #include "harness/env.h"
 #include "harness/observe.h"
 #include "harness/progress.h"
@@ -18,7 +17,7 @@
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/signed_store.h"  // verify_store_value
 #include "rendezvous/store_owner.h"
-#include "results/judging/run_rules.h"
+#include "results/judging/facts_rendezvous.h"
 
 namespace ncclsmoke::harness {
 

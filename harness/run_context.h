@@ -2,10 +2,11 @@
 // What every step of one `ncclsmoke run` shares: the options, the world once discovered, the
 // run's clock and deadline, the profile, and the verdict being built (RunRecord).
 //
-// Locking: RunRecord::mu guards the verdict. Three threads write it: the run thread (the steps),
-// the liveness watch's callbacks (harness/liveness.h) and the watchdog (harness/run_session.h).
-// Liveness's own lock may be taken while mu is held, never the other way round: stopping the
-// watch joins its thread, whose callbacks take mu.
+// Locking: RunRecord::mu guards the verdict and the records not judged yet. Three threads take
+// it: the run thread (the steps record, the session judges), the liveness watch's callbacks
+// (harness/liveness.h: they only record) and the watchdog (harness/run_session.h: it judges what
+// is left). Liveness's own lock may be taken while mu is held, never the other way round:
+// stopping the watch joins its thread, whose callbacks take mu.
 #include <algorithm>
 #include <atomic>
 #include <cmath>

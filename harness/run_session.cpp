@@ -23,7 +23,6 @@
 #include "harness/transports_step.h"
 #include "harness/world_step.h"
 #include "rendezvous/net.h"
-#include "results/judging/classify.h"
 #include "results/judging/judge_run.h"
 #include "results/judging/next_step.h"
 #include "results/report/summary.h"

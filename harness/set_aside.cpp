@@ -12,7 +12,6 @@
 #include <filesystem>
 
 #include "harness/progress.h"
-#include "results/judging/set_aside_rules.h"
 #include "results/verdict/write.h"
 
 namespace ncclsmoke::harness {

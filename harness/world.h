@@ -15,7 +15,7 @@
 
 #include "harness/env.h"  // Environment, process_environment, map_environment
 #include "results/judging/config_problem.h"
-#include "results/judging/probe_rules.h"
+#include "results/judging/facts_rendezvous.h"
 #include "results/verdict/enums.h"
 
 namespace ncclsmoke::harness {

@@ -3,11 +3,9 @@
 #include <set>
 #include <sstream>
 
-#include "results/judging/probe_rules.h"
 #include "harness/job_token.h"
 #include "harness/set_aside.h"
 #include "harness/progress.h"
-#include "results/judging/run_rules.h"
 
 namespace ncclsmoke::harness {
 

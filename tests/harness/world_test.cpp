@@ -1,6 +1,7 @@
 #include "harness/world.h"
 #include "harness/launchers.h"
 #include "results/judging/probe_rules.h"
+#include "results/judging/run_rules.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
