@@ -1087,6 +1087,7 @@ class Server final : public TcpStoreServer {
     l.max_value_bytes = opt_.limits.max_value_bytes;
     l.max_stored_keys = opt_.max_stored_keys;
     l.max_pending_keys = opt_.max_pending_keys;
+    l.max_registered_bytes = opt_.max_total_bytes - opt_.max_total_bytes / 4;
     l.may_queue = [this](ConnId id, std::size_t bytes) {
       Conn* c = find(id);
       return c && admit_output(*c, bytes);

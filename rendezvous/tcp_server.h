@@ -43,7 +43,9 @@
 //              its first byte; a trickle of bytes does not restart it (slowloris).
 //   pending    the keys a connection WAITs on (its pending WAIT's missing keys) and WATCHes are
 //              registrations: each costs registration_bytes (128 + twice the key) against
-//              max_total_bytes, and one connection may hold at most max_pending_keys of them
+//              max_total_bytes (never its last quarter: that is kept for stored values and
+//              requests, so keys one client pins cannot refuse another client's SET), and one
+//              connection may hold at most max_pending_keys of them
 //              (32 Ki, --max-pending-keys; our ranks wait on one key at a time, a rank 0 of a
 //              16k-rank world waiting on every rank's key needs 16 Ki). A decoded request being
 //              run in slices counts as buffered request bytes.

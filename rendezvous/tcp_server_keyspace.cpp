@@ -256,6 +256,18 @@ std::optional<Refusal> ServerKeyspace::admit_registration(ConnId conn, std::size
                        " pending WAIT/WATCH_KEY keys already): over max_pending_keys " +
                        std::to_string(limits_.max_pending_keys) + " (--max-pending-keys)",
                    true);
+  // Registrations together stay within max_registered_bytes: the rest of the budget is kept
+  // for stored values and requests, so a client pinning keys cannot refuse another's SET. A
+  // job's connection may go past it into the unused reserve.
+  if (registered_ + bytes > limits_.max_registered_bytes && bytes > reserve_room(conn))
+    return Refusal(std::string(what) + " would register " + std::to_string(more) +
+                       " more key(s) (" + std::to_string(bytes) + " bytes) past the " +
+                       std::to_string(limits_.max_registered_bytes) +
+                       " bytes WAIT/WATCH_KEY registrations may hold together (" +
+                       std::to_string(registered_) +
+                       " held): 3/4 of max_total_bytes (--max-total-bytes), the rest is kept for "
+                       "stored values and requests",
+                   true);
   // A registration leaves with its connection: nothing is held back from it (only stored
   // bytes are), and a job's connection may use the unused reserve.
   if (limits_.may_grow)

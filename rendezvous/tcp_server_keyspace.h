@@ -162,6 +162,10 @@ struct KeyspaceLimits {
   // Keys one connection may be registered on at once: missing keys of its pending WAIT plus its
   // WATCH_KEY registrations (--max-pending-keys).
   std::size_t max_pending_keys = SIZE_MAX;
+  // The most WAIT/WATCH_KEY registrations may hold together (3/4 of max_total_bytes): the last
+  // quarter is kept for stored values and requests in flight, so keys pinned by one client never
+  // refuse another client's SET (tcp_server.h, "pending").
+  std::size_t max_registered_bytes = SIZE_MAX;
   // May `bytes` more be queued for `conn`? false: the server drops that connection (and logs why).
   std::function<bool(ConnId, std::size_t bytes)> may_queue;
   // May the store grow by `grow` bytes for an item of `item` bytes? A reason when not.

@@ -159,13 +159,6 @@ void demote_consequences(std::vector<Finding>& findings, const std::set<int>& wa
   }
 }
 
-bool worth_settling_watch(const std::vector<Finding>& findings) {
-  return std::any_of(findings.begin(), findings.end(), [](const Finding& f) {
-    return f.severity == Severity::error && (f.code == Code::PEER_LOST || f.code == Code::TRANSPORT_TIMEOUT ||
-                                     f.code == Code::TRANSPORT_INIT_FAILED);
-  });
-}
-
 void attach_wait_chain(std::vector<Finding>& findings, const WaitChainEvidence& e) {
   for (auto& f : findings) {
     if (f.code != Code::TRANSPORT_TIMEOUT && !(f.code == Code::PEER_LOST && e.reaches_stopped)) continue;

@@ -73,10 +73,6 @@ void note_peer_resumed(Verdict& v, const SilentPeerFact& silent);
 void demote_consequences(std::vector<Finding>& findings, const std::set<int>& watch_lost,
                          bool rank0_hosts_store);
 
-// Whether the transports' findings are the kind a peer's death explains (an error PEER_LOST,
-// TRANSPORT_TIMEOUT or TRANSPORT_INIT_FAILED): then the watch is given a moment to name it.
-bool worth_settling_watch(const std::vector<Finding>& transport_findings);
-
 // A TRANSPORT_TIMEOUT is what a chain explains: it gets the evidence (and the text when the chain
 // is longer than this rank); a PEER_LOST names its peer itself, so only a chain that runs on to a
 // frozen or dead rank is added to it.

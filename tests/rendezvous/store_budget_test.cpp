@@ -162,6 +162,40 @@ TEST_F(StoreBudgetTest, TotalBudgetRefusesThenRecoversAfterDelete) {
   EXPECT_EQ(c.call(req(Op::get, {"/again"})).values.at(0), value);
 }
 
+// Keys one client pins (WATCH_KEY registrations) stop at 3/4 of the budget: the last quarter is
+// kept for stored values and requests, so another client's SET is served while the pinning
+// connection is open (store_attacks.py's watch_flood refused the bystander's SET in one CI run of
+// many, when the registrations had filled the whole budget).
+TEST_F(StoreBudgetTest, PinnedKeysLeaveAQuarterOfTheBudgetForOthersWrites) {
+  constexpr std::size_t kBudget = 4 << 20;
+  start([](TcpStoreServerOptions& o) { o.max_total_bytes = kBudget; });
+  Raw pinner(port(), Dialect::legacy);
+  const std::string pad(8000, 'k');
+  int registered = 0;
+  // Up to 255 (4.1 MB: just under the whole budget, so without the cap nothing refuses them and
+  // the pinning connection stays open holding nearly all of it).
+  for (int i = 0; i < 255; ++i) {
+    try {  // KEY_CALLBACK_REGISTERED, until the server refuses and closes the connection
+      if (pinner.call(req(Op::watch_key, {"/pin/" + std::to_string(i) + pad})).byte != 3) break;
+    } catch (const std::exception&) {
+      break;
+    }
+    ++registered;
+  }
+  // Each costs 128 + twice the key (16,138 bytes): 3/4 of 4 MiB holds 194 of them, the whole
+  // budget 259.
+  EXPECT_GE(registered, 150);
+  EXPECT_LE(registered, 200) << "registrations went past 3/4 of the budget";
+  EXPECT_NE(log_.wait_for({"WATCH_KEY", "3/4 of max_total_bytes (--max-total-bytes)"}), "")
+      << log_.all();
+  // A write that needs most of the last quarter is served.
+  Raw writer(port());
+  const std::string value(768 * 1024, 'v');
+  writer.send(req(Op::set, {"/after-pins"}, {value}));
+  ASSERT_TRUE(writer.alive()) << log_.all();
+  EXPECT_EQ(writer.call(req(Op::get, {"/after-pins"})).values.at(0), value);
+}
+
 TEST_F(StoreBudgetTest, KeyCountLimitRefusesTheNextKeyOnly) {
   start([](TcpStoreServerOptions& o) { o.max_stored_keys = 100; });
   Raw a(port());

@@ -271,14 +271,6 @@ TEST(RunRules, PhaseStatuses) {
   EXPECT_EQ(phases[2].name, "mesh");
 }
 
-TEST(RunRules, SettlingIsWorthItOnlyForErrorsAPeerExplains) {
-  EXPECT_TRUE(worth_settling_watch({timeout_between(0, 1)}));
-  auto info = timeout_between(0, 1);
-  info.severity = Severity::info;
-  EXPECT_FALSE(worth_settling_watch({info}));
-  EXPECT_FALSE(worth_settling_watch({make_finding(Code::DATA_CORRUPTION, "bad sum", {0})}));
-}
-
 // A step that stopped never passes; a launcher conflict alone leaves the world passing.
 TEST(RunRules, StoppedAndWorldPhaseStatuses) {
   auto lost = make_finding(Code::RENDEZVOUS_LOST, "rank 1 lost the store", {1});
