@@ -307,8 +307,10 @@ void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liven
   {
     std::lock_guard lock(ctx.record.mu);
     mine = summarize(ctx.record.verdict, me, ctx.world.hostname, names);
-    rows = ctx.record.verdict.transports;
-    ran = transports_ran(ctx.record.verdict, names);
+    if (me == 0) {  // what the pairwise decision reads besides the summaries
+      rows = ctx.record.verdict.transports;
+      ran = transports_ran(ctx.record.verdict, names);
+    }
   }
   if (me != 0) {
     try {

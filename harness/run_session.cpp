@@ -91,7 +91,6 @@ void RunSession::run_step(const results::NextStep& next) {
       seen.world.world_size = ctx_.world.world_size;
       seen.requested = ctx_.requested_transports();
       seen.pairwise_ask = pairwise_settings(ctx_.o);
-      seen.pairwise = seen.pairwise_ask.mode;
       return;
     case results::Step::rendezvous:
       rendezvous_step(ctx_, store_);

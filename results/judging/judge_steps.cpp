@@ -47,14 +47,6 @@ bool has_phase(const Verdict& v, const std::string& name) {
                      [&](const Phase& p) { return p.name == name; });
 }
 
-void mark_rank(Verdict& v, int rank, RankStatus status, const std::string& detail) {
-  for (auto& ri : v.ranks)
-    if (ri.rank == rank) {
-      ri.status = status;
-      ri.detail = detail;
-    }
-}
-
 TransportIdentity& identity_of(Verdict& v, const std::string& transport, int rank) {
   auto& ids = v.identities;
   auto it = std::find_if(ids.begin(), ids.end(), [&](const TransportIdentity& id) {

@@ -32,7 +32,7 @@ NextStep finish(std::string why) {
 
 // The pairwise step, or finish with its phases not run.
 NextStep after_transports(const RunObservations& seen, NextStep n) {
-  if (seen.pairwise == PairwiseRequest::never || seen.requested.empty()) {
+  if (seen.pairwise_ask.mode == PairwiseRequest::never || seen.requested.empty()) {
     n.step = Step::finish;
     if (n.reason.empty())
       n.reason = seen.requested.empty() ? "no transport was asked for" : "--pairwise=never";

@@ -124,8 +124,7 @@ struct RunObservations {
   RankSummary transports;              // this rank's, once its transports step ran
   LivenessObservation live;
   double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)
-  PairwiseRequest pairwise = PairwiseRequest::automatic;  // --pairwise (pairwise_ask.mode)
-  PairwiseAsk pairwise_ask;
+  PairwiseAsk pairwise_ask;  // --pairwise and its settings
   PairwiseGathered pairwise_gathered;
 
   bool has_passed(Step s) const {

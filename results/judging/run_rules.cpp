@@ -91,14 +91,18 @@ bool from_liveness_watch(const Finding& f) {
          f.evidence.value("source", "") == "liveness watch";
 }
 
+void mark_rank(Verdict& v, int rank, RankStatus status, const std::string& detail) {
+  for (auto& ri : v.ranks)
+    if (ri.rank == rank) {
+      ri.status = status;
+      ri.detail = detail;
+    }
+}
+
 void note_peer_lost(Verdict& v, const LostPeerFact& lost, RankRef seen_by) {
   if (!names_rank(v.findings, Code::PEER_LOST, lost.rank))
     v.findings.push_back(peer_lost_finding(lost, seen_by));
-  for (auto& ri : v.ranks)
-    if (ri.rank == lost.rank) {
-      ri.status = RankStatus::lost;
-      ri.detail = fmt::format("died mid-run ({})", lost.how);
-    }
+  mark_rank(v, lost.rank, RankStatus::lost, fmt::format("died mid-run ({})", lost.how));
 }
 
 void note_peer_silent(Verdict& v, const SilentPeerFact& s, int this_rank) {
@@ -406,11 +410,7 @@ void explained_by_itself(Verdict& mine, const Verdict& theirs, int rank) {
     return f.severity == Severity::error && std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
   });
   if (cause == theirs.findings.end()) return;
-  for (auto& ri : mine.ranks)
-    if (ri.rank == rank) {
-      ri.status = RankStatus::failed;
-      ri.detail = fmt::format("stopped on its own error: {}", cause->code);
-    }
+  mark_rank(mine, rank, RankStatus::failed, fmt::format("stopped on its own error: {}", cause->code));
 }
 
 // ---- phase statuses ----------------------------------------------------------------------------

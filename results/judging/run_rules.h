@@ -56,6 +56,9 @@ Finding peer_stalled_finding(const SilentPeerFact& silent, int this_rank);
 // Whether `f` is a PEER_LOST the liveness watch made (a seen death, not a guess).
 bool from_liveness_watch(const Finding& f);
 
+// The roster entry of `rank` (if any) gets `status` and `detail`.
+void mark_rank(Verdict& v, int rank, RankStatus status, const std::string& detail);
+
 // What the watch's callbacks record in this rank's verdict: the finding (once per rank) and the
 // rank's status in the roster ("lost" / "failed", and back to "joined" on a resume).
 void note_peer_lost(Verdict& v, const LostPeerFact& lost, rendezvous::RankRef seen_by);

@@ -395,11 +395,7 @@ class MpiTransport final : public Transport {
                  "has not opened the mpi transport (or is stuck); its MPI child process was "
                  "abandoned and this process makes no further MPI calls";
         });
-    if (resp.contains("error"))
-      throw TransportError(ErrorKind::init_failed,
-                           who() + ": " + resp.value("error", "") + " (after " +
-                               seconds_text(seconds_since(start)) + ")" + open_mpi_said(resp),
-                           -1, error_evidence(resp));
+    if (resp.contains("error")) throw open_failed(resp, "", start);
     int size = resp.value("size", -1), rank = resp.value("rank", -1);
     if (size != world_ || rank != rank_) {
       std::string which = size != world_ ? "world size" : "rank";
@@ -598,11 +594,7 @@ class MpiTransport final : public Transport {
                  "(it stopped or is stuck); an MPI call cannot be cancelled, so this rank's MPI "
                  "child process was abandoned and this process makes no further MPI calls";
         });
-    if (resp.contains("error"))
-      throw TransportError(ErrorKind::init_failed,
-                           who() + ": " + what + ": " + resp.value("error", "") + " (after " +
-                               seconds_text(seconds_since(start)) + ")" + open_mpi_said(resp),
-                           -1, error_evidence(resp));
+    if (resp.contains("error")) throw open_failed(resp, what + ": ", start);
     id_ = id;
     proc_ = c.world().proc;
     bf16_ = c.world().bf16;
@@ -840,6 +832,16 @@ class MpiTransport final : public Transport {
     json ev = {{"child_stderr_tail", Child::get().stderr_tail()}};
     if (resp.contains("help")) ev["open_mpi_help"] = resp["help"];
     return ev;
+  }
+
+  // The child's MPI call failed while opening (the world's MPI_Init, a pair's
+  // MPI_Comm_create_group): init_failed in Open MPI's own words, with its evidence.
+  TransportError open_failed(const json& resp, const std::string& what,
+                             Clock::time_point start) const {
+    return TransportError(ErrorKind::init_failed,
+                          who() + ": " + what + resp.value("error", "") + " (after " +
+                              seconds_text(seconds_since(start)) + ")" + open_mpi_said(resp),
+                          -1, error_evidence(resp));
   }
 
   // Named by its rank in the run's world (a pair's instance has its own ranks 0 and 1).

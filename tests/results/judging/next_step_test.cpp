@@ -155,14 +155,14 @@ TEST(NextStep, NoTransportOrPairwiseNeverFinishesAfterTheirStep) {
   EXPECT_EQ(n.step, Step::finish);
   EXPECT_TRUE(n.not_run.empty());
   auto never = after_mesh(PhaseStatus::pass);
-  never.pairwise = PairwiseRequest::never;
+  never.pairwise_ask.mode = PairwiseRequest::never;
   never.passed.push_back(Step::transports);
   n = next_step(never);
   EXPECT_EQ(n.step, Step::finish);
   EXPECT_TRUE(n.not_run.empty());
   // Transports passed over and pairwise never: finish at once, the transports listed not run.
   auto blocked = after_mesh(PhaseStatus::fail);
-  blocked.pairwise = PairwiseRequest::never;
+  blocked.pairwise_ask.mode = PairwiseRequest::never;
   n = next_step(blocked);
   EXPECT_EQ(n.step, Step::finish);
   ASSERT_EQ(n.not_run.size(), 1u);
