@@ -28,7 +28,10 @@
 #                                                  skipped nccl transport fails closed (exit 4)
 #   deploy_test.sh SOURCE_DIR image                the Dockerfiles install the entrypoint where the
 #                                                  manifests' command finds it
-# A tool that is absent (kubectl, node, npm, yamllint, shellcheck) exits 77 (skipped) naming it.
+# kubectl is the pinned one `scripts/install-deps.sh test` installs (/opt/ncclsmoke-test-tools/
+# kubectl; NCCLSMOKE_KUBECTL overrides), never whatever kubectl is on PATH: its kustomize decides
+# what renders. A tool that is absent (kubectl, node, npm, yamllint, shellcheck) fails the test,
+# naming it and the install step.
 set -u
 src=$1 mode=$2
 shift 2
@@ -40,8 +43,10 @@ NCCLSMOKE_VERSION=$(sed -n 's/^project(ncclsmoke VERSION \([0-9][0-9.]*\).*/\1/p
 [ -n "$NCCLSMOKE_VERSION" ] || { echo "FAIL: no project(ncclsmoke VERSION ...) in $src/CMakeLists.txt"; exit 1; }
 export NCCLSMOKE_VERSION
 
+kubectl=${NCCLSMOKE_KUBECTL:-/opt/ncclsmoke-test-tools/kubectl}
 need() {
-  command -v "$1" >/dev/null 2>&1 || { echo "SKIP: $1 is not installed ($2)"; exit 77; }
+  command -v "$1" >/dev/null 2>&1 ||
+    { echo "FAIL: $1 is not installed ($2; scripts/install-deps.sh test installs it)"; exit 1; }
 }
 need_node_modules() {
   need node "Debian/nodesource nodejs"
@@ -55,7 +60,7 @@ tmpdir() {
 }
 # render DIR OUT: kubectl kustomize, offline.
 render() {
-  if ! kubectl kustomize "$1" >"$2" 2>"$tmp/kustomize.err"; then
+  if ! "$kubectl" kustomize "$1" >"$2" 2>"$tmp/kustomize.err"; then
     echo "FAIL: kubectl kustomize $1:"
     sed 's/^/    /' "$tmp/kustomize.err"
     exit 1
@@ -67,6 +72,22 @@ case $mode in
     need node "Debian/nodesource nodejs"
     need npm "nodesource nodejs (npm)"
     cache=$1
+    # Every locked package must run on Debian 12's node (18): a newer node on this machine would
+    # hide an `npm ci` that warns EBADENGINE and a package that fails on a fresh Debian.
+    node -e '
+      const lock = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      const debianNode = 18;
+      const bad = [];
+      for (const [name, p] of Object.entries(lock.packages || {})) {
+        const want = p.engines && p.engines.node;
+        if (!want) continue;
+        const m = /^\s*>=?\s*v?(\d+)/.exec(want) || /^\s*[\^~]?\s*v?(\d+)/.exec(want);
+        if (!m || Number(m[1]) > debianNode) bad.push(`${name || "(root)"} wants node ${want}`);
+      }
+      if (bad.length) {
+        console.log(`FAIL: package-lock.json has packages that the node of Debian 12 (${debianNode}) cannot run (pin older versions):\n  ` + bad.join("\n  "));
+        process.exit(1);
+      }' "$here/package-lock.json" || exit 1
     stamp=$here/node_modules/.package-lock.json
     if [ -f "$stamp" ] && [ "$stamp" -nt "$here/package-lock.json" ] &&
       [ -d "$here/node_modules/kubernetes-models" ] && [ -d "$here/node_modules/yaml" ]; then
@@ -77,7 +98,7 @@ case $mode in
     (cd "$here" && npm ci --no-audit --no-fund --cache "$cache") || { echo "FAIL: npm ci in $here"; exit 1; }
     ;;
   render)
-    need kubectl "kubectl (kustomize is built in)"
+    need "$kubectl" "the pinned kubectl; its kustomize renders the manifests"
     need_node_modules
     tmpdir
     render "$cronjob/$1" "$tmp/rendered.yaml"
@@ -92,7 +113,7 @@ case $mode in
     node "$here/check.mjs" "${files[@]}"
     ;;
   broken)
-    need kubectl "kubectl (kustomize is built in)"
+    need "$kubectl" "the pinned kubectl; its kustomize renders the manifests"
     need_node_modules
     file=$1
     target=$(sed -n 's/^# target: //p' "$file")
@@ -124,7 +145,7 @@ case $mode in
   history)
     # The persistence default and its alternatives, each rendered and checked (check.mjs's
     # "history" rule), plus what the rule must refuse.
-    need kubectl "kubectl (kustomize is built in)"
+    need "$kubectl" "the pinned kubectl; its kustomize renders the manifests"
     need_node_modules
     tmpdir
     rel=$(realpath --relative-to="$tmp" "$cronjob/k8s")
@@ -243,7 +264,7 @@ spec:
     shellcheck -s sh "$cronjob/entrypoint.sh" && echo "ok: shellcheck"
     ;;
   gate-command)
-    need kubectl "kubectl (kustomize is built in)"
+    need "$kubectl" "the pinned kubectl; its kustomize renders the manifests"
     need_node_modules
     bin=$1
     tmpdir

@@ -19,11 +19,16 @@ check() {  # check NAME WANT_CODE GOT_CODE LOG PATTERN
   if [ "$3" = "$2" ] && grep -q -- "$5" "$4"; then echo "PASS $1 (exit $3)";
   else echo "FAIL $1: exit $3 (want $2), output:"; sed 's/^/  | /' "$4"; fails=$((fails + 1)); fi
 }
+# Each run's rank 0 serves its store on a port the kernel just handed out on 127.0.0.1, never the
+# default 29500: tests run in parallel and share this machine's ports (the mount namespace does not
+# separate them).
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 mkdir -p "$work/full"
 mount -t tmpfs -o size=256k tmpfs "$work/full" || { echo "SKIP: cannot mount tmpfs"; exit 77; }
 for i in 1 2; do
   mkdir -p "$work/ok$i"
-  timeout 60 "$bin" run --launcher flags --rank 0 --world-size 1 --transports none --quiet \
+  timeout 60 "$bin" run --launcher flags --rank 0 --world-size 1 --master-addr 127.0.0.1 \
+    --master-port "$(free_port)" --store-bind 127.0.0.1 --transports none --quiet \
     --out-dir "$work/ok$i" >"$work/run$i.log" 2>&1
   [ -s "$work/ok$i/verdict.json" ] || { echo "FAIL: run $i wrote no verdict"; cat "$work/run$i.log"; umount "$work/full"; exit 1; }
 done

@@ -113,7 +113,10 @@ def refused(binary, problems):
 
 
 def one_rank(binary, work, extra, env, tty=False):
-    args = [binary, "run", "--world-size", "1", "--transports", "none", "--out-dir", work] + extra
+    # Its store on a free loopback port, not the default 29500 that a parallel test may hold.
+    args = [binary, "run", "--world-size", "1", "--master-addr", "127.0.0.1", "--master-port",
+            str(free_port()), "--store-bind", "127.0.0.1", "--transports", "none", "--out-dir",
+            work] + extra
     if not tty:
         p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=30)
         return p.stderr

@@ -13,9 +13,12 @@ Here, on loopback (no namespaces: nothing leaves the machine, mpirun starts no r
 a hostfile whose one line is "localhost slots=2", OMPI_MCA_orte_default_hostfile pointing at it in
 mpirun's environment (mpirun reads it as its default hostfile too), MASTER_ADDR/MASTER_PORT and
 every other launcher variable unset, and `mpirun --allow-run-as-root --oversubscribe -np 2
-ncclsmoke run --transports socket ...`. Asserts: mpirun exits 0, rank 0's verdict.json passes,
-and the world of verdict.json and of every rank's verdict.rank<N>.json has source "openmpi",
-sources.master_addr "OMPI_MCA_orte_default_hostfile" and master_addr "localhost".
+ncclsmoke run --master-port <free port> --transports socket ...`: the store's port is one the
+kernel just handed out, never the default 29500, since the host's ports are shared with the tests
+running beside this one (the master address, what this test is about, still comes from the
+hostfile). Asserts: mpirun exits 0, rank 0's verdict.json passes, and the world of verdict.json
+and of every rank's verdict.rank<N>.json has source "openmpi", sources.master_addr
+"OMPI_MCA_orte_default_hostfile" and master_addr "localhost".
 
 Exit: 0 pass, 1 fail, 77 skipped (no mpirun).
 Usage: /usr/bin/python3 mpijob_hostfile_test.py --binary build/ncclsmoke
@@ -24,6 +27,7 @@ Usage: /usr/bin/python3 mpijob_hostfile_test.py --binary build/ncclsmoke
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -39,6 +43,14 @@ NP = 2
 SCRUB = ("PET_", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_NAME",
          "NCCLSMOKE_", "TORCHELASTIC_", "SLURM_", "OMPI_", "PMIX_", "JOB_COMPLETION_INDEX",
          "JOBSET_", "LWS_", "K_MPI_")
+
+
+def free_port():
+    """A TCP port free on every address a moment ago (dual-stack, as rank 0's store binds)."""
+    with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+        s.bind(("::", 0))
+        return s.getsockname()[1]
 
 
 class MpiJobHostfile(unittest.TestCase):
@@ -62,9 +74,10 @@ class MpiJobHostfile(unittest.TestCase):
         env = {k: v for k, v in os.environ.items() if not k.startswith(SCRUB)}
         env["OMPI_MCA_orte_default_hostfile"] = hostfile
         cmd = [self.mpirun, "--allow-run-as-root", "--oversubscribe", "-np", str(NP),
-               BINARY, "run", "--transports", "socket", "--min-bytes", "64K", "--max-bytes",
-               "64K", "--gate-bytes", "64K", "--iters", "2", "--connect-timeout", "20",
-               "--join-timeout", "20", "--timeout", "40", "--out-dir", out_dir]
+               BINARY, "run", "--master-port", str(free_port()), "--transports", "socket",
+               "--min-bytes", "64K", "--max-bytes", "64K", "--gate-bytes", "64K", "--iters", "2",
+               "--connect-timeout", "20", "--join-timeout", "20", "--timeout", "40",
+               "--out-dir", out_dir]
         print("  " + " ".join(cmd), flush=True)
         log_path = os.path.join(self.tmp, "mpirun.log")
         with open(log_path, "w") as logf:

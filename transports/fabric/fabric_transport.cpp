@@ -31,6 +31,7 @@
 #include "rendezvous/rank_ref.h"
 #include "transports/fabric/efa_counters.h"
 #include "transports/fabric/fi_handle.h"
+#include "transports/fabric/fi_lib.h"
 #include "transports/reduce.h"
 #include "transports/ring_schedule.h"
 
@@ -61,7 +62,7 @@ uint64_t make_tag(uint64_t seq, uint64_t step, uint64_t chunk) {
 
 std::string fi_text(long rc) {
   int e = static_cast<int>(rc < 0 ? -rc : rc);
-  return fmt::format("{} ({})", fi_strerror(e), rc < 0 ? rc : -rc);
+  return fmt::format("{} ({})", fabric::loaded_fi_lib().strerror(e), rc < 0 ? rc : -rc);
 }
 
 std::string to_hex(const unsigned char* p, std::size_t n) {
@@ -236,6 +237,7 @@ class FabricTransport final : public Transport {
   int left_ = 0, right_ = 0;
 
   // Owned libfabric objects (fi_handle.h); teardown() closes them endpoint first.
+  const fabric::FiLib* lib_ = nullptr;  // set by open(); libfabric stays loaded once opened
   FiInfo info_;
   FiHandle<fid_fabric> fabric_;
   FiHandle<fid_domain> domain_;
@@ -269,7 +271,7 @@ class FabricTransport final : public Transport {
 // open
 
 fi_info* FabricTransport::base_hints() const {
-  fi_info* hints = fi_allocinfo();
+  fi_info* hints = lib_->dupinfo(nullptr);  // fi_allocinfo()
   if (!hints)
     throw TransportError(ErrorKind::init_failed, fmt::format("{}: fi_allocinfo failed", who()));
   hints->ep_attr->type = FI_EP_RDM;
@@ -284,7 +286,7 @@ fi_info* FabricTransport::base_hints() const {
 std::string FabricTransport::available_providers() const {
   FiInfo hints(base_hints());
   fi_info* raw = nullptr;
-  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+  int rc = lib_->getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
   FiInfo list(raw);
   if (rc != 0 || !list) return fmt::format("none ({})", fi_text(rc));
   std::vector<std::pair<std::string, std::set<std::string>>> provs;
@@ -361,10 +363,16 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
         ErrorKind::init_failed,
         fmt::format("{}: world size {} exceeds the ring's tag space", who(), ctx.world_size));
 
+  std::string load_why;
+  lib_ = fabric::fi_lib(load_why);
+  if (!lib_)
+    throw TransportError(ErrorKind::unavailable,
+                         fmt::format("libfabric is not usable on {}: {}", rank_desc(ctx.rank), load_why));
+
   FiInfo hints(base_hints());
   hints->fabric_attr->prov_name = strdup(requested_.c_str());
   fi_info* raw = nullptr;
-  int rc = fi_getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
+  int rc = lib_->getinfo(kApiVersion, nullptr, nullptr, 0, hints.get(), &raw);
   FiInfo list(raw);
   hints.reset();
   if (rc == -FI_ENODATA || (rc == 0 && !list)) {
@@ -387,7 +395,7 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
     throw TransportError(
         ErrorKind::init_failed,
         fmt::format("{}: fi_getinfo(provider '{}') failed: {}", who(), requested_, fi_text(rc)));
-  info_.reset(fi_dupinfo(choose(list.get())));
+  info_.reset(lib_->dupinfo(choose(list.get())));
   list.reset();
   if (!info_)
     throw TransportError(ErrorKind::init_failed, fmt::format("{}: fi_dupinfo failed", who()));
@@ -406,7 +414,7 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
                            fmt::format("{}: {} failed on fabric '{}' domain '{}': {}", who(), call,
                                        fabric_name_, domain_name_, fi_text(r)));
   };
-  check(fi_fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
+  check(lib_->fabric(info_->fabric_attr, fabric_.out(), nullptr), "fi_fabric");
   check(fi_domain(fabric_.get(), info_.get(), domain_.out(), nullptr), "fi_domain");
   fi_cq_attr cq_attr{};
   cq_attr.format = FI_CQ_FORMAT_TAGGED;
@@ -631,7 +639,7 @@ void FabricTransport::throw_cq_error(const char* phase) {
   release(op);
   std::string text =
       fmt::format("{}: {} {} failed during {}: {} ({}){}", who(),
-                  is_send ? "send to" : "receive from", peer_desc(peer), phase, fi_strerror(e.err),
+                  is_send ? "send to" : "receive from", peer_desc(peer), phase, lib_->strerror(e.err),
                   e.err, prov && *prov ? fmt::format("; provider: {}", prov) : std::string());
   if (e.err == FI_ETRUNC)
     throw TransportError(ErrorKind::other,
@@ -945,13 +953,11 @@ void FabricTransport::fail_collective(const std::string& why) {
 // ---------------------------------------------------------------------------------------------
 
 json FabricTransport::identify() {
-  uint32_t v = fi_version();
   json id = {
       {"provider", provider_},
       {"fabric", fabric_name_},
       {"domain", domain_name_},
       {"provider_version", provider_version_},
-      {"libfabric_version", std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v))},
       {"requested_provider", requested_},
       {"requested_provider_from", requested_from_},
       {"endpoint_type", "FI_EP_RDM"},
@@ -966,6 +972,10 @@ json FabricTransport::identify() {
         {"rank", left_}, {"host", ctx_.host_of(left_)}, {"address", peer_addr_text_[left_]}};
     id["right"] = {
         {"rank", right_}, {"host", ctx_.host_of(right_)}, {"address", peer_addr_text_[right_]}};
+  }
+  if (lib_) {
+    uint32_t v = lib_->version();
+    id["libfabric_version"] = std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
   }
   if (!broken_.empty()) id["closed_after_error"] = broken_;
   if (counters_on_) {

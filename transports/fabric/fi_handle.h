@@ -10,6 +10,8 @@
 #include <memory>
 #include <utility>
 
+#include "transports/fabric/fi_lib.h"
+
 namespace ncclsmoke::transports::fabric {
 
 template <class T>
@@ -46,7 +48,7 @@ class FiHandle {
 };
 
 struct FiInfoFree {
-  void operator()(fi_info* i) const { fi_freeinfo(i); }
+  void operator()(fi_info* i) const { loaded_fi_lib().freeinfo(i); }
 };
 using FiInfo = std::unique_ptr<fi_info, FiInfoFree>;
 

@@ -7,9 +7,6 @@
 // exit, or SIGKILL. Requests: open (MPI_Init_thread once, then a duplicate of MPI_COMM_WORLD per
 // world instance), pair (a pairwise instance's communicator: MPI_Comm_create_group), map /
 // unmap (shared buffers), allreduce / timed, identify, close (MPI_Comm_free), finalize.
-#define OMPI_SKIP_MPICXX 1
-#define MPICH_SKIP_MPICXX 1
-#include <mpi.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -26,6 +23,7 @@
 #include <vector>
 
 #include "transports/mpi/abort_guard.h"
+#include "transports/mpi/mpi_lib.h"
 #include "transports/mpi/mpi_observe.h"
 #include "transports/mpi/mpi_transport.h"
 #include "transports/mpi/mpi_wire.h"
@@ -42,6 +40,10 @@ using namespace mpi_wire;
 int g_sock = -1;
 ControlPage* g_page = nullptr;
 
+// Open MPI, loaded by the first open (do_open); every other request comes after a successful one.
+const mpi_lib::MpiLib* g_lib = nullptr;
+const mpi_lib::MpiLib& mpi() { return *g_lib; }
+
 struct Mapping {
   char* base = nullptr;
   std::size_t bytes = 0;
@@ -51,21 +53,22 @@ std::map<int64_t, Mapping> g_maps;
 struct State {
   bool initialised = false;
   int provided = -1;
-  MPI_Op bf16_sum = MPI_OP_NULL;
+  // The handles below hold MPI_OP_NULL / MPI_COMM_NULL from the load of libmpi on (do_open).
+  MPI_Op bf16_sum = nullptr;
   std::set<unsigned long> sockets_before_init;
   std::map<int64_t, MPI_Comm> comms;  // by open id
   // A second duplicate of MPI_COMM_WORLD, made with the first world open (every rank makes it
   // there, at the same point), from which the pairwise rounds' 2-rank communicators are created
   // (do_pair): collectives of the world instances and of the pairs never share a context.
-  MPI_Comm pair_base = MPI_COMM_NULL;
+  MPI_Comm pair_base = nullptr;
 } g;
 
 std::string mpi_error_text(int rc) {
   char buf[MPI_MAX_ERROR_STRING] = {};
   int len = 0;
-  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  if (mpi().MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
   int cls = 0;
-  MPI_Error_class(rc, &cls);
+  mpi().MPI_Error_class(rc, &cls);
   return std::string(buf, len) + " (MPI error class " + std::to_string(cls) + ")";
 }
 
@@ -102,45 +105,52 @@ void abandon_watcher() {
 
 json do_open(const json& req) {
   int want_rank = req.value("rank", -1), want_size = req.value("size", -1);
+  if (!g_lib) {
+    std::string why;
+    g_lib = mpi_lib::process_mpi_lib(why);
+    if (!g_lib) return {{"unavailable", "Open MPI is not usable on this node: " + why}};
+    g.bf16_sum = mpi().op_null;
+    g.pair_base = mpi().comm_null;
+  }
   if (!g.initialised) {
     g.sockets_before_init = mpi_observe::own_socket_inodes();
     g_page->in_mpi_init.store(1);
-    int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &g.provided);
+    int rc = mpi().MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &g.provided);
     g_page->in_mpi_init.store(0);
     if (rc != MPI_SUCCESS) return {{"error", "MPI_Init_thread failed: " + mpi_error_text(rc)}};
     g.initialised = true;
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (MPI_Op_create(&bf16_sum_fn, 1, &g.bf16_sum) != MPI_SUCCESS) g.bf16_sum = MPI_OP_NULL;
+    mpi().MPI_Comm_set_errhandler(mpi().comm_world, mpi().errors_return);
+    if (mpi().MPI_Op_create(&bf16_sum_fn, 1, &g.bf16_sum) != MPI_SUCCESS) g.bf16_sum = mpi().op_null;
   }
   json out;
   int size = -1, rank = -1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  mpi().MPI_Comm_size(mpi().comm_world, &size);
+  mpi().MPI_Comm_rank(mpi().comm_world, &rank);
   char proc[MPI_MAX_PROCESSOR_NAME] = {};
   int plen = 0;
-  MPI_Get_processor_name(proc, &plen);
+  mpi().MPI_Get_processor_name(proc, &plen);
   out["size"] = size;
   out["rank"] = rank;
   out["proc"] = std::string(proc, plen);
-  out["bf16"] = g.bf16_sum != MPI_OP_NULL;
+  out["bf16"] = g.bf16_sum != mpi().op_null;
   if (size != want_size || rank != want_rank) return out;  // the parent explains
-  MPI_Comm comm = MPI_COMM_NULL;
-  int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm comm = mpi().comm_null;
+  int rc = mpi().MPI_Comm_dup(mpi().comm_world, &comm);
   if (rc != MPI_SUCCESS) {
     out["error"] = "MPI_Comm_dup(MPI_COMM_WORLD) failed: " + mpi_error_text(rc);
     return out;
   }
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  if (g.pair_base == MPI_COMM_NULL) {
-    rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.pair_base);
+  mpi().MPI_Comm_set_errhandler(comm, mpi().errors_return);
+  if (g.pair_base == mpi().comm_null) {
+    rc = mpi().MPI_Comm_dup(mpi().comm_world, &g.pair_base);
     if (rc != MPI_SUCCESS) {
-      g.pair_base = MPI_COMM_NULL;
-      MPI_Comm_free(&comm);
+      g.pair_base = mpi().comm_null;
+      mpi().MPI_Comm_free(&comm);
       out["error"] = "MPI_Comm_dup(MPI_COMM_WORLD) for the pairwise rounds failed: " +
                      mpi_error_text(rc);
       return out;
     }
-    MPI_Comm_set_errhandler(g.pair_base, MPI_ERRORS_RETURN);
+    mpi().MPI_Comm_set_errhandler(g.pair_base, mpi().errors_return);
   }
   g.comms[req.value("id", int64_t{0})] = comm;
   out["ok"] = true;
@@ -153,15 +163,15 @@ json do_open(const json& req) {
 // store) tells concurrent creations apart. It blocks until every member calls it: the parent
 // bounds it with the open deadline (and abandons this process past it).
 json do_pair(const json& req) {
-  if (!g.initialised || g.pair_base == MPI_COMM_NULL)
+  if (!g.initialised || g.pair_base == mpi().comm_null)
     return {{"error", "no MPI world in this process (transport:mpi's open did not succeed)"}};
   std::vector<int> ranks;
   for (const auto& r : req.value("ranks", json::array())) ranks.push_back(r.get<int>());
   int want_rank = req.value("rank", -1), tag = req.value("tag", -1);
   int world = 0, ub_flag = 0;
   int* ub = nullptr;
-  MPI_Comm_size(g.pair_base, &world);
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &ub_flag);
+  mpi().MPI_Comm_size(g.pair_base, &world);
+  mpi().MPI_Comm_get_attr(mpi().comm_world, MPI_TAG_UB, &ub, &ub_flag);
   int tag_ub = ub_flag && ub ? *ub : 32767;
   if (ranks.size() < 2 || want_rank < 0 || want_rank >= static_cast<int>(ranks.size()))
     return {{"error", "bad pair request: ranks " + req.value("ranks", json::array()).dump() +
@@ -173,26 +183,26 @@ json do_pair(const json& req) {
   if (tag < 0 || tag > tag_ub)
     return {{"error", "tag " + std::to_string(tag) + " outside [0, MPI_TAG_UB " +
                           std::to_string(tag_ub) + "]"}};
-  MPI_Group world_group = MPI_GROUP_NULL, pair_group = MPI_GROUP_NULL;
-  int rc = MPI_Comm_group(g.pair_base, &world_group);
+  MPI_Group world_group = mpi().group_null, pair_group = mpi().group_null;
+  int rc = mpi().MPI_Comm_group(g.pair_base, &world_group);
   if (rc == MPI_SUCCESS)
-    rc = MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &pair_group);
-  if (world_group != MPI_GROUP_NULL) MPI_Group_free(&world_group);
+    rc = mpi().MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &pair_group);
+  if (world_group != mpi().group_null) mpi().MPI_Group_free(&world_group);
   if (rc != MPI_SUCCESS) return {{"error", "MPI_Group_incl failed: " + mpi_error_text(rc)}};
-  MPI_Comm comm = MPI_COMM_NULL;
-  rc = MPI_Comm_create_group(g.pair_base, pair_group, tag, &comm);
-  MPI_Group_free(&pair_group);
+  MPI_Comm comm = mpi().comm_null;
+  rc = mpi().MPI_Comm_create_group(g.pair_base, pair_group, tag, &comm);
+  mpi().MPI_Group_free(&pair_group);
   if (rc != MPI_SUCCESS)
     return {{"error", "MPI_Comm_create_group failed: " + mpi_error_text(rc)}};
-  if (comm == MPI_COMM_NULL)
+  if (comm == mpi().comm_null)
     return {{"error", "MPI_Comm_create_group returned MPI_COMM_NULL (this rank not in the group)"}};
-  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  mpi().MPI_Comm_set_errhandler(comm, mpi().errors_return);
   int size = -1, rank = -1;
-  MPI_Comm_size(comm, &size);
-  MPI_Comm_rank(comm, &rank);
+  mpi().MPI_Comm_size(comm, &size);
+  mpi().MPI_Comm_rank(comm, &rank);
   json out = {{"size", size}, {"rank", rank}};
   if (size != static_cast<int>(ranks.size()) || rank != want_rank) {
-    MPI_Comm_free(&comm);
+    mpi().MPI_Comm_free(&comm);
     out["error"] = "the pair's communicator has rank " + std::to_string(rank) + " of " +
                    std::to_string(size) + ", expected rank " + std::to_string(want_rank) + " of " +
                    std::to_string(ranks.size());
@@ -222,14 +232,14 @@ int allreduce_once(MPI_Comm comm, const char* send, char* recv, std::size_t coun
     char* dst = recv + off * esize;
     const void* src = send == recv ? MPI_IN_PLACE : send + off * esize;
     if (blocking) {
-      r = MPI_Allreduce(src, dst, n, type, op, comm);
+      r = mpi().MPI_Allreduce(src, dst, n, type, op, comm);
       continue;
     }
-    MPI_Request req = MPI_REQUEST_NULL;
-    r = MPI_Iallreduce(src, dst, n, type, op, comm, &req);
+    MPI_Request req = mpi().request_null;
+    r = mpi().MPI_Iallreduce(src, dst, n, type, op, comm, &req);
     int done = 0;
     while (r == MPI_SUCCESS && !done) {
-      r = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+      r = mpi().MPI_Test(&req, &done, MPI_STATUS_IGNORE);
       if (!done && Clock::now() >= deadline) return kTimedOut;  // left pending: parent abandons us
     }
   }
@@ -245,11 +255,11 @@ json do_allreduce(const json& req, bool timed) {
   const char* send = resolve(req["send"], bytes);
   char* recv = resolve(req["recv"], bytes);
   if (!send || !recv) return {{"error", "buffer reference outside the shared mappings"}};
-  MPI_Datatype type = MPI_FLOAT;
-  MPI_Op op = MPI_SUM;
+  MPI_Datatype type = mpi().type_float;
+  MPI_Op op = mpi().op_sum;
   if (dtype == DType::bfloat16) {
-    if (g.bf16_sum == MPI_OP_NULL) return {{"unavailable", "MPI_Op_create failed"}};
-    type = MPI_UINT16_T;
+    if (g.bf16_sum == mpi().op_null) return {{"unavailable", "MPI_Op_create failed"}};
+    type = mpi().type_uint16;
     op = g.bf16_sum;
   }
   bool blocking = req.value("blocking", true);
@@ -273,36 +283,36 @@ void identify_selection(json& j) {
   int provided = 0;
   std::map<std::string, std::string> requested;
   mpi_observe::Survivors survivors;
-  bool mpit = MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS;
+  bool mpit = mpi().MPI_T_init_thread(MPI_THREAD_FUNNELED, &provided) == MPI_SUCCESS;
   if (mpit) {
     int n = 0;
-    MPI_T_cvar_get_num(&n);
+    mpi().MPI_T_cvar_get_num(&n);
     for (int i = 0; i < n && i < 100000; ++i) {
       char name[256] = {}, desc[8] = {};
       int name_len = sizeof name, desc_len = sizeof desc, verbosity = 0, bind = 0, scope = 0;
       MPI_Datatype dt;
       MPI_T_enum et;
-      if (MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &dt, &et, desc, &desc_len, &bind,
+      if (mpi().MPI_T_cvar_get_info(i, name, &name_len, &verbosity, &dt, &et, desc, &desc_len, &bind,
                               &scope) != MPI_SUCCESS)
         continue;  // deregistered: its component was closed
       std::string nm = name;
       mpi_observe::add_survivor(survivors, nm);
       // Only the frameworks' own selection strings are read: their storage lives in libmpi.
       // (Reading a closed component's variable crashes Open MPI 4.1: its storage is unmapped.)
-      if ((nm == "pml" || nm == "btl" || nm == "mtl") && dt == MPI_CHAR &&
+      if ((nm == "pml" || nm == "btl" || nm == "mtl") && dt == mpi().type_char &&
           bind == MPI_T_BIND_NO_OBJECT) {
         MPI_T_cvar_handle h;
         int cnt = 0;
-        if (MPI_T_cvar_handle_alloc(i, nullptr, &h, &cnt) == MPI_SUCCESS) {
+        if (mpi().MPI_T_cvar_handle_alloc(i, nullptr, &h, &cnt) == MPI_SUCCESS) {
           std::vector<char> buf(4096, '\0');
           if (cnt >= 0 && cnt < static_cast<int>(buf.size()) &&
-              MPI_T_cvar_read(h, buf.data()) == MPI_SUCCESS)
+              mpi().MPI_T_cvar_read(h, buf.data()) == MPI_SUCCESS)
             requested[nm] = buf.data();
-          MPI_T_cvar_handle_free(&h);
+          mpi().MPI_T_cvar_handle_free(&h);
         }
       }
     }
-    MPI_T_finalize();
+    mpi().MPI_T_finalize();
   }
   auto req = [&](const std::string& fw) -> json {
     auto it = requested.find(fw);
@@ -397,19 +407,19 @@ json handle(const json& req, int fd, bool& quit) {
   if (op == "close") {
     auto it = g.comms.find(req.value("id", int64_t{0}));
     if (it != g.comms.end()) {
-      MPI_Comm_free(&it->second);
+      mpi().MPI_Comm_free(&it->second);
       g.comms.erase(it);
     }
     return {{"ok", true}};
   }
   if (op == "finalize") {
     quit = true;
-    for (auto& [id, c] : g.comms) MPI_Comm_free(&c);
+    for (auto& [id, c] : g.comms) mpi().MPI_Comm_free(&c);
     g.comms.clear();
-    if (g.pair_base != MPI_COMM_NULL) MPI_Comm_free(&g.pair_base);
+    if (g_lib && g.pair_base != mpi().comm_null) mpi().MPI_Comm_free(&g.pair_base);
     int fin = 0;
-    if (g.initialised) MPI_Finalized(&fin);
-    if (g.initialised && !fin) MPI_Finalize();
+    if (g.initialised) mpi().MPI_Finalized(&fin);
+    if (g.initialised && !fin) mpi().MPI_Finalize();
     return {{"ok", true}};
   }
   return {{"error", "unknown request \"" + op + "\""}};
@@ -420,14 +430,20 @@ json handle(const json& req, int fd, bool& quit) {
 namespace mpi_wire {
 json library_identity() {
   json j = json::object();
-  char lib[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  std::string why;
+  const mpi_lib::MpiLib* lib = mpi_lib::process_mpi_lib(why);
+  if (!lib) {
+    j["library"] = "not loaded: " + why;
+    return j;
+  }
+  char text_buf[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int len = 0;
-  MPI_Get_library_version(lib, &len);
-  std::string text(lib, static_cast<std::size_t>(std::max(len, 0)));
+  lib->MPI_Get_library_version(text_buf, &len);
+  std::string text(text_buf, static_cast<std::size_t>(std::max(len, 0)));
   while (!text.empty() && text.back() == '\0') text.pop_back();  // len counts the NUL
   j["library"] = text.substr(0, text.find('\n'));
   int major = 0, minor = 0;
-  MPI_Get_version(&major, &minor);
+  lib->MPI_Get_version(&major, &minor);
   j["mpi_version"] = std::to_string(major) + "." + std::to_string(minor);
   return j;
 }
@@ -473,7 +489,7 @@ int mpi_child_main(int argc, char** argv) {
   // Parent gone without finalize: leave PMIx cleanly if MPI was initialised.
   if (g.initialised) {
     int fin = 0;
-    MPI_Finalized(&fin);
+    mpi().MPI_Finalized(&fin);
     if (!fin) abort_guard::finalize_pmix();
   }
   return kExitProtocol;

@@ -395,6 +395,8 @@ class MpiTransport final : public Transport {
                  "has not opened the mpi transport (or is stuck); its MPI child process was "
                  "abandoned and this process makes no further MPI calls";
         });
+    if (resp.contains("unavailable"))  // libmpi could not be loaded in the child
+      throw TransportError(ErrorKind::unavailable, who() + ": " + resp.value("unavailable", ""));
     if (resp.contains("error")) throw open_failed(resp, "", start);
     int size = resp.value("size", -1), rank = resp.value("rank", -1);
     if (size != world_ || rank != rank_) {

@@ -1,6 +1,6 @@
 #include "transports/nccl/nccl_api.h"
 
-#include <dlfcn.h>
+#include "transports/shared_library.h"
 
 namespace ncclsmoke::transports::nccl {
 
@@ -48,36 +48,6 @@ std::vector<std::string> candidates(const std::string& given, std::initializer_l
   return out;
 }
 
-// Opens the first candidate that loads; appends "  path: dlerror" for each failure to `why`.
-void* open_first(const std::vector<std::string>& paths, const char* what, std::string& opened,
-                 std::string& why) {
-  std::string tried;
-  for (const auto& p : paths) {
-    dlerror();
-    if (void* h = dlopen(p.c_str(), RTLD_NOW | RTLD_LOCAL)) {
-      opened = p;
-      return h;
-    }
-    const char* e = dlerror();
-    std::string err = e ? e : "dlopen failed";
-    tried += "\n  " + (err.rfind(p, 0) == 0 ? err : p + ": " + err);  // dlerror often names it
-  }
-  why += std::string("cannot load ") + what + "; tried:" + tried + "\n";
-  return nullptr;
-}
-
-template <typename Fn>
-void resolve(void* lib, const char* name, const std::string& path, Fn& out, std::string& missing) {
-  dlerror();
-  void* sym = dlsym(lib, name);
-  if (!sym) {
-    const char* e = dlerror();
-    missing += "\n  " + std::string(name) + " in " + path + ": " + (e ? e : "not found");
-    return;
-  }
-  out = reinterpret_cast<Fn>(sym);
-}
-
 }  // namespace
 
 std::vector<std::string> NcclApi::cudart_candidates(const std::string& given) {
@@ -92,15 +62,16 @@ std::optional<NcclApi> NcclApi::load(const std::string& cudart_path, const std::
                                      std::string& why) {
   why.clear();
   NcclApi api;
-  void* cudart = open_first(cudart_candidates(cudart_path), "the CUDA runtime (libcudart)",
-                            api.cudart_path, why);
-  void* nccl = open_first(nccl_candidates(nccl_path), "NCCL (libnccl)", api.nccl_path, why);
+  void* cudart = shared_library::open_first(cudart_candidates(cudart_path), RTLD_NOW | RTLD_LOCAL,
+                                            "the CUDA runtime (libcudart)", api.cudart_path, why);
+  void* nccl = shared_library::open_first(nccl_candidates(nccl_path), RTLD_NOW | RTLD_LOCAL,
+                                          "NCCL (libnccl)", api.nccl_path, why);
   if (!cudart || !nccl) {
     if (!why.empty() && why.back() == '\n') why.pop_back();
     return std::nullopt;
   }
   std::string missing;
-#define NCCLSMOKE_RESOLVE(lib, path, fn) resolve(lib, #fn, path, api.fn, missing)
+#define NCCLSMOKE_RESOLVE(lib, path, fn) shared_library::resolve(lib, #fn, path, api.fn, missing)
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaGetDeviceCount);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaSetDevice);
   NCCLSMOKE_RESOLVE(cudart, api.cudart_path, cudaGetErrorString);
