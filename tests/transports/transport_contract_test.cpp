@@ -155,8 +155,10 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
     }
     std::vector<float> buf(count, 1.0f);
     try {
+      // A connectionless backend (fabric's RDM endpoints) learns of the loss only at the
+      // deadline: 1.5 s is well past the peer's going (0.2 s) and keeps the case short.
       w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
-                          rendezvous::deadline_after(4s));
+                          rendezvous::deadline_after(1500ms));
     } catch (const TransportError& e) {
       threw[r] = true;
       kinds[r] = e.kind();
