@@ -584,6 +584,9 @@ TEST_P(WithServer, KeysArePrefixedExceptTheWorkerCounter) {
   auto store = client();
   auto raw = client("");  // sees the wire keys
   store->set("k", "v");
+  // SET has no reply: a round trip on the same connection makes the server have applied it
+  // before another connection looks.
+  EXPECT_EQ(store->get("k", deadline_after(2s)), "v");
   EXPECT_TRUE(raw->check({"/k"}));
   EXPECT_FALSE(raw->check({"k"}));
   EXPECT_EQ(store->join_workers(1, deadline_after(2s)), 1);
