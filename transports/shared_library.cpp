@@ -15,7 +15,8 @@ void* open_first(const std::vector<std::string>& paths, int flags, const char* w
     std::string err = e ? e : "dlopen failed";
     tried += "\n  " + (err.rfind(p, 0) == 0 ? err : p + ": " + err);  // dlerror often names it
   }
-  why += std::string("cannot load ") + what + "; tried:" + tried + "\n";
+  if (!why.empty()) why += "\n";
+  why += std::string("cannot load ") + what + "; tried:" + tried;
   return nullptr;
 }
 

@@ -7,13 +7,15 @@
 // the paths tried and the loader's reasons; it never stops the binary from starting.
 #include <dlfcn.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ncclsmoke::transports::shared_library {
 
 // Opens the first of `paths` that loads (dlopen with `flags`); sets `opened` to it. On failure
-// appends "cannot load <what>; tried:\n  <path>: <dlerror>..." and a newline to `why`, returns null.
+// appends "cannot load <what>; tried:\n  <path>: <dlerror>..." to `why` (on a new line when `why`
+// already holds another library's reason) and returns null.
 void* open_first(const std::vector<std::string>& paths, int flags, const char* what,
                  std::string& opened, std::string& why);
 
@@ -23,6 +25,24 @@ void* symbol(void* lib, const char* name, const std::string& path, std::string& 
 template <typename Fn>
 void resolve(void* lib, const char* name, const std::string& path, Fn& out, std::string& missing) {
   if (void* sym = symbol(lib, name, path, missing)) out = reinterpret_cast<Fn>(sym);
+}
+
+// The process's copy of a library: `load(why)` runs on the first call (thread-safe) and its
+// result, with its reason, is what every later call gets. A library stays loaded for the life of
+// the process (unloading one whose threads may still run is unsafe).
+template <typename Lib>
+const Lib* load_once(std::optional<Lib> (*load)(std::string&), std::string& why) {
+  struct Loaded {
+    std::optional<Lib> lib;
+    std::string why;
+  };
+  static const Loaded loaded = [load] {
+    Loaded l;
+    l.lib = load(l.why);
+    return l;
+  }();
+  why = loaded.why;
+  return loaded.lib ? &*loaded.lib : nullptr;
 }
 
 }  // namespace ncclsmoke::transports::shared_library

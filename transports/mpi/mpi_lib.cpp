@@ -12,10 +12,7 @@ std::optional<MpiLib> MpiLib::load(std::string& why) {
   void* h = shared_library::open_first({"libmpi.so.40", "libmpi.so"}, RTLD_NOW | RTLD_GLOBAL,
                                        "Open MPI (libmpi.so.40; Debian: apt-get install libopenmpi3)",
                                        lib.path, why);
-  if (!h) {
-    if (!why.empty() && why.back() == '\n') why.pop_back();
-    return std::nullopt;
-  }
+  if (!h) return std::nullopt;
   std::string missing;
 #define NCCLSMOKE_MPI_RESOLVE(fn) shared_library::resolve(h, #fn, lib.path, lib.fn, missing);
   NCCLSMOKE_MPI_FUNCTIONS(NCCLSMOKE_MPI_RESOLVE)
@@ -46,17 +43,7 @@ std::optional<MpiLib> MpiLib::load(std::string& why) {
 }
 
 const MpiLib* process_mpi_lib(std::string& why) {
-  struct Loaded {
-    std::optional<MpiLib> lib;
-    std::string why;
-  };
-  static const Loaded loaded = [] {
-    Loaded l;
-    l.lib = MpiLib::load(l.why);
-    return l;
-  }();
-  why = loaded.why;
-  return loaded.lib ? &*loaded.lib : nullptr;
+  return shared_library::load_once(&MpiLib::load, why);
 }
 
 }  // namespace ncclsmoke::transports::mpi_lib

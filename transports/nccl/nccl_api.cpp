@@ -67,7 +67,6 @@ std::optional<NcclApi> NcclApi::load(const std::string& cudart_path, const std::
   void* nccl = shared_library::open_first(nccl_candidates(nccl_path), RTLD_NOW | RTLD_LOCAL,
                                           "NCCL (libnccl)", api.nccl_path, why);
   if (!cudart || !nccl) {
-    if (!why.empty() && why.back() == '\n') why.pop_back();
     return std::nullopt;
   }
   std::string missing;
