@@ -424,8 +424,18 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
     hit = true;  // the phase deadline came before these ranks' results
     std::vector<std::string> addr_keys;
     for (int r : missing) addr_keys.push_back(key_of("addr", r));
+    // Who had begun by the phase deadline, then who begins within a quarter of the grace. A world
+    // still starting (some began after the deadline: a short deadline, a loaded machine) is slow,
+    // not dead, so the rest get the whole grace; when nobody began late, the missing ones are
+    // taken as gone at the quarter (a rank killed after the join must not hold the survivors back).
     std::vector<bool> listening;
+    auto count = [](const std::vector<bool>& v) { return std::count(v.begin(), v.end(), true); };
+    get_present(store, addr_keys, opt.deadline, listening);
+    const auto began_by_deadline = count(listening);
     auto addrs = get_present(store, addr_keys, opt.deadline + opt.done_grace / 4, listening);
+    const auto began = count(listening);
+    if (began > began_by_deadline && began < static_cast<long>(addr_keys.size()))
+      addrs = get_present(store, addr_keys, opt.deadline + opt.done_grace, listening);
     std::vector<int> begun;
     std::vector<std::string> begun_addrs, late_keys;
     for (std::size_t i = 0; i < missing.size(); ++i) {

@@ -19,7 +19,8 @@
 // at the end is *lost* only when rank 0's liveness dial to its listener gets no handshake (the
 // process is gone or stopped); a rank that still answers was merely still probing (unfinished).
 // A rank that has not even published its address by deadline + done_grace / 4 never began: lost
-// (a rank killed after the join must not hold the survivors back for the whole grace).
+// (a rank killed after the join must not hold the survivors back for the whole grace), unless
+// other ranks began after the deadline: a world still starting gets the whole grace.
 // Pairs from or to a lost rank are not tested (pairs_lost: PEER_LOST explains them; they are
 // neither MESH_BLOCKED nor counted as left by the deadline).
 //
