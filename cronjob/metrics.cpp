@@ -10,6 +10,7 @@
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/suspects.h"
 #include "results/history/history.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::cronjob {
 namespace {
@@ -183,10 +184,10 @@ std::string render_metrics(const results::Verdict& v, const MetricsOptions& opti
 
   Family transport{"ncclsmoke_transport_status",
                    "Status of each transport phase of the last smoke run: 1 for its status.", {}};
-  const std::string prefix = "transport:";
   for (const auto& p : v.phases) {
-    if (p.name.rfind(prefix, 0) != 0) continue;
-    std::string name = p.name.substr(prefix.size());
+    const auto id = results::PhaseId::parse(p.name);
+    if (id.kind != results::PhaseKind::transport) continue;
+    const std::string& name = id.transport;
     for (results::PhaseStatus s : results::kAllPhaseStatuses) {
       transport.samples.push_back({labels({{"transport", name}, {"status", results::to_string(s)}}),
                                    p.status == s ? 1.0 : 0.0});

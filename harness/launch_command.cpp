@@ -326,17 +326,6 @@ std::vector<std::string> forwarded_run_args(const RunOptions& o) {
   return out;
 }
 
-// "ncclsmoke fail (exit 1): run ..." (results/report/summary.h): the human summary's first line.
-bool is_summary_head(const std::string& line) {
-  static const char* const kVerdicts[] = {"pass", "fail", "degraded", "inconclusive"};
-  if (line.rfind("ncclsmoke ", 0) != 0) return false;
-  for (const char* v : kVerdicts) {
-    std::string head = std::string("ncclsmoke ") + v + " (exit ";
-    if (line.rfind(head, 0) == 0) return true;
-  }
-  return false;
-}
-
 // What the launcher shows of its ranks, and their log files (see the file comment). Each shown
 // rank writes into two pipes; the Relay reads them as lines arrive, writes every line to the
 // rank's log (so rank<N>.log holds both streams, in arrival order), and routes it: the lowest
@@ -476,7 +465,7 @@ class Relay {
       }
     }
     if (r.local == 0) {
-      if (!holding_[k] && is_summary_head(text)) holding_[k] = true;
+      if (!holding_[k] && results::is_summary_headline(text)) holding_[k] = true;
       if (holding_[k]) {
         held_[k].push_back(text);
         return;
@@ -653,6 +642,19 @@ std::optional<results::Verdict> read_verdict(const std::string& path) {
   } catch (const std::exception&) {
     return std::nullopt;
   }
+}
+
+// Rank 0 of this run could not listen on the store's port: its verdict (the global one it writes
+// alone, or its own) holds the finding of origin store_port.
+bool store_port_taken(const RunOptions& o, const std::string& run_id) {
+  for (const std::string& name : {std::string("verdict.rank0.json"), std::string("verdict.json")}) {
+    const auto path = name == "verdict.json" && !o.json_path.empty() ? o.json_path
+                                                                      : (fs::path(o.out_dir) / name).string();
+    if (auto v = read_verdict(path); v && v->run_id == run_id)
+      for (const auto& f : v->findings)
+        if (f.origin == results::FindingOrigin::store_port) return true;
+  }
+  return false;
 }
 
 std::string utc_text(std::chrono::system_clock::time_point t) {
@@ -939,9 +941,7 @@ int launch(LaunchOptions lo) {
           plan.run_id + ", " + token_note + "; logs and verdicts in " + lo.run.out_dir);
     relay = std::make_unique<Relay>(all_ranks, all_ranks && !json_lines);
     code = launch_once(lo, plan, port, ends, *relay);
-    std::ifstream log(log_path(lo.run, first));
-    std::string text((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-    bool clash = text.find("cannot serve the store on port") != std::string::npos;
+    const bool clash = plan.node_rank == 0 && store_port_taken(lo.run, plan.run_id);
     // The port was taken between our probe and rank 0's bind: its summary is not shown.
     if (clash && plan.retry_new_port && attempt == 0 && !g_stop_signal) {
       if (!lo.run.quiet)

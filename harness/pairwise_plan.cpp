@@ -7,6 +7,7 @@
 
 #include "harness/transport_phase.h"  // parse_size
 #include "results/judging/transport_rules.h"  // kLinkStatsKey
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 
@@ -74,7 +75,7 @@ RankSummary summarize(const results::Verdict& record, int rank, const std::strin
   for (const auto& name : requested) {
     TransportSummary t;
     t.transport = name;
-    const std::string phase = "transport:" + name;
+    const std::string phase = results::transport_phase_name(name);
     t.status = results::PhaseStatus::not_run;
     for (const auto& p : record.phases)
       if (p.name == phase) {

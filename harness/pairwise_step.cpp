@@ -17,6 +17,7 @@
 #include "transports/pair_schedule.h"
 #include "transports/registry.h"
 #include "transports/sweep.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 
@@ -41,7 +42,7 @@ constexpr Millis kMinRoundShare{1000};
 bool transports_ran(const results::Verdict& v, const std::vector<std::string>& names) {
   for (const auto& n : names)
     for (const auto& p : v.phases)
-      if (p.name == "transport:" + n && p.status != results::PhaseStatus::not_run) return true;
+      if (p.name == results::transport_phase_name(n) && p.status != results::PhaseStatus::not_run) return true;
   return false;
 }
 
@@ -406,7 +407,7 @@ void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live
     const auto t0 = Clock::now();
     const Deadline slice_start = budget_start + slice * static_cast<long>(ti);
     const auto round_len = slice / static_cast<long>(std::max<size_t>(1, schedule.size()));
-    log_set_phase("pairwise:" + name);
+    log_set_phase(results::pairwise_phase_name(name));
     results::PairwiseRun run;
     run.transport = name;
     run.rank = me;
@@ -482,7 +483,7 @@ void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live
         }
       }
       log_debug(fmt::format(
-          "pairwise:{} round {} with rank {}: {}", name, k, peer,
+          "{} round {} with rank {}: {}", results::pairwise_phase_name(name), k, peer,
           sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us) : sample.error));
       run.samples.push_back(std::move(sample));
     }

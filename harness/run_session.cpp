@@ -15,7 +15,7 @@
 #include "harness/gather.h"
 #include "harness/mesh_step.h"
 #include "harness/observe.h"
-#include "harness/pairwise_plan.h"  // summarize, pairwise_settings
+#include "harness/pairwise_plan.h"  // pairwise_settings
 #include "harness/pairwise_step.h"
 #include "harness/set_aside.h"  // write_suspects_file
 #include "harness/progress.h"
@@ -74,11 +74,6 @@ int RunSession::run_steps() {
     // The step recorded what it saw; what it means (findings, the phase's status, what next_step
     // reads) is judging's, decided here as the step returns.
     ctx_.judge_pending();
-    if (next.step == results::Step::transports) {
-      std::lock_guard lock(ctx_.record.mu);
-      ctx_.observed.transports = summarize(ctx_.record.verdict, ctx_.world.rank,
-                                           ctx_.world.hostname, ctx_.observed.requested);
-    }
   }
 }
 

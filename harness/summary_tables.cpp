@@ -17,6 +17,7 @@
 #include "results/report/summary.h"
 #include "results/verdict/finding_text.h"
 #include "transports/registry.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -202,7 +203,8 @@ std::string summary_table(const results::Verdict& v, TableFormat format) {
 std::string carried_lines(const results::Verdict& v) {
   std::vector<std::string> asked;
   for (const auto& p : v.phases)
-    if (p.name.rfind("transport:", 0) == 0) asked.push_back(p.name.substr(10));
+    if (auto id = results::PhaseId::parse(p.name); id.kind == results::PhaseKind::transport)
+      asked.push_back(id.transport);
   if (asked.empty()) return "";
   std::size_t width = 0;
   for (const auto& t : asked) width = std::max(width, t.size());
@@ -224,7 +226,7 @@ std::string carried_lines(const results::Verdict& v) {
     std::string text;
     const results::Phase* phase = nullptr;
     for (const auto& p : v.phases)
-      if (p.name == "transport:" + t) phase = &p;
+      if (results::PhaseId::parse(p.name).is_transport(t)) phase = &p;
     // A transport that never opened carried nothing: its phase says why (not a blank identity).
     const bool opened = phase && phase->status != results::PhaseStatus::skipped &&
                         phase->status != results::PhaseStatus::not_run;

@@ -14,6 +14,7 @@
 #include "harness/env.h"
 #include "rendezvous/prefix_store.h"
 #include "transports/registry.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 namespace {
@@ -105,7 +106,7 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
     ctx.local_address = in.local_address;
     ctx.store = &store;
     ctx.options = o.backend_options;
-    const std::string phase = "transport:" + name;
+    const std::string phase = results::transport_phase_name(name);
     Clock::time_point sweep_start{};
     bool pause_in_sweep = out.size() == 1 && env("NCCLSMOKE_TEST_PAUSE_AT").has_value();
     if (in.set_wait_state || pause_in_sweep)

@@ -5,6 +5,7 @@
 #include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 
@@ -44,8 +45,8 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
   // The phase line is a log line (stderr); the table's head and rows are results (stdout,
   // unprefixed; progress.h says when).
   to.sweep.on_start = [shown = to.sweep, table = o_.table_format](const transports::SweepProgress& p) {
-    log_set_phase(fmt::format("transport:{}", p.transport));
-    log_info(phase_start_line(fmt::format("transport:{}", p.transport),
+    log_set_phase(results::transport_phase_name(p.transport));
+    log_info(phase_start_line(results::transport_phase_name(p.transport),
                               fmt::format("open; sweep of {} sizes", p.sizes)));
     print_sweep_start(p, shown, table);
   };

@@ -11,6 +11,7 @@
 #include "results/judging/nccl_judge.h"
 #include "results/judging/transport_rules.h"
 #include "rendezvous/rank_ref.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -57,7 +58,7 @@ Subject transport_subject(const std::string& transport, std::string item, int ra
                           std::string host = {}) {
   Subject s;
   s.transport = transport;
-  s.phase = "transport:" + transport;
+  s.phase = transport_phase_name(transport);
   s.item = std::move(item);
   s.peer = rank;
   s.peer_host = std::move(host);
@@ -66,14 +67,14 @@ Subject transport_subject(const std::string& transport, std::string item, int ra
 
 const Phase* phase_of(const Verdict& v, const std::string& transport) {
   for (const auto& p : v.phases)
-    if (p.name == "transport:" + transport) return &p;
+    if (PhaseId::parse(p.name).is_transport(transport)) return &p;
   return nullptr;
 }
 
 std::string phase_text(const Verdict& v, const std::string& transport) {
   const Phase* p = phase_of(v, transport);
-  if (!p) return "no transport:" + transport + " phase was recorded";
-  return "phase transport:" + transport + " is " + to_string(p->status) +
+  if (!p) return "no " + transport_phase_name(transport) + " phase was recorded";
+  return "phase " + transport_phase_name(transport) + " is " + to_string(p->status) +
          (p->detail.empty() ? std::string() : " (" + p->detail + ")");
 }
 
@@ -134,6 +135,7 @@ bool judge_identity(const Verdict& v, const TransportExpectation& t, std::vector
                            {{"expected", want_text}, {"observed", seen_text}});
   f.evidence = {{"transport", t.transport}, {"expected", t.identity}, {"mismatches", per_rank}};
   f.subject = transport_subject(t.transport, "identity");
+  f.origin = FindingOrigin::profile_identity;
   fallback_index = out.size();
   out.push_back(std::move(f));
   return true;
@@ -161,8 +163,8 @@ void judge_bandwidth(const Verdict& v, const Profile& p, const TransportExpectat
                               "produced no measurement; " + phase_text(v, t.transport),
                           {{"transport", t.transport}, {"profile", p.name}},
                           "Nothing was measured, so there is nothing to compare: the " +
-                              t.transport + " transport did not run (see phase transport:" +
-                              t.transport + " and its own finding); the baseline is not the "
+                              t.transport + " transport did not run (see phase " +
+                              transport_phase_name(t.transport) + " and its own finding); the baseline is not the "
                               "problem."));
     return;
   }
@@ -396,8 +398,8 @@ std::vector<Finding> judge(const Verdict& v, const Profile* profile) {
 
 void add_judged_findings(std::vector<Finding>& findings, std::vector<Finding> judged) {
   auto is_profile_nccl_fallback = [](const Finding& f) {
-    return f.code == Code::SILENT_FALLBACK && f.severity == Severity::error && f.evidence.is_object() &&
-           f.evidence.value("transport", "") == "nccl" && f.evidence.contains("mismatches");
+    return f.code == Code::SILENT_FALLBACK && f.severity == Severity::error &&
+           f.origin == FindingOrigin::profile_identity && f.subject.transport == "nccl";
   };
   // nccl_judge's fallbacks, by the mark it sets (nccl_judge.h), not by the evidence's shape.
   auto is_net_check = [](const Finding& f) {

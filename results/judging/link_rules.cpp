@@ -11,6 +11,7 @@
 #include "results/judging/transport_rules.h"
 #include "results/verdict/finding_text.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 
@@ -137,7 +138,8 @@ void judge_group(const std::string& transport, const std::string& source,
   for (const auto& [host, n] : bad_count)
     if (n >= kSlowHostMinBad && n >= kSlowHostShare * total[host]) slow_hosts.insert(host);
 
-  const std::string phase = (source == "pairwise" ? "pairwise:" : "transport:") + transport;
+  const std::string phase =
+      source == "pairwise" ? pairwise_phase_name(transport) : transport_phase_name(transport);
   const std::string how = source == "pairwise" ? "in pairwise rounds and on the ring" : "on the ring";
   for (const auto& host : slow_hosts) {
     json jl = json::array();

@@ -15,7 +15,7 @@ namespace ncclsmoke::results {
 namespace {
 
 bool is_lossy_stall(const Finding& f) {
-  return f.code == Code::PEER_STALLED && f.subject.item == "lossy path" && !f.hosts.empty();
+  return f.code == Code::PEER_STALLED && f.origin == FindingOrigin::lossy_path && !f.hosts.empty();
 }
 
 // The ranks that saw it: the merge's reported_by, and the watch's own witness.
@@ -90,6 +90,7 @@ std::vector<Finding> judge_lossy_paths(const Verdict& v) {
                   {"rule", fmt::format("a host whose ranks the watches of >= {} other hosts saw "
                                        "silent behind retransmits, more than any other host",
                                        kLossyHostMinWitnesses)}};
+    f.origin = FindingOrigin::lossy_path;
     out.push_back(std::move(f));
   }
   return out;

@@ -81,6 +81,7 @@ Finding group_finding(const Group& g, const MeshFacts& m,
   const std::string who = fmt::format("{}", fmt::join(g.named, ", "));
   // "at host2" + "on 6 paths to and from host2 (with host0, host1, host3)".
   std::string at, on;
+  bool fabric_wide = false;
   Subject about;
   about.phase = "mesh";
   const std::size_t n = g.paths.size();
@@ -97,6 +98,7 @@ Finding group_finding(const Group& g, const MeshFacts& m,
     at = fmt::format("on most paths ({} hosts)", g.named.size());
     on = fmt::format("on {} path{} between {}", n, s, partners_text(named));
     about.item = "mtu fabric";
+    fabric_wide = true;
   }
   std::string message = fmt::format(
       "path-MTU black hole {}: don't-fragment packets of {} bytes (the interfaces' MTU) vanish {} "
@@ -112,9 +114,7 @@ Finding group_finding(const Group& g, const MeshFacts& m,
                 {"mtu_paths_checked", m.mtu_paths_checked}};
   // What the named hosts are: the one culprit ("host"), the two ends of one link ("link": setting
   // either aside is not the fix), or the whole fabric ("fabric": no host is the culprit).
-  f.evidence["scope"] = about.item == "mtu fabric" ? "fabric"
-                        : g.named.size() == 1      ? "host"
-                                                   : "link";
+  f.evidence["scope"] = fabric_wide ? "fabric" : g.named.size() == 1 ? "host" : "link";
   if (g.named.size() == 1) f.evidence["suspect_host"] = g.named.front();
   return f;
 }

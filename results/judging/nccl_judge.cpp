@@ -5,6 +5,7 @@
 
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -17,7 +18,8 @@ std::string str_field(const nlohmann::json& j, const char* key) {
 
 // The rank the network report is from: its subject, "{reporter}" in the message.
 Subject reporter(int rank, const std::string& host, std::string item) {
-  return reported_by(rendezvous::RankRef{rank, host}, "transport:nccl", std::move(item), "nccl");
+  return reported_by(rendezvous::RankRef{rank, host}, transport_phase_name("nccl"), std::move(item),
+                     "nccl");
 }
 
 // Copies the evidence-worthy fields of `observed` (log lines, plugin lines, warnings...).
@@ -39,9 +41,7 @@ nlohmann::json evidence_of(const nlohmann::json& expected, const nlohmann::json&
 
 }  // namespace
 
-bool is_nccl_net_check(const Finding& f) {
-  return f.evidence.is_object() && f.evidence.value("source", "") == kNcclNetCheckSource;
-}
+bool is_nccl_net_check(const Finding& f) { return f.origin == FindingOrigin::nccl_net_check; }
 
 std::string canonical_nccl_network(std::string_view name) {
   while (!name.empty() && std::isspace(static_cast<unsigned char>(name.front()))) name.remove_prefix(1);
@@ -86,6 +86,7 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
     auto f = make_finding_about(Code::RESULTS_MISSING, reporter(rank, host, "network"), msg, ranks,
                                 hosts);
     f.evidence = evidence_of(expected, observed);
+    f.origin = FindingOrigin::nccl_net_check;
     return f;
   }
   if (want.empty()) return std::nullopt;
@@ -105,6 +106,7 @@ std::optional<Finding> judge_nccl_network(const nlohmann::json& expected,
   auto f = make_finding_about(Code::SILENT_FALLBACK, reporter(rank, host, "network"), msg, ranks,
                               hosts, {{"expected", want}, {"observed", observed_text}});
   f.evidence = evidence_of(expected, observed);
+  f.origin = FindingOrigin::nccl_net_check;
   return f;
 }
 

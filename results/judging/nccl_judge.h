@@ -29,10 +29,9 @@ namespace ncclsmoke::results {
 std::string canonical_nccl_network(std::string_view name);
 bool same_nccl_network(std::string_view a, std::string_view b);
 
-// Every finding judge_nccl_network() makes carries evidence["source"] == kNcclNetCheckSource (set
-// in evidence_of(), the one place its evidence is built), the way the liveness watch marks its own
-// ("source": "liveness watch"): add_judged_findings (judge.h) folds them by that mark, never by the
-// shape of the evidence.
+// Every finding judge_nccl_network() makes has origin FindingOrigin::nccl_net_check (its evidence
+// also says "source": kNcclNetCheckSource, for the reader of verdict.json): add_judged_findings
+// (judge.h) folds them by that type, never by the shape of the evidence.
 inline constexpr const char* kNcclNetCheckSource = "nccl_net_check";
 bool is_nccl_net_check(const Finding& f);
 

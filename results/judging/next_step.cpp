@@ -4,6 +4,7 @@
 
 #include "results/judging/run_rules.h"
 #include "results/verdict/finding_text.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 
@@ -49,7 +50,7 @@ NextStep after_transports(const RunObservations& seen, NextStep n) {
   }
   n.passed_over.push_back(Step::pairwise);
   for (const auto& t : seen.requested) {
-    Phase ph = not_run_phase("pairwise:" + t, why);
+    Phase ph = not_run_phase(pairwise_phase_name(t), why);
     ph.required = false;
     n.not_run.push_back(std::move(ph));
   }
@@ -147,7 +148,7 @@ NextStep next_step(const RunObservations& seen) {
     NextStep n;
     n.reason = blocked;
     n.passed_over.push_back(Step::transports);
-    for (const auto& t : seen.requested) n.not_run.push_back(not_run_phase("transport:" + t, blocked));
+    for (const auto& t : seen.requested) n.not_run.push_back(not_run_phase(transport_phase_name(t), blocked));
     return after_transports(seen, std::move(n));
   }
   if (!seen.has_passed(Step::pairwise)) return after_transports(seen, NextStep{});

@@ -121,7 +121,6 @@ struct RunObservations {
   JoinObservation join;
   MeshObservation mesh;
   std::vector<std::string> requested;  // --transports, without "none"
-  RankSummary transports;              // this rank's, once its transports step ran
   LivenessObservation live;
   double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)
   PairwiseAsk pairwise_ask;  // --pairwise and its settings

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "results/judging/transport_rules.h"  // kLinkStatsKey
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 
@@ -59,17 +60,17 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s)
         if (x.transport == name) t = &x;
       if (!t) {
         if (why.empty())
-          why = fmt::format("rank {} did not say how transport:{} ended", sum.rank, name);
+          why = fmt::format("rank {} did not say how {} ended", sum.rank, transport_phase_name(name));
         continue;
       }
       if (t->timed_out || t->peer_lost) timed_out.push_back(sum.rank);
       if (why.empty() && (t->status == PhaseStatus::skipped || t->status == PhaseStatus::not_run))
-        why = fmt::format("transport:{} did not run on rank {}{}", name, sum.rank,
+        why = fmt::format("{} did not run on rank {}{}", transport_phase_name(name), sum.rank,
                           t->skipped_why.empty() ? "" : ": " + t->skipped_why);
     }
     if (!timed_out.empty())
-      reasons.push_back(fmt::format("transport:{} failed with a timeout or a lost peer on rank {}",
-                                    name, rank_list(timed_out)));
+      reasons.push_back(fmt::format("{} failed with a timeout or a lost peer on rank {}",
+                                    transport_phase_name(name), rank_list(timed_out)));
     if (why.empty())
       p.transports.push_back(name);
     else
@@ -108,8 +109,8 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s)
           worst = r.busbw_gbps;
       if (std::isfinite(worst) && worst < band->degraded_ratio * band->busbw_gbps)
         reasons.push_back(fmt::format(
-            "transport:{} gate busbw {:.3g} GB/s is below {:.0f}% of the profile's {:.3g} GB/s",
-            name, worst, band->degraded_ratio * 100, band->busbw_gbps));
+            "{} gate busbw {:.3g} GB/s is below {:.0f}% of the profile's {:.3g} GB/s",
+            transport_phase_name(name), worst, band->degraded_ratio * 100, band->busbw_gbps));
     }
   }
 
@@ -151,7 +152,7 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s)
 Phase pairwise_not_run_phase(const std::string& transport, const std::string& why,
                                       bool skipped) {
   Phase ph;
-  ph.name = "pairwise:" + transport;
+  ph.name = pairwise_phase_name(transport);
   ph.status = skipped ? PhaseStatus::skipped : PhaseStatus::not_run;
   ph.required = false;
   ph.detail = why;
@@ -160,7 +161,7 @@ Phase pairwise_not_run_phase(const std::string& transport, const std::string& wh
 
 Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
   Phase ph;
-  ph.name = "pairwise:" + run.transport;
+  ph.name = pairwise_phase_name(run.transport);
   ph.required = false;
   ph.duration_s = run.duration_s;
   int failed = 0, measured = 0;

@@ -52,6 +52,7 @@ Finding peer_lost_finding(const LostPeerFact& lost, RankRef seen_by) {
       {lost.rank}, {lost.host});
   f.evidence = nlohmann::json{{"source", "liveness watch"}, {"how", lost.how},
                               {"after_s", lost.after_s}};
+  f.origin = FindingOrigin::liveness_watch;
   return f;
 }
 
@@ -72,6 +73,7 @@ Finding peer_stalled_finding(const SilentPeerFact& s, int this_rank) {
     f.severity = Severity::warning;
     f.evidence = nlohmann::json{{"silent_for_s", s.silent_for_s}, {"seen_by", s.seen_by},
                                 {"how", s.how}, {"retransmits", s.retransmits}};
+    f.origin = FindingOrigin::lossy_path;
     return f;
   }
   auto f = make_finding_about(
@@ -87,8 +89,7 @@ Finding peer_stalled_finding(const SilentPeerFact& s, int this_rank) {
 }
 
 bool from_liveness_watch(const Finding& f) {
-  return f.code == Code::PEER_LOST && f.evidence.is_object() &&
-         f.evidence.value("source", "") == "liveness watch";
+  return f.code == Code::PEER_LOST && f.origin == FindingOrigin::liveness_watch;
 }
 
 void mark_rank(Verdict& v, int rank, RankStatus status, const std::string& detail) {
@@ -324,6 +325,7 @@ Finding store_port_finding(RankRef rank0, std::string_view job_id, int port, std
       {rank0.rank}, {std::string(rank0.host)},
       {{"variable", "MASTER_PORT"}, {"value", std::to_string(port)}, {"fix", fix}});
   f.evidence = nlohmann::json{{"variable", "MASTER_PORT"}, {"value", std::to_string(port)}};
+  f.origin = FindingOrigin::store_port;
   return f;
 }
 
@@ -379,6 +381,7 @@ void name_unreported_rank(Verdict& mine, RankRef rank, bool seen_alive, double w
                     rendezvous::seconds_text_fine(waited_s)),
         {rank.rank}, {std::string(rank.host)});
     f.evidence = {{"source", "liveness watch"}, {"seen_alive", true}};
+    f.origin = FindingOrigin::liveness_watch;
     mine.findings.push_back(std::move(f));
     return;
   }

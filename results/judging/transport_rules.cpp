@@ -12,6 +12,7 @@
 #include "results/judging/run_rules.h"
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
+#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -60,7 +61,7 @@ TransportRow rank_row(const std::string& name, const SweepRowFacts& r, bool synt
 
 Finding failure_finding(const TransportFailure& e, const std::string& name,
                         const std::string& stage, const TransportJudgeContext& ctx) {
-  const std::string phase = "transport:" + name;
+  const std::string phase = transport_phase_name(name);
   if (e.source == TransportFailure::Source::store)
     return make_finding_about(Code::RENDEZVOUS_LOST,
                               reported_by(self_of(ctx), phase, stage, name),
@@ -164,7 +165,7 @@ void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, P
       if (auto h = host_of(ctx, r); !h.empty()) hosts.push_back(h);
     Subject about;
     about.transport = o.name;
-    about.phase = "transport:" + o.name;
+    about.phase = transport_phase_name(o.name);
     auto f = make_finding_about(Code::DATA_CORRUPTION, about,
                           fmt::format("transport {}: all-reduce returned {} wrong elements on {} "
                                       "rank(s)",
@@ -176,7 +177,7 @@ void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, P
   if (!o.sweep_complete) {
     out.findings.push_back(make_finding_about(
         Code::RESULTS_MISSING,
-        reported_by(self_of(ctx), "transport:" + o.name, "sweep figures", o.name),
+        reported_by(self_of(ctx), transport_phase_name(o.name), "sweep figures", o.name),
         fmt::format("transport {}: some ranks' sweep figures never arrived on {{reporter}}", o.name),
         {ctx.rank}, {ctx.host}));
   }
@@ -191,7 +192,7 @@ TransportJudgement judge_transports(const std::vector<TransportFacts>& outcomes,
   TransportJudgement out;
   for (const auto& o : outcomes) {
     Phase phase;
-    phase.name = "transport:" + o.name;
+    phase.name = transport_phase_name(o.name);
     phase.duration_s = o.duration_s;
     if (o.not_built) {
       phase.status = PhaseStatus::skipped;

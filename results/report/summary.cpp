@@ -66,6 +66,14 @@ std::vector<GateHeadline> gate_headlines(const Verdict& v) {
   return out;
 }
 
+bool is_summary_headline(std::string_view line) {
+  for (Outcome o : {Outcome::pass, Outcome::degraded, Outcome::fail, Outcome::inconclusive}) {
+    const std::string head = "ncclsmoke " + to_string(o) + " (exit ";
+    if (line.substr(0, head.size()) == head) return true;
+  }
+  return false;
+}
+
 std::string human_summary(const Verdict& verdict) {
   constexpr const char* kRunWide = "(run)";
   // The summary stays a screenful at any world size; verdict.json has everything.

@@ -23,6 +23,7 @@
 //   gate (busbw at the gate size, the lower of out-of-place and in-place):
 //     socket  0.712 GB/s at 64 MiB (in-place), baseline 0.740 GB/s (96%)
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "results/history/history.h"
@@ -31,6 +32,9 @@
 namespace ncclsmoke::results {
 
 std::string human_summary(const Verdict& v);
+// Whether `line` is a summary's first line ("ncclsmoke <outcome> (exit <code>): ..."), the one
+// format human_summary() writes: how `launch` finds where a rank's summary begins in its stdout.
+bool is_summary_headline(std::string_view line);
 
 // gates_of(v) (history.h: the world row's busbw at the gate size, the lower of out-of-place
 // and in-place, else the lowest per-rank row's) and the row that number comes from (nullptr

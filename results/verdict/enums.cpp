@@ -34,6 +34,9 @@ constexpr std::array<std::string_view, 5> kServerEra = {"torch<=2.0", "torch2.1-
 static_assert(kWorldSource.size() == static_cast<std::size_t>(WorldSource::unknown) + 1);
 static_assert(kStoreHostedBy.size() == static_cast<std::size_t>(StoreHostedBy::unknown) + 1);
 static_assert(kServerEra.size() == static_cast<std::size_t>(ServerEra::unknown) + 1);
+constexpr std::array<std::string_view, 6> kFindingOrigin = {
+    "", "liveness_watch", "lossy_path", "nccl_net_check", "profile_identity", "store_port"};
+static_assert(kFindingOrigin.size() == static_cast<std::size_t>(FindingOrigin::store_port) + 1);
 
 template <typename E, typename Table>
 std::string_view spell(const Table& t, E e) {
@@ -87,6 +90,7 @@ std::string_view name(StoreDialect d) { return spell(kStoreDialect, d); }
 std::string_view name(WorldSource s) { return spell(kWorldSource, s); }
 std::string_view name(StoreHostedBy h) { return spell(kStoreHostedBy, h); }
 std::string_view name(ServerEra e) { return spell(kServerEra, e); }
+std::string_view name(FindingOrigin o) { return spell(kFindingOrigin, o); }
 
 std::optional<Severity> parse_severity(std::string_view s) {
   return find<Severity>(kSeverity, s, kSeverity.size());
@@ -123,6 +127,10 @@ std::optional<StoreHostedBy> parse_store_hosted_by(std::string_view s) {
 }
 std::optional<ServerEra> parse_server_era(std::string_view s) {
   return find<ServerEra>(kServerEra, s, kServerEra.size() - 1);
+}
+std::optional<FindingOrigin> parse_finding_origin(std::string_view s) {
+  if (s.empty()) return std::nullopt;  // none is written as no member at all
+  return find<FindingOrigin>(kFindingOrigin, s, kFindingOrigin.size());
 }
 
 bool is_code_shape(std::string_view s) {

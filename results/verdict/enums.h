@@ -71,6 +71,16 @@ enum class StoreHostedBy : std::uint8_t { rank0, torchelastic_agent, external, u
 // (rendezvous/dialect_probe.h's StoreEra, same spelling), or "ncclsmoke" when the client was told
 // the dialect instead of negotiating it.
 enum class ServerEra : std::uint8_t { torch_le_2_0, torch_2_1_to_2_4, torch_ge_2_5, ncclsmoke, unknown };
+// Which observer or rule made a finding, so that another rule recognises it by type, never by its
+// evidence or subject text. `none`: any other (and any spelling this version does not know).
+enum class FindingOrigin : std::uint8_t {
+  none,
+  liveness_watch,    // the watch saw the peer die, or heard it alive to the end
+  lossy_path,        // the watch heard silence while its connection retransmitted, and its rule
+  nccl_net_check,    // nccl_judge.h: the network NCCL reported against the expected one
+  profile_identity,  // judge.h: a transport's identity against the profile's
+  store_port,        // rank 0 could not listen on the store's port (taken, or not allowed)
+};
 
 // Every verdict value, in the schema's (and the enum's) order: the order reports and metrics list
 // them in. Ranking them (which one is worse) is ordering.h's verdict_rank().
@@ -136,6 +146,7 @@ std::string_view name(StoreDialect d);
 std::string_view name(WorldSource s);    // unknown: ""
 std::string_view name(StoreHostedBy h);  // unknown: ""
 std::string_view name(ServerEra e);      // unknown: ""
+std::string_view name(FindingOrigin o);  // none: ""
 inline std::string to_string(Severity s) { return std::string(name(s)); }
 inline std::string to_string(Layer l) { return std::string(name(l)); }
 inline std::string to_string(PhaseStatus s) { return std::string(name(s)); }
@@ -147,6 +158,7 @@ inline std::string to_string(StoreDialect d) { return std::string(name(d)); }
 inline std::string to_string(WorldSource s) { return std::string(name(s)); }
 inline std::string to_string(StoreHostedBy h) { return std::string(name(h)); }
 inline std::string to_string(ServerEra e) { return std::string(name(e)); }
+inline std::string to_string(FindingOrigin o) { return std::string(name(o)); }
 
 // The inverse of to_string(); nullopt for any other spelling (case matters, as in the schema).
 std::optional<Severity> parse_severity(std::string_view s);
@@ -162,6 +174,7 @@ std::optional<StoreDialect> parse_store_dialect(std::string_view s);
 std::optional<WorldSource> parse_world_source(std::string_view s);
 std::optional<StoreHostedBy> parse_store_hosted_by(std::string_view s);
 std::optional<ServerEra> parse_server_era(std::string_view s);
+std::optional<FindingOrigin> parse_finding_origin(std::string_view s);  // not ""
 
 // True when `s` matches the schema's code pattern ^[A-Z][A-Z0-9_]*$.
 bool is_code_shape(std::string_view s);

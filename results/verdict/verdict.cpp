@@ -162,6 +162,8 @@ Finding finding_from(const json& j) {
   if (j.contains("evidence")) f.evidence = j.at("evidence");
   if (j.contains("message_template")) f.message_template = j.at("message_template").get<std::string>();
   if (j.contains("subject")) f.subject = subject_from_json(j.at("subject"));
+  if (auto o = j.find("origin"); o != j.end() && o->is_string())
+    f.origin = parse_finding_origin(o->get_ref<const std::string&>()).value_or(FindingOrigin::none);
   return f;
 }
 
@@ -201,6 +203,7 @@ json to_json(const Finding& f) {
   if (f.evidence.is_object()) j["evidence"] = f.evidence;
   if (!f.subject.empty()) j["subject"] = to_json(f.subject);
   if (!f.message_template.empty()) j["message_template"] = f.message_template;
+  if (f.origin != FindingOrigin::none) j["origin"] = to_string(f.origin);
   return j;
 }
 
@@ -827,6 +830,12 @@ bool read_finding(FastReader& r, Finding& x) {
     if (k == "evidence") return seen.first(7) && r.any_object(x.evidence);
     if (k == "message_template") return seen.first(8) && r.string(x.message_template);
     if (k == "subject") return seen.first(9) && read_subject(r, x.subject);
+    if (k == "origin") {
+      std::string o;
+      if (!seen.first(10) || !r.string_min1(o)) return false;
+      x.origin = parse_finding_origin(o).value_or(FindingOrigin::none);
+      return true;
+    }
     return false;
   }) && seen.has(0x7f);
 }

@@ -25,7 +25,8 @@ namespace ncclsmoke::results {
 inline constexpr int kSchemaVersion = 1;
 // Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
 // "schema_minor" is 0). 1: findings' "subject" and "message_template"; world.store.authenticated.
-inline constexpr int kSchemaMinor = 1;
+// 2: findings' "origin".
+inline constexpr int kSchemaMinor = 2;
 
 // What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
 // these, never on the message. A finding made with a subject has its message rendered from its
@@ -60,6 +61,9 @@ struct Finding {
   std::string message;   // one line
   std::string hint;      // what to do about it
   nlohmann::json evidence;  // optional object (null = absent): numbers, pairs, NCCL's last error ...
+  // Which observer or rule made it (JSON "origin", absent when none): what another rule reads to
+  // recognise it.
+  FindingOrigin origin = FindingOrigin::none;
 };
 
 struct RankInfo {

@@ -63,6 +63,7 @@ inline Verdict full_sample() {
   Finding slow = make_finding_about(Code::STRAGGLER, about,
                                     "{peer} took 2.4x the median all-reduce time, seen by {reporter}",
                                     {1}, {"host-b"});
+  slow.origin = FindingOrigin::liveness_watch;  // schema_minor 2: which rule made it
   v.findings = {missing, slow};
   v.env = {{"MASTER_ADDR", "master.smoke.svc"}, {"NCCL_DEBUG", "INFO"}};
   v.versions = {{"ncclsmoke", "0.1.0"}};

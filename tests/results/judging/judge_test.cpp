@@ -398,7 +398,7 @@ TEST(Judge, SeveralFindingsAtOnce) {
 TEST(Judge, NcclNetCheckFoldsIntoTheProfilesFallback) {
   Verdict v = healthy_nccl();
   v.identities[1].observed["network"] = "Socket";
-  // The run's own check as the rule makes it (nccl_judge.h): marked "source": "nccl_net_check".
+  // The run's own check as the rule makes it (nccl_judge.h): origin nccl_net_check.
   auto made = judge_nccl_network({{"network", "Libfabric"}, {"policy", "observe"}},
                                  {{"found", true}, {"network", "Socket"}, {"networks", {"Socket"}},
                                   {"log_lines", {"x"}}},

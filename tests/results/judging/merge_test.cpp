@@ -136,6 +136,7 @@ TEST(Merge, TheMeshsGuessOfADeathIsDisprovedByTheRanksOwnView) {
   v1.findings.push_back(guess);
   Finding reset = make_finding(Code::PEER_LOST, "rank 2 reset (ECONNRESET) mid-run", {2}, {"c"});
   reset.evidence = {{"source", "liveness watch"}};
+  reset.origin = FindingOrigin::liveness_watch;
   v0.findings.push_back(reset);
   v1.ranks.push_back({2, RankStatus::lost, "c", "", 0, "", "", "stopped answering after joining"});
   Finding guess3 = guess;

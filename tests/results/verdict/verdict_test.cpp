@@ -58,10 +58,15 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
             "host-a)");
   EXPECT_TRUE(back.findings[0].subject.empty());
   EXPECT_FALSE(j["findings"][0].contains("subject"));
+  EXPECT_EQ(back.findings[1].origin, FindingOrigin::liveness_watch);
+  EXPECT_EQ(j["findings"][1]["origin"], "liveness_watch");
+  EXPECT_EQ(back.findings[0].origin, FindingOrigin::none);
+  EXPECT_FALSE(j["findings"][0].contains("origin"));
   EXPECT_EQ(back.schema_minor, kSchemaMinor);
-  // The fast reader takes the subject too, and gives the same verdict.
+  // The fast reader takes the subject and the origin too, and gives the same verdict.
   auto fast = verdict_from_text_fast(j.dump());
   ASSERT_TRUE(fast.has_value());
+  EXPECT_EQ(fast->findings[1].origin, FindingOrigin::liveness_watch);
   EXPECT_EQ(to_json(*fast), j);
   EXPECT_EQ(back.env.at("NCCL_DEBUG"), "INFO");
 }
@@ -76,13 +81,25 @@ TEST(VerdictJson, AVerdictFromBeforeSubjectsReadsTheSame) {
   for (auto& f : j["findings"]) {
     f.erase("subject");
     f.erase("message_template");
+    f.erase("origin");
   }
   for (const Verdict& v : {verdict_from_json(j), *verdict_from_text_fast(j.dump())}) {
     EXPECT_EQ(v.schema_minor, 0);
     ASSERT_EQ(v.findings.size(), 2u);
     EXPECT_TRUE(v.findings[1].subject.empty());
+    EXPECT_EQ(v.findings[1].origin, FindingOrigin::none);
     EXPECT_EQ(v.findings[1].message, j["findings"][1]["message"]);
   }
+}
+
+// An origin this version does not know (a newer writer's) reads as none on both paths, and the
+// schema takes it.
+TEST(VerdictJson, AnUnknownOriginReadsAsNone) {
+  json j = to_json(testing::full_sample());
+  j["findings"][1]["origin"] = "a_rule_from_the_future";
+  EXPECT_TRUE(validate_verdict_json(j).empty());
+  for (const Verdict& v : {verdict_from_json(j), *verdict_from_text_fast(j.dump())})
+    EXPECT_EQ(v.findings[1].origin, FindingOrigin::none);
 }
 
 // Past kMaxExpandedRanks, a range of ranks (RankInfo::through) round-trips on both readers; a
