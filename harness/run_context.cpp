@@ -64,18 +64,25 @@ void RunContext::end_step(const std::string& name, results::StepFacts facts,
   record.saw({std::move(facts), name, rendezvous::seconds_since(t0), std::move(detail)});
 }
 
-std::vector<results::Phase> RunContext::judge_pending_locked(results::RunObservations* seen) {
+std::vector<results::Phase> RunContext::judge_pending_locked() {
   if (record.pending.empty()) return {};
   auto records = std::move(record.pending);
   record.pending.clear();
-  return results::judge_local(record.verdict, std::move(records), seen);
+  auto ended = results::judge_local(record.verdict, records);
+  for (auto& r : records) record.judged.push_back(std::move(r));
+  return ended;
+}
+
+results::JudgedSoFar RunContext::judged_so_far() {
+  std::lock_guard lock(record.mu);
+  return results::judged_so_far(record.judged);
 }
 
 void RunContext::judge_pending() {
   std::vector<results::Phase> ended;
   {
     std::lock_guard lock(record.mu);
-    ended = judge_pending_locked(&observed);
+    ended = judge_pending_locked();
   }
   for (const auto& p : ended) log_phase_end(p);
 }

@@ -20,6 +20,7 @@
 #include "harness/world.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
+#include "results/judging/next_step.h"
 #include "results/judging/observations.h"
 #include "results/judging/profile.h"
 #include "results/judging/step_records.h"
@@ -45,6 +46,9 @@ struct RunRecord {
   std::mutex mu;
   results::Verdict verdict;  // guarded by mu
   std::vector<results::StepRecord> pending;  // guarded by mu: seen, not judged yet
+  // guarded by mu: every record judged so far, in the order seen (append-only): what next_step's
+  // judged_so_far reads.
+  std::vector<results::StepRecord> judged;
 
   void saw(results::StepRecord r) {
     std::lock_guard lock(mu);
@@ -102,10 +106,13 @@ struct RunContext {
   void end_step(const std::string& name, results::StepFacts facts, Clock::time_point t0,
                 std::string detail = {});
   // Judges the records not judged yet (results::judge_local) and logs the end line of each phase
-  // they ended. The run thread's call fills in what next_step reads (`observed`).
+  // they ended.
   void judge_pending();
   // The same with RunRecord::mu held and no log line (the watchdog's): the phases it ended.
-  std::vector<results::Phase> judge_pending_locked(results::RunObservations* seen);
+  std::vector<results::Phase> judge_pending_locked();
+  // What judging makes of every record so far that the order of the steps depends on
+  // (results::judged_so_far; takes RunRecord::mu).
+  results::JudgedSoFar judged_so_far();
   void log_phase_end(const results::Phase& p) const;
   // Records something seen that ends no phase (a store full, a configuration problem).
   void saw(results::StepFacts facts) { record.saw({std::move(facts), {}, 0, {}}); }

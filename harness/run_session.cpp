@@ -63,7 +63,7 @@ int RunSession::run_steps() {
   // phases of the steps passed over, are results::next_step's.
   for (;;) {
     observe_liveness();
-    const auto next = results::next_step(ctx_.observed);
+    const auto next = results::next_step(ctx_.observed, ctx_.judged_so_far());
     for (const auto& p : next.not_run) ctx_.record_phase_once(p, LogLevel::info);
     results::note_taken(ctx_.observed, next);
     if (next.step == results::Step::finish) {
@@ -208,7 +208,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   {
     std::lock_guard lock(ctx_.record.mu);
     // What was seen and not judged yet, then the ending itself (its rule names the last phase).
-    ended = ctx_.judge_pending_locked(nullptr);
+    ended = ctx_.judge_pending_locked();
     if (int sig = g_stop_signal)
       ctx_.record.pending.push_back({results::RunTerminatedSeen{ctx_.self(),
                                                                 sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -217,7 +217,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
                                      {}, 0, {}});
     else
       ctx_.record.pending.push_back({results::RunTimeoutSeen{ctx_.self(), ctx_.o.timeout_s}, {}, 0, {}});
-    ctx_.judge_pending_locked(nullptr);
+    ctx_.judge_pending_locked();
     auto& rv = ctx_.record.verdict;
     results::judge_local(rv, local_facts());
     v = rv;

@@ -111,7 +111,7 @@ void set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join) {
   std::vector<results::RosterEntry> roster;
   for (const auto& id : join.present) roster.push_back({id.rank, id.host, id.node});
   // Whether any rank is set aside, and HOST_EXCLUDED naming them, is judging's
-  // (set_aside_rules.h); judge_local lists them for next_step, which then ends the run.
+  // (set_aside_rules.h); next_step judges the same record (judged_so_far) and ends the run.
   ctx.end_step("set-aside", results::SetAsideSeen{std::move(roster), list}, t0);
 }
 

@@ -32,7 +32,7 @@ std::optional<results::ConfigProblem> load_set_aside(const std::string& exclude_
 std::string check_exclude_hosts(const std::string& text);
 
 // After the join: HOST_EXCLUDED and the "set-aside" phase when a rank of the roster is set aside
-// (the ranks go to ctx.observed.join.excluded: results::next_step then ends the run); a passing
+// (judged from the step's record, results::next_step then ends the run); a passing
 // "set-aside" phase when a list was given and no rank is on it; nothing without a list.
 void set_aside_step(RunContext& ctx, const rendezvous::JoinResult& join);
 

@@ -34,11 +34,10 @@ struct LocalFacts {
 // A step's records (step_records.h), judged in the order seen: each rule's findings, the phase a
 // record ends (with the rule's status; a phase of that name already in `v` is not added twice),
 // the rows and identities of the transports and the pairwise samples, the ranks the mesh or the
-// watch found lost. With `seen` (the run thread), the judged parts next_step reads are filled in:
-// the mesh phase's status and error codes, the ranks set aside. Returns the phases it added, for
-// the progress lines.
-std::vector<Phase> judge_local(Verdict& v, std::vector<StepRecord> records,
-                               RunObservations* seen = nullptr);
+// watch found lost. Pure over `records`: it writes the verdict and nothing else (what next_step
+// needs of the judged records, it judges itself: next_step.h judged_so_far). Returns the phases it
+// added, for the progress lines.
+std::vector<Phase> judge_local(Verdict& v, const std::vector<StepRecord>& records);
 
 // Once the steps are over. In order: every phase that never ran is listed (fail closed), STORE_TAMPERED for each refused
 // store key, the consequences of a frozen or

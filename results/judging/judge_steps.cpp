@@ -7,6 +7,7 @@
 
 #include "results/judging/judge_run.h"
 #include "results/judging/link_rules.h"
+#include "results/judging/next_step.h"
 #include "results/judging/pairwise_rules.h"
 #include "results/judging/probe_rules.h"
 #include "results/judging/run_rules.h"
@@ -60,7 +61,7 @@ TransportIdentity& identity_of(Verdict& v, const std::string& transport, int ran
   return ids.back();
 }
 
-Judged judge_record(Verdict& v, StepRecord& r, RunObservations* seen) {
+Judged judge_record(Verdict& v, const StepRecord& r) {
   return std::visit(
       Overloaded{
           [](const ConfigSeen& c) {
@@ -105,7 +106,7 @@ Judged judge_record(Verdict& v, StepRecord& r, RunObservations* seen) {
             j.status = rendezvous_phase_status(s.join);
             return j;
           },
-          [seen](const SetAsideSeen& s) {
+          [](const SetAsideSeen& s) {
             auto excluded = excluded_ranks(s.roster, s.list);
             if (excluded.empty()) {
               Judged j;
@@ -114,11 +115,6 @@ Judged judge_record(Verdict& v, StepRecord& r, RunObservations* seen) {
                                      s.list.entries.size());
               return j;
             }
-            if (seen)
-              for (const auto& e : excluded) {
-                seen->join.excluded.push_back(e.rank);
-                seen->join.excluded_hosts.push_back(e.host);
-              }
             Judged j = stopped_on(host_excluded_finding(excluded));
             j.detail = fmt::format("{} of {} ranks on hosts set aside", excluded.size(),
                                    s.roster.size());
@@ -190,20 +186,15 @@ Judged judge_record(Verdict& v, StepRecord& r, RunObservations* seen) {
 
 }  // namespace
 
-std::vector<Phase> judge_local(Verdict& v, std::vector<StepRecord> records, RunObservations* seen) {
+std::vector<Phase> judge_local(Verdict& v, const std::vector<StepRecord>& records) {
   std::vector<Phase> added;
   auto add_phase = [&](Phase p) {
     if (has_phase(v, p.name)) return;
     v.phases.push_back(p);
     added.push_back(std::move(p));
   };
-  for (auto& r : records) {
-    Judged j = judge_record(v, r, seen);
-    if (seen && r.phase == "mesh" && j.status) {
-      seen->mesh.status = *j.status;
-      for (const auto& f : j.findings)
-        if (j.stopped || f.severity == Severity::error) seen->mesh.errors.push_back(f.code.code());
-    }
+  for (const auto& r : records) {
+    Judged j = judge_record(v, r);
     for (auto& f : j.findings) v.findings.push_back(std::move(f));
     if (!r.phase.empty() && j.status) {
       Phase p;
@@ -216,6 +207,26 @@ std::vector<Phase> judge_local(Verdict& v, std::vector<StepRecord> records, RunO
     for (auto& p : j.phases) add_phase(std::move(p));
   }
   return added;
+}
+
+}  // namespace ncclsmoke::results
+
+namespace ncclsmoke::results {
+
+JudgedSoFar judged_so_far(const std::vector<StepRecord>& records) {
+  JudgedSoFar out;
+  Verdict scratch;  // the rules' side effects on a verdict (ranks marked lost) stay here
+  for (const auto& r : records) {
+    if (const auto* s = std::get_if<SetAsideSeen>(&r.facts))
+      for (const auto& e : excluded_ranks(s->roster, s->list)) out.excluded.push_back(e.rank);
+    if (r.phase != "mesh") continue;
+    Judged j = judge_record(scratch, r);
+    if (!j.status) continue;
+    out.mesh_status = *j.status;
+    for (const auto& f : j.findings)
+      if (j.stopped || f.severity == Severity::error) out.mesh_errors.push_back(f.code.code());
+  }
+  return out;
 }
 
 }  // namespace ncclsmoke::results

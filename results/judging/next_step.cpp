@@ -92,7 +92,7 @@ std::string_view name(Step s) {
   return "finish";
 }
 
-std::string transports_blocked_reason(const RunObservations& seen) {
+std::string transports_blocked_reason(const RunObservations& seen, const JudgedSoFar& judged) {
   const auto& j = seen.join;
   const auto& m = seen.mesh;
   std::vector<std::string> causes;
@@ -102,20 +102,20 @@ std::string transports_blocked_reason(const RunObservations& seen) {
     causes.push_back("the join did not complete");
   else if (static_cast<int>(j.present.size()) != seen.world.world_size)
     causes.push_back(fmt::format("{} of {} ranks joined", j.present.size(), seen.world.world_size));
-  if (!j.excluded.empty())
-    causes.push_back(fmt::format("{} on hosts set aside (HOST_EXCLUDED)", ranks_word(j.excluded)));
-  if (m.status == PhaseStatus::fail) {
+  if (!judged.excluded.empty())
+    causes.push_back(fmt::format("{} on hosts set aside (HOST_EXCLUDED)", ranks_word(judged.excluded)));
+  if (judged.mesh_status == PhaseStatus::fail) {
     std::vector<std::string> mesh;
-    if (m.mtu_black_holes > 0 || has(m.errors, Code::MTU_MISMATCH))
+    if (m.mtu_black_holes > 0 || has(judged.mesh_errors, Code::MTU_MISMATCH))
       mesh.push_back(fmt::format("{} path{} black-holed full-MTU packets (MTU_MISMATCH)",
                                  m.mtu_black_holes, m.mtu_black_holes == 1 ? "" : "s"));
-    if (!m.blocked_pairs.empty() || has(m.errors, Code::MESH_BLOCKED))
+    if (!m.blocked_pairs.empty() || has(judged.mesh_errors, Code::MESH_BLOCKED))
       mesh.push_back(fmt::format("{} pair{} blocked (MESH_BLOCKED)", m.blocked_pairs.size(),
                                  m.blocked_pairs.size() == 1 ? "" : "s"));
     if (!m.silent_ranks.empty())
       mesh.push_back(fmt::format("{} stopped answering", ranks_word(m.silent_ranks)));
     std::vector<std::string> others;
-    for (Code c : m.errors)
+    for (Code c : judged.mesh_errors)
       if (c != Code::MTU_MISMATCH && c != Code::MESH_BLOCKED) {
         auto text = to_string(c);
         if (std::find(others.begin(), others.end(), text) == others.end())
@@ -129,7 +129,7 @@ std::string transports_blocked_reason(const RunObservations& seen) {
   return fmt::format("{}", fmt::join(causes, "; "));
 }
 
-NextStep next_step(const RunObservations& seen) {
+NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
   if (!seen.has_passed(Step::world)) return go(Step::world);
   if (!seen.world.ok) return finish("the world could not be discovered or its configuration was refused");
   if (!seen.has_passed(Step::rendezvous)) return go(Step::rendezvous);
@@ -138,12 +138,12 @@ NextStep next_step(const RunObservations& seen) {
   if (!j.roster_received) return finish("rank 0 never published the roster");
   if (j.world_size_conflict) return finish("rank 0 announced another world size");
   if (j.rank_taken) return finish("another process holds this rank");
-  if (!j.excluded.empty())
+  if (!judged.excluded.empty())
     return finish(fmt::format("{} on hosts set aside (HOST_EXCLUDED): no mesh, no transport",
-                              ranks_word(j.excluded)));
+                              ranks_word(judged.excluded)));
   if (!seen.has_passed(Step::mesh)) return go(Step::mesh);
   if (!seen.has_passed(Step::transports) && !seen.requested.empty()) {
-    std::string blocked = transports_blocked_reason(seen);
+    std::string blocked = transports_blocked_reason(seen, judged);
     if (blocked.empty()) return go(Step::transports);
     NextStep n;
     n.reason = blocked;

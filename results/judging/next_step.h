@@ -22,6 +22,7 @@
 
 #include "results/judging/observations.h"
 #include "results/judging/pairwise_rules.h"
+#include "results/judging/step_records.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -37,7 +38,19 @@ struct NextStep {
   std::optional<PairwiseDecision> pairwise_plan;
 };
 
-NextStep next_step(const RunObservations& seen);
+// What judging makes of the records so far that the order depends on: the mesh phase's status
+// and the codes of its error findings (MTU_MISMATCH, MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST ...,
+// in the order made), and the ranks on a host set aside (HOST_EXCLUDED). A pure function of the
+// records (judged_so_far, by the same rules judge_local applies), never written back into the
+// observations.
+struct JudgedSoFar {
+  PhaseStatus mesh_status = PhaseStatus::not_run;
+  std::vector<Code> mesh_errors;
+  std::vector<int> excluded;
+};
+JudgedSoFar judged_so_far(const std::vector<StepRecord>& records);
+
+NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged);
 
 // After the harness ran `next.step` (or recorded its not_run phases): the steps now behind it.
 void note_taken(RunObservations& seen, const NextStep& next);
@@ -45,6 +58,6 @@ void note_taken(RunObservations& seen, const NextStep& next);
 std::string_view name(Step s);
 
 // Why the transports cannot run over this join and mesh ("" when they can).
-std::string transports_blocked_reason(const RunObservations& seen);
+std::string transports_blocked_reason(const RunObservations& seen, const JudgedSoFar& judged);
 
 }  // namespace ncclsmoke::results

@@ -61,17 +61,11 @@ struct JoinObservation {
   bool rank_taken = false;           // another process holds this rank
   std::vector<int> present;          // ranks, sorted
   std::vector<int> missing;          // ranks that never arrived
-  // Ranks on a host or node set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED.
-  std::vector<int> excluded;
-  std::vector<std::string> excluded_hosts;
 };
 
-// The mesh step.
+// The mesh step. What it means (the phase's status, its error findings) is judged from the
+// step's records (next_step.h judged_so_far), never written back here.
 struct MeshObservation {
-  PhaseStatus status = PhaseStatus::not_run;
-  // The codes of the error findings the mesh phase recorded (MTU_MISMATCH, MESH_BLOCKED,
-  // PEER_LOST, RENDEZVOUS_LOST ...), in the order made.
-  std::vector<Code> errors;
   std::size_t mtu_black_holes = 0;  // paths where full-MTU packets vanish
   std::vector<std::pair<int, int>> blocked_pairs;  // (from, to)
   std::vector<int> silent_ranks;                   // heard nothing from, and not alive

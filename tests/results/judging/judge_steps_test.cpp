@@ -1,6 +1,6 @@
 // judge_local over a step's records (results/judging/judge_run.h, step_records.h): a step says
-// what it saw, the judge says what it means: the findings, the phase's status, and what
-// next_step reads back.
+// what it saw, the judge says what it means: the findings, the phase's status; and next_step
+// judges the same records itself (judged_so_far), nothing is written back.
 #include <gtest/gtest.h>
 
 #include "results/judging/judge_run.h"
@@ -56,15 +56,17 @@ TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
   seen.steps_left_s = 30;
   Verdict v;
   StoreFailure lost{StoreErrorClass::reset, "connection reset by peer"};
-  auto ended = judge_local(
-      v, {{StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"}}, &seen);
+  const std::vector<StepRecord> records{
+      {StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"}};
+  auto ended = judge_local(v, records);
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status, PhaseStatus::fail);
-  EXPECT_EQ(seen.mesh.status, PhaseStatus::fail);
-  ASSERT_EQ(seen.mesh.errors.size(), 1u);
-  EXPECT_EQ(seen.mesh.errors[0], v.findings.at(0).code.code());
+  auto judged = judged_so_far(records);
+  EXPECT_EQ(judged.mesh_status, PhaseStatus::fail);
+  ASSERT_EQ(judged.mesh_errors.size(), 1u);
+  EXPECT_EQ(judged.mesh_errors[0], v.findings.at(0).code.code());
   // ... so the transports are listed not run, naming the mesh.
-  auto next = next_step(seen);
+  auto next = next_step(seen, judged);
   ASSERT_FALSE(next.not_run.empty());
   EXPECT_EQ(next.not_run[0].name, "transport:socket");
   EXPECT_NE(next.not_run[0].detail.find("mesh"), std::string::npos) << next.not_run[0].detail;
@@ -74,15 +76,14 @@ TEST(JudgeSteps, AHostSetAsideIsExcludedAndListedForNextStep) {
   SetAsideList list;
   list.add({"node-b", "--exclude-hosts", 0, "", ""});
   std::vector<RosterEntry> roster{{0, "node-a", "node-a"}, {1, "node-b", "node-b"}};
-  RunObservations seen;
   Verdict v;
-  auto ended = judge_local(v, {{SetAsideSeen{roster, list}, "set-aside", 0.01, ""}}, &seen);
+  const std::vector<StepRecord> records{{SetAsideSeen{roster, list}, "set-aside", 0.01, ""}};
+  auto ended = judge_local(v, records);
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status, PhaseStatus::fail);
   EXPECT_EQ(ended[0].detail, "1 of 2 ranks on hosts set aside");
   EXPECT_TRUE(has_code(v, Code::HOST_EXCLUDED));
-  EXPECT_EQ(seen.join.excluded, (std::vector<int>{1}));
-  EXPECT_EQ(seen.join.excluded_hosts, (std::vector<std::string>{"node-b"}));
+  EXPECT_EQ(judged_so_far(records).excluded, (std::vector<int>{1}));
   // Nobody on the list: the phase passes and says how many names were set aside.
   Verdict none;
   SetAsideList other;
