@@ -6,8 +6,6 @@
 #include <cmath>
 
 #include "harness/transport_phase.h"  // parse_size
-#include "results/judging/transport_rules.h"  // kLinkStatsKey
-#include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
 
@@ -64,37 +62,6 @@ PairwiseSettings pairwise_settings(const RunOptions& o) {
   if (parse_size(o.pairwise_bytes, bytes) && bytes > 0) s.bytes = static_cast<std::int64_t>(bytes);
   s.iters = std::max(1, o.pairwise_iters);
   s.budget_s = o.pairwise_budget_s;
-  return s;
-}
-
-RankSummary summarize(const results::Verdict& record, int rank, const std::string& host,
-                      const std::vector<std::string>& requested) {
-  RankSummary s;
-  s.rank = rank;
-  s.host = host;
-  for (const auto& name : requested) {
-    TransportSummary t;
-    t.transport = name;
-    const std::string phase = results::transport_phase_name(name);
-    t.status = results::PhaseStatus::not_run;
-    for (const auto& p : record.phases)
-      if (p.name == phase) {
-        t.status = p.status;
-        if (p.status == results::PhaseStatus::skipped || p.status == results::PhaseStatus::not_run)
-          t.skipped_why = p.detail;
-      }
-    for (const auto& f : record.findings)
-      if (f.subject.phase == phase) {
-        if (f.code == results::Code::TRANSPORT_TIMEOUT) t.timed_out = true;
-        if (f.code == results::Code::PEER_LOST) t.peer_lost = true;
-      }
-    for (const auto& id : record.identities)
-      if (id.transport == name && (id.rank == rank || id.rank < 0) && id.observed.is_object()) {
-        auto it = id.observed.find(results::kLinkStatsKey);
-        if (it != id.observed.end() && it->is_object()) t.link_stats = *it;
-      }
-    s.transports.push_back(std::move(t));
-  }
   return s;
 }
 

@@ -36,9 +36,8 @@ PairwiseSettings pairwise_settings(const RunOptions& o);
 std::string check_pairwise_mode(const std::string& text);
 std::string check_pairwise_rounds(const std::string& text);
 
-// From this rank's record, for the requested transports.
-RankSummary summarize(const results::Verdict& record, int rank, const std::string& host,
-                      const std::vector<std::string>& requested);
+// The wire form of a rank's summary (results::summarize_transports makes it), posted through the
+// store for rank 0's decision.
 nlohmann::json to_json(const RankSummary& s);
 // nullopt when the post is not a summary (a stranger's, a newer format).
 std::optional<RankSummary> rank_summary_from_json(const nlohmann::json& j);

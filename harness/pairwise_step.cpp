@@ -37,15 +37,6 @@ constexpr Millis kDoneGrace{2000};
 // nothing about its link, and a timeout would read as one (the phase says the budget was spent).
 constexpr Millis kMinRoundShare{1000};
 
-// Whether this rank's transports step ran at all (it lists them not run when a rank was missing
-// or a pair blocked).
-bool transports_ran(const results::Verdict& v, const std::vector<std::string>& names) {
-  for (const auto& n : names)
-    for (const auto& p : v.phases)
-      if (p.name == results::transport_phase_name(n) && p.status != results::PhaseStatus::not_run) return true;
-  return false;
-}
-
 // The pair's view of the store: a wait for the partner's keys is cut into slices, and ends as
 // soon as the liveness watch says the partner stopped (dead or frozen), instead of at the round's
 // deadline.
@@ -302,17 +293,18 @@ void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liven
   const auto hosts = rank_hosts(ctx, s);
   PrefixStore store("pairwise", *s.store);
 
-  RankSummary mine;
-  std::vector<results::TransportRow> rows;
-  bool ran = false;
+  // How this rank's transports ended, judged from its records (never read back from the
+  // verdict); on rank 0 also what the decision reads besides the summaries.
+  std::vector<results::StepRecord> records;
   {
     std::lock_guard lock(ctx.record.mu);
-    mine = summarize(ctx.record.verdict, me, ctx.world.hostname, names);
-    if (me == 0) {  // what the pairwise decision reads besides the summaries
-      rows = ctx.record.verdict.transports;
-      ran = transports_ran(ctx.record.verdict, names);
-    }
+    records = ctx.record.judged;
   }
+  const RankSummary mine = results::summarize_transports(records, ctx.observed, me, ctx.world.hostname);
+  results::TransportsRan ran_here;
+  if (me == 0) ran_here = results::transports_ran(records);
+  const bool ran = ran_here.ran;
+  auto& rows = ran_here.rows;
   if (me != 0) {
     try {
       store.set(fmt::format("summary/{}", me),

@@ -162,6 +162,7 @@ NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
 
 void note_taken(RunObservations& seen, const NextStep& next) {
   for (Step s : next.passed_over) seen.passed.push_back(s);
+  for (const auto& p : next.not_run) seen.passed_over.push_back(p);
   if (next.step != Step::finish) seen.passed.push_back(next.step);
 }
 

@@ -111,6 +111,7 @@ struct LivenessObservation {
 
 struct RunObservations {
   std::vector<Step> passed;  // the steps run or passed over so far, in order
+  std::vector<Phase> passed_over;  // the phases next_step listed not run, in order (note_taken)
   WorldObservation world;
   JoinObservation join;
   MeshObservation mesh;

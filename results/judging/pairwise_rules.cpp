@@ -201,4 +201,62 @@ Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
   return ph;
 }
 
+namespace {
+
+// The transports step's outcomes judged again (pure: the same rules judge_local applied).
+std::vector<TransportJudgement> judged_transports(const std::vector<StepRecord>& records) {
+  std::vector<TransportJudgement> out;
+  for (const auto& r : records)
+    if (const auto* t = std::get_if<TransportsSeen>(&r.facts))
+      out.push_back(judge_transports(t->outcomes, t->ctx));
+  return out;
+}
+
+}  // namespace
+
+RankSummary summarize_transports(const std::vector<StepRecord>& records,
+                                 const RunObservations& seen, int rank, const std::string& host) {
+  RankSummary s;
+  s.rank = rank;
+  s.host = host;
+  const auto judged = judged_transports(records);
+  for (const auto& name : seen.requested) {
+    TransportSummary t;
+    t.transport = name;
+    const std::string phase = transport_phase_name(name);
+    auto read = [&](const Phase& p) {
+      if (p.name != phase) return;
+      t.status = p.status;
+      if (p.status == PhaseStatus::skipped || p.status == PhaseStatus::not_run) t.skipped_why = p.detail;
+    };
+    for (const auto& p : seen.passed_over) read(p);
+    for (const auto& j : judged) {
+      for (const auto& p : j.phases) read(p);
+      for (const auto& f : j.findings)
+        if (f.subject.phase == phase) {
+          if (f.code == Code::TRANSPORT_TIMEOUT) t.timed_out = true;
+          if (f.code == Code::PEER_LOST) t.peer_lost = true;
+        }
+      for (const auto& id : j.identities)
+        if (id.transport == name && (id.rank == rank || id.rank < 0) && id.observed.is_object()) {
+          auto it = id.observed.find(kLinkStatsKey);
+          if (it != id.observed.end() && it->is_object()) t.link_stats = *it;
+        }
+    }
+    s.transports.push_back(std::move(t));
+  }
+  return s;
+}
+
+TransportsRan transports_ran(const std::vector<StepRecord>& records) {
+  TransportsRan out;
+  for (auto& j : judged_transports(records)) {
+    for (const auto& p : j.phases)
+      if (PhaseId::parse(p.name).kind == PhaseKind::transport && p.status != PhaseStatus::not_run)
+        out.ran = true;
+    for (auto& row : j.rows) out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
 }  // namespace ncclsmoke::results

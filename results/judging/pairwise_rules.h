@@ -21,6 +21,7 @@
 #include "results/judging/link_rules.h"
 #include "results/judging/observations.h"
 #include "results/judging/profile.h"
+#include "results/judging/step_records.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -51,5 +52,18 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& as
 Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run);
 // The phase when the plan did not run the rounds (or this rank takes no part).
 Phase pairwise_not_run_phase(const std::string& transport, const std::string& why, bool skipped);
+
+// How this rank's transports ended, for the pairwise decision: judged from its records (the
+// transports step's outcomes, by the rules judge_local applies to them) and the phases next_step
+// passed over (`seen.passed_over`), for the transports `seen.requested`; never read back from the
+// verdict.
+RankSummary summarize_transports(const std::vector<StepRecord>& records,
+                                 const RunObservations& seen, int rank, const std::string& host);
+// Rank 0's side of the decision: whether its transports step ran any transport, and its rows.
+struct TransportsRan {
+  bool ran = false;
+  std::vector<TransportRow> rows;
+};
+TransportsRan transports_ran(const std::vector<StepRecord>& records);
 
 }  // namespace ncclsmoke::results

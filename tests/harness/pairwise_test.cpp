@@ -72,35 +72,61 @@ TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
   EXPECT_FALSE(rank_summary_from_json(odd)) << "a status no phase has";
 }
 
-TEST(PairwisePlan, SummaryReadsThisRanksRecord) {
-  results::Verdict v;
-  results::Phase ph;
-  ph.name = "transport:socket";
-  ph.status = results::PhaseStatus::fail;
-  v.phases.push_back(ph);
-  ph.name = "transport:nccl";
-  ph.status = results::PhaseStatus::skipped;
-  ph.detail = "no CUDA device";
-  v.phases.push_back(ph);
-  results::Finding f;
-  f.code = results::Code::TRANSPORT_TIMEOUT;
-  f.subject.phase = "transport:socket";
-  v.findings.push_back(f);
-  results::TransportIdentity id;
-  id.transport = "socket";
-  id.rank = 3;
-  id.observed = {{"link_stats", ring_stats(0, 1, 300)}, {"interface", "lo"}};
-  v.identities.push_back(id);
-  auto s = summarize(v, 3, "h3", {"socket", "nccl", "fabric"});
+// A rank's summary is judged from its own records (the transports step's outcomes, the phases
+// next_step passed over), never read back from its verdict.
+TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
+  results::TransportFacts socket;
+  socket.name = "socket";
+  socket.stage = "sweep";
+  results::TransportFailureFacts timeout;
+  timeout.kind = results::TransportFailureKind::timeout;
+  timeout.message = "recv from rank 2 timed out";
+  timeout.peer = 2;
+  timeout.waited_s = 4;
+  socket.error = timeout;
+  results::LinkFacts links;
+  links.next_rank = 0;
+  links.prev_rank = 2;
+  links.send_blocked_s = 0.3;
+  links.tx_retrans = 12;
+  links.tx_segs_out = 300;
+  socket.links = links;
+  results::TransportFacts fabric;
+  fabric.name = "fabric";
+  fabric.not_built = "libfabric.so.1 cannot be opened";
+  results::TransportJudgeContext ctx;
+  ctx.rank = 3;
+  ctx.host = "h3";
+  results::TransportsSeen outcomes{{socket, fabric}, ctx, std::nullopt};
+  const std::vector<results::StepRecord> records{{outcomes, "", 4.2, ""}};
+  results::RunObservations seen;
+  seen.requested = {"socket", "fabric", "nccl", "mpi"};
+  results::Phase passed_over;
+  passed_over.name = "transport:nccl";
+  passed_over.status = results::PhaseStatus::not_run;
+  passed_over.detail = "rank 1 never joined";
+  seen.passed_over.push_back(passed_over);
+
+  auto s = results::summarize_transports(records, seen, 3, "h3");
   EXPECT_EQ(s.rank, 3);
-  ASSERT_EQ(s.transports.size(), 3u);
+  EXPECT_EQ(s.host, "h3");
+  ASSERT_EQ(s.transports.size(), 4u);
   EXPECT_EQ(s.transports[0].status, results::PhaseStatus::fail);
   EXPECT_TRUE(s.transports[0].timed_out);
-  EXPECT_EQ(s.transports[0].link_stats, id.observed["link_stats"]);
+  EXPECT_FALSE(s.transports[0].peer_lost);
+  const auto judged = results::judge_transports({socket}, ctx);
+  ASSERT_EQ(judged.identities.size(), 1u);
+  EXPECT_EQ(s.transports[0].link_stats, judged.identities[0].observed["link_stats"]);
   EXPECT_EQ(s.transports[1].status, results::PhaseStatus::skipped);
-  EXPECT_EQ(s.transports[1].skipped_why, "no CUDA device");
+  EXPECT_EQ(s.transports[1].skipped_why, "libfabric.so.1 cannot be opened");
   EXPECT_FALSE(s.transports[1].timed_out);
   EXPECT_EQ(s.transports[2].status, results::PhaseStatus::not_run);
+  EXPECT_EQ(s.transports[2].skipped_why, "rank 1 never joined");
+  EXPECT_EQ(s.transports[3].status, results::PhaseStatus::not_run);
+  EXPECT_TRUE(s.transports[3].skipped_why.empty());
+  // Rank 0's side: the transports ran (socket failed; a skipped one counts as run too).
+  EXPECT_TRUE(results::transports_ran(records).ran);
+  EXPECT_FALSE(results::transports_ran({}).ran);
 }
 
 TEST(PairwisePlan, EveryBackendCanPair) {
