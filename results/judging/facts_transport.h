@@ -121,7 +121,10 @@ struct PairSample {
   std::string peer_host;
   std::int64_t bytes = 0;                               // per all-reduce
   int iters = 0;
-  double time_us = std::numeric_limits<double>::quiet_NaN();  // mean per all-reduce
+  // The median of the timed all-reduces: one that waited out a retransmit timeout (a single
+  // segment lost on a healthy, shared bridge costs >= 200 ms) does not make a healthy link look
+  // slow, while a link slow on every all-reduce stays slow.
+  double time_us = std::numeric_limits<double>::quiet_NaN();
   double busbw_gbps = std::numeric_limits<double>::quiet_NaN();
   std::int64_t retrans = -1;                            // TCP_INFO on this rank's side; -1: not TCP
   std::int64_t segs_out = -1;
