@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "harness/transport_phase.h"  // parse_size
+#include "results/judging/transport_rules.h"  // the link stats' layout
 
 namespace ncclsmoke::harness {
 
@@ -72,7 +73,11 @@ json to_json(const RankSummary& s) {
               {"status", results::to_string(t.status)},
               {"timed_out", t.timed_out},
               {"peer_lost", t.peer_lost}};
-    if (!t.link_stats.is_null()) j["link_stats"] = t.link_stats;
+    if (t.link_stats) {  // the verdict's layout (results::write_link_stats)
+      json wrap;
+      results::write_link_stats(wrap, *t.link_stats);
+      j["link_stats"] = wrap[results::kLinkStatsKey];
+    }
     if (!t.skipped_why.empty()) j["skipped_why"] = t.skipped_why;
     ts.push_back(std::move(j));
   }
@@ -103,7 +108,11 @@ std::optional<RankSummary> rank_summary_from_json(const json& j) {
       x.timed_out = to->get<bool>();
     if (auto pl = t.find("peer_lost"); pl != t.end() && pl->is_boolean())
       x.peer_lost = pl->get<bool>();
-    if (auto ls = t.find("link_stats"); ls != t.end() && ls->is_object()) x.link_stats = *ls;
+    if (auto ls = t.find("link_stats"); ls != t.end() && ls->is_object()) {
+      results::TransportIdentity wrap;
+      wrap.observed = json{{results::kLinkStatsKey, *ls}};
+      x.link_stats = results::link_stats_of(wrap);
+    }
     if (auto w = t.find("skipped_why"); w != t.end() && w->is_string())
       x.skipped_why = w->get<std::string>();
     s.transports.push_back(std::move(x));

@@ -44,6 +44,10 @@ constexpr Metric kMetrics[] = {
 };
 // A retransmit rate is only read from links that sent at least this many segments.
 constexpr std::int64_t kMinSegments = 200;
+// Retransmitted over sent segments, NaN when too few were sent to tell.
+double retrans_rate(std::int64_t retrans, std::int64_t segs) {
+  return segs >= kMinSegments && retrans >= 0 ? static_cast<double>(retrans) / segs : kNaN;
+}
 // A host is slow when at least this many of its links are bad, and at least this share of them.
 constexpr int kSlowHostMinBad = 2;
 constexpr double kSlowHostShare = 2.0 / 3.0;
@@ -283,25 +287,12 @@ std::vector<LinkEvidence> link_evidence(const Verdict& v) {
     auto it = host_of.find(rank);
     return it != host_of.end() ? it->second : fallback;
   };
-  auto rate = [](std::int64_t retrans, std::int64_t segs) {
-    return segs >= kMinSegments && retrans >= 0 ? static_cast<double>(retrans) / segs : kNaN;
-  };
   std::vector<LinkEvidence> out;
   for (const auto& id : v.identities) {
     if (id.rank < 0) continue;
-    if (auto ls = link_stats_of(id); ls && ls->next_rank >= 0 && ls->next_rank != id.rank) {
-      LinkEvidence e;
-      e.transport = id.transport;
-      e.source = "ring";
-      e.from_rank = id.rank;
-      e.to_rank = ls->next_rank;
-      e.from_host = host(id.rank);
-      e.to_host = host(ls->next_rank);
-      e.send_blocked_s = ls->send_blocked_s;
-      e.retrans_rate = rate(ls->tx_retrans, ls->tx_segs_out);
-      if (std::isfinite(ls->tx_rtt_us) && ls->tx_rtt_us > 0) e.rtt_us = ls->tx_rtt_us;
-      out.push_back(std::move(e));
-    }
+    if (auto ls = link_stats_of(id))
+      if (auto e = ring_link(id.transport, id.rank, host(id.rank), *ls, host(ls->next_rank)))
+        out.push_back(std::move(*e));
     for (const auto& p : pair_samples_of(id)) {
       if (p.error_kind == kPairUnavailable) continue;  // the backend's absence, not the link
       LinkEvidence e;
@@ -313,7 +304,7 @@ std::vector<LinkEvidence> link_evidence(const Verdict& v) {
       e.to_host = host(p.peer, p.peer_host);
       e.round = p.round;
       e.time_us = p.time_us;
-      e.retrans_rate = rate(p.retrans, p.segs_out);
+      e.retrans_rate = retrans_rate(p.retrans, p.segs_out);
       if (std::isfinite(p.rtt_us) && p.rtt_us > 0) e.rtt_us = p.rtt_us;
       e.error = p.error;
       out.push_back(std::move(e));
@@ -322,8 +313,24 @@ std::vector<LinkEvidence> link_evidence(const Verdict& v) {
   return out;
 }
 
-std::vector<Finding> judge_links(const Verdict& v) {
-  std::vector<LinkEvidence> all = link_evidence(v);
+std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
+                                      const std::string& host, const LinkFacts& stats,
+                                      const std::string& next_host) {
+  if (stats.next_rank < 0 || stats.next_rank == rank) return std::nullopt;
+  LinkEvidence e;
+  e.transport = transport;
+  e.source = "ring";
+  e.from_rank = rank;
+  e.to_rank = stats.next_rank;
+  e.from_host = host;
+  e.to_host = next_host;
+  e.send_blocked_s = stats.send_blocked_s;
+  e.retrans_rate = retrans_rate(stats.tx_retrans, stats.tx_segs_out);
+  if (std::isfinite(stats.tx_rtt_us) && stats.tx_rtt_us > 0) e.rtt_us = stats.tx_rtt_us;
+  return e;
+}
+
+std::vector<Finding> judge_links(const std::vector<LinkEvidence>& all) {
   // transport -> its inter-host links, from both sources: a host's ring links and its pairwise
   // links all count towards SLOW_HOST (more evidence, less noise); where pairwise rounds ran, only
   // their links can be a SLOW_LINK (every host met several partners, so a host is told from a

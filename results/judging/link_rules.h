@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,11 +50,16 @@ struct LinkEvidence {
 };
 // Every link in the verdict's identity rows (both sources), hosts from v.ranks.
 std::vector<LinkEvidence> link_evidence(const Verdict& v);
+// One rank's ring link to its next rank; nullopt when it has none (no next rank, or itself).
+std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
+                                      const std::string& host, const LinkFacts& stats,
+                                      const std::string& next_host);
 
 // SLOW_HOST / SLOW_LINK findings (subjects as data: hosts, the link's ends, the transport), with
 // the per-link figures as evidence. Empty when there are fewer than 3 inter-host links for a
 // transport and source (no median to compare with).
-std::vector<Finding> judge_links(const Verdict& v);
+std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links);
+inline std::vector<Finding> judge_links(const Verdict& v) { return judge_links(link_evidence(v)); }
 
 // Loss is not death: once a SLOW_HOST is named, the TRANSPORT_TIMEOUTs of its transport, and the
 // PEER_LOST / PEER_STALLED findings about ranks on that host (heartbeats late behind the same

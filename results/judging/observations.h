@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -78,7 +79,7 @@ struct TransportSummary {
   PhaseStatus status = PhaseStatus::not_run;  // of the phase "transport:<t>"
   bool timed_out = false;                     // TRANSPORT_TIMEOUT
   bool peer_lost = false;                     // PEER_LOST
-  nlohmann::json link_stats;                  // the ring's, transport_rules.h's layout; null none
+  std::optional<LinkFacts> link_stats;         // the ring's link to the next rank; none: not a ring
   std::string skipped_why;                    // the phase's detail when it did not run
 };
 struct RankSummary {

@@ -78,22 +78,18 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s)
   }
 
   // The ring's link evidence, judged as rank 0's judge_world will (without a baseline).
-  Verdict v;
-  for (const auto& sum : in.summaries) {
-    RankInfo ri;
-    ri.rank = sum.rank;
-    ri.host = sum.host;
-    v.ranks.push_back(ri);
+  std::map<int, std::string> host_of;
+  for (const auto& sum : in.summaries) host_of[sum.rank] = sum.host;
+  std::vector<LinkEvidence> links;
+  for (const auto& sum : in.summaries)
     for (const auto& t : sum.transports) {
-      if (t.link_stats.is_null()) continue;
-      TransportIdentity id;
-      id.transport = t.transport;
-      id.rank = sum.rank;
-      id.observed = nlohmann::json{{kLinkStatsKey, t.link_stats}};
-      v.identities.push_back(std::move(id));
+      if (!t.link_stats) continue;
+      auto next = host_of.find(t.link_stats->next_rank);
+      if (auto e = ring_link(t.transport, sum.rank, sum.host, *t.link_stats,
+                             next == host_of.end() ? std::string() : next->second))
+        links.push_back(std::move(*e));
     }
-  }
-  for (const auto& f : judge_links(v))
+  for (const auto& f : judge_links(links))
     reasons.push_back(fmt::format("the ring's link stats show {}: {}", f.code, f.message));
 
   // The profile's band: the world's gate busbw below its degraded ratio.
@@ -237,12 +233,11 @@ RankSummary summarize_transports(const std::vector<StepRecord>& records,
           if (f.code == Code::TRANSPORT_TIMEOUT) t.timed_out = true;
           if (f.code == Code::PEER_LOST) t.peer_lost = true;
         }
-      for (const auto& id : j.identities)
-        if (id.transport == name && (id.rank == rank || id.rank < 0) && id.observed.is_object()) {
-          auto it = id.observed.find(kLinkStatsKey);
-          if (it != id.observed.end() && it->is_object()) t.link_stats = *it;
-        }
     }
+    for (const auto& r : records)
+      if (const auto* seen_t = std::get_if<TransportsSeen>(&r.facts))
+        for (const auto& o : seen_t->outcomes)
+          if (o.name == name && o.links && !o.not_built && !o.not_started) t.link_stats = o.links;
     s.transports.push_back(std::move(t));
   }
   return s;

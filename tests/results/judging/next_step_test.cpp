@@ -223,7 +223,7 @@ TEST(NextStep, RankZeroIsHandedThePairwisePlanDecidedFromTheSummaries) {
     RankSummary s;
     s.rank = r;
     s.host = "host-" + std::to_string(r);
-    s.transports.push_back({"socket", PhaseStatus::pass, false, false, nullptr, ""});
+    s.transports.push_back({"socket", PhaseStatus::pass, false, false, std::nullopt, ""});
     g.summaries.push_back(s);
   }
   auto n = step_of(o);

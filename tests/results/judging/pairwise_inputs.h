@@ -26,15 +26,15 @@ inline RankSummary healthy(int rank, const std::string& host,
 }
 
 // Ring link stats of one rank to its next, with TCP's counters.
-inline nlohmann::json ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
-  return {{"to_next",
-           {{"rank", next},
-            {"send_blocked_s", 0.0},
-            {"bytes", 1 << 20},
-            {"retrans", retrans},
-            {"segs_out", segs},
-            {"rtt_us", 200.0}}},
-          {"from_prev", {{"rank", -1}, {"recv_wait_s", 0.0}, {"bytes", 0}}}};
+inline LinkFacts ring_stats(int next, std::int64_t retrans, std::int64_t segs) {
+  LinkFacts s;
+  s.next_rank = next;
+  s.send_blocked_s = 0.0;
+  s.bytes_sent = 1 << 20;
+  s.tx_retrans = retrans;
+  s.tx_segs_out = segs;
+  s.tx_rtt_us = 200.0;
+  return s;
 }
 
 inline PairwiseInputs four_hosts() {

@@ -50,7 +50,7 @@ TEST(PairwisePlan, AutoRunsWhenTheRingShowsASuspectLink) {
   auto in = four_hosts();
   // Blocked 2 s sending to rank 3 where the others never block (judge_links names a link on
   // time, not on retransmits alone).
-  in.summaries[2].transports[0].link_stats["to_next"]["send_blocked_s"] = 2.0;
+  in.summaries[2].transports[0].link_stats->send_blocked_s = 2.0;
   auto p = decide_pairwise(in, {});
   EXPECT_TRUE(p.run) << p.reason;
   EXPECT_NE(p.reason.find("the ring's link stats show SLOW_"), std::string::npos) << p.reason;
