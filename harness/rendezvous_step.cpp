@@ -130,8 +130,7 @@ void record_store_info(RunContext& ctx, const StoreSession& s) {
   if (auto n = s.client->negotiation()) info.era = verdict_era(n->era);
   info.key_prefix = fmt::format("ncclsmoke/{}/", ctx.job_namespace());
   info.authenticated = !ctx.job_token.empty();
-  std::lock_guard lock(ctx.record.mu);
-  ctx.record.verdict.world.store = info;
+  ctx.saw(results::StoreInfoSeen{std::move(info)});
 }
 
 Identity self_identity(const RunContext& ctx, const StoreSession& s) {
@@ -198,23 +197,19 @@ bool meet_own_job(RunContext& ctx, StoreSession& s, Deadline deadline, Clock::ti
 // Every rank's verdict carries rank 0's run id, so the local views of one run can be found
 // together (the history and the CronJob key on it).
 void adopt_run_id(RunContext& ctx, StoreSession& s, Deadline deadline) {
-  std::string id;
-  {
-    std::lock_guard lock(ctx.record.mu);
-    id = ctx.record.verdict.run_id;
-  }
   if (ctx.world.rank == 0) {
-    s.store->set("run/id", id);
+    s.store->set("run/id", ctx.run_id);
     return;
   }
+  std::string id;
   try {
     id = s.store->get("run/id", deadline);
   } catch (const StoreError& e) {
     if (e.error_class() != ErrorClass::timed_out) throw;
     return;  // rank 0 never got this far: the join reports it
   }
-  std::lock_guard lock(ctx.record.mu);
-  ctx.record.verdict.run_id = id;
+  ctx.run_id = id;
+  ctx.saw(results::RunIdSeen{std::move(id)});
 }
 
 // A store operation that timed out on a connection that was made: a store that still answers a
@@ -290,22 +285,17 @@ void note_store_full(RunContext& ctx, const StoreSession& s, bool failed = true)
 }
 
 void record_ranks(RunContext& ctx, const JoinResult& join) {
-  std::lock_guard lock(ctx.record.mu);
-  auto& ranks = ctx.record.verdict.ranks;
-  ranks.clear();
+  results::RosterSeen roster;
   for (const auto& id : join.present)
-    ranks.push_back({.rank = id.rank,
-                     .host = id.host,
-                     .node = id.node,
-                     .pid = id.pid,
-                     .local_address = id.local_address,
-                     .interface = id.interface,
-                     .detail = {}});
-  results::RankInfo missing;
-  missing.status = results::RankStatus::missing;
-  missing.detail = "never joined";
-  results::add_rank_ranges(ranks, join.missing, missing);  // a range per run: size ~ joined ranks
-  std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+    roster.present.push_back({.rank = id.rank,
+                              .host = id.host,
+                              .node = id.node,
+                              .pid = id.pid,
+                              .local_address = id.local_address,
+                              .interface = id.interface,
+                              .detail = {}});
+  roster.missing = join.missing;
+  ctx.saw(std::move(roster));
 }
 
 }  // namespace

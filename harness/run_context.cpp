@@ -29,6 +29,7 @@ RunContext::RunContext(RunOptions options, std::string env)
   // of the run carry one id; rank 0's is adopted by the others through the store as always.
   if (auto id = harness::env(kRunIdEnv); id && run_id_problem(*id).empty())
     record.verdict.run_id = *id;
+  run_id = record.verdict.run_id;
   record.verdict.env = results::allowlisted_env();
   record.verdict.versions["ncclsmoke"] = kVersion;
 }

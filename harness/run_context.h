@@ -84,6 +84,9 @@ struct RunContext {
   // logged, never in a verdict.
   std::string job_token;
   RunRecord record;
+  // This run's id: launch's (NCCLSMOKE_RUN_ID), else a new one; rank 0's, once adopted (the
+  // rendezvous step records it for the verdict).
+  std::string run_id;
   // What the steps saw, for results::next_step (results/judging/next_step.h). Run thread only.
   results::RunObservations observed;
   std::atomic<bool> write_failed{false};

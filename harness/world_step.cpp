@@ -81,21 +81,21 @@ void gate_sweep_from_profile(RunContext& ctx) {
   o.min_bytes = o.max_bytes = o.gate_bytes = std::to_string(*sizes.begin());
 }
 
-// The world as discovered (whole, or partial after a config error) into the verdict: who
+// The world as discovered (whole, or partial after a config error), for the verdict: who
 // reports, the world's size and master, the job id and where each came from.
 void record_world(RunContext& ctx) {
   const auto& w = ctx.world;
-  std::lock_guard lock(ctx.record.mu);
-  auto& v = ctx.record.verdict;
-  v.reporting_rank = w.rank;
-  v.world.size = w.world_size;
-  v.world.master_addr = w.master_addr;
-  v.world.master_port = w.master_port;
-  v.world.source = w.source;
-  v.world.job_id = w.job_id;
-  v.world.job_id_source = w.job_id_source;
-  v.world.restart_count = w.restart_count;
-  v.world.sources = w.sources_by_field;
+  results::WorldSeen seen;
+  seen.rank = w.rank;
+  seen.world.size = w.world_size;
+  seen.world.master_addr = w.master_addr;
+  seen.world.master_port = w.master_port;
+  seen.world.source = w.source;
+  seen.world.job_id = w.job_id;
+  seen.world.job_id_source = w.job_id_source;
+  seen.world.restart_count = w.restart_count;
+  seen.world.sources = w.sources_by_field;
+  ctx.saw(std::move(seen));
 }
 
 }  // namespace

@@ -173,6 +173,32 @@ Judged judge_record(Verdict& v, const StepRecord& r) {
                 s.self, s.timeout_s, v.phases.empty() ? "none" : v.phases.back().name));
             return j;
           },
+          [&v](const WorldSeen& s) {
+            v.reporting_rank = s.rank;
+            StoreInfo store = std::move(v.world.store);
+            v.world = s.world;
+            v.world.store = std::move(store);
+            return Judged{};
+          },
+          [&v](const StoreInfoSeen& s) {
+            v.world.store = s.store;
+            return Judged{};
+          },
+          [&v](const RunIdSeen& s) {
+            v.run_id = s.run_id;
+            return Judged{};
+          },
+          [&v](const RosterSeen& s) {
+            auto& ranks = v.ranks;
+            ranks = s.present;
+            RankInfo missing;
+            missing.status = RankStatus::missing;
+            missing.detail = "never joined";
+            add_rank_ranges(ranks, s.missing, missing);  // a range per run: size ~ joined ranks
+            std::sort(ranks.begin(), ranks.end(),
+                      [](const auto& a, const auto& b) { return a.rank < b.rank; });
+            return Judged{};
+          },
           [&v](const RunTerminatedSeen& s) {
             Judged j;
             j.findings.push_back(run_terminated_finding(

@@ -140,11 +140,35 @@ struct RunTerminatedSeen {
   TerminationCause cause;
 };
 
+// What the verdict says of the run besides findings and phases, as the steps saw it; each is
+// copied into the verdict as it is judged, so no step writes the verdict itself.
+// The world as discovered (whole, or partial after a configuration error): who reports, and the
+// world's size, master, job id and where each came from (the verdict's world, less its store).
+struct WorldSeen {
+  int rank = -1;
+  World world;
+};
+// The store this rank met at (the verdict's world.store).
+struct StoreInfoSeen {
+  StoreInfo store;
+};
+// Rank 0's run id, which this rank adopted.
+struct RunIdSeen {
+  std::string run_id;
+};
+// The roster after the join: the ranks present (with their host, node, pid and address) and the
+// ranks that never joined.
+struct RosterSeen {
+  std::vector<RankInfo> present;
+  std::vector<int> missing;
+};
+
 using StepFacts =
     std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, StorePortSeen, StoreConnectSeen,
                  StoreLostSeen, ForeignStore, StoreFull, JoinSeen, SetAsideSeen, MeshNotRunSeen,
                  MeshSeen, TransportsSeen, PairwiseRunSeen, PairwiseNotRunSeen, PeerLostSeen,
-                 PeerSilentSeen, PeerResumedSeen, RunTimeoutSeen, RunTerminatedSeen>;
+                 PeerSilentSeen, PeerResumedSeen, RunTimeoutSeen, RunTerminatedSeen, WorldSeen,
+                 StoreInfoSeen, RunIdSeen, RosterSeen>;
 
 struct StepRecord {
   StepFacts facts;
