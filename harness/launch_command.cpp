@@ -647,13 +647,13 @@ std::optional<results::Verdict> read_verdict(const std::string& path) {
 // Rank 0 of this run could not listen on the store's port: its verdict (the global one it writes
 // alone, or its own) holds the finding of origin store_port.
 bool store_port_taken(const RunOptions& o, const std::string& run_id) {
-  for (const std::string& name : {std::string("verdict.rank0.json"), std::string("verdict.json")}) {
-    const auto path = name == "verdict.json" && !o.json_path.empty() ? o.json_path
-                                                                      : (fs::path(o.out_dir) / name).string();
+  const std::string own = (fs::path(o.out_dir) / "verdict.rank0.json").string();
+  const std::string global =
+      o.json_path.empty() ? (fs::path(o.out_dir) / "verdict.json").string() : o.json_path;
+  for (const auto& path : {own, global})
     if (auto v = read_verdict(path); v && v->run_id == run_id)
       for (const auto& f : v->findings)
         if (f.origin == results::FindingOrigin::store_port) return true;
-  }
   return false;
 }
 

@@ -108,11 +108,7 @@ std::optional<RankSummary> rank_summary_from_json(const json& j) {
       x.timed_out = to->get<bool>();
     if (auto pl = t.find("peer_lost"); pl != t.end() && pl->is_boolean())
       x.peer_lost = pl->get<bool>();
-    if (auto ls = t.find("link_stats"); ls != t.end() && ls->is_object()) {
-      results::TransportIdentity wrap;
-      wrap.observed = json{{results::kLinkStatsKey, *ls}};
-      x.link_stats = results::link_stats_of(wrap);
-    }
+    if (auto ls = t.find("link_stats"); ls != t.end()) x.link_stats = results::link_stats_from(*ls);
     if (auto w = t.find("skipped_why"); w != t.end() && w->is_string())
       x.skipped_why = w->get<std::string>();
     s.transports.push_back(std::move(x));

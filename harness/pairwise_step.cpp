@@ -17,6 +17,7 @@
 #include "transports/pair_schedule.h"
 #include "transports/registry.h"
 #include "transports/sweep.h"
+#include "results/judging/baseline_learn.h"  // median
 #include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
@@ -242,9 +243,7 @@ results::PairSample measure_pair(const PairTask& t) {
     for (int i = 0; i < std::max(1, out.iters); ++i)
       each.push_back(tr->timed_allreduce(send.p, recv.p, count, t.dtype, ReduceOp::sum, 1,
                                          t.deadline, op_deadline));
-    std::sort(each.begin(), each.end());
-    const std::size_t mid = each.size() / 2;
-    const double us = each.size() % 2 ? each[mid] : (each[mid - 1] + each[mid]) / 2;
+    const double us = results::median(std::move(each));
     out.time_us = us;
     out.busbw_gbps = transports::allreduce_bandwidth(nbytes, us, 2).busbw_gbps;
     if (auto ls = tr->link_stats()) {
@@ -306,11 +305,10 @@ void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liven
     std::lock_guard lock(ctx.record.mu);
     records = ctx.record.judged;
   }
-  const RankSummary mine = results::summarize_transports(records, ctx.observed, me, ctx.world.hostname);
-  results::TransportsRan ran_here;
-  if (me == 0) ran_here = results::transports_ran(records);
-  const bool ran = ran_here.ran;
-  auto& rows = ran_here.rows;
+  auto ended = results::summarize_transports(records, ctx.observed, me, ctx.world.hostname);
+  const RankSummary& mine = ended.summary;
+  const bool ran = ended.ran;
+  auto& rows = ended.rows;
   if (me != 0) {
     try {
       store.set(fmt::format("summary/{}", me),

@@ -235,10 +235,6 @@ std::vector<Phase> judge_local(Verdict& v, const std::vector<StepRecord>& record
   return added;
 }
 
-}  // namespace ncclsmoke::results
-
-namespace ncclsmoke::results {
-
 JudgedSoFar judged_so_far(const std::vector<StepRecord>& records) {
   JudgedSoFar out;
   Verdict scratch;  // the rules' side effects on a verdict (ranks marked lost) stay here

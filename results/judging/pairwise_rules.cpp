@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "results/judging/transport_rules.h"  // kLinkStatsKey
+#include "results/judging/transport_rules.h"  // judge_transports
 #include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::results {
@@ -197,59 +197,48 @@ Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
   return ph;
 }
 
-namespace {
-
-// The transports step's outcomes judged again (pure: the same rules judge_local applied).
-std::vector<TransportJudgement> judged_transports(const std::vector<StepRecord>& records) {
-  std::vector<TransportJudgement> out;
-  for (const auto& r : records)
-    if (const auto* t = std::get_if<TransportsSeen>(&r.facts))
-      out.push_back(judge_transports(t->outcomes, t->ctx));
-  return out;
-}
-
-}  // namespace
-
-RankSummary summarize_transports(const std::vector<StepRecord>& records,
-                                 const RunObservations& seen, int rank, const std::string& host) {
-  RankSummary s;
-  s.rank = rank;
-  s.host = host;
-  const auto judged = judged_transports(records);
+TransportsEnded summarize_transports(const std::vector<StepRecord>& records,
+                                     const RunObservations& seen, int rank,
+                                     const std::string& host) {
+  TransportsEnded out;
+  out.summary.rank = rank;
+  out.summary.host = host;
   for (const auto& name : seen.requested) {
     TransportSummary t;
     t.transport = name;
-    const std::string phase = transport_phase_name(name);
-    auto read = [&](const Phase& p) {
-      if (p.name != phase) return;
-      t.status = p.status;
-      if (p.status == PhaseStatus::skipped || p.status == PhaseStatus::not_run) t.skipped_why = p.detail;
-    };
-    for (const auto& p : seen.passed_over) read(p);
-    for (const auto& j : judged) {
-      for (const auto& p : j.phases) read(p);
-      for (const auto& f : j.findings)
-        if (f.subject.phase == phase) {
-          if (f.code == Code::TRANSPORT_TIMEOUT) t.timed_out = true;
-          if (f.code == Code::PEER_LOST) t.peer_lost = true;
-        }
-    }
-    for (const auto& r : records)
-      if (const auto* seen_t = std::get_if<TransportsSeen>(&r.facts))
-        for (const auto& o : seen_t->outcomes)
-          if (o.name == name && o.links && !o.not_built && !o.not_started) t.link_stats = o.links;
-    s.transports.push_back(std::move(t));
+    out.summary.transports.push_back(std::move(t));
   }
-  return s;
-}
-
-TransportsRan transports_ran(const std::vector<StepRecord>& records) {
-  TransportsRan out;
-  for (auto& j : judged_transports(records)) {
-    for (const auto& p : j.phases)
-      if (PhaseId::parse(p.name).kind == PhaseKind::transport && p.status != PhaseStatus::not_run)
-        out.ran = true;
-    for (auto& row : j.rows) out.rows.push_back(std::move(row));
+  auto of = [&](const std::string& transport) -> TransportSummary* {
+    for (auto& t : out.summary.transports)
+      if (t.transport == transport) return &t;
+    return nullptr;
+  };
+  auto read = [&](const Phase& p) {
+    const auto id = PhaseId::parse(p.name);
+    if (id.kind != PhaseKind::transport) return;
+    if (p.status != PhaseStatus::not_run) out.ran = true;
+    if (auto* t = of(id.transport)) {
+      t->status = p.status;
+      if (p.status == PhaseStatus::skipped || p.status == PhaseStatus::not_run) t->skipped_why = p.detail;
+    }
+  };
+  for (const auto& p : seen.passed_over) read(p);
+  for (const auto& r : records) {
+    const auto* step = std::get_if<TransportsSeen>(&r.facts);
+    if (!step) continue;
+    // The transports step's outcomes judged again (pure: the same rules judge_local applied).
+    auto judged = judge_transports(step->outcomes, step->ctx);
+    for (const auto& p : judged.phases) read(p);
+    for (const auto& f : judged.findings) {
+      const auto id = PhaseId::parse(f.subject.phase);
+      auto* t = id.kind == PhaseKind::transport ? of(id.transport) : nullptr;
+      if (!t) continue;
+      if (f.code == Code::TRANSPORT_TIMEOUT) t->timed_out = true;
+      if (f.code == Code::PEER_LOST) t->peer_lost = true;
+    }
+    for (const auto& o : step->outcomes)
+      if (auto* t = of(o.name); t && o.links && !o.not_built && !o.not_started) t->link_stats = o.links;
+    for (auto& row : judged.rows) out.rows.push_back(std::move(row));
   }
   return out;
 }

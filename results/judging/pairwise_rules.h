@@ -56,14 +56,15 @@ Phase pairwise_not_run_phase(const std::string& transport, const std::string& wh
 // How this rank's transports ended, for the pairwise decision: judged from its records (the
 // transports step's outcomes, by the rules judge_local applies to them) and the phases next_step
 // passed over (`seen.passed_over`), for the transports `seen.requested`; never read back from the
-// verdict.
-RankSummary summarize_transports(const std::vector<StepRecord>& records,
-                                 const RunObservations& seen, int rank, const std::string& host);
-// Rank 0's side of the decision: whether its transports step ran any transport, and its rows.
-struct TransportsRan {
+// verdict. `ran` and `rows` are what rank 0's decision reads besides the summaries: whether its
+// transports step ran any transport, and its rows.
+struct TransportsEnded {
+  RankSummary summary;
   bool ran = false;
   std::vector<TransportRow> rows;
 };
-TransportsRan transports_ran(const std::vector<StepRecord>& records);
+TransportsEnded summarize_transports(const std::vector<StepRecord>& records,
+                                     const RunObservations& seen, int rank,
+                                     const std::string& host);
 
 }  // namespace ncclsmoke::results

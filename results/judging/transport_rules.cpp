@@ -262,9 +262,14 @@ void write_link_stats(json& observed, const LinkFacts& s) {
 std::optional<LinkFacts> link_stats_of(const TransportIdentity& id) {
   if (!id.observed.is_object()) return std::nullopt;
   auto ls = id.observed.find(kLinkStatsKey);
-  if (ls == id.observed.end() || !ls->is_object()) return std::nullopt;
-  auto to = ls->find("to_next");
-  if (to == ls->end() || !to->is_object()) return std::nullopt;
+  if (ls == id.observed.end()) return std::nullopt;
+  return link_stats_from(*ls);
+}
+
+std::optional<LinkFacts> link_stats_from(const json& stats) {
+  if (!stats.is_object()) return std::nullopt;
+  auto to = stats.find("to_next");
+  if (to == stats.end() || !to->is_object()) return std::nullopt;
   auto blocked = to->find("send_blocked_s");
   if (blocked == to->end() || !blocked->is_number() || !std::isfinite(blocked->get<double>()))
     return std::nullopt;
@@ -276,7 +281,7 @@ std::optional<LinkFacts> link_stats_of(const TransportIdentity& id) {
   s.tx_retrans = num(*to, "retrans", int64_t{-1});
   s.tx_segs_out = num(*to, "segs_out", int64_t{-1});
   s.tx_rtt_us = num(*to, "rtt_us", std::numeric_limits<double>::quiet_NaN());
-  const json from = ls->value("from_prev", json());
+  const json from = stats.value("from_prev", json());
   s.prev_rank = num(from, "rank", -1);
   s.recv_wait_s = num(from, "recv_wait_s", 0.0);
   s.bytes_received = num(from, "bytes", int64_t{0});

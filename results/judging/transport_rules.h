@@ -62,7 +62,9 @@ T number_or(const nlohmann::json& obj, const char* key, T fallback) {
 }
 void write_link_stats(nlohmann::json& observed, const LinkFacts& stats);
 // nullopt unless to_next.send_blocked_s is a finite number; absent members read as the defaults
-// (ranks -1, zeros).
+// (ranks -1, zeros). `link_stats`: the object under kLinkStatsKey (a rank's pairwise summary
+// carries it alone).
 std::optional<LinkFacts> link_stats_of(const TransportIdentity& id);
+std::optional<LinkFacts> link_stats_from(const nlohmann::json& link_stats);
 
 }  // namespace ncclsmoke::results

@@ -117,7 +117,8 @@ TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
   passed_over.detail = "rank 1 never joined";
   seen.passed_over.push_back(passed_over);
 
-  auto s = results::summarize_transports(records, seen, 3, "h3");
+  const auto ended = results::summarize_transports(records, seen, 3, "h3");
+  const auto& s = ended.summary;
   EXPECT_EQ(s.rank, 3);
   EXPECT_EQ(s.host, "h3");
   ASSERT_EQ(s.transports.size(), 4u);
@@ -136,8 +137,8 @@ TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
   EXPECT_EQ(s.transports[3].status, results::PhaseStatus::not_run);
   EXPECT_TRUE(s.transports[3].skipped_why.empty());
   // Rank 0's side: the transports ran (socket failed; a skipped one counts as run too).
-  EXPECT_TRUE(results::transports_ran(records).ran);
-  EXPECT_FALSE(results::transports_ran({}).ran);
+  EXPECT_TRUE(ended.ran);
+  EXPECT_FALSE(results::summarize_transports({}, seen, 3, "h3").ran);
 }
 
 TEST(PairwisePlan, EveryBackendCanPair) {
