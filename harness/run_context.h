@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "harness/cli_util.h"
+#include "harness/env.h"
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "harness/world.h"
@@ -68,6 +69,9 @@ struct RunContext {
   RunContext& operator=(const RunContext&) = delete;
 
   RunOptions o;                      // the gate may narrow the sweep (discover step)
+  // Where the launcher's variables are read (RANK, SLURM_*, ...): the process's, or the map an
+  // in-process run gives each of its ranks.
+  Environment environment = process_environment();
   std::string log_env;               // NCCLSMOKE_LOG_LEVEL as given ("" unset)
   LogLevel log_level = LogLevel::warn;  // set before the rank is known; used once it is
   Clock::time_point start;

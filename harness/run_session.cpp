@@ -42,13 +42,16 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 int RunSession::run() {
   // SIGTERM/SIGINT (a Job's activeDeadlineSeconds, a deleted pod) still end in a verdict: the
   // watchdog sees the flag and writes what this rank knows, with a RUN_TERMINATED finding.
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGINT, on_stop_signal);
+  if (hooks_.handle_signals) {
+    std::signal(SIGTERM, on_stop_signal);
+    std::signal(SIGINT, on_stop_signal);
+  }
   std::atomic<bool> finished{false};
   std::thread watchdog([&] { watch(finished); });
   int code = run_steps();
   finished = true;
   watchdog.join();
+  if (const int by_watchdog = watchdog_code_; by_watchdog >= 0) return by_watchdog;
   return code;
 }
 
@@ -62,6 +65,7 @@ int RunSession::run_steps() {
   // Each step measures and records what it saw in ctx_.observed; which one runs next, and the
   // phases of the steps passed over, are results::next_step's.
   for (;;) {
+    if (watchdog_code_ >= 0) return watchdog_code_;
     observe_liveness();
     const auto next = results::next_step(ctx_.observed, ctx_.judged_so_far());
     for (const auto& p : next.not_run) ctx_.record_phase_once(p, LogLevel::info);
@@ -137,6 +141,7 @@ results::LocalFacts RunSession::local_facts() const {
 }
 
 int RunSession::finish() {
+  if (watchdog_code_ >= 0) return watchdog_code_;  // its verdict is the run's
   ctx_.judge_pending();  // what the liveness watch saw since the last step
   results::Verdict local;
   {
@@ -196,7 +201,8 @@ results::Verdict RunSession::write_own_view_as_global(const results::Verdict& v)
 // something still runs kWatchdogGrace past --timeout (or on a signal), write what we know and leave.
 void RunSession::watch(const std::atomic<bool>& finished) {
   auto hard = ctx_.run_deadline + kWatchdogGrace;
-  while (!finished && Clock::now() < hard && g_stop_signal == 0)
+  auto stop_signal = [&] { return hooks_.handle_signals ? int(g_stop_signal) : 0; };
+  while (!finished && Clock::now() < hard && stop_signal() == 0)
     std::this_thread::sleep_for(Millis{50});
   if (finished) return;
   // mpirun SIGTERMs every survivor at once: say goodbye before anything else, so the others do
@@ -209,7 +215,7 @@ void RunSession::watch(const std::atomic<bool>& finished) {
     std::lock_guard lock(ctx_.record.mu);
     // What was seen and not judged yet, then the ending itself (its rule names the last phase).
     ended = ctx_.judge_pending_locked();
-    if (int sig = g_stop_signal)
+    if (int sig = stop_signal())
       ctx_.record.pending.push_back({results::RunTerminatedSeen{ctx_.self(),
                                                                 sig == SIGTERM ? "SIGTERM" : "SIGINT",
                                                                 rendezvous::seconds_since(ctx_.start),
@@ -234,7 +240,10 @@ void RunSession::watch(const std::atomic<bool>& finished) {
   if (ctx_.have_world && ctx_.world.rank == 0) v = write_own_view_as_global(v);
   if (log_is_json()) log_verdict_json(v);
   print_run_summary(v, ctx_.o.table_format, ctx_.o.quiet);
-  std::_Exit(ctx_.exit_code(v));  // the judged verdict's, or kExitVerdictNotWritten
+  const int code = ctx_.exit_code(v);  // the judged verdict's, or kExitVerdictNotWritten
+  if (!hooks_.exit) std::_Exit(code);
+  watchdog_code_ = code;
+  hooks_.exit(code);
 }
 
 }  // namespace ncclsmoke::harness

@@ -9,6 +9,7 @@
 // gather; liveness for the peer watch); the rules they apply in results/judging/. The watchdog
 // and the steps share RunContext::record under its one mutex (harness/run_context.h).
 #include <atomic>
+#include <functional>
 #include <string>
 
 #include "harness/liveness.h"
@@ -22,9 +23,26 @@
 
 namespace ncclsmoke::harness {
 
+// What a process-wide run and an in-process one (N ranks as threads of one test) do differently.
+// The defaults are the process's: its environment, its signals, and _Exit from the watchdog.
+struct RunHooks {
+  // The launcher's variables the world is discovered from.
+  Environment environment = process_environment();
+  // SIGTERM/SIGINT end the run in a RUN_TERMINATED verdict. Off in-process: the handlers are the
+  // process's, shared by every rank of it.
+  bool handle_signals = true;
+  // How the watchdog ends a run whose steps overran --timeout, after it wrote the verdict: empty
+  // is std::_Exit(code). Otherwise it is called with the code and the watchdog returns; the
+  // steps end at their own deadlines, write nothing more, and run() returns that code.
+  std::function<void(int code)> exit;
+};
+
 class RunSession {
  public:
-  RunSession(RunOptions o, std::string log_env) : ctx_(std::move(o), std::move(log_env)) {}
+  RunSession(RunOptions o, std::string log_env, RunHooks hooks = {})
+      : ctx_(std::move(o), std::move(log_env)), hooks_(std::move(hooks)) {
+    ctx_.environment = hooks_.environment;
+  }
   int run();  // the exit code
 
  private:
@@ -41,6 +59,10 @@ class RunSession {
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 
   RunContext ctx_;
+  RunHooks hooks_;
+  // Set by the watchdog when it ended the run through hooks_.exit: the code it wrote. The steps
+  // stop at the next decision and finish() writes nothing over the watchdog's verdict.
+  std::atomic<int> watchdog_code_{-1};
   Liveness live_{ctx_};
   StoreSession store_;
   rendezvous::MeshResult mesh_;

@@ -202,7 +202,7 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
   std::set<std::string> job_nodes;
   for (const auto& r : global.ranks)
     if (r.status != results::RankStatus::missing && !r.node.empty()) job_nodes.insert(r.node);
-  const auto nodelist = lookup(process_environment(), "SLURM_JOB_NODELIST");
+  const auto nodelist = lookup(ctx.environment, "SLURM_JOB_NODELIST");
   if (nodelist && !nodelist->empty()) {
     std::string why;
     auto hosts = expand_hostlist(*nodelist, &why);

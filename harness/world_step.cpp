@@ -55,10 +55,10 @@ bool load_exclusions(RunContext& ctx) {
 
 // Under Slurm the node's name is Slurm's (SLURMD_NODENAME), unless --node-name or NODE_NAME said
 // otherwise: --slurm-drain and --exclude-file name nodes as scontrol and sbatch --exclude know them.
-void slurm_node_name(World& w) {
+void slurm_node_name(World& w, const Environment& environment) {
   auto it = w.sources_by_field.find("node_name");
   if (it == w.sources_by_field.end() || it->second != "hostname") return;
-  auto n = lookup(process_environment(), "SLURMD_NODENAME");
+  auto n = lookup(environment, "SLURMD_NODENAME");
   if (!n || n->empty() || !results::check_host_name(*n).empty()) return;
   w.node_name = *n;
   it->second = "SLURMD_NODENAME";
@@ -103,7 +103,7 @@ void record_world(RunContext& ctx) {
 bool world_step(RunContext& ctx) {
   auto t0 = Clock::now();
   log_set_phase("world");
-  auto wr = discover_world(ctx.o.world, process_environment());
+  auto wr = discover_world(ctx.o.world, ctx.environment);
   if (!wr.findings.empty())
     ctx.saw(results::ConfigSeen{wr.findings, wr.partial ? wr.partial->rank : -1, local_hostname()});
   auto ended = [&](bool world_built, bool accepted) {
@@ -117,7 +117,7 @@ bool world_step(RunContext& ctx) {
   }
   ctx.world = wr.world ? *wr.world : *wr.partial;
   ctx.have_world = true;
-  slurm_node_name(ctx.world);
+  slurm_node_name(ctx.world, ctx.environment);
   if (ctx.world.rank == 0) remove_stale_suspects_file(ctx);
   const auto& w = ctx.world;
   ctx.log_level = run_log_level(w.rank, ctx.o.quiet, ctx.o.verbose, ctx.log_env);

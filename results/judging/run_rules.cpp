@@ -452,9 +452,16 @@ Phase not_run_phase(std::string name, std::string detail) {
 }
 
 void list_phases_not_run(std::vector<Phase>& phases) {
+  // Why they did not run: the first phase that failed, else the run ended first (its deadline or
+  // a signal, whose finding says which).
+  const auto failed = std::find_if(phases.begin(), phases.end(),
+                                   [](const Phase& p) { return p.status == PhaseStatus::fail; });
+  const std::string why = failed != phases.end()
+                              ? fmt::format("the {} phase failed", failed->name)
+                              : std::string("the run ended before it started");
   for (const char* name : {"world", "rendezvous", "mesh"}) {
     bool seen = std::any_of(phases.begin(), phases.end(), [&](const Phase& p) { return p.name == name; });
-    if (!seen) phases.push_back(not_run_phase(name, "an earlier phase failed"));
+    if (!seen) phases.push_back(not_run_phase(name, why));
   }
 }
 

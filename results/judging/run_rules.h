@@ -154,7 +154,8 @@ PhaseStatus rendezvous_phase_status(const JoinFacts& join);
 PhaseOutcome mesh_outcome_with_stopped(PhaseOutcome judged, const std::vector<int>& stopped,
                                        bool pairs_set_aside);
 Phase not_run_phase(std::string name, std::string detail);
-// Fail closed: world / rendezvous / mesh not in `phases` are added as not run.
+// Fail closed: world / rendezvous / mesh not in `phases` are added as not run, with why: the
+// first phase that failed, or "the run ended before it started" (a deadline or a signal).
 void list_phases_not_run(std::vector<Phase>& phases);
 
 }  // namespace ncclsmoke::results

@@ -1,0 +1,167 @@
+// The pairwise rounds of a whole run (harness/pairwise_step.h, harness/pairwise_plan.h), with the
+// ranks as threads of this process (tests/harness/in_process_run.h) over the socket transport:
+// the schedule meets every pair on both sides in one round, odd worlds sit one rank out a round,
+// auto runs no round on a healthy world, never records no phase, a spent budget starts no round,
+// and --pairwise-rounds bounds the rounds. A rank killed or frozen between rounds needs processes:
+// tests/harness/pairwise_e2e_test.py.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+
+#include "results/verdict/phase_id.h"
+#include "tests/harness/in_process_run.h"
+
+namespace ncclsmoke {
+namespace {
+
+using results::Outcome;
+using results::PhaseStatus;
+using testing::InProcessRun;
+using testing::pair_samples;
+using testing::run_in_process;
+using Pair = std::pair<int, int>;
+
+// launch's shape of these runs: the default 1 MiB pairwise size, a 1-2 MiB sweep.
+void pairwise_run(harness::RunOptions& o, const std::string& pairwise) {
+  o.transports = "socket";
+  o.max_bytes = "2M";
+  o.pairwise = pairwise;
+}
+
+// The run passed, with rank 0's verdict.json read into `v`.
+void expect_passed(const InProcessRun& run, std::optional<results::Verdict>& v) {
+  v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  for (std::size_t r = 0; r < run.codes.size(); ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
+  EXPECT_EQ(v->verdict, Outcome::pass) << ::testing::PrintToString(testing::finding_codes(*v));
+}
+
+// Every sample has a time and no error; each pair was measured by both of its ranks in one round;
+// no rank is in two pairs of a round; the rounds used are 0..rounds-1. Returns the pairs.
+std::set<Pair> expect_pairs_on_both_sides(const results::Verdict& v, int rounds) {
+  std::map<Pair, std::vector<Pair>> sides;  // pair -> (rank, round)
+  std::map<Pair, int> rank_in_round;        // (rank, round) -> samples
+  std::set<int> used;
+  for (const auto& s : pair_samples(v, "socket")) {
+    EXPECT_TRUE(s.sample.value("error", nlohmann::json()).is_null()) << s.sample.dump();
+    EXPECT_GT(s.sample.value("time_us", 0.0), 0) << s.sample.dump();
+    sides[{std::min(s.rank, s.peer()), std::max(s.rank, s.peer())}].push_back({s.rank, s.round()});
+    const int times = ++rank_in_round[Pair{s.rank, s.round()}];
+    EXPECT_EQ(times, 1) << "rank " << s.rank << " twice in round " << s.round();
+    used.insert(s.round());
+  }
+  std::set<Pair> pairs;
+  for (const auto& [pair, seen] : sides) {
+    pairs.insert(pair);
+    EXPECT_EQ(seen.size(), 2u) << pair.first << "-" << pair.second;
+    if (seen.size() != 2) continue;
+    EXPECT_NE(seen[0].first, seen[1].first) << pair.first << "-" << pair.second;
+    EXPECT_EQ(seen[0].second, seen[1].second) << pair.first << "-" << pair.second;
+  }
+  std::set<int> expected_rounds;
+  for (int i = 0; i < rounds; ++i) expected_rounds.insert(i);
+  EXPECT_EQ(used, expected_rounds);
+  return pairs;
+}
+
+std::set<Pair> every_pair(int n) {
+  std::set<Pair> out;
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) out.insert({a, b});
+  return out;
+}
+
+TEST(PairwiseRun, FourRanksMeetEveryPairInThreeRounds) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "always"); }),
+                v);
+  ASSERT_TRUE(v);
+  const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, PhaseStatus::pass) << p->detail;
+  EXPECT_EQ(p->detail.rfind("3 rounds of 1 MiB x 3 in ", 0), 0u) << p->detail;
+  for (const char* part : {"budget 30 s", "reason: requested (--pairwise)", "0 failed"})
+    EXPECT_NE(p->detail.find(part), std::string::npos) << part << " in " << p->detail;
+  EXPECT_EQ(expect_pairs_on_both_sides(*v, 3), every_pair(4));
+  const auto samples = pair_samples(*v, "socket");
+  ASSERT_FALSE(samples.empty());
+  const auto& s = samples.front().sample;
+  EXPECT_EQ(s.value("bytes", 0), 1 << 20) << s.dump();
+  EXPECT_EQ(s.value("iters", 0), 3) << s.dump();
+  EXPECT_FALSE(s.value("peer_host", std::string()).empty()) << s.dump();
+  EXPECT_TRUE(s.contains("segs_out") && s["segs_out"].is_number_integer()) << s.dump();
+  EXPECT_TRUE(s.contains("retrans") && s["retrans"].is_number_integer()) << s.dump();
+}
+
+TEST(PairwiseRun, AnOddWorldSitsOneRankOutEachOfItsRounds) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(5, [](int, harness::RunOptions& o) { pairwise_run(o, "always"); }),
+                v);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(expect_pairs_on_both_sides(*v, 5), every_pair(5));
+  std::map<int, int> partners;
+  for (const auto& s : pair_samples(*v, "socket")) ++partners[s.rank];
+  for (int r = 0; r < 5; ++r) EXPECT_EQ(partners[r], 4) << "rank " << r;
+  const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->detail.find("sat out 1"), std::string::npos) << p->detail;
+}
+
+TEST(PairwiseRun, AutoRunsNoRoundOnAHealthyWorld) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "auto"); }), v);
+  ASSERT_TRUE(v);
+  const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, PhaseStatus::not_run);
+  EXPECT_EQ(p->detail.rfind("not needed", 0), 0u) << p->detail;
+  EXPECT_FALSE(p->required);
+  EXPECT_TRUE(pair_samples(*v, "socket").empty());
+}
+
+TEST(PairwiseRun, NeverRecordsNoPairwisePhase) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "never"); }),
+                v);
+  ASSERT_TRUE(v);
+  for (const auto& p : v->phases) EXPECT_NE(p.name.rfind("pairwise", 0), 0u) << p.name;
+}
+
+TEST(PairwiseRun, ASpentBudgetStartsNoRoundAndTheRunStillPasses) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(4,
+                               [](int, harness::RunOptions& o) {
+                                 pairwise_run(o, "always");
+                                 o.pairwise_budget_s = 0.5;
+                               }),
+                v);
+  ASSERT_TRUE(v);
+  const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, PhaseStatus::not_run) << p->detail;
+  EXPECT_NE(p->detail.find("3 rounds (3 not started: the budget was spent)"), std::string::npos)
+      << p->detail;
+  EXPECT_NE(p->detail.find("budget 0.50 s"), std::string::npos) << p->detail;
+  EXPECT_TRUE(pair_samples(*v, "socket").empty());
+}
+
+TEST(PairwiseRun, TwoRoundsOfEightRanksGiveEveryRankTwoPartners) {
+  std::optional<results::Verdict> v;
+  expect_passed(run_in_process(8,
+                               [](int, harness::RunOptions& o) {
+                                 pairwise_run(o, "always");
+                                 o.pairwise_rounds = "2";
+                               }),
+                v);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(expect_pairs_on_both_sides(*v, 2).size(), 8u);
+  std::map<int, std::set<int>> partners;
+  for (const auto& s : pair_samples(*v, "socket")) partners[s.rank].insert(s.peer());
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(partners[r].size(), 2u) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace ncclsmoke

@@ -1,0 +1,285 @@
+// The sequencer of `ncclsmoke run` (harness/run_session.h) with its ranks as threads of this
+// process (tests/harness/in_process_run.h): the real store, mesh, liveness watch and transports,
+// judged into the verdicts the ranks write, with no process started and nothing slept.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "results/verdict/phase_id.h"
+#include "tests/harness/in_process_run.h"
+
+namespace ncclsmoke {
+namespace {
+
+using results::Outcome;
+using results::PhaseStatus;
+using results::RankStatus;
+using testing::InProcessRun;
+using testing::run_in_process;
+
+const results::Phase* phase(const results::Verdict& v, const std::string& name) {
+  return testing::find_phase(v, name);
+}
+std::set<std::string> codes(const results::Verdict& v) { return testing::finding_codes(v); }
+const results::Finding* finding(const results::Verdict& v, const std::string& code) {
+  return testing::find_finding(v, code);
+}
+
+// Whether `r` is one of the ranks the entries of `v.ranks` with status `s` stand for.
+bool rank_has_status(const results::Verdict& v, int r, RankStatus s) {
+  for (const auto& e : v.ranks)
+    if (e.status == s && r >= e.rank && r <= std::max(e.rank, e.through)) return true;
+  return false;
+}
+
+// A small socket sweep: two sizes, two timed iterations each.
+void small_socket_sweep(harness::RunOptions& o) {
+  o.transports = "socket";
+  o.min_bytes = "64K";
+  o.max_bytes = "128K";
+  o.iters = 2;
+  o.pairwise = "never";
+}
+
+TEST(RunInProcess, FourHealthyRanksPassEveryPhase) {
+  const InProcessRun run = run_in_process(4, [](int, harness::RunOptions& o) { small_socket_sweep(o); });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(run.codes[r], 0) << "rank " << r << "; verdicts in " << run.out_dir;
+    EXPECT_FALSE(run.watchdog_exited[r]) << "rank " << r;
+    auto local = run.local(r);
+    ASSERT_TRUE(local) << "verdict.rank" << r << ".json in " << run.out_dir;
+    EXPECT_EQ(local->reporting_rank, r);
+  }
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_EQ(v->verdict, Outcome::pass) << "findings: " << ::testing::PrintToString(codes(*v));
+  EXPECT_EQ(v->scope, results::Scope::global);
+  EXPECT_EQ(v->world.size, 4);
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(rank_has_status(*v, r, RankStatus::joined)) << r;
+  for (const std::string& name : std::vector<std::string>{
+           "world", "rendezvous", "mesh", results::transport_phase_name("socket")}) {
+    const auto* p = phase(*v, name);
+    ASSERT_NE(p, nullptr) << name;
+    EXPECT_EQ(p->status, PhaseStatus::pass) << name << ": " << p->detail;
+  }
+  // Every rank measured both sizes, and the data was checked.
+  std::set<std::pair<int, std::int64_t>> measured;
+  for (const auto& row : v->transports) {
+    if (row.transport != "socket" || row.rank < 0) continue;
+    EXPECT_EQ(row.wrong, 0) << "rank " << row.rank << " at " << row.bytes;
+    measured.insert({row.rank, row.bytes});
+  }
+  EXPECT_EQ(measured.size(), 8u);
+  // No pairwise phase was asked for.
+  EXPECT_EQ(phase(*v, results::pairwise_phase_name("socket")), nullptr);
+}
+
+TEST(RunInProcess, ARankThatNeverJoinsIsNamedMissingAndTheOthersGoOn) {
+  // Rank 3 of 4 never starts; the join waits 1 s for it.
+  const InProcessRun run = run_in_process(
+      4,
+      [](int, harness::RunOptions& o) {
+        small_socket_sweep(o);
+        o.join_timeout_s = 1;
+      },
+      {3});
+  EXPECT_EQ(run.codes[3], -1);
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_NE(run.codes[0], 0);
+  EXPECT_NE(v->verdict, Outcome::pass);
+  const auto* missing = finding(*v, "RANKS_MISSING");
+  ASSERT_NE(missing, nullptr) << "findings: " << ::testing::PrintToString(codes(*v));
+  EXPECT_EQ(missing->ranks, std::vector<int>{3});
+  EXPECT_TRUE(rank_has_status(*v, 3, RankStatus::missing));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(rank_has_status(*v, r, RankStatus::joined)) << r;
+    EXPECT_FALSE(run.watchdog_exited[r]) << r;
+  }
+  // Nobody else is blamed.
+  for (const auto& f : v->findings) {
+    if (f.code.str() == "RANKS_MISSING") continue;
+    for (int r : f.ranks) EXPECT_EQ(r, 3) << f.code.str() << ": " << f.message;
+  }
+}
+
+TEST(RunInProcess, ACollectivePastItsDeadlineIsATransportTimeout) {
+  // 64 MiB across 4 ranks in 1 ms: no machine does that, so every rank's first collective is
+  // aborted at its deadline.
+  const InProcessRun run = run_in_process(4, [](int, harness::RunOptions& o) {
+    small_socket_sweep(o);
+    o.min_bytes = o.max_bytes = "64M";
+    o.op_timeout_s = 0.001;
+    o.transport_timeout_s = 20;
+  });
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_NE(run.codes[0], 0);
+  EXPECT_NE(v->verdict, Outcome::pass);
+  EXPECT_TRUE(codes(*v).count("TRANSPORT_TIMEOUT"))
+      << "findings: " << ::testing::PrintToString(codes(*v));
+  const auto* p = phase(*v, results::transport_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_NE(p->status, PhaseStatus::pass) << p->detail;
+  // The run itself ended in time: its own deadline was not what stopped it.
+  EXPECT_FALSE(codes(*v).count("RUN_TIMEOUT"));
+  for (int r = 0; r < 4; ++r) EXPECT_FALSE(run.watchdog_exited[r]) << r;
+  // The earlier phases are untouched by it.
+  for (const std::string name : {"rendezvous", "mesh"}) {
+    const auto* earlier = phase(*v, name);
+    ASSERT_NE(earlier, nullptr) << name;
+    EXPECT_EQ(earlier->status, PhaseStatus::pass) << name;
+  }
+}
+
+TEST(RunInProcess, APairwiseRoundMeetsEveryPairOnBothSides) {
+  const InProcessRun run = run_in_process(4, [](int, harness::RunOptions& o) {
+    small_socket_sweep(o);
+    o.pairwise = "always";
+    o.pairwise_bytes = "64K";
+    o.pairwise_iters = 2;
+  });
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(run.codes[r], 0) << r;
+  EXPECT_EQ(v->verdict, Outcome::pass) << "findings: " << ::testing::PrintToString(codes(*v));
+  const auto* p = phase(*v, results::pairwise_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, PhaseStatus::pass) << p->detail;
+  EXPECT_NE(p->detail.find("3 rounds of"), std::string::npos) << p->detail;
+  // 4 ranks meet in 3 rounds: each pair once, measured by both of its ranks in the same round.
+  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> sides;  // pair -> (rank, round)
+  for (const auto& s : testing::pair_samples(*v, "socket")) {
+    EXPECT_TRUE(s.sample.value("error", nlohmann::json()).is_null()) << s.sample.dump();
+    EXPECT_GT(s.sample.value("time_us", 0.0), 0) << s.sample.dump();
+    sides[{std::min(s.rank, s.peer()), std::max(s.rank, s.peer())}].push_back({s.rank, s.round()});
+  }
+  EXPECT_EQ(sides.size(), 6u);
+  for (const auto& [pair, seen] : sides) {
+    ASSERT_EQ(seen.size(), 2u) << pair.first << "-" << pair.second;
+    EXPECT_NE(seen[0].first, seen[1].first);
+    EXPECT_EQ(seen[0].second, seen[1].second) << pair.first << "-" << pair.second;
+  }
+}
+
+TEST(RunInProcess, ASweepPastTimeoutEndsInRunTimeoutWithEveryVerdictInTime) {
+  // Two ranks sweep 32 MiB all-reduces with far more iterations than --timeout 3 allows, and the
+  // transport's and each collective's own deadlines are far later: only the run's deadline (the
+  // steps' end, else the watchdog through the injected exit) can end it.
+  constexpr double kTimeout = 3;
+  constexpr double kSlack = 0.5;  // every verdict is written by --timeout + this
+  const InProcessRun run = run_in_process(2, [](int, harness::RunOptions& o) {
+    small_socket_sweep(o);
+    o.min_bytes = o.max_bytes = "32M";
+    o.iters = 100000;
+    o.op_timeout_s = 60;
+    o.transport_timeout_s = 60;
+    o.timeout_s = kTimeout;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(run.codes[r], 0) << r;
+    EXPECT_LE(run.seconds[r], kTimeout + kSlack) << "rank " << r;
+    auto local = run.local(r);
+    ASSERT_TRUE(local) << "verdict.rank" << r << ".json in " << run.out_dir;
+    EXPECT_TRUE(codes(*local).count("RUN_TIMEOUT"))
+        << "rank " << r << ": " << ::testing::PrintToString(codes(*local));
+    EXPECT_FALSE(codes(*local).count("TRANSPORT_TIMEOUT")) << "rank " << r;
+  }
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_NE(v->verdict, Outcome::pass);
+  const auto* timeout = finding(*v, "RUN_TIMEOUT");
+  ASSERT_NE(timeout, nullptr) << "findings: " << ::testing::PrintToString(codes(*v));
+  EXPECT_NE(timeout->message.find(results::transport_phase_name("socket")), std::string::npos)
+      << timeout->message;
+  const auto* p = phase(*v, results::transport_phase_name("socket"));
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->status, PhaseStatus::inconclusive) << p->detail;
+}
+
+TEST(RunInProcess, TheWatchdogWritesTheVerdictOfAStepThatOverrunsTheRun) {
+  // Every rank holds 2 s after the join (a step that does not look at the clock) under
+  // --timeout 1: the watchdog writes RUN_TIMEOUT at --timeout + its grace and ends the rank
+  // through the injected exit; the held step, once it returns, writes nothing over it.
+  const InProcessRun run = run_in_process(2, [](int, harness::RunOptions& o) {
+    o.transports = "none";
+    o.timeout_s = 1;
+    o.hold_after_join_s = 2;
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(run.watchdog_exited[r]) << r;
+    EXPECT_NE(run.codes[r], 0) << r;
+    auto local = run.local(r);
+    ASSERT_TRUE(local) << "verdict.rank" << r << ".json in " << run.out_dir;
+    EXPECT_TRUE(codes(*local).count("RUN_TIMEOUT"))
+        << "rank " << r << ": " << ::testing::PrintToString(codes(*local));
+    const auto* mesh = phase(*local, "mesh");
+    ASSERT_NE(mesh, nullptr) << "rank " << r;
+    EXPECT_EQ(mesh->status, PhaseStatus::not_run) << "rank " << r;
+    EXPECT_EQ(mesh->detail, "the run ended before it started") << "rank " << r;
+  }
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_NE(v->verdict, Outcome::pass);
+  EXPECT_TRUE(codes(*v).count("RUN_TIMEOUT")) << ::testing::PrintToString(codes(*v));
+}
+
+// A rank that stops on its own error says so: rank 0's verdict carries that rank's own finding,
+// not a PEER_LOST guessed from its silence.
+bool names_with_own_finding(const results::Verdict& v, const std::string& code, int rank) {
+  bool own = false;
+  for (const auto& f : v.findings) {
+    const bool about = std::find(f.ranks.begin(), f.ranks.end(), rank) != f.ranks.end();
+    if (about && f.code.str() == "PEER_LOST") ADD_FAILURE() << "PEER_LOST about rank " << rank;
+    if (about && f.code.str() == code) own = true;
+  }
+  return own;
+}
+
+TEST(RunInProcess, ARankWithItsOwnWorldSizeIsNamedByItsOwnFinding) {
+  const InProcessRun run = run_in_process(4, [](int r, harness::RunOptions& o) {
+    o.transports = "none";
+    o.join_timeout_s = 5;
+    o.mesh_timeout_s = 3;
+    if (r == 2) o.world.world_size = "5";
+  });
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_EQ(v->verdict, Outcome::fail);
+  EXPECT_TRUE(names_with_own_finding(*v, "WORLD_MISMATCH", 2))
+      << ::testing::PrintToString(codes(*v));
+}
+
+TEST(RunInProcess, ARankThatCannotListenForTheMeshIsNamedByItsOwnFinding) {
+  // Rank 3 alone may listen only on one port, and this test holds it.
+  const int blocker = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(blocker, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(blocker, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(::listen(blocker, 1), 0);
+  ASSERT_EQ(::getsockname(blocker, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  const InProcessRun run = run_in_process(4, [&](int r, harness::RunOptions& o) {
+    o.transports = "none";
+    o.join_timeout_s = 5;
+    o.mesh_timeout_s = 3;
+    if (r == 3) o.mesh_port_range = port + "-" + port;
+  });
+  ::close(blocker);
+  auto v = run.global();
+  ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
+  EXPECT_EQ(v->verdict, Outcome::fail);
+  EXPECT_TRUE(names_with_own_finding(*v, "MESH_BLOCKED", 3)) << ::testing::PrintToString(codes(*v));
+}
+
+}  // namespace
+}  // namespace ncclsmoke
