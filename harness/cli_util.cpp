@@ -129,7 +129,7 @@ CLI::Validator size_value(std::uint64_t min, std::uint64_t max) {
         if (auto bytes = transports::parse_size(v)) v = std::to_string(*bytes);
         return "";
       },
-      "SIZE");
+      "");  // the option names its type (SIZE)
 }
 
 std::string closest_name(const std::string& typo, const std::vector<std::string>& candidates) {

@@ -27,7 +27,8 @@ CLI::Validator finite_range(double lo, double hi);
 // 1G; binary; "MB" refused): "'1MB' is not a size (accepted: a size from 1 to 1024G; ...)".
 CLI::Validator size_check(std::uint64_t min, std::uint64_t max);
 // The same grammar for an option stored as a byte count: checks like size_check, then rewrites
-// the value to its bytes ("512M" -> "536870912"), so `store serve` and `run` read one grammar.
+// the value to its bytes ("512M" -> "536870912"), so every size flag reads one grammar. A
+// transform (->transform), and the option gives its type name itself (->type_name("SIZE")).
 CLI::Validator size_value(std::uint64_t min, std::uint64_t max);
 
 // The closest of `candidates` to `typo` (edit distance at most 2, or a prefix of 3+ characters);

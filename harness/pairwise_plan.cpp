@@ -45,24 +45,40 @@ std::string check_pairwise_rounds(const std::string& text) {
                      kMaxRounds);
 }
 
+PairwiseMode parse_pairwise_mode(const std::string& text) {
+  const auto t = lower(text);
+  return t == "always" ? PairwiseMode::always
+         : t == "never" ? PairwiseMode::never
+                        : PairwiseMode::automatic;
+}
+
+std::optional<int> parse_pairwise_rounds(const std::string& text) {
+  const auto t = lower(text);
+  if (t == "all") return 0;
+  if (t == "auto" || !check_pairwise_rounds(t).empty()) return std::nullopt;
+  return static_cast<int>(std::stol(t));
+}
+
+std::string pairwise_mode_text(PairwiseMode mode) {
+  switch (mode) {
+    case PairwiseMode::always: return "always";
+    case PairwiseMode::never: return "never";
+    case PairwiseMode::automatic: break;
+  }
+  return "auto";
+}
+
+std::string pairwise_rounds_text(int rounds) { return rounds == 0 ? "all" : std::to_string(rounds); }
+
 PairwiseSettings pairwise_settings(const RunOptions& o) {
   PairwiseSettings s;
-  auto mode = lower(o.pairwise);
-  s.mode = mode == "always"  ? PairwiseMode::always
-           : mode == "never" ? PairwiseMode::never
-                             : PairwiseMode::automatic;
-  auto rounds = lower(o.pairwise_rounds);
-  if (rounds == "all") {
-    s.schedule.rounds = 0;
-  } else if (rounds != "auto" && check_pairwise_rounds(rounds).empty()) {
+  static_cast<results::PairwiseAsk&>(s) = o.pairwise;
+  s.iters = std::max(1, s.iters);
+  if (o.pairwise_rounds) {
+    s.schedule.rounds = *o.pairwise_rounds;
     // An explicit count applies at every size (a small world too), capped by the round robin.
-    s.schedule.rounds = static_cast<int>(std::stol(rounds));
-    s.schedule.all_pairs_up_to = 0;
+    if (*o.pairwise_rounds > 0) s.schedule.all_pairs_up_to = 0;
   }
-  std::size_t bytes = 0;
-  if (parse_size(o.pairwise_bytes, bytes) && bytes > 0) s.bytes = static_cast<std::int64_t>(bytes);
-  s.iters = std::max(1, o.pairwise_iters);
-  s.budget_s = o.pairwise_budget_s;
   return s;
 }
 

@@ -28,13 +28,19 @@ struct PairwiseSettings : results::PairwiseAsk {
   transports::PairScheduleOptions schedule;  // rounds 0 = every pair
 };
 
-// The settings the flags ask for (already checked at the door: check_pairwise_mode,
-// check_pairwise_rounds).
+// The settings the flags ask for.
 PairwiseSettings pairwise_settings(const RunOptions& o);
 // "" when accepted, else the reason: --pairwise auto|always|never; --pairwise-rounds auto|all|N
 // (N from 1 to 100000).
 std::string check_pairwise_mode(const std::string& text);
 std::string check_pairwise_rounds(const std::string& text);
+// An accepted text as its value (anything else reads as auto): the mode; the rounds as
+// RunOptions::pairwise_rounds keeps them (nullopt auto, 0 all, N).
+PairwiseMode parse_pairwise_mode(const std::string& text);
+std::optional<int> parse_pairwise_rounds(const std::string& text);
+// The flags' spellings of those values: "auto", "always", "never"; "all" or N.
+std::string pairwise_mode_text(PairwiseMode mode);
+std::string pairwise_rounds_text(int rounds);
 
 // The wire form of a rank's summary (results::summarize_transports makes it), posted through the
 // store for rank 0's decision.

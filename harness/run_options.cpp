@@ -210,12 +210,15 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
       ->check(CLI::Validator(check_transports, "LIST"))
       ->group(t)->capture_default_str();
   app.add_option("--min-bytes", o.min_bytes, "Smallest message size")
-      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
+      ->transform(size_value(1, transports::kMaxSize))->type_name("SIZE")->group(t)
+      ->default_str(transports::size_text(o.min_bytes));
   app.add_option("--max-bytes", o.max_bytes, "Largest message size")
-      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
+      ->transform(size_value(1, transports::kMaxSize))->type_name("SIZE")->group(t)
+      ->default_str(transports::size_text(o.max_bytes));
   app.add_option("--gate-bytes", o.gate_bytes,
                  "Size whose busbw the judging step compares (largest measured size <= this)")
-      ->check(size_check(1, transports::kMaxSize))->group(t)->capture_default_str();
+      ->transform(size_value(1, transports::kMaxSize))->type_name("SIZE")->group(t)
+      ->default_str(transports::size_text(o.gate_bytes));
   app.add_option("--factor", o.factor, "Size multiplier between steps")
       ->check(finite_range(1.01, 1024.0))->group(t)->capture_default_str();
   app.add_option("--iters", o.iters, "Timed iterations per size")
@@ -231,24 +234,31 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                  "Deadline of one transport: connect + sweep (seconds)")
       ->check(seconds_check(false))->group(t)->capture_default_str();
   auto* pw = "Pairwise rounds (a bad node told from a bad link)";
-  app.add_flag("--pairwise{always}", o.pairwise,
-               "After the transports, rounds of disjoint 2-rank all-reduces (every pair up to 16 "
-               "ranks, else 3 rounds of different partners): --pairwise or --pairwise=always runs "
-               "them, --pairwise=never never; auto (the default) runs them when a transport timed "
-               "out, the ring's link stats show a suspect link, or the gate busbw is below the "
-               "profile's degraded ratio")
+  app.add_flag("--pairwise{always}")
+      ->description(
+          "After the transports, rounds of disjoint 2-rank all-reduces (every pair up to 16 "
+          "ranks, else 3 rounds of different partners): --pairwise or --pairwise=always runs "
+          "them, --pairwise=never never; auto (the default) runs them when a transport timed "
+          "out, the ring's link stats show a suspect link, or the gate busbw is below the "
+          "profile's degraded ratio")
       ->check(CLI::Validator(check_pairwise_mode, ""))
+      ->each([&o](const std::string& v) { o.pairwise.mode = parse_pairwise_mode(v); })
       ->type_name("[=auto|always|never]")
       ->group(pw);
-  app.add_option("--pairwise-rounds", o.pairwise_rounds,
-                 "Rounds: auto (every pair up to 16 ranks, else 3), all (every pair), or N")
+  app.add_option_function<std::string>(
+         "--pairwise-rounds",
+         [&o](const std::string& v) { o.pairwise_rounds = parse_pairwise_rounds(v); },
+         "Rounds: auto (every pair up to 16 ranks, else 3), all (every pair), or N")
       ->check(CLI::Validator(check_pairwise_rounds, "auto|all|N"))
-      ->group(pw)->capture_default_str();
-  app.add_option("--pairwise-bytes", o.pairwise_bytes, "Message size of the pairs' all-reduces")
-      ->check(size_check(1, transports::kMaxSize))->group(pw)->capture_default_str();
-  app.add_option("--pairwise-iters", o.pairwise_iters, "Timed all-reduces per pair")
+      ->default_str("auto")
+      ->group(pw);
+  app.add_option("--pairwise-bytes", o.pairwise.bytes, "Message size of the pairs' all-reduces")
+      ->transform(size_value(1, transports::kMaxSize))->type_name("SIZE")
+      ->default_str(transports::size_text(static_cast<std::uint64_t>(o.pairwise.bytes)))
+      ->group(pw);
+  app.add_option("--pairwise-iters", o.pairwise.iters, "Timed all-reduces per pair")
       ->check(CLI::Range(1, 100000))->group(pw)->capture_default_str();
-  app.add_option("--pairwise-budget", o.pairwise_budget_s,
+  app.add_option("--pairwise-budget", o.pairwise.budget_s,
                  "Time for every transport's rounds together (seconds; never past --timeout): "
                  "rounds it leaves no time for are not run, and the phase says so")
       ->check(seconds_check(false))->group(pw)->capture_default_str();
@@ -274,12 +284,11 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
   app.parse_complete_callback([&app, &o] {
     auto unset = [&app](const char* flag) { return app.get_option(flag)->count() == 0; };
     o.sweep_explicit = !unset("--min-bytes") || !unset("--max-bytes") || !unset("--gate-bytes");
-    if (!unset("--min-bytes") && !unset("--max-bytes")) {
-      std::size_t lo = 0, hi = 0;
-      if (parse_size(o.min_bytes, lo) && parse_size(o.max_bytes, hi) && lo > hi)
-        throw CLI::ValidationError("--min-bytes", "'" + o.min_bytes + "' is larger than --max-bytes '" +
-                                                      o.max_bytes + "' (accepted: min <= max)");
-    }
+    if (!unset("--min-bytes") && !unset("--max-bytes") && o.min_bytes > o.max_bytes)
+      throw CLI::ValidationError("--min-bytes", "'" + transports::size_text(o.min_bytes) +
+                                                    "' is larger than --max-bytes '" +
+                                                    transports::size_text(o.max_bytes) +
+                                                    "' (accepted: min <= max)");
     if (!o.gate) return;
     // What a gate does to the backends is in their declarations (transports/options.h).
     bool expected = !o.profile.empty();
@@ -361,6 +370,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
 }
 
 std::vector<std::string> run_option_args(const RunOptions& o) {
+  const RunOptions defaults;  // a value equal to its default is not forwarded
   auto num = [](double v) {
     std::ostringstream s;
     s << v;
@@ -392,17 +402,21 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   for (auto& [flag, v] : std::vector<std::pair<const char*, std::string>>{
            {"--transports", o.transports},
            // a gate without sweep flags lets each rank pick the profile's gate size
-           {"--min-bytes", o.gate && !o.sweep_explicit ? "" : o.min_bytes},
-           {"--max-bytes", o.gate && !o.sweep_explicit ? "" : o.max_bytes},
-           {"--gate-bytes", o.gate && !o.sweep_explicit ? "" : o.gate_bytes},
+           {"--min-bytes", o.gate && !o.sweep_explicit ? "" : transports::size_text(o.min_bytes)},
+           {"--max-bytes", o.gate && !o.sweep_explicit ? "" : transports::size_text(o.max_bytes)},
+           {"--gate-bytes", o.gate && !o.sweep_explicit ? "" : transports::size_text(o.gate_bytes)},
            {"--factor", num(o.factor)}, {"--iters", std::to_string(o.iters)},
            {"--warmup-iters", std::to_string(o.warmup_iters)}, {"--dtype", o.dtype},
            {"--op-timeout", num(o.op_timeout_s)},
            {"--transport-timeout", num(o.transport_timeout_s)},
-           {"--pairwise-rounds", o.pairwise_rounds == "auto" ? "" : o.pairwise_rounds},
-           {"--pairwise-bytes", o.pairwise_bytes == "1M" ? "" : o.pairwise_bytes},
-           {"--pairwise-iters", o.pairwise_iters == 3 ? "" : std::to_string(o.pairwise_iters)},
-           {"--pairwise-budget", o.pairwise_budget_s == 30 ? "" : num(o.pairwise_budget_s)},
+           {"--pairwise-rounds", o.pairwise_rounds ? pairwise_rounds_text(*o.pairwise_rounds) : ""},
+           {"--pairwise-bytes", o.pairwise.bytes == defaults.pairwise.bytes
+                                    ? ""
+                                    : transports::size_text(static_cast<std::uint64_t>(o.pairwise.bytes))},
+           {"--pairwise-iters",
+            o.pairwise.iters == defaults.pairwise.iters ? "" : std::to_string(o.pairwise.iters)},
+           {"--pairwise-budget",
+            o.pairwise.budget_s == defaults.pairwise.budget_s ? "" : num(o.pairwise.budget_s)},
            {"--profiles", o.profiles_file}, {"--profile", o.profile}})
     opt(flag, v);
   // Every given backend option, under its first spelling (the one --help shows).
@@ -416,7 +430,9 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
     a.push_back(spec->flags().front());
     a.push_back(it->second);
   }
-  if (o.pairwise != "auto") a.push_back("--pairwise=" + o.pairwise);  // one argument: the value is optional
+  // One argument: the flag's value is optional.
+  if (o.pairwise.mode != defaults.pairwise.mode)
+    a.push_back("--pairwise=" + pairwise_mode_text(o.pairwise.mode));
   if (o.no_check) a.push_back("--no-check");
   if (o.verbose) a.push_back("--verbose");
   if (o.table_format != "text") opt("--table-format", o.table_format);

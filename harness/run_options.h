@@ -10,6 +10,7 @@
 
 #include "harness/cli_util.h"  // kMaxSeconds, seconds_check
 #include "harness/world.h"
+#include "results/judging/observations.h"  // PairwiseAsk
 #include "results/verdict/suspects.h"
 
 namespace ncclsmoke::harness {
@@ -40,9 +41,10 @@ struct RunOptions {
   std::string table_format = "text";  // --table-format text|csv|json (harness/summary_tables.h)
   // Transports (issue: host transports). "none" runs no transport.
   std::string transports = "socket";
-  std::string min_bytes = "1M";
-  std::string max_bytes = "64M";
-  std::string gate_bytes = "64M";
+  // Sizes in bytes, read at the door by the one size parser (transports/options.h).
+  std::size_t min_bytes = std::size_t{1} << 20;
+  std::size_t max_bytes = std::size_t{64} << 20;
+  std::size_t gate_bytes = std::size_t{64} << 20;
   double factor = 2;
   int iters = 5;
   int warmup_iters = 1;
@@ -51,13 +53,11 @@ struct RunOptions {
   double op_timeout_s = 10;         // one collective
   double transport_timeout_s = 60;  // one transport: open + sweep
   // Pairwise rounds after the transports (harness/pairwise_step.h, harness/pairwise_plan.h):
-  // --pairwise[=auto|always|never] (the flag alone: always), --pairwise-rounds auto|all|N,
-  // --pairwise-bytes, --pairwise-iters, --pairwise-budget (seconds, within --timeout).
-  std::string pairwise = "auto";
-  std::string pairwise_rounds = "auto";
-  std::string pairwise_bytes = "1M";
-  int pairwise_iters = 3;
-  double pairwise_budget_s = 30;
+  // --pairwise[=auto|always|never] (the flag alone: always), --pairwise-bytes, --pairwise-iters,
+  // --pairwise-budget (seconds, within --timeout), with their defaults (results::PairwiseAsk's).
+  results::PairwiseAsk pairwise;
+  // --pairwise-rounds: nullopt for auto (every pair up to 16 ranks, else 3), 0 for all, else N.
+  std::optional<int> pairwise_rounds;
   // Backend options (transports/options.h), by key ("socket.chunk" -> "512K"): the text of each
   // generated --<backend>-<option> flag that was given, already checked at the door; an option
   // not given is absent (its declared default applies). backend_options_for_run() adds the

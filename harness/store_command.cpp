@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "harness/cli_util.h"
+#include "transports/options.h"  // size_text
 #include "harness/commands.h"
 #include "harness/log.h"
 #include "rendezvous/tcp_client.h"
@@ -153,7 +154,8 @@ void register_store_command(CLI::App& app, Action& action) {
                     "replies; a request that would exceed it closes its connection (size, e.g. "
                     "8G, 512M; the size grammar of run's --max-bytes)")
       ->transform(size_value(std::uint64_t{1} << 20, std::uint64_t{1} << 50))
-      ->capture_default_str();
+      ->type_name("SIZE")
+      ->default_str(transports::size_text(serve_flags->max_total_bytes));
   serve->add_option("--max-keys", serve_flags->max_keys,
                     "Most keys (and queues) stored; a request creating one more closes its "
                     "connection")
@@ -163,7 +165,8 @@ void register_store_command(CLI::App& app, Action& action) {
                     "Per connection: replies and notifications queued for a client that does not "
                     "read; over it the client is dropped (size, e.g. 64M)")
       ->transform(size_value(4096, std::uint64_t{1} << 40))
-      ->capture_default_str();
+      ->type_name("SIZE")
+      ->default_str(transports::size_text(serve_flags->max_output_bytes));
   serve->add_option("--request-timeout", serve_flags->request_timeout_s,
                     "Seconds a request may take from its first byte to its last; a slower one "
                     "closes its connection")

@@ -17,9 +17,9 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
   auto names = ctx.requested_transports();
   TransportPhaseOptions to;
   to.transports = names;
-  parse_size(o_.min_bytes, to.sweep.min_bytes);
-  parse_size(o_.max_bytes, to.sweep.max_bytes);
-  parse_size(o_.gate_bytes, to.sweep.gate_bytes);
+  to.sweep.min_bytes = o_.min_bytes;
+  to.sweep.max_bytes = o_.max_bytes;
+  to.sweep.gate_bytes = o_.gate_bytes;
   if (to.sweep.max_bytes < to.sweep.min_bytes) to.sweep.max_bytes = to.sweep.min_bytes;
   to.sweep.factor = o_.factor;
   to.sweep.iters = o_.iters;

@@ -78,7 +78,7 @@ void gate_sweep_from_profile(RunContext& ctx) {
     if (band) sizes.insert(band->gate_bytes);
   }
   if (sizes.size() != 1) return;
-  o.min_bytes = o.max_bytes = o.gate_bytes = std::to_string(*sizes.begin());
+  o.min_bytes = o.max_bytes = o.gate_bytes = static_cast<std::size_t>(*sizes.begin());
 }
 
 // The world as discovered (whole, or partial after a config error), for the verdict: who

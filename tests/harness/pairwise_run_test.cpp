@@ -25,10 +25,10 @@ using testing::run_in_process;
 using Pair = std::pair<int, int>;
 
 // launch's shape of these runs: the default 1 MiB pairwise size, a 1-2 MiB sweep.
-void pairwise_run(harness::RunOptions& o, const std::string& pairwise) {
+void pairwise_run(harness::RunOptions& o, results::PairwiseRequest pairwise) {
   o.transports = "socket";
-  o.max_bytes = "2M";
-  o.pairwise = pairwise;
+  o.max_bytes = std::size_t{2} << 20;
+  o.pairwise.mode = pairwise;
 }
 
 // The run passed, with rank 0's verdict.json read into `v`.
@@ -76,7 +76,7 @@ std::set<Pair> every_pair(int n) {
 
 TEST(PairwiseRun, FourRanksMeetEveryPairInThreeRounds) {
   std::optional<results::Verdict> v;
-  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "always"); }),
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, results::PairwiseRequest::always); }),
                 v);
   ASSERT_TRUE(v);
   const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
@@ -98,7 +98,7 @@ TEST(PairwiseRun, FourRanksMeetEveryPairInThreeRounds) {
 
 TEST(PairwiseRun, AnOddWorldSitsOneRankOutEachOfItsRounds) {
   std::optional<results::Verdict> v;
-  expect_passed(run_in_process(5, [](int, harness::RunOptions& o) { pairwise_run(o, "always"); }),
+  expect_passed(run_in_process(5, [](int, harness::RunOptions& o) { pairwise_run(o, results::PairwiseRequest::always); }),
                 v);
   ASSERT_TRUE(v);
   EXPECT_EQ(expect_pairs_on_both_sides(*v, 5), every_pair(5));
@@ -112,7 +112,7 @@ TEST(PairwiseRun, AnOddWorldSitsOneRankOutEachOfItsRounds) {
 
 TEST(PairwiseRun, AutoRunsNoRoundOnAHealthyWorld) {
   std::optional<results::Verdict> v;
-  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "auto"); }), v);
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, results::PairwiseRequest::automatic); }), v);
   ASSERT_TRUE(v);
   const auto* p = testing::find_phase(*v, results::pairwise_phase_name("socket"));
   ASSERT_NE(p, nullptr);
@@ -124,7 +124,7 @@ TEST(PairwiseRun, AutoRunsNoRoundOnAHealthyWorld) {
 
 TEST(PairwiseRun, NeverRecordsNoPairwisePhase) {
   std::optional<results::Verdict> v;
-  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, "never"); }),
+  expect_passed(run_in_process(4, [](int, harness::RunOptions& o) { pairwise_run(o, results::PairwiseRequest::never); }),
                 v);
   ASSERT_TRUE(v);
   for (const auto& p : v->phases) EXPECT_NE(p.name.rfind("pairwise", 0), 0u) << p.name;
@@ -134,8 +134,8 @@ TEST(PairwiseRun, ASpentBudgetStartsNoRoundAndTheRunStillPasses) {
   std::optional<results::Verdict> v;
   expect_passed(run_in_process(4,
                                [](int, harness::RunOptions& o) {
-                                 pairwise_run(o, "always");
-                                 o.pairwise_budget_s = 0.5;
+                                 pairwise_run(o, results::PairwiseRequest::always);
+                                 o.pairwise.budget_s = 0.5;
                                }),
                 v);
   ASSERT_TRUE(v);
@@ -152,8 +152,8 @@ TEST(PairwiseRun, TwoRoundsOfEightRanksGiveEveryRankTwoPartners) {
   std::optional<results::Verdict> v;
   expect_passed(run_in_process(8,
                                [](int, harness::RunOptions& o) {
-                                 pairwise_run(o, "always");
-                                 o.pairwise_rounds = "2";
+                                 pairwise_run(o, results::PairwiseRequest::always);
+                                 o.pairwise_rounds = 2;
                                }),
                 v);
   ASSERT_TRUE(v);

@@ -161,14 +161,14 @@ TEST(PairwisePlan, SettingsFromTheFlags) {
   EXPECT_EQ(s.bytes, 1 << 20);
   EXPECT_EQ(s.iters, 3);
   EXPECT_DOUBLE_EQ(s.budget_s, 30);
-  o.pairwise = "always";
-  o.pairwise_rounds = "all";
-  o.pairwise_bytes = "64K";
+  o.pairwise.mode = PairwiseMode::always;
+  o.pairwise_rounds = 0;  // all
+  o.pairwise.bytes = 64 << 10;
   s = pairwise_settings(o);
   EXPECT_EQ(s.mode, PairwiseMode::always);
   EXPECT_EQ(s.schedule.rounds, 0);
   EXPECT_EQ(s.bytes, 65536);
-  o.pairwise_rounds = "2";
+  o.pairwise_rounds = 2;
   s = pairwise_settings(o);
   EXPECT_EQ(s.schedule.rounds, 2);
   EXPECT_EQ(s.schedule.all_pairs_up_to, 0) << "an explicit count applies to a small world too";
@@ -178,6 +178,10 @@ TEST(PairwisePlan, SettingsFromTheFlags) {
   EXPECT_EQ(check_pairwise_rounds("7"), "");
   EXPECT_NE(check_pairwise_rounds("0"), "");
   EXPECT_NE(check_pairwise_rounds("3x"), "");
+  EXPECT_EQ(parse_pairwise_mode("Always"), PairwiseMode::always);
+  EXPECT_EQ(parse_pairwise_rounds("auto"), std::nullopt);
+  EXPECT_EQ(parse_pairwise_rounds("ALL"), 0);
+  EXPECT_EQ(parse_pairwise_rounds("7"), 7);
 }
 
 std::string parse(std::vector<std::string> args, RunOptions& o) {
@@ -188,15 +192,16 @@ std::string parse(std::vector<std::string> args, RunOptions& o) {
 TEST(PairwisePlan, FlagsAreCheckedAtTheDoorAndLaunchForwardsThem) {
   RunOptions o;
   ASSERT_EQ(parse({}, o), "");
-  EXPECT_EQ(o.pairwise, "auto");
+  EXPECT_EQ(o.pairwise.mode, PairwiseMode::automatic);
+  EXPECT_EQ(o.pairwise_rounds, std::nullopt);
   for (const auto& a : run_option_args(o))
     EXPECT_EQ(a.rfind("--pairwise", 0), std::string::npos) << "defaults are not forwarded: " << a;
   RunOptions f;
   ASSERT_EQ(parse({"--pairwise"}, f), "");
-  EXPECT_EQ(f.pairwise, "always");
+  EXPECT_EQ(f.pairwise.mode, PairwiseMode::always);
   RunOptions n;
   ASSERT_EQ(parse({"--pairwise=never"}, n), "");
-  EXPECT_EQ(n.pairwise, "never");
+  EXPECT_EQ(n.pairwise.mode, PairwiseMode::never);
   RunOptions bad;
   EXPECT_NE(parse({"--pairwise=sometimes"}, bad).find("--pairwise"), std::string::npos);
   EXPECT_NE(parse({"--pairwise-rounds", "0"}, bad).find("--pairwise-rounds"), std::string::npos);
@@ -212,14 +217,14 @@ TEST(PairwisePlan, FlagsAreCheckedAtTheDoorAndLaunchForwardsThem) {
   auto args = run_option_args(o2);
   RunOptions back;
   ASSERT_EQ(parse(args, back), "");
-  EXPECT_EQ(back.pairwise, "always");
-  EXPECT_EQ(back.pairwise_rounds, "all");
-  EXPECT_EQ(back.pairwise_bytes, "64K");
-  EXPECT_EQ(back.pairwise_iters, 5);
-  EXPECT_DOUBLE_EQ(back.pairwise_budget_s, 12.5);
+  EXPECT_EQ(back.pairwise.mode, PairwiseMode::always);
+  EXPECT_EQ(back.pairwise_rounds, 0);
+  EXPECT_EQ(back.pairwise.bytes, 64 << 10);
+  EXPECT_EQ(back.pairwise.iters, 5);
+  EXPECT_DOUBLE_EQ(back.pairwise.budget_s, 12.5);
   RunOptions back_never;
   ASSERT_EQ(parse(run_option_args(n), back_never), "");
-  EXPECT_EQ(back_never.pairwise, "never");
+  EXPECT_EQ(back_never.pairwise.mode, PairwiseMode::never);
 }
 
 PairTask pair_task(int self, int peer, rendezvous::Store* store, double seconds) {

@@ -41,10 +41,10 @@ bool rank_has_status(const results::Verdict& v, int r, RankStatus s) {
 // A small socket sweep: two sizes, two timed iterations each.
 void small_socket_sweep(harness::RunOptions& o) {
   o.transports = "socket";
-  o.min_bytes = "64K";
-  o.max_bytes = "128K";
+  o.min_bytes = 64 << 10;
+  o.max_bytes = 128 << 10;
   o.iters = 2;
-  o.pairwise = "never";
+  o.pairwise.mode = results::PairwiseRequest::never;
 }
 
 TEST(RunInProcess, FourHealthyRanksPassEveryPhase) {
@@ -114,7 +114,7 @@ TEST(RunInProcess, ACollectivePastItsDeadlineIsATransportTimeout) {
   // aborted at its deadline.
   const InProcessRun run = run_in_process(4, [](int, harness::RunOptions& o) {
     small_socket_sweep(o);
-    o.min_bytes = o.max_bytes = "64M";
+    o.min_bytes = o.max_bytes = std::size_t{64} << 20;
     o.op_timeout_s = 0.001;
     o.transport_timeout_s = 20;
   });
@@ -141,9 +141,9 @@ TEST(RunInProcess, ACollectivePastItsDeadlineIsATransportTimeout) {
 TEST(RunInProcess, APairwiseRoundMeetsEveryPairOnBothSides) {
   const InProcessRun run = run_in_process(4, [](int, harness::RunOptions& o) {
     small_socket_sweep(o);
-    o.pairwise = "always";
-    o.pairwise_bytes = "64K";
-    o.pairwise_iters = 2;
+    o.pairwise.mode = results::PairwiseRequest::always;
+    o.pairwise.bytes = 64 << 10;
+    o.pairwise.iters = 2;
   });
   auto v = run.global();
   ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
@@ -176,7 +176,7 @@ TEST(RunInProcess, ASweepPastTimeoutEndsInRunTimeoutWithEveryVerdictInTime) {
   constexpr double kSlack = 0.5;  // every verdict is written by --timeout + this
   const InProcessRun run = run_in_process(2, [](int, harness::RunOptions& o) {
     small_socket_sweep(o);
-    o.min_bytes = o.max_bytes = "32M";
+    o.min_bytes = o.max_bytes = std::size_t{32} << 20;
     o.iters = 100000;
     o.op_timeout_s = 60;
     o.transport_timeout_s = 60;
