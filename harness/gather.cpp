@@ -6,7 +6,6 @@
 #include <map>
 #include <thread>
 
-#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/set_aside.h"
 #include "harness/slurm_drain.h"
@@ -156,7 +155,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   for (const auto& id : s.join.present)
     if (auto bad = unreadable.find(id.rank); bad != unreadable.end())
       roster.unreadable.push_back({id.rank, id.host, bad->second.first, bad->second.second});
-  roster.tampered = tampered_facts(s.tampered->snapshot());
+  roster.tampered = s.tampered->snapshot();
   roster.reporting_host = ctx.world.hostname;
   roster.store = join_host_port(ctx.world.store_host, static_cast<uint16_t>(ctx.world.store_port));
   auto tj = Clock::now();

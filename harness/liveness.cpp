@@ -6,7 +6,6 @@
 #include <chrono>
 #include <thread>
 
-#include "harness/observe.h"
 #include "rendezvous/net.h"
 
 namespace ncclsmoke::harness {
@@ -186,7 +185,7 @@ std::optional<results::WaitChainEvidence> Liveness::wait_chain(
         {"waited_s",
          w.waiting_on < 0 ? 0.0 : std::chrono::duration<double>(now - w.since).count()}};
   const WaitChain chain = follow_wait_chain(ctx_.world.rank, states, stopped);
-  e.chain = wait_chain_fact(chain);
+  e.chain = chain;
   e.reaches_stopped = chain.root && stopped.count(*chain.root);
   if (chain.path.size() > 1) e.text = wait_chain_text(chain, states, hosts, now);
   return e;
@@ -194,15 +193,15 @@ std::optional<results::WaitChainEvidence> Liveness::wait_chain(
 
 // The callbacks run on the watch thread: they only record, under RunRecord::mu, and return.
 void Liveness::on_lost(const LostPeer& lost) {
-  ctx_.saw(results::PeerLostSeen{lost_peer_fact(lost), ctx_.self()});
+  ctx_.saw(results::PeerLostSeen{lost, ctx_.self()});
 }
 
 void Liveness::on_silent(const SilentPeer& s) {
-  ctx_.saw(results::PeerSilentSeen{silent_peer_fact(s), ctx_.world.rank});
+  ctx_.saw(results::PeerSilentSeen{s, ctx_.world.rank});
 }
 
 void Liveness::on_resumed(const SilentPeer& s) {
-  ctx_.saw(results::PeerResumedSeen{silent_peer_fact(s)});
+  ctx_.saw(results::PeerResumedSeen{s});
 }
 
 }  // namespace ncclsmoke::harness

@@ -4,7 +4,6 @@
 
 #include <map>
 
-#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"  // test_pause_point
 #include "rendezvous/net.h"
@@ -40,7 +39,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     if (could_not_run)
       ctx.end_step("mesh", results::MeshNotRunSeen{ctx.self(), e.what()}, t0, e.what());
     else
-      ctx.end_step("mesh", results::StoreLostSeen{store_failure(e), probe_context(w), "the mesh probe"},
+      ctx.end_step("mesh", results::StoreLostSeen{e.failure(), probe_context(w), "the mesh probe"},
                    t0, e.what());
     return;
   }
@@ -69,7 +68,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   for (const auto& f : seen.failures) observed.blocked_pairs.emplace_back(f.from, f.to);
   observed.silent_ranks = seen.silent_ranks;
   ctx.end_step("mesh",
-               results::MeshSeen{.mesh = mesh_facts(seen),
+               results::MeshSeen{.mesh = seen,
                                  .ctx = probe_context(w),
                                  .hosts = std::move(hosts),
                                  .stopped = stopped,

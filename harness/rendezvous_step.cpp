@@ -9,7 +9,6 @@
 #include <random>
 
 #include "harness/env.h"
-#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/set_aside.h"
 #include "harness/transport_phase.h"  // test_pause_point
@@ -329,7 +328,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
     ctx.end_step("rendezvous",
-                 results::StoreConnectSeen{store_failure(e), probe_context(w), seconds_since(t0)},
+                 results::StoreConnectSeen{e.failure(), probe_context(w), seconds_since(t0)},
                  t0, e.what());
     return;
   }
@@ -357,7 +356,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
     ctx.end_step("rendezvous",
-                 results::StoreLostSeen{store_failure(stalled_if_silent(ctx, s, e)),
+                 results::StoreLostSeen{stalled_if_silent(ctx, s, e).failure(),
                                         probe_context(w), "the join barrier"},
                  t0, e.what());
     return;
@@ -374,7 +373,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     seen.missing = s.join.missing;
   }
   note_store_full(ctx, s, !s.join.missing.empty());
-  const results::JoinFacts joined = join_facts(s.join);  // as judging reads it (harness/observe.h)
+  const results::JoinFacts& joined = s.join;  // as judging reads it (facts/join.h)
   // The phase line and table carry the duration.
   ctx.end_step("rendezvous", results::JoinSeen{joined, probe_context(w), ctx.o.join_timeout_s}, t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));

@@ -14,7 +14,6 @@
 #include "harness/commands.h"  // kExitVerdictNotWritten
 #include "harness/gather.h"
 #include "harness/mesh_step.h"
-#include "harness/observe.h"
 #include "harness/pairwise_plan.h"  // pairwise_settings
 #include "harness/pairwise_step.h"
 #include "harness/set_aside.h"  // write_suspects_file
@@ -131,7 +130,7 @@ results::LocalFacts RunSession::local_facts() const {
   facts.watch_lost = live_.lost_ranks();
   facts.rank0_hosts_store = !ctx_.world.external_store;
   facts.duration_s = rendezvous::seconds_since(ctx_.start);
-  facts.tampered = tampered_facts(store_.tampered->snapshot());
+  facts.tampered = store_.tampered->snapshot();
   facts.rank = ctx_.world.rank;
   facts.host = ctx_.world.hostname;
   if (!ctx_.world.store_host.empty())

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "harness/observe.h"
 #include "harness/progress.h"
 #include "harness/transport_phase.h"
 #include "results/verdict/phase_id.h"
@@ -58,8 +57,8 @@ void transports_phase(RunContext& ctx, const StoreSession& s, Liveness& live) {
   in.set_wait_state = [&live](const rendezvous::WaitState& w) { live.set_wait_state(w); };
   in.store_unusable = [&live]() -> std::string { return live.store_unusable(); };
   // The step only measures and records; results::judge_local (transport_rules.h) decides, from
-  // the outcomes as judging's facts (harness/observe.h), when the session judges the step.
-  auto outcomes = transport_facts(measure_transports(in, to));
+  // the outcomes as they are (facts/transport.h), when the session judges the step.
+  auto outcomes = measure_transports(in, to);
   live.settle(outcomes);
   auto chain = live.wait_chain(in.hosts);
   ctx.saw(results::TransportsSeen{std::move(outcomes), {in.rank, in.host, in.hosts, o_.timeout_s},

@@ -123,8 +123,9 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
 
   auto claimed = store.compare_set(rank_key(self.rank), "", mine);
   if (claimed != mine) {
-    result.rank_taken_by = Identity::from_json(claimed);
-    if (!result.rank_taken_by) result.rank_taken_by = Identity{};
+    const auto holder = Identity::from_json(claimed);
+    result.rank_taken_by = holder ? facts::JoinFacts::Claimant{holder->host, holder->pid}
+                                  : facts::JoinFacts::Claimant{};
   }
   store.set(here_key(self.rank), self.token);
   if (!result.rank_taken_by) store.add(kCountKey, 1);

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "facts/join.h"
 #include "rendezvous/store.h"
 
 namespace ncclsmoke::rendezvous {
@@ -36,17 +37,10 @@ struct Identity {
   static std::optional<Identity> from_json(const std::string& text);
 };
 
-struct JoinResult {
+// What judging reads (facts::JoinFacts: the missing ranks, a world size or a rank in dispute,
+// the wait, the roster), and the roster's identities.
+struct JoinResult : facts::JoinFacts {
   std::vector<Identity> present;  // sorted by rank
-  std::vector<int> missing;       // ranks that never arrived before the deadline
-  // World size disagreement: the world size rank 0 announced, when it differs from ours.
-  std::optional<int> master_world_size;
-  // Another process already holds our rank: its identity.
-  std::optional<Identity> rank_taken_by;
-  double waited_s = 0;
-  bool roster_received = false;  // false: rank 0 never published a roster (it died or hung)
-
-  bool complete() const { return missing.empty() && !master_world_size && !rank_taken_by; }
 };
 
 // What rank 0's wait looks like, for a progress line while it waits ("2/3 joined, waiting for

@@ -63,37 +63,14 @@ struct MeshOptions {
   std::function<bool(int)> seen_alive;
 };
 
-struct PairFailure {
-  int from = -1;
-  int to = -1;
-  std::string to_address;
-  ErrorClass error_class = ErrorClass::other;
-  std::string message;
-  double waited_s = 0;
-};
+using facts::PairFailure;  // facts/mesh.h: judging reads the same types
 
-struct MeshResult {
+// What judging reads (facts::MeshFacts), and what only the probe and its callers use.
+struct MeshResult : facts::MeshFacts {
   std::string listen_address;        // "ip:port" we listened on
   std::vector<int> peers;            // peers this rank dialled
-  std::vector<PairFailure> failures; // blocked pairs: ours, or (after mesh/done) everyone's
-  std::vector<int> silent_ranks;     // lost: no address by the end, or no result and no handshake
-  std::vector<int> unfinished_ranks; // no result by the end but the listener answers: still probing
-  std::size_t pairs_tested = 0;      // pairs with an answer (passed or blocked); ours or everyone's
-  std::size_t pairs_untested = 0;    // not tried or cut short by the deadline (none lost)
-  std::size_t pairs_lost = 0;        // not tested because one end was lost (PEER_LOST says so)
   bool deadline_hit = false;         // the phase deadline ended some probe or wait (any rank)
-  bool summary_received = false;     // rank 0's mesh/done arrived (always true on rank 0)
-  double budget_s = 0;               // the phase deadline, in seconds from the probe's start
-  // The path-MTU check of the pairs whose hello passed (ours, or everyone's after mesh/done).
-  // Pairs inside one host (the same address, loopback) are not checked and not counted.
-  std::vector<MtuPath> mtu_black_holes; // small packets cross, full-MTU ones vanish
-  std::size_t mtu_black_holes_total = 0; // all of them (the list keeps at most 256 per rank)
-  std::size_t mtu_paths_checked = 0;    // concluded: passed, black hole, or ICMP-learned PMTU
-  std::size_t mtu_paths_unchecked = 0;  // no UDP answer at all, or cut by the deadline
-  std::vector<int> mtu_values;          // the distinct MTUs both ends claimed on checked paths
   double duration_s = 0;
-
-  std::size_t pairs_planned() const { return pairs_tested + pairs_untested + pairs_lost; }
 };
 
 // Which peers `rank` dials: every other rank when ranks.size() <= threshold; otherwise the ring

@@ -26,21 +26,13 @@
 #include <cstdint>
 #include <string>
 
+#include "facts/mesh.h"
 #include "rendezvous/deadline.h"
 
 namespace ncclsmoke::rendezvous {
 
 // One black-holed (or checked) path, as the sender saw it. MTUs are IP packet sizes in bytes.
-struct MtuPath {
-  int from = -1;
-  int to = -1;
-  std::string to_address;  // the peer's mesh address (no port)
-  std::string interface;   // the sender's interface that carries its mesh address ("" unknown)
-  int local_mtu = 0;       // the sender's MTU towards the peer (its route / interface MTU)
-  int peer_mtu = 0;        // the MTU of the peer's interface that answered (0: unknown)
-  int probed_mtu = 0;      // what both ends believe the path carries: min(local, peer)
-  int path_mtu = 0;        // the largest packet that crossed (0: unknown)
-};
+using facts::MtuPath;  // facts/mesh.h: judging reads the same type
 
 enum class MtuOutcome {
   skipped,     // not probed: the peer is on our own address (no MTU hop), or no UDP socket

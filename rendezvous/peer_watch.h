@@ -68,12 +68,16 @@
 #include <string>
 #include <vector>
 
+#include "facts/liveness.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/store.h"
 
 namespace ncclsmoke::rendezvous {
 
-struct SilentPeer;  // below
+// What the watch reports, as facts/liveness.h has them: judging reads the same types.
+using facts::LostPeer;
+using facts::SilentPeer;
+using facts::WaitChain;
 
 struct PeerWatchOptions {
   int rank = 0;
@@ -100,31 +104,6 @@ struct PeerWatchOptions {
   std::function<void(const SilentPeer&)> on_resumed;
 };
 
-struct LostPeer {
-  int rank = -1;
-  std::string host;     // from PeerWatchOptions::hosts ("" when unknown)
-  std::string how;      // "closed the connection (EOF)", "reset (ECONNRESET)",
-                        // "reported lost by rank 0 (relayed by rank 1)", ...
-  int seen_by = -1;     // the rank that saw the connection die: ours, or the relaying rank's source
-  double after_s = 0;   // seconds since start() began, when this rank learnt of it
-};
-
-// A peer that stopped answering: frozen (SIGSTOP, a debugger, swap), hung, or overloaded.
-struct SilentPeer {
-  int rank = -1;
-  std::string host;        // from PeerWatchOptions::hosts ("" when unknown)
-  double silent_for_s = 0; // nothing heard for this long (by seen_by) when reported; for a
-                           // resume, how long it was silent in all
-  int seen_by = -1;        // ours when our own connection went quiet, else the relay's witness
-  std::string how;         // "sent nothing for 0.6 s (not even a heartbeat)",
-                           // "reported silent by rank 1 (relayed by rank 2)", "speaks again"
-  double after_s = 0;      // seconds since start() began, when this rank learnt of it
-  // Segments our own connection to it retransmitted since we last heard it (TCP_INFO), when we
-  // judged it silent ourselves; -1 unknown. > 0: the path is losing packets and the process may
-  // well be alive (a frozen process's kernel still acknowledges our heartbeats).
-  std::int64_t retransmits = -1;
-};
-
 // What a rank is blocked on, for "blame the root": 3 waits on 2, 2 on 1, 1 on 0 -> rank 0.
 struct WaitState {
   std::string phase;    // "transport:socket", "mesh", ... (at most 64 bytes are sent)
@@ -134,13 +113,6 @@ struct WaitState {
 };
 
 // The walk from one rank along waiting_on edges.
-struct WaitChain {
-  std::vector<int> path;    // from_rank first, then each rank waited on, the root last
-  std::optional<int> root;  // nullopt only for a cycle
-  bool cycle = false;       // the walk came back to a rank on the path: a deadlock, no root
-  std::string root_reason;  // "is silent or lost", "has no wait state", "waits on nobody",
-                            // or for a cycle "a wait cycle (deadlock): no root"
-};
 
 // Follows waiting_on from from_rank to the first rank that is in silent_or_lost, has no wait
 // state in `states`, or waits on nobody (-1 or itself): that rank is the root to blame (it may be

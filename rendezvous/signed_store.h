@@ -26,15 +26,13 @@
 #include <string>
 #include <vector>
 
+#include "facts/store.h"
 #include "rendezvous/store.h"
 
 namespace ncclsmoke::rendezvous {
 
 // One key whose value failed verification, as the server names it ("ncclsmoke/<job>/0/verdict/1").
-struct TamperedValue {
-  std::string key;
-  std::string why;  // "not signed", "signed with another token or under another key"
-};
+using facts::TamperedValue;  // facts/store.h: judging reads the same type
 
 // Thread-safe, once per key: the transports' threads and the liveness watch read the store too.
 class TamperSink {

@@ -92,16 +92,6 @@ Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size)
   return b;
 }
 
-const char* to_string(TransportStage s) {
-  switch (s) {
-    case TransportStage::open: return "open";
-    case TransportStage::sweep: return "sweep";
-    case TransportStage::identify: return "identify";
-    case TransportStage::done: return "done";
-  }
-  return "open";
-}
-
 void fill_input(void* buf, std::size_t count, DType dtype, int rank) {
   if (dtype == DType::float32) {
     auto* p = static_cast<float*>(buf);

@@ -17,7 +17,9 @@
 
 namespace ncclsmoke::transports {
 
-struct SweepRow;
+// A sweep's rows and result are facts/transport.h's: judging reads the same types.
+using facts::SweepResult;
+using facts::SweepRow;
 
 // One message size just measured on this rank, before the figures are exchanged: for a live
 // progress row (nccl-tests prints each size as it goes). The rows hold this rank's own time,
@@ -51,27 +53,6 @@ struct SweepOptions {
   std::function<void(const SweepProgress&)> on_size;
 };
 
-struct SweepRow {
-  std::size_t bytes = 0;
-  std::size_t count = 0;
-  DType dtype = DType::float32;
-  bool in_place = false;
-  double time_us = 0;  // mean over ranks of each rank's mean iteration time
-  double algbw_gbps = 0;
-  double busbw_gbps = 0;
-  int64_t wrong = 0;   // wrong elements summed over ranks; -1 when not checked
-  std::vector<double> rank_time_us;    // by rank
-  std::vector<int64_t> rank_wrong;     // by rank
-  std::vector<double> rank_algbw_gbps; // by rank, from rank_time_us (NaN where no time)
-  std::vector<double> rank_busbw_gbps; // by rank
-  bool gate = false;
-};
-
-struct SweepResult {
-  std::vector<SweepRow> rows;
-  bool complete = false;  // every rank's figures arrived
-};
-
 // The one bandwidth formula (nccl-tests'): algbw = bytes / time in GB/s, NaN for a time that is
 // not finite and positive; busbw = algbw * allreduce_busbw_factor(world_size).
 struct Bandwidth {
@@ -80,43 +61,11 @@ struct Bandwidth {
 };
 Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size);
 
-// What the transports phase (harness/transport_phase.h) measured for one requested backend: the
-// typed observation results/judging/transport_rules.h judges (copied into its TransportFacts by
-// harness/observe.h: judging links no transport code). No finding, no status: only what
-// happened. Exactly one of: not_built set (the backend could not even be made), not_started set
-// (the run had no time left for it), error set (it threw), or stage == done (sweep and identify
-// finished).
-enum class TransportStage { open, sweep, identify, done };
-const char* to_string(TransportStage s);
-
-struct TransportFailure {
-  enum class Source { transport, store };
-  Source source = Source::transport;
-  ErrorKind kind = ErrorKind::other;                               // source == transport
-  rendezvous::ErrorClass store_class = rendezvous::ErrorClass::other;  // source == store
-  std::string message;
-  int peer = -1;               // the rank involved, -1 when the backend does not say
-  nlohmann::json evidence;     // the backend's evidence (null = none)
-  double waited_s = 0;         // from the phase's start to the error
-};
-
-struct TransportOutcome {
-  std::string name;
-  std::optional<std::string> not_built;  // why: "no transport of that name" or why_missing
-  TransportStage stage = TransportStage::open;  // the last stage entered
-  double duration_s = 0;
-  SweepResult sweep;                     // rows only when stage == done
-  nlohmann::json identity;               // identify()'s object; null when not reached
-  bool synthetic = false;                // identity's "synthetic": ranks share one device
-  std::optional<LinkStats> links;        // Transport::link_stats()
-  std::optional<NetworkReport> network;  // Transport::network_report()
-  std::optional<TransportFailure> error;
-  // The run's --timeout, not the transport's own, was the nearer deadline of this attempt: a
-  // timeout then is the run's (RUN_TIMEOUT), not the transport's.
-  bool run_deadline_bound = false;
-  // Set when the run's deadline had passed before this backend was started (why: never opened).
-  std::optional<std::string> not_started;
-};
+// What the transports phase (harness/transport_phase.h) measured for one requested backend:
+// facts/transport.h's TransportOutcome, which results/judging/transport_rules.h judges as it is.
+using facts::TransportFailure;
+using facts::TransportOutcome;
+using facts::TransportStage;
 
 // Message sizes the sweep measures (each a multiple of the dtype size, at least one element).
 std::vector<std::size_t> sweep_sizes(const SweepOptions& o);

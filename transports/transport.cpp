@@ -8,7 +8,6 @@ namespace ncclsmoke::transports {
 
 std::size_t dtype_size(DType d) { return d == DType::float32 ? 4 : 2; }
 
-const char* to_string(DType d) { return d == DType::float32 ? "float32" : "bfloat16"; }
 
 bool parse_dtype(const std::string& s, DType& out) {
   if (s == "float32" || s == "float" || s == "f32") out = DType::float32;
@@ -42,17 +41,6 @@ void Transport::copy_in(void* buffer, const void* host, std::size_t bytes) {
 
 void Transport::copy_out(void* host, const void* buffer, std::size_t bytes) {
   std::memcpy(host, buffer, bytes);
-}
-
-const char* to_string(ErrorKind k) {
-  switch (k) {
-    case ErrorKind::unavailable: return "unavailable";
-    case ErrorKind::init_failed: return "init_failed";
-    case ErrorKind::timeout: return "timeout";
-    case ErrorKind::peer_lost: return "peer_lost";
-    case ErrorKind::other: return "other";
-  }
-  return "other";
 }
 
 }  // namespace ncclsmoke::transports

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "facts/transport.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/store.h"
 #include "transports/options.h"
@@ -25,21 +26,15 @@ using rendezvous::Clock;
 using rendezvous::Deadline;
 using rendezvous::Millis;
 
-enum class DType { float32, bfloat16 };
+using facts::DType;  // facts/transport.h, with its spelling
 std::size_t dtype_size(DType d);
-const char* to_string(DType d);
 bool parse_dtype(const std::string& s, DType& out);
 
 enum class ReduceOp { sum };
 
-enum class ErrorKind {
-  unavailable,  // cannot run here (no library, no device, no provider): the phase is skipped
-  init_failed,  // should run here but failed to initialise (plugin, NIC, address exchange)
-  timeout,      // a collective or the connection set-up exceeded its deadline
-  peer_lost,    // a peer closed or reset the connection mid-collective
-  other,
-};
-const char* to_string(ErrorKind k);
+// The kinds and their spelling are facts/transport.h's: judging reads the same type.
+using facts::ErrorKind;
+using facts::to_string;
 
 class TransportError : public std::runtime_error {
  public:
@@ -61,28 +56,9 @@ class TransportError : public std::runtime_error {
 // under documented keys (results/judging/transport_rules.h owns the layout).
 // LinkStats: where this rank waited on its ring links over the transport's life. The rank behind
 // a slow egress has by far the largest send_blocked_s (STRAGGLER); -1 ranks: no such link.
-struct LinkStats {
-  int next_rank = -1;           // the rank this one sends to
-  double send_blocked_s = 0;    // time blocked sending to next_rank
-  std::int64_t bytes_sent = 0;
-  int prev_rank = -1;           // the rank this one receives from
-  double recv_wait_s = 0;       // time waiting for prev_rank's bytes
-  std::int64_t bytes_received = 0;
-  // The kernel's view of the link to next_rank (TCP_INFO summed over its connections; see
-  // rendezvous/tcp_info.h): retransmitted and sent segments, and the smoothed round-trip time
-  // (the largest over the connections). -1 / NaN: the backend cannot see it (not TCP).
-  std::int64_t tx_retrans = -1;
-  std::int64_t tx_segs_out = -1;
-  double tx_rtt_us = std::numeric_limits<double>::quiet_NaN();
-};
-// NetworkReport: the network the backend was asked to use (`expected`: {"network","policy"} or
-// null when nothing was asked) and what its own evidence says carried the bytes (`observed`: the
-// backend's log reading, e.g. NcclObserved::to_json(); null when none could be read). Judged by
-// results::judge_nccl_network through judge_transports, whatever the backend.
-struct NetworkReport {
-  nlohmann::json expected;
-  nlohmann::json observed;
-};
+using facts::LinkStats;  // facts/transport.h: judging reads the same type
+// NetworkReport: the network the backend was asked to use and what carried the bytes.
+using facts::NetworkReport;
 
 // What a backend gets to connect: who we are, who the others are, and a store to exchange
 // addresses (already prefixed for this transport, so backends choose their own key names).

@@ -1,13 +1,11 @@
 #pragma once
-// What the transports phase measured for one requested backend, as plain facts judging reads
-// (transport_rules.h judge_transports; the link stats also link_rules.h and judge.h), who judges
-// them (TransportJudgeContext), and one pair of a pairwise round (PairSample). The harness
-// builds them from the transports' own TransportOutcome (harness/observe.h), so judging links no
+// What the transports phase measured for one requested backend, as judging reads it
+// (transport_rules.h judge_transports; the link stats also link_rules.h and judge.h): the
+// transports' own types (facts/transport.h), under the names the rules use. Who judges them
+// (TransportJudgeContext), and one pair of a pairwise round (PairSample). Judging links no
 // transport code; a test builds them by hand.
 //
-// A leaf: the standard library and nlohmann's JSON only. Each field is one the rules read; the
-// meaning of each is the transports' (transports/sweep.h TransportOutcome, transports/transport.h
-// LinkStats and NetworkReport), restated here where a rule depends on it.
+// A leaf: the standard library, nlohmann's JSON and facts/ only.
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -16,95 +14,23 @@
 #include <string>
 #include <vector>
 
+#include "facts/transport.h"
+
 namespace ncclsmoke::results {
 
-// One message size of a sweep: the world's figures (mean time over ranks, the wrong elements
-// summed over ranks, -1 when not checked) and, by rank, each rank's own.
-struct SweepRowFacts {
-  std::int64_t bytes = 0;
-  std::int64_t count = 0;
-  std::string dtype;  // "float32", "bfloat16": the verdict row's spelling
-  bool in_place = false;
-  double time_us = 0;
-  double algbw_gbps = 0;
-  double busbw_gbps = 0;
-  std::int64_t wrong = 0;
-  std::vector<double> rank_time_us;
-  std::vector<std::int64_t> rank_wrong;
-  std::vector<double> rank_algbw_gbps;  // NaN where a rank has no time
-  std::vector<double> rank_busbw_gbps;
-  bool gate = false;
-};
+// What a ring backend saw on its two links (facts/transport.h, the type the backends return):
+// written into the identity row's "link_stats" (transport_rules.h write_link_stats) and read back
+// from any verdict (link_stats_of).
+using LinkFacts = facts::LinkStats;
 
-// What a ring backend saw on its two links: blocked sending to the next rank, waiting for the
-// previous one's bytes, and the kernel's view of the link to the next (TCP_INFO; -1 / NaN when the
-// backend cannot see it, i.e. it is not TCP). Written into the identity row's "link_stats"
-// (transport_rules.h write_link_stats) and read back from any verdict (link_stats_of).
-struct LinkFacts {
-  int next_rank = -1;
-  double send_blocked_s = 0;
-  std::int64_t bytes_sent = 0;
-  int prev_rank = -1;
-  double recv_wait_s = 0;
-  std::int64_t bytes_received = 0;
-  std::int64_t tx_retrans = -1;
-  std::int64_t tx_segs_out = -1;
-  double tx_rtt_us = std::numeric_limits<double>::quiet_NaN();
-};
-
-// The network the backend was asked to use (null: nothing asked) and what its own evidence says
-// carried the bytes (null: none read): judged by nccl_judge.h judge_nccl_network.
-struct NetworkFacts {
-  nlohmann::json expected;
-  nlohmann::json observed;
-};
-
-// How a backend failed (transports::ErrorKind, judging's copy of the values it branches on).
-enum class TransportFailureKind { unavailable, init_failed, timeout, peer_lost, other };
-// The spelling in a finding's evidence ("error_kind"); the same words as transports'
-// to_string(ErrorKind) (tests/harness/observe_test.cpp keeps the two equal).
-inline const char* to_string(TransportFailureKind k) {
-  switch (k) {
-    case TransportFailureKind::unavailable: return "unavailable";
-    case TransportFailureKind::init_failed: return "init_failed";
-    case TransportFailureKind::timeout: return "timeout";
-    case TransportFailureKind::peer_lost: return "peer_lost";
-    case TransportFailureKind::other: return "other";
-  }
-  return "other";
-}
-
-struct TransportFailureFacts {
-  // The backend threw (kind says how), or the store failed under it (RENDEZVOUS_LOST).
-  enum class Source { transport, store };
-  Source source = Source::transport;
-  TransportFailureKind kind = TransportFailureKind::other;  // source == transport
-  std::string message;
-  int peer = -1;            // the rank involved, -1 when the backend does not say
-  nlohmann::json evidence;  // the backend's evidence (null = none)
-  double waited_s = 0;      // from the phase's start to the error
-};
-
-// One requested backend. Exactly one of: not_built (it could not even be made: why), not_started
-// (the run's deadline had passed before it: why), error (it failed in `stage`), or measured
-// (stage "done": rows, identity, links, network).
-struct TransportFacts {
-  std::string name;
-  std::optional<std::string> not_built;
-  std::optional<std::string> not_started;
-  std::string stage = "open";  // the last stage entered: "open", "sweep", "identify", "done"
-  double duration_s = 0;
-  std::vector<SweepRowFacts> rows;  // only when measured
-  bool sweep_complete = false;      // every rank's figures arrived
-  nlohmann::json identity;          // identify()'s object; null when not reached
-  bool synthetic = false;           // ranks share one device: never compared with baselines
-  std::optional<LinkFacts> links;
-  std::optional<NetworkFacts> network;
-  std::optional<TransportFailureFacts> error;
-  // The run's --timeout, not the transport's own, was the nearer deadline: a timeout then is the
-  // run's (RUN_TIMEOUT), not the transport's.
-  bool run_deadline_bound = false;
-};
+// The rest of a backend's outcome: its sweep rows, the network that carried the bytes, how it
+// failed, and the whole outcome (facts/transport.h, the types the transports phase returns).
+using SweepRowFacts = facts::SweepRow;
+using TransportFailureKind = facts::ErrorKind;  // with its one spelling ("error_kind")
+using facts::to_string;
+using NetworkFacts = facts::NetworkReport;
+using TransportFailureFacts = facts::TransportFailure;
+using TransportFacts = facts::TransportOutcome;
 
 // Who judges: this rank, and the hosts of the others (for the ranks a finding names).
 struct TransportJudgeContext {

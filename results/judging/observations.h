@@ -6,12 +6,12 @@
 //
 // A leaf: the standard library, nlohmann's JSON (the ring's link stats travel in the verdict's own
 // layout) and the verdict's enums only. Nothing from rendezvous/, transports/ or results/history/:
-// the steps copy what the judge needs out of their JoinResult, MeshResult and TransportOutcome.
-// The facts the rules themselves take sit beside it, leaves too: facts_rendezvous.h (a store
-// failure and its class, the join, the mesh and its path MTUs, refused store values),
-// facts_liveness.h (a lost or silent peer, the wait chain) and facts_transport.h (one backend's
-// outcome, its sweep rows and link stats). harness/observe.h is the one place that copies the
-// rendezvous' and the transports' types into them; judging links only ncclsmoke_verdict.
+// what the judge needs of the join, the mesh and the transports is facts/'s types, which
+// rendezvous/ and transports/ return themselves. The facts the rules take sit beside it, leaves
+// too: facts_rendezvous.h (a store failure and its class, the join, the mesh and its path MTUs,
+// refused store values), facts_liveness.h (a lost or silent peer, the wait chain) and
+// facts_transport.h (one backend's outcome, its sweep rows and link stats), each naming facts/'s
+// types; no file copies them. Judging links only ncclsmoke_verdict and the header-only facts.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

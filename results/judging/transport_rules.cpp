@@ -34,9 +34,9 @@ std::string host_of(const TransportJudgeContext& ctx, int rank) {
 TransportRow world_row(const std::string& name, const SweepRowFacts& r, bool synthetic) {
   return {.transport = name,
           .rank = -1,
-          .bytes = r.bytes,
-          .count = r.count,
-          .dtype = r.dtype,
+          .bytes = static_cast<std::int64_t>(r.bytes),
+          .count = static_cast<std::int64_t>(r.count),
+          .dtype = to_string(r.dtype),
           .in_place = r.in_place,
           .time_us = r.time_us,
           .algbw_gbps = r.algbw_gbps,
@@ -145,7 +145,7 @@ void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, P
   std::set<int> corrupt_ranks;
   int64_t wrong_total = 0;
   json wrong_by_rank = json::object();
-  for (const auto& r : o.rows) {
+  for (const auto& r : o.sweep.rows) {
     out.rows.push_back(world_row(o.name, r, o.synthetic));
     for (std::size_t k = 0; k < r.rank_time_us.size(); ++k) {
       TransportRow row = rank_row(o.name, r, o.synthetic, k);
@@ -174,7 +174,7 @@ void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, P
     f.evidence = {{"wrong_by_rank", wrong_by_rank}};
     out.findings.push_back(std::move(f));
   }
-  if (!o.sweep_complete) {
+  if (!o.sweep.complete) {
     out.findings.push_back(make_finding_about(
         Code::RESULTS_MISSING,
         reported_by(self_of(ctx), transport_phase_name(o.name), "sweep figures", o.name),
@@ -182,7 +182,7 @@ void judge_measured(const TransportFacts& o, const TransportJudgeContext& ctx, P
         {ctx.rank}, {ctx.host}));
   }
   phase.status = corrupt_ranks.empty() ? PhaseStatus::pass : PhaseStatus::fail;
-  phase.detail = fmt::format("{} sizes/modes measured", o.rows.size());
+  phase.detail = fmt::format("{} sizes/modes measured", o.sweep.rows.size());
 }
 
 }  // namespace
@@ -208,7 +208,7 @@ TransportJudgement judge_transports(const std::vector<TransportFacts>& outcomes,
     } else if (o.error && o.run_deadline_bound &&
                o.error->source == TransportFailure::Source::transport &&
                o.error->kind == ErrorKind::timeout) {
-      const std::string& stage = o.stage;
+      const std::string stage = to_string(o.stage);
       auto f = run_timeout_during(self_of(ctx), ctx.run_timeout_s, phase.name,
                                   o.error->waited_s);
       f.evidence = {{"error_kind", to_string(o.error->kind)},
@@ -217,7 +217,7 @@ TransportJudgement judge_transports(const std::vector<TransportFacts>& outcomes,
       phase.status = PhaseStatus::inconclusive;
       phase.detail = fmt::format("{}: the run's --timeout ended it: {}", stage, o.error->message);
     } else if (o.error) {
-      const std::string& stage = o.stage;
+      const std::string stage = to_string(o.stage);
       out.findings.push_back(failure_finding(*o.error, o.name, stage, ctx));
       bool skipped = o.error->source == TransportFailure::Source::transport &&
                      o.error->kind == ErrorKind::unavailable;

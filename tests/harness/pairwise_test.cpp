@@ -87,7 +87,7 @@ TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
 TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
   results::TransportFacts socket;
   socket.name = "socket";
-  socket.stage = "sweep";
+  socket.stage = facts::TransportStage::sweep;
   results::TransportFailureFacts timeout;
   timeout.kind = results::TransportFailureKind::timeout;
   timeout.message = "recv from rank 2 timed out";

@@ -11,7 +11,6 @@
 #include <mutex>
 #include <thread>
 
-#include "harness/observe.h"
 #include "harness/transport_phase.h"
 #include "results/judging/transport_rules.h"
 #include "rendezvous/memory_store.h"
@@ -58,7 +57,7 @@ TEST(TransportPhase, UnknownBackendIsNotBuiltAndMeasuresNothing) {
 
   auto in = input(0, 1, nullptr);
   auto measured = measure_transports(in, small_sweep({"no-such-backend"}));
-  auto judged = results::judge_transports(transport_facts(measured), {in.rank, in.host, in.hosts});
+  auto judged = results::judge_transports(measured, {in.rank, in.host, in.hosts});
   ASSERT_EQ(judged.phases.size(), 1u);
   EXPECT_EQ(judged.phases[0].status, results::PhaseStatus::skipped);
   ASSERT_EQ(judged.findings.size(), 1u);
@@ -120,7 +119,7 @@ TEST(TransportPhase, SocketTwoRanksMeasuresTypedOutcomes) {
 
   // The judgement of those outcomes: pass, rows per rank from the sweep's figures, link stats in
   // the identity under the documented key.
-  auto j = results::judge_transports(transport_facts(outcomes[0]),
+  auto j = results::judge_transports({outcomes[0]},
                                      {0, "host-0", {{0, "host-0"}, {1, "host-1"}}});
   ASSERT_EQ(j.phases.size(), 1u);
   EXPECT_EQ(j.phases[0].status, results::PhaseStatus::pass);
@@ -148,7 +147,7 @@ TEST(TransportPhase, UnusableStoreFailsTheBackendAtOnce) {
   EXPECT_EQ(out[0].error->source, TransportFailure::Source::transport);
   EXPECT_EQ(out[0].error->kind, transports::ErrorKind::init_failed);
   EXPECT_NE(out[0].error->message.find("is frozen"), std::string::npos) << out[0].error->message;
-  auto j = results::judge_transports(transport_facts(out), {0, "host-0", {}});
+  auto j = results::judge_transports({out}, {0, "host-0", {}});
   ASSERT_EQ(j.findings.size(), 1u);
   EXPECT_EQ(j.findings[0].code, results::Code::TRANSPORT_INIT_FAILED);
   EXPECT_EQ(j.phases[0].status, results::PhaseStatus::fail);

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "harness/observe.h"
+#include "results/judging/facts_rendezvous.h"
 #include "harness/world.h"
 #include "results/judging/probe_rules.h"
 #include "rendezvous/join.h"
@@ -323,7 +323,7 @@ TEST(MeshDeadline, ADeadlineTooShortForTheWorldIsInconclusiveNotBlockedNorLost) 
   std::map<int, std::string> hosts;
   for (int r : ranks) hosts[r] = "host-" + std::to_string(r);
   for (int r : {0, 1, 199}) {
-    auto j = results::judge_mesh(harness::mesh_facts(results[static_cast<std::size_t>(r)]),
+    auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(results[static_cast<std::size_t>(r)]),
                                  harness::probe_context(world_of(r, 200)), hosts);
     EXPECT_EQ(j.status, results::PhaseStatus::inconclusive) << codes(j.findings);
     EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
@@ -351,7 +351,7 @@ TEST(MeshDeadline, APairCutByThePhaseDeadlineIsNotTested) {
   EXPECT_TRUE(res.failures.empty()) << res.failures.front().message;
   EXPECT_EQ(res.pairs_tested, 0u);
   EXPECT_EQ(res.pairs_untested, 1u);
-  auto j = results::judge_mesh(harness::mesh_facts(res),
+  auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(res),
                                harness::probe_context(world_of(0, 2)), {});
   EXPECT_EQ(j.status, results::PhaseStatus::inconclusive) << codes(j.findings);
   EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED"));
@@ -373,7 +373,7 @@ TEST(MeshDeadline, APeerSilentForTheWholePairTimeoutIsBlockedAsStalled) {
   EXPECT_NE(res.failures[0].message.find("dialled again"), std::string::npos)
       << res.failures[0].message;
   EXPECT_EQ(res.pairs_untested, 0u);
-  auto j = results::judge_mesh(harness::mesh_facts(res),
+  auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(res),
                                harness::probe_context(world_of(0, 2)), {});
   EXPECT_EQ(j.status, results::PhaseStatus::fail);
   EXPECT_TRUE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
@@ -394,7 +394,7 @@ TEST(MeshDeadline, AClosedListenerIsStillBlocked) {
   auto res = run_mesh_probe(store, o);
   ASSERT_EQ(res.failures.size(), 1u);
   EXPECT_EQ(res.failures[0].error_class, ErrorClass::refused) << res.failures[0].message;
-  auto j = results::judge_mesh(harness::mesh_facts(res),
+  auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(res),
                                harness::probe_context(world_of(0, 2)),
                                {{0, "host-0"}, {1, "host-1"}});
   EXPECT_EQ(j.status, results::PhaseStatus::fail);
@@ -460,7 +460,7 @@ TEST(MeshDeadline, ARankStillProbingIsNotLostButAGoneOneIs) {
   EXPECT_EQ(r0.silent_ranks, std::vector<int>{2});
   for (const auto& f : r0.failures)
     ADD_FAILURE() << "a pair towards the lost rank was blamed on the network: " << f.message;
-  auto j = results::judge_mesh(harness::mesh_facts(r0),
+  auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(r0),
                                harness::probe_context(world_of(0, 3)), {});
   EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
   EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
@@ -489,7 +489,7 @@ TEST(MeshDeadline, ARankThatNeverBeganIsLostAndItsPairsAreNotIncomplete) {
   EXPECT_EQ(r0.pairs_untested, 0u);
   EXPECT_EQ(r0.pairs_lost, 4u);  // 0 -> 2, 1 -> 2, and rank 2's own two
   EXPECT_EQ(r1.pairs_lost, 4u);
-  auto j = results::judge_mesh(harness::mesh_facts(r1),
+  auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(r1),
                                harness::probe_context(world_of(1, 3)), {});
   EXPECT_EQ(j.status, results::PhaseStatus::fail);
   EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
@@ -513,7 +513,7 @@ TEST(StalledStore, AStoreThatAcceptsButNeverAnswersIsStalledWithoutTheFirewallHi
     FAIL() << "connected to a store that never answers";
   } catch (const StoreError& e) {
     EXPECT_EQ(e.error_class(), ErrorClass::stalled) << e.what();
-    auto f = results::connect_finding(harness::store_failure(e), harness::probe_context(w), 0.3);
+    auto f = results::connect_finding(e.failure(), harness::probe_context(w), 0.3);
     EXPECT_EQ(f.code, results::Code::RENDEZVOUS_STALLED);
     EXPECT_NE(f.message.find("rank 0 (the store at 127.0.0.1:" + std::to_string(rank0.port()) +
                              ") accepts the connection but does not answer: the process is "
@@ -533,18 +533,18 @@ TEST(StalledStore, ADroppedSynKeepsTheTimeoutAndItsFirewallHint) {
   StoreError dropped(ErrorClass::timed_out,
                      "could not connect to 127.0.0.1:29500 after 5 s: 3 attempts over 1 address "
                      "in 3 rounds; 127.0.0.1:29500: connection timed out (no answer to SYN)");
-  auto f = results::connect_finding(harness::store_failure(dropped),
+  auto f = results::connect_finding(dropped.failure(),
                                     harness::probe_context(w), 5.0);
   EXPECT_EQ(f.code, results::Code::RENDEZVOUS_TIMEOUT);
   EXPECT_NE(f.message.find("SYN went unanswered"), std::string::npos) << f.message;
   EXPECT_NE(f.hint.find("security group"), std::string::npos) << f.hint;
   StoreError stalled(ErrorClass::stalled, "connected to 127.0.0.1:29500 but ...");
-  auto g = results::connect_finding(harness::store_failure(stalled),
+  auto g = results::connect_finding(stalled.failure(),
                                     harness::probe_context(w), 5.0);
   EXPECT_EQ(g.code, results::Code::RENDEZVOUS_STALLED);
   auto external = w;
   external.external_store = true;
-  auto h = results::connect_finding(harness::store_failure(stalled),
+  auto h = results::connect_finding(stalled.failure(),
                                     harness::probe_context(external), 5.0);
   EXPECT_NE(h.message.find("the store at 127.0.0.1:29500 accepts"), std::string::npos)
       << h.message;

@@ -170,8 +170,8 @@ TEST(ProbeRules, MeshPeerLostHasTheTablesLayer) {
 
 TEST(ProbeRules, MeshBlockedAndIncompleteComeFromTheTable) {
   MeshFacts m;
-  m.failures = {{0, 2, "10.0.0.9:4000", ErrorClass::timed_out, 1.0},
-                {1, 2, "10.0.0.9:4000", ErrorClass::refused, 0.1}};
+  m.failures = {{0, 2, "10.0.0.9:4000", ErrorClass::timed_out, "", 1.0},
+                {1, 2, "10.0.0.9:4000", ErrorClass::refused, "", 0.1}};
   m.pairs_tested = 6;
   m.pairs_untested = 2;
   m.unfinished_ranks = {1};

@@ -31,10 +31,10 @@ TransportJudgeContext ctx() { return {0, "h0", {{0, "h0"}, {1, "h1"}, {2, "h2"}}
 TransportOutcome measured(const std::string& name, std::vector<int64_t> wrong = {0, 0, 0}) {
   TransportOutcome o;
   o.name = name;
-  o.stage = "done";
+  o.stage = facts::TransportStage::done;
   o.duration_s = 1.5;
   SweepRowFacts r;
-  r.dtype = "float32";
+  r.dtype = facts::DType::float32;
   r.bytes = 1 << 20;
   r.count = r.bytes / 4;
   r.gate = true;
@@ -49,13 +49,14 @@ TransportOutcome measured(const std::string& name, std::vector<int64_t> wrong = 
   }
   r.algbw_gbps = algbw(r.bytes, r.time_us);
   r.busbw_gbps = busbw(r.bytes, r.time_us);
-  o.rows = {r};
-  o.sweep_complete = true;
+  o.sweep.rows = {r};
+  o.sweep.complete = true;
   o.identity = {{"interface", "lo"}};
   return o;
 }
 
-TransportOutcome failed(ErrorKind kind, int peer, std::string stage = "sweep") {
+TransportOutcome failed(ErrorKind kind, int peer,
+                        facts::TransportStage stage = facts::TransportStage::sweep) {
   TransportOutcome o;
   o.name = "socket";
   o.stage = stage;
@@ -171,7 +172,7 @@ TEST(TransportRules, PeerLostNamesThePeerOrSaysTheTransportDoesNot) {
 }
 
 TEST(TransportRules, StoreLostDuringATransport) {
-  TransportOutcome o = failed(ErrorKind::other, -1, "open");
+  TransportOutcome o = failed(ErrorKind::other, -1, facts::TransportStage::open);
   o.error->source = TransportFailure::Source::store;
   o.error->message = "rank 0, which serves the store, is frozen";
   auto j = judge_one(o);
@@ -194,15 +195,15 @@ TEST(TransportRules, HealthySweepPassesWithWorldAndRankRows) {
   ASSERT_EQ(j.rows.size(), 4u);  // the world row, then ranks 0..2
   EXPECT_EQ(j.rows[0].rank, -1);
   EXPECT_TRUE(j.rows[0].gate);
-  EXPECT_DOUBLE_EQ(j.rows[0].busbw_gbps, o.rows[0].busbw_gbps);
+  EXPECT_DOUBLE_EQ(j.rows[0].busbw_gbps, o.sweep.rows[0].busbw_gbps);
   for (int k = 0; k < 3; ++k) {
     const auto& r = j.rows[1 + k];
     EXPECT_EQ(r.rank, k);
     EXPECT_FALSE(r.gate);
     EXPECT_EQ(r.wrong, 0);
     if (k < 2) {
-      EXPECT_DOUBLE_EQ(r.time_us, o.rows[0].rank_time_us[k]);
-      EXPECT_DOUBLE_EQ(r.busbw_gbps, o.rows[0].rank_busbw_gbps[k]);
+      EXPECT_DOUBLE_EQ(r.time_us, o.sweep.rows[0].rank_time_us[k]);
+      EXPECT_DOUBLE_EQ(r.busbw_gbps, o.sweep.rows[0].rank_busbw_gbps[k]);
     } else {
       EXPECT_TRUE(std::isnan(r.busbw_gbps));
     }
@@ -239,7 +240,7 @@ TEST(TransportRules, WrongElementsAreDataCorruption) {
 
 TEST(TransportRules, IncompleteSweepIsResultsMissingNotAFailure) {
   auto o = measured("socket");
-  o.sweep_complete = false;
+  o.sweep.complete = false;
   auto j = judge_one(o);
   EXPECT_EQ(j.phases[0].status, PhaseStatus::pass);
   ASSERT_EQ(j.findings.size(), 1u);
