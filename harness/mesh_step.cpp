@@ -62,11 +62,7 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
       ++it;
     }
   // What the mesh means (MESH_BLOCKED, MTU_MISMATCH, PEER_LOST, the phase's status) is judging's;
-  // next_step reads the judged status and errors (results::judge_local fills them in).
-  auto& observed = ctx.observed.mesh;
-  observed.mtu_black_holes = seen.mtu_black_holes_total;
-  for (const auto& f : seen.failures) observed.blocked_pairs.emplace_back(f.from, f.to);
-  observed.silent_ranks = seen.silent_ranks;
+  // next_step reads this record and what it judged (results::judged_so_far).
   ctx.end_step("mesh",
                results::MeshSeen{.mesh = seen,
                                  .ctx = probe_context(w),

@@ -10,8 +10,8 @@
 
 namespace ncclsmoke::harness {
 
-// Records the mesh phase and ctx.observed.mesh; `mesh` receives what the probe measured. Whether
-// the transports run after it is results::next_step's.
+// Records the mesh phase (MeshSeen); `mesh` receives what the probe measured. Whether the
+// transports run after it is results::next_step's, from that record.
 void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live,
                rendezvous::MeshResult& mesh);
 

@@ -362,16 +362,6 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
     return;
   }
   record_ranks(ctx, s.join);
-  {
-    auto& seen = ctx.observed.join;
-    seen.joined = true;
-    seen.roster_received = s.join.roster_received;
-    seen.world_size_conflict = s.join.master_world_size.has_value();
-    seen.rank_taken = s.join.rank_taken_by.has_value();
-    seen.present.clear();
-    for (const auto& id : s.join.present) seen.present.push_back(id.rank);
-    seen.missing = s.join.missing;
-  }
   note_store_full(ctx, s, !s.join.missing.empty());
   const results::JoinFacts& joined = s.join;  // as judging reads it (facts/join.h)
   // The phase line and table carry the duration.

@@ -33,8 +33,9 @@ struct StoreSession {
   std::atomic<bool> frozen{false};  // a probe found the store accepting but silent
 };
 
-// Records the rendezvous phase (and the ranks roster), and what the join gave in
-// ctx.observed.join. Whether the run goes on is results::next_step's (results/judging/next_step.h):
+// Records the rendezvous phase: the roster (RosterSeen) and what the join gave (JoinSeen), which
+// next_step reads back out of the records. Whether the run goes on is results::next_step's
+// (results/judging/next_step.h):
 // missing ranks don't stop the others (the mesh among those present is still worth knowing), a
 // roster that never came, another world size, a taken rank or a host set aside do.
 void rendezvous_step(RunContext& ctx, StoreSession& s);

@@ -241,6 +241,25 @@ JudgedSoFar judged_so_far(const std::vector<StepRecord>& records) {
   for (const auto& r : records) {
     if (const auto* s = std::get_if<SetAsideSeen>(&r.facts))
       for (const auto& e : excluded_ranks(s->roster, s->list)) out.excluded.push_back(e.rank);
+    if (const auto* s = std::get_if<JoinSeen>(&r.facts)) {
+      out.join.joined = true;
+      out.join.roster_received = s->join.roster_received;
+      out.join.world_size_conflict = s->join.master_world_size.has_value();
+      out.join.rank_taken = s->join.rank_taken_by.has_value();
+      out.join.missing = s->join.missing;
+    }
+    if (const auto* s = std::get_if<RosterSeen>(&r.facts)) {
+      out.join.present.clear();
+      for (const auto& e : s->present)
+        for (int k = e.rank; k <= std::max(e.rank, e.through); ++k) out.join.present.push_back(k);
+      std::sort(out.join.present.begin(), out.join.present.end());
+    }
+    if (const auto* s = std::get_if<MeshSeen>(&r.facts)) {
+      out.mesh.mtu_black_holes = s->mesh.mtu_black_holes_total;
+      out.mesh.blocked_pairs.clear();
+      for (const auto& f : s->mesh.failures) out.mesh.blocked_pairs.emplace_back(f.from, f.to);
+      out.mesh.silent_ranks = s->mesh.silent_ranks;
+    }
     if (r.phase != "mesh") continue;
     Judged j = judge_record(scratch, r);
     if (!j.status) continue;

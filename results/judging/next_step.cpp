@@ -93,8 +93,8 @@ std::string_view name(Step s) {
 }
 
 std::string transports_blocked_reason(const RunObservations& seen, const JudgedSoFar& judged) {
-  const auto& j = seen.join;
-  const auto& m = seen.mesh;
+  const auto& j = judged.join;
+  const auto& m = judged.mesh;
   std::vector<std::string> causes;
   if (!j.missing.empty())
     causes.push_back(fmt::format("{} never joined", ranks_word(j.missing)));
@@ -133,7 +133,7 @@ NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
   if (!seen.has_passed(Step::world)) return go(Step::world);
   if (!seen.world.ok) return finish("the world could not be discovered or its configuration was refused");
   if (!seen.has_passed(Step::rendezvous)) return go(Step::rendezvous);
-  const auto& j = seen.join;
+  const auto& j = judged.join;
   if (!j.joined) return finish("the rendezvous stopped before the join completed");
   if (!j.roster_received) return finish("rank 0 never published the roster");
   if (j.world_size_conflict) return finish("rank 0 announced another world size");

@@ -38,12 +38,14 @@ struct NextStep {
   std::optional<PairwiseDecision> pairwise_plan;
 };
 
-// What judging makes of the records so far that the order depends on: the mesh phase's status
-// and the codes of its error findings (MTU_MISMATCH, MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST ...,
-// in the order made), and the ranks on a host set aside (HOST_EXCLUDED). A pure function of the
-// records (judged_so_far, by the same rules judge_local applies), never written back into the
-// observations.
+// What the records so far say that the order depends on: the join (JoinSeen, RosterSeen) and the
+// mesh (MeshSeen) as recorded, the mesh phase's status and the codes of its error findings
+// (MTU_MISMATCH, MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST ..., in the order made), and the ranks
+// on a host set aside (HOST_EXCLUDED). A pure function of the records (judged_so_far, by the same
+// rules judge_local applies), never written back into the observations.
 struct JudgedSoFar {
+  JoinObservation join;
+  MeshObservation mesh;
   PhaseStatus mesh_status = PhaseStatus::not_run;
   std::vector<Code> mesh_errors;
   std::vector<int> excluded;

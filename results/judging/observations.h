@@ -52,7 +52,8 @@ struct WorldObservation {
   int world_size = 0;
 };
 
-// The rendezvous step, up to the end of the join and the set-aside check.
+// The join as its records say (JoinSeen, RosterSeen): next_step.h's judged_so_far reads it out of
+// them; no step writes it.
 struct JoinObservation {
   // The join barrier returned (false: the step stopped before, on the store, a port, another
   // job's store: its finding says which).
@@ -64,8 +65,8 @@ struct JoinObservation {
   std::vector<int> missing;          // ranks that never arrived
 };
 
-// The mesh step. What it means (the phase's status, its error findings) is judged from the
-// step's records (next_step.h judged_so_far), never written back here.
+// The mesh as its record says (MeshSeen, after the ranks the watch saw stop were set aside), read
+// out of it by judged_so_far beside what it means (the phase's status, its error codes).
 struct MeshObservation {
   std::size_t mtu_black_holes = 0;  // paths where full-MTU packets vanish
   std::vector<std::pair<int, int>> blocked_pairs;  // (from, to)
@@ -114,8 +115,6 @@ struct RunObservations {
   std::vector<Step> passed;  // the steps run or passed over so far, in order
   std::vector<Phase> passed_over;  // the phases next_step listed not run, in order (note_taken)
   WorldObservation world;
-  JoinObservation join;
-  MeshObservation mesh;
   std::vector<std::string> requested;  // --transports, without "none"
   LivenessObservation live;
   double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)

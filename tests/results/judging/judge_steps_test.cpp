@@ -46,21 +46,29 @@ TEST(JudgeSteps, AJoinWithARankMissingFailsThePhaseAndNamesIt) {
   EXPECT_TRUE(ok.findings.empty());
 }
 
+// A complete join of a 4-rank world, as the rendezvous step records it.
+std::vector<StepRecord> joined_records() {
+  JoinFacts join;
+  join.roster_received = true;
+  RosterSeen roster;
+  for (int r = 0; r < 4; ++r) roster.present.push_back({.rank = r, .host = "h" + std::to_string(r)});
+  return {{roster, "", 0, ""}, {JoinSeen{join, probe(1), 30}, "rendezvous", 0.1, "4/4 ranks joined"}};
+}
+
 TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
   RunObservations seen;
   seen.passed = {Step::world, Step::rendezvous, Step::mesh};
   seen.world = {true, 1, 4};
-  seen.join.joined = seen.join.roster_received = true;
-  seen.join.present = {0, 1, 2, 3};
   seen.requested = {"socket"};
   seen.steps_left_s = 30;
   Verdict v;
   StoreFailure lost{StoreErrorClass::reset, "connection reset by peer"};
-  const std::vector<StepRecord> records{
-      {StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"}};
-  auto ended = judge_local(v, records);
+  const StepRecord mesh{StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"};
+  auto ended = judge_local(v, {mesh});
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status, PhaseStatus::fail);
+  auto records = joined_records();
+  records.push_back(mesh);
   auto judged = judged_so_far(records);
   EXPECT_EQ(judged.mesh_status, PhaseStatus::fail);
   ASSERT_EQ(judged.mesh_errors.size(), 1u);
@@ -70,6 +78,45 @@ TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
   ASSERT_FALSE(next.not_run.empty());
   EXPECT_EQ(next.not_run[0].name, "transport:socket");
   EXPECT_NE(next.not_run[0].detail.find("mesh"), std::string::npos) << next.not_run[0].detail;
+}
+
+// next_step reads the join and the mesh out of their records: nothing copies them beside.
+TEST(JudgeSteps, TheJoinAndTheMeshAreReadOutOfTheirRecords) {
+  auto before = judged_so_far({});
+  EXPECT_FALSE(before.join.joined);
+  auto records = joined_records();
+  auto joined = judged_so_far(records);
+  EXPECT_TRUE(joined.join.joined);
+  EXPECT_TRUE(joined.join.roster_received);
+  EXPECT_FALSE(joined.join.world_size_conflict);
+  EXPECT_FALSE(joined.join.rank_taken);
+  EXPECT_EQ(joined.join.present, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(joined.join.missing.empty());
+
+  JoinFacts disputed;
+  disputed.roster_received = true;
+  disputed.missing = {3};
+  disputed.master_world_size = 8;
+  disputed.rank_taken_by = JoinFacts::Claimant{"h9", 42};
+  auto d = judged_so_far({{JoinSeen{disputed, probe(1), 30}, "rendezvous", 30, ""}});
+  EXPECT_TRUE(d.join.world_size_conflict);
+  EXPECT_TRUE(d.join.rank_taken);
+  EXPECT_EQ(d.join.missing, std::vector<int>{3});
+
+  MeshSeen mesh;
+  mesh.ctx = probe(1);
+  mesh.mesh.summary_received = true;
+  mesh.mesh.pairs_tested = 12;
+  mesh.mesh.failures.push_back({.from = 0, .to = 2, .to_address = "10.0.0.3:4000",
+                                .error_class = StoreErrorClass::timed_out});
+  mesh.mesh.silent_ranks = {3};
+  mesh.mesh.mtu_black_holes_total = 2;
+  records.push_back({mesh, "mesh", 1.0, ""});
+  auto m = judged_so_far(records);
+  EXPECT_EQ(m.mesh.blocked_pairs, (std::vector<std::pair<int, int>>{{0, 2}}));
+  EXPECT_EQ(m.mesh.silent_ranks, std::vector<int>{3});
+  EXPECT_EQ(m.mesh.mtu_black_holes, 2u);
+  EXPECT_EQ(m.mesh_status, PhaseStatus::fail);
 }
 
 TEST(JudgeSteps, AHostSetAsideIsExcludedAndListedForNextStep) {

@@ -25,9 +25,9 @@ Seen joined(std::vector<std::string> requested = {"socket"}, int rank = 0) {
   Seen o;
   o.passed = {Step::world, Step::rendezvous};
   o.world = {true, rank, 4};
-  o.join.joined = true;
-  o.join.roster_received = true;
-  o.join.present = {0, 1, 2, 3};
+  o.judged.join.joined = true;
+  o.judged.join.roster_received = true;
+  o.judged.join.present = {0, 1, 2, 3};
   o.requested = std::move(requested);
   o.steps_left_s = 30;
   return o;
@@ -77,11 +77,11 @@ TEST(NextStep, AWorldNotDiscoveredOrAJoinThatStoppedFinishes) {
   EXPECT_TRUE(n.not_run.empty());
   for (auto breaks : {&JoinObservation::world_size_conflict, &JoinObservation::rank_taken}) {
     auto j = joined();
-    j.join.*breaks = true;
+    j.judged.join.*breaks = true;
     EXPECT_EQ(step_of(j).step, Step::finish);
   }
   auto r = joined();
-  r.join.roster_received = false;
+  r.judged.join.roster_received = false;
   EXPECT_EQ(step_of(r).step, Step::finish);
 }
 
@@ -97,8 +97,8 @@ TEST(NextStep, AHostSetAsideStopsTheRunBeforeTheMesh) {
 
 TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
   auto o = joined({"socket", "fabric"});
-  o.join.present = {0, 1, 2};
-  o.join.missing = {3};
+  o.judged.join.present = {0, 1, 2};
+  o.judged.join.missing = {3};
   EXPECT_EQ(step_of(o).step, Step::mesh) << "the mesh among those present is worth knowing";
   o.passed.push_back(Step::mesh);
   o.judged.mesh_status = PhaseStatus::pass;
@@ -123,7 +123,7 @@ TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
 TEST(NextStep, AnMtuBlackHoleIsTheReasonTheTransportsDidNotRun) {
   auto o = after_mesh(PhaseStatus::fail);
   o.judged.mesh_errors = {Code::MTU_MISMATCH};
-  o.mesh.mtu_black_holes = 14;
+  o.judged.mesh.mtu_black_holes = 14;
   auto n = step_of(o);
   ASSERT_EQ(n.not_run.size(), 1u);
   EXPECT_EQ(n.not_run[0].detail,
@@ -134,11 +134,11 @@ TEST(NextStep, AnMtuBlackHoleIsTheReasonTheTransportsDidNotRun) {
 TEST(NextStep, BlockedPairsAndOtherMeshErrorsAreNamed) {
   auto o = after_mesh(PhaseStatus::fail);
   o.judged.mesh_errors = {Code::MESH_BLOCKED};
-  o.mesh.blocked_pairs = {{0, 2}, {1, 2}};
+  o.judged.mesh.blocked_pairs = {{0, 2}, {1, 2}};
   EXPECT_EQ(blocked_of(o), "the mesh failed: 2 pairs blocked (MESH_BLOCKED)");
   auto lost = after_mesh(PhaseStatus::fail);
   lost.judged.mesh_errors = {Code::PEER_LOST, Code::PEER_LOST};
-  lost.mesh.silent_ranks = {3};
+  lost.judged.mesh.silent_ranks = {3};
   EXPECT_EQ(blocked_of(lost),
             "the mesh failed: rank 3 stopped answering; PEER_LOST");
   auto bare = after_mesh(PhaseStatus::fail);
@@ -149,9 +149,9 @@ TEST(NextStep, BlockedPairsAndOtherMeshErrorsAreNamed) {
   EXPECT_EQ(step_of(cut).step, Step::transports);
   // Missing ranks and a failed mesh: both said.
   auto both = after_mesh(PhaseStatus::fail);
-  both.join.missing = {5, 6};
+  both.judged.join.missing = {5, 6};
   both.judged.mesh_errors = {Code::MESH_BLOCKED};
-  both.mesh.blocked_pairs = {{0, 1}};
+  both.judged.mesh.blocked_pairs = {{0, 1}};
   EXPECT_EQ(blocked_of(both),
             "ranks 5, 6 never joined; the mesh failed: 1 pair blocked (MESH_BLOCKED)");
 }
