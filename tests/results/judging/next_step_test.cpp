@@ -54,7 +54,7 @@ std::vector<Step> walk(Seen o) {
 TEST(NextStep, AHealthyRunWalksEveryStepInOrder) {
   Seen o;
   o.world = {true, 0, 4};
-  o.join = joined().join;
+  o.judged.join = joined().judged.join;
   o.requested = {"socket"};
   o.steps_left_s = 30;
   o.judged.mesh_status = PhaseStatus::pass;
