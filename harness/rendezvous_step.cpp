@@ -363,9 +363,8 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   }
   record_ranks(ctx, s.join);
   note_store_full(ctx, s, !s.join.missing.empty());
-  const results::JoinFacts& joined = s.join;  // as judging reads it (facts/join.h)
-  // The phase line and table carry the duration.
-  ctx.end_step("rendezvous", results::JoinSeen{joined, probe_context(w), ctx.o.join_timeout_s}, t0,
+  // The phase line and table carry the duration; judging reads the join as facts/join.h has it.
+  ctx.end_step("rendezvous", results::JoinSeen{s.join, probe_context(w), ctx.o.join_timeout_s}, t0,
                 fmt::format("{}/{} ranks joined", s.join.present.size(), w.world_size));
   // A rank on a host set aside (--exclude-hosts / --exclude-file): HOST_EXCLUDED (harness/set_aside.h);
   // the check needs the roster. Whether the mesh runs is results::next_step's.

@@ -41,7 +41,7 @@ class RunSession {
  public:
   RunSession(RunOptions o, std::string log_env, RunHooks hooks = {})
       : ctx_(std::move(o), std::move(log_env)), hooks_(std::move(hooks)) {
-    ctx_.environment = hooks_.environment;
+    ctx_.environment = std::move(hooks_.environment);  // RunContext keeps it for the steps
   }
   int run();  // the exit code
 

@@ -17,10 +17,12 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "harness/env.h"
@@ -143,6 +145,36 @@ inline std::vector<PairSampleRead> pair_samples(const results::Verdict& v,
     for (const auto& s : id.observed["pairwise"]) out.push_back({id.rank, s});
   }
   return out;
+}
+
+// Of the socket transport's pairwise samples: every sample has a time and no error; each pair was measured by both of its ranks in one round;
+// no rank is in two pairs of a round; the rounds used are 0..rounds-1. Returns the pairs.
+inline std::set<std::pair<int, int>> expect_pairs_on_both_sides(const results::Verdict& v,
+                                                                 int rounds) {
+  using Pair = std::pair<int, int>;
+  std::map<Pair, std::vector<Pair>> sides;  // pair -> (rank, round)
+  std::map<Pair, int> rank_in_round;        // (rank, round) -> samples
+  std::set<int> used;
+  for (const auto& s : pair_samples(v, "socket")) {
+    EXPECT_TRUE(s.sample.value("error", nlohmann::json()).is_null()) << s.sample.dump();
+    EXPECT_GT(s.sample.value("time_us", 0.0), 0) << s.sample.dump();
+    sides[{std::min(s.rank, s.peer()), std::max(s.rank, s.peer())}].push_back({s.rank, s.round()});
+    const int times = ++rank_in_round[Pair{s.rank, s.round()}];
+    EXPECT_EQ(times, 1) << "rank " << s.rank << " twice in round " << s.round();
+    used.insert(s.round());
+  }
+  std::set<Pair> pairs;
+  for (const auto& [pair, seen] : sides) {
+    pairs.insert(pair);
+    EXPECT_EQ(seen.size(), 2u) << pair.first << "-" << pair.second;
+    if (seen.size() != 2) continue;
+    EXPECT_NE(seen[0].first, seen[1].first) << pair.first << "-" << pair.second;
+    EXPECT_EQ(seen[0].second, seen[1].second) << pair.first << "-" << pair.second;
+  }
+  std::set<int> expected_rounds;
+  for (int i = 0; i < rounds; ++i) expected_rounds.insert(i);
+  EXPECT_EQ(used, expected_rounds);
+  return pairs;
 }
 
 }  // namespace ncclsmoke::testing

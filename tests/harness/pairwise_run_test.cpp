@@ -20,6 +20,7 @@ namespace {
 using results::Outcome;
 using results::PhaseStatus;
 using testing::InProcessRun;
+using testing::expect_pairs_on_both_sides;
 using testing::pair_samples;
 using testing::run_in_process;
 using Pair = std::pair<int, int>;
@@ -37,34 +38,6 @@ void expect_passed(const InProcessRun& run, std::optional<results::Verdict>& v) 
   ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
   for (std::size_t r = 0; r < run.codes.size(); ++r) EXPECT_EQ(run.codes[r], 0) << "rank " << r;
   EXPECT_EQ(v->verdict, Outcome::pass) << ::testing::PrintToString(testing::finding_codes(*v));
-}
-
-// Every sample has a time and no error; each pair was measured by both of its ranks in one round;
-// no rank is in two pairs of a round; the rounds used are 0..rounds-1. Returns the pairs.
-std::set<Pair> expect_pairs_on_both_sides(const results::Verdict& v, int rounds) {
-  std::map<Pair, std::vector<Pair>> sides;  // pair -> (rank, round)
-  std::map<Pair, int> rank_in_round;        // (rank, round) -> samples
-  std::set<int> used;
-  for (const auto& s : pair_samples(v, "socket")) {
-    EXPECT_TRUE(s.sample.value("error", nlohmann::json()).is_null()) << s.sample.dump();
-    EXPECT_GT(s.sample.value("time_us", 0.0), 0) << s.sample.dump();
-    sides[{std::min(s.rank, s.peer()), std::max(s.rank, s.peer())}].push_back({s.rank, s.round()});
-    const int times = ++rank_in_round[Pair{s.rank, s.round()}];
-    EXPECT_EQ(times, 1) << "rank " << s.rank << " twice in round " << s.round();
-    used.insert(s.round());
-  }
-  std::set<Pair> pairs;
-  for (const auto& [pair, seen] : sides) {
-    pairs.insert(pair);
-    EXPECT_EQ(seen.size(), 2u) << pair.first << "-" << pair.second;
-    if (seen.size() != 2) continue;
-    EXPECT_NE(seen[0].first, seen[1].first) << pair.first << "-" << pair.second;
-    EXPECT_EQ(seen[0].second, seen[1].second) << pair.first << "-" << pair.second;
-  }
-  std::set<int> expected_rounds;
-  for (int i = 0; i < rounds; ++i) expected_rounds.insert(i);
-  EXPECT_EQ(used, expected_rounds);
-  return pairs;
 }
 
 std::set<Pair> every_pair(int n) {

@@ -23,13 +23,9 @@ using results::RankStatus;
 using testing::InProcessRun;
 using testing::run_in_process;
 
-const results::Phase* phase(const results::Verdict& v, const std::string& name) {
-  return testing::find_phase(v, name);
-}
-std::set<std::string> codes(const results::Verdict& v) { return testing::finding_codes(v); }
-const results::Finding* finding(const results::Verdict& v, const std::string& code) {
-  return testing::find_finding(v, code);
-}
+const auto phase = testing::find_phase;
+const auto codes = testing::finding_codes;
+const auto finding = testing::find_finding;
 
 // Whether `r` is one of the ranks the entries of `v.ranks` with status `s` stand for.
 bool rank_has_status(const results::Verdict& v, int r, RankStatus s) {
@@ -154,18 +150,7 @@ TEST(RunInProcess, APairwiseRoundMeetsEveryPairOnBothSides) {
   EXPECT_EQ(p->status, PhaseStatus::pass) << p->detail;
   EXPECT_NE(p->detail.find("3 rounds of"), std::string::npos) << p->detail;
   // 4 ranks meet in 3 rounds: each pair once, measured by both of its ranks in the same round.
-  std::map<std::pair<int, int>, std::vector<std::pair<int, int>>> sides;  // pair -> (rank, round)
-  for (const auto& s : testing::pair_samples(*v, "socket")) {
-    EXPECT_TRUE(s.sample.value("error", nlohmann::json()).is_null()) << s.sample.dump();
-    EXPECT_GT(s.sample.value("time_us", 0.0), 0) << s.sample.dump();
-    sides[{std::min(s.rank, s.peer()), std::max(s.rank, s.peer())}].push_back({s.rank, s.round()});
-  }
-  EXPECT_EQ(sides.size(), 6u);
-  for (const auto& [pair, seen] : sides) {
-    ASSERT_EQ(seen.size(), 2u) << pair.first << "-" << pair.second;
-    EXPECT_NE(seen[0].first, seen[1].first);
-    EXPECT_EQ(seen[0].second, seen[1].second) << pair.first << "-" << pair.second;
-  }
+  EXPECT_EQ(testing::expect_pairs_on_both_sides(*v, 3).size(), 6u);
 }
 
 TEST(RunInProcess, ASweepPastTimeoutEndsInRunTimeoutWithEveryVerdictInTime) {
