@@ -10,11 +10,19 @@
 // - pairwise rounds (observed["pairwise"], below): rounds of disjoint 2-rank all-reduces, each
 //   rank's own pair per round with its time, so a link the ring never uses is measured too.
 //
-// A link is bad when it is far worse than the median link on one of: the pair's time (pairwise),
+// A link is bad when it is far worse than its reference on one of: the pair's time (pairwise),
 // retransmit rate, or (ring) time blocked sending on it (its round-trip time is evidence only).
+// The reference leaves the suspect out: a host's links are compared with the lower third of the
+// links that do not touch it, a link's with those of the links that touch neither of its ends. So
+// a bad host cannot drag its own reference along, which on four hosts (a host in half of all
+// pairs and half of the ring's links) hid it, and two bad hosts are both named. The floors, not
+// the reference, keep a healthy network's noise from naming a link.
 // A host is SLOW_HOST when its bad links are at least two and at least two thirds of its measured
-// links to other hosts; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both
-// ends, when it is slower (time, or failed), not on retransmits alone. Links inside one host (loopback) are not judged.
+// links; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
+// slower (time, or failed), not on retransmits alone. A link with nothing to compare with (two
+// hosts: every link touches both) is SLOW_LINK when it loses packets on its own account (>= 2%
+// retransmits): either end or the path may be at fault, and SLOW_LINK sets neither aside.
+// Links inside one host (loopback) are not judged.
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -56,8 +64,7 @@ std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
                                       const std::string& next_host);
 
 // SLOW_HOST / SLOW_LINK findings (subjects as data: hosts, the link's ends, the transport), with
-// the per-link figures as evidence. Empty when there are fewer than 3 inter-host links for a
-// transport and source (no median to compare with).
+// the per-link figures and the references they were compared with as evidence.
 std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links);
 inline std::vector<Finding> judge_links(const Verdict& v) { return judge_links(link_evidence(v)); }
 

@@ -5,9 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <random>
+#include <set>
 
 #include "results/judging/judge_run.h"
 #include "results/judging/transport_rules.h"
+#include "results/verdict/suspects.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -225,6 +228,154 @@ TEST(LinkRules, RetransmitsAloneOnOneLinkNameNoLink) {
     write_pair_samples(id.observed, samples);
   }
   EXPECT_TRUE(judge_links(v).empty());
+}
+
+// ---- every shape: world sizes, one bad host or several, loss or a slow NIC, healthy noise -------
+
+std::set<std::string> hosts_of(const std::vector<Finding>& fs, Code c) {
+  std::set<std::string> out;
+  for (const auto& f : with(fs, c)) out.insert(f.hosts.begin(), f.hosts.end());
+  return out;
+}
+
+std::string messages(const std::vector<Finding>& fs) {
+  std::string out;
+  for (const auto& f : fs) out += "\n  " + f.message;
+  return out;
+}
+
+TEST(LinkRules, OneLossyHostIsNamedAloneOnEveryWorldSize) {
+  for (int n : {3, 4, 5, 8, 16})
+    for (int bad = 0; bad < n; bad += (n > 4 ? 3 : 1)) {
+      auto fs = judge_links(ring(n, {bad}));
+      EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), std::set<std::string>{host(bad)})
+          << n << " hosts, h" << bad << " lossy:" << messages(fs);
+      EXPECT_TRUE(with(fs, Code::SLOW_LINK).empty()) << n << " hosts:" << messages(fs);
+    }
+}
+
+TEST(LinkRules, AHostSlowWithEveryPartnerIsNamedOnFourHosts) {
+  // On four hosts a host is in half of the pairs: a median over every pair is half its own.
+  for (int bad = 0; bad < 4; ++bad) {
+    auto fs = judge_links(pairwise(4, [&](int a, int b) { return a == bad || b == bad; }));
+    EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), std::set<std::string>{host(bad)}) << messages(fs);
+    EXPECT_TRUE(with(fs, Code::SLOW_LINK).empty()) << messages(fs);
+  }
+}
+
+TEST(LinkRules, TwoBadHostsAreBothNamedAndNoOther) {
+  // Apart, side by side, across the ring's seam, and one apart (the host between them has both
+  // ring links bad, each explained by its other end).
+  for (std::vector<int> bad : {std::vector<int>{2, 5}, {2, 3}, {0, 7}, {3, 5}}) {
+    std::set<std::string> want{host(bad[0]), host(bad[1])};
+    auto fs = judge_links(ring(8, bad));
+    EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), want) << "ring:" << messages(fs);
+    auto ps = judge_links(pairwise(8, [&](int a, int b) {
+      return a == bad[0] || b == bad[0] || a == bad[1] || b == bad[1];
+    }));
+    EXPECT_EQ(hosts_of(ps, Code::SLOW_HOST), want) << "pairwise:" << messages(ps);
+    EXPECT_TRUE(with(ps, Code::SLOW_LINK).empty()) << messages(ps);
+  }
+}
+
+TEST(LinkRules, TwoHostsNameTheirLinkAndSetNeitherAside) {
+  auto fs = judge_links(ring(2, {1}));
+  ASSERT_EQ(fs.size(), 1u) << messages(fs);
+  EXPECT_EQ(fs[0].code, Code::SLOW_LINK);
+  EXPECT_EQ(fs[0].hosts, (std::vector<std::string>{"h0", "h1"}));
+  EXPECT_NE(fs[0].message.find("either host or the path"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("6.0%"), std::string::npos) << fs[0].message;
+  Verdict v = world_of(2);
+  v.findings = fs;
+  EXPECT_TRUE(suspect_hosts(v).empty()) << "a link's two ends are candidates, not suspects";
+  // A healthy pair of hosts: the namespace bridge's own retransmits (up to 0.9%) name nothing.
+  Verdict healthy = ring(2, {});
+  for (auto& id : healthy.identities) {
+    auto ls = *link_stats_of(id);
+    ls.tx_retrans = 90;
+    write_link_stats(id.observed, ls);
+  }
+  EXPECT_TRUE(judge_links(healthy).empty());
+}
+
+// Healthy figures drawn from what namespace runs measured (retransmits 0-0.9%, time blocked up
+// to 0.02 s, 1 MiB pair times 0.5-1.7 ms); faults at the strengths the namespace tests use (loss
+// 3-10%: retransmits 1.5-10% on every link of the host; a slow NIC: 20-40x the pair time).
+// The bad hosts are at most (n - 2) / 2: beyond that most links touch a bad host, and loss
+// everywhere is the fabric's, not a host's.
+TEST(LinkRules, RandomShapesNameEveryBadHostAndNoHealthyOne) {
+  std::mt19937 rng(20261207);
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<>(lo, hi)(rng); };
+  int faulty_runs = 0;
+  for (int trial = 0; trial < 1000; ++trial) {
+    const int n = std::uniform_int_distribution<>(2, 12)(rng);
+    const int max_bad = n == 2 ? 1 : std::max(0, (n - 2) / 2);
+    const int n_bad = std::uniform_int_distribution<>(0, std::min(2, max_bad))(rng);
+    std::set<int> bad;
+    while (static_cast<int>(bad.size()) < n_bad)
+      bad.insert(std::uniform_int_distribution<>(0, n - 1)(rng));
+    const bool slow_nic = uniform(0, 1) < 0.5;
+    const bool with_pairs = n > 2 && uniform(0, 1) < 0.6;
+    auto touches_bad = [&](int a, int b) { return bad.count(a) || bad.count(b); };
+    Verdict v = world_of(n);
+    std::vector<std::vector<PairSample>> by_rank(n);
+    if (with_pairs) {
+      int round = 0;
+      for (int a = 0; a < n; ++a)
+        for (int b = a + 1; b < n; ++b, ++round) {
+          const bool hit = touches_bad(a, b);
+          for (int side : {a, b}) {
+            PairSample p = sample(round, side == a ? b : a, uniform(500, 1700));
+            p.segs_out = 2900;
+            p.retrans = static_cast<int>(2900 * uniform(0, 0.009));
+            if (hit && slow_nic) p.time_us *= uniform(20, 40);
+            if (hit && !slow_nic) p.retrans = static_cast<int>(2900 * uniform(0.03, 0.10));
+            by_rank[side].push_back(p);
+          }
+        }
+    }
+    for (int r = 0; r < n; ++r) {
+      TransportIdentity id = socket_row(r);
+      LinkFacts ls;
+      ls.next_rank = (r + 1) % n;
+      ls.prev_rank = (r + n - 1) % n;
+      const bool hit = touches_bad(r, ls.next_rank);
+      ls.send_blocked_s = uniform(0, 0.02);
+      ls.tx_segs_out = 76000;
+      ls.tx_retrans = static_cast<std::int64_t>(76000 * uniform(0, 0.009));
+      if (hit && !slow_nic) ls.tx_retrans = static_cast<std::int64_t>(76000 * uniform(0.03, 0.10));
+      if (bad.count(r) && slow_nic) ls.send_blocked_s = uniform(2, 4);  // it sends slowly
+      write_link_stats(id.observed, ls);
+      if (with_pairs) write_pair_samples(id.observed, by_rank[r]);
+      v.identities.push_back(id);
+    }
+    auto fs = judge_links(v);
+    std::set<std::string> want;
+    for (int b : bad) want.insert(host(b));
+    const std::string shape = "trial " + std::to_string(trial) + ": " + std::to_string(n) +
+                              " hosts, bad " + testing::PrintToString(bad) +
+                              (slow_nic ? " slow NIC" : " lossy") + (with_pairs ? ", pairs" : ", ring");
+    // Never a healthy host: no SLOW_HOST outside the bad set, no SLOW_LINK between healthy hosts.
+    for (const auto& h : hosts_of(fs, Code::SLOW_HOST))
+      EXPECT_TRUE(want.count(h)) << shape << " named healthy " << h << messages(fs);
+    for (const auto& f : with(fs, Code::SLOW_LINK))
+      EXPECT_TRUE(want.count(f.hosts[0]) || want.count(f.hosts[1])) << shape << messages(fs);
+    if (bad.empty()) continue;
+    ++faulty_runs;
+    if (n == 2) {
+      // Two hosts: loss names the link and both ends; a slow NIC needs the line rate.
+      if (!slow_nic) EXPECT_EQ(hosts_of(fs, Code::SLOW_LINK), (std::set<std::string>{"h0", "h1"})) << shape;
+      continue;
+    }
+    // A slow NIC on the ring alone shows on one link (the bad host's sends): something is named,
+    // and the pairwise rounds that it triggers tell the hosts.
+    if (slow_nic && !with_pairs) {
+      EXPECT_FALSE(fs.empty()) << shape;
+      continue;
+    }
+    EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), want) << shape << messages(fs);
+  }
+  EXPECT_GT(faulty_runs, 500);
 }
 
 }  // namespace
