@@ -163,18 +163,21 @@ const std::vector<FindingCode> kCodes = {
      "One rank's collective times are far from its peers'; the whole job runs at its speed.",
      "Check the named host's NIC (errors, link speed), CPU throttling and co-located workloads."},
     {Code::SLOW_HOST, Severity::warning, Layer::transport, Outcome::degraded,
-     "Every link of the named host is far worse than the run's median link (throughput, round-trip "
-     "time or retransmits, measured per peer in this run, no baseline needed), or the liveness "
+     "Most links of the named host are far worse than the links between the other hosts (time, "
+     "time blocked sending or retransmits, measured per peer in this run, no baseline needed), or the liveness "
      "watches of several other hosts saw its ranks go quiet behind retransmits: the host, not one "
      "cable, slows every collective it is part of.",
      "Set {hosts} aside for this job (--exclude-hosts, Slurm drain) and check its NIC: link speed and "
      "errors (ethtool -S), packet loss, a rate limit, CPU throttling; the per-link figures are in the "
      "evidence."},
     {Code::SLOW_LINK, Severity::warning, Layer::transport, Outcome::degraded,
-     "One pair of hosts is far slower than the run's median link while both ends are fine with "
-     "their other partners: the path between them (a cable, a switch port, a route), not a host.",
+     "One pair of hosts is far slower than the links between other hosts while both ends are fine "
+     "with their other partners: the path between them (a cable, a switch port, a route), not a "
+     "host. With two hosts (nothing to compare with), a link that retransmits 2% or more of what "
+     "it sent: either end or the path, neither set aside.",
      "Check the path between {hosts} (switch ports, cabling, routes); both hosts are fine with other "
-     "partners, so setting either aside is not needed."},
+     "partners, so setting either aside is not needed. With two hosts, run each against a third "
+     "host to tell which one it is."},
     // --- data -------------------------------------------------------------------------------
     {Code::DATA_CORRUPTION, Severity::error, Layer::data, Outcome::degraded,
      "An all-reduce returned wrong values; the count of wrong elements per rank is in the evidence.",

@@ -14,6 +14,14 @@ or link it named, and that no other host or link is named.
                  once, and SLOW_LINK names host2 and host5; no SLOW_HOST.
   loss30         30% loss on host2: the run may fail (timeouts, or host2 never joins), but no rank
                  is called lost (PEER_LOST), and a SLOW_HOST, if any, names host2 alone.
+  two_hosts      2 hosts, 8% loss on host1: nothing to compare the one link with, so SLOW_LINK
+                 names both ends as candidates, no SLOW_HOST, and suspects.txt is empty.
+  four_loss      4 hosts, 4% loss on host2 (a host in half of all pairs): SLOW_HOST host2 alone.
+  four_nic       4 hosts, host1's NIC limited to 150 Mbit/s (tbf on its egress): SLOW_HOST host1
+                 alone (the ring shows one slow link; the pairwise rounds it starts tell the host).
+  eight_two      8 hosts, 6% loss on host3 and host6: both named, no other host, no SLOW_LINK.
+  four_heavy     4 hosts, 35% loss on host1: suspects.txt holds host1 or nothing, never another.
+  healthy_again  8 healthy hosts, three runs: no finding in any (no false accusation).
 
 Hosts come from netns.py (see ../../shared/TESTHOSTS.md): every rank runs inside a namespace,
 nothing can leave, everything is removed at the end.
@@ -119,8 +127,8 @@ def shape_link(host, peer_addr, rate="200mbit"):
 class BadNode(suite.NamespaceCase):
     dir_prefix = "ncclsmoke-bn"
 
-    def bed(self, tag):
-        return netns.Testbed(N, self.tmp, tag=tag)
+    def bed(self, tag, n=N):
+        return netns.Testbed(n, self.tmp, tag=tag)
 
     def host(self, i):
         return f"host{i}"
@@ -188,6 +196,75 @@ class BadNode(suite.NamespaceCase):
         if named:
             self.assertIn(self.host(BAD), named, json.dumps(run.global_["findings"])[:3000])
         FIGURES.append(f"loss30: {run.wall_s:.1f} s, {run.global_['verdict']} {codes(run.global_)}")
+
+
+    def suspects(self, run):
+        """The nodes rank 0's suspects.txt lists."""
+        with open(os.path.join(run.dir, "rank0", "suspects.txt")) as f:
+            return sorted(line.split()[0] for line in f if line.strip() and not line.startswith("#"))
+
+    def assert_named_alone(self, run, code, hosts):
+        """`code` names exactly `hosts`; no host-blaming code names anyone else."""
+        run.show(*SLOW_CODES, "PEER_LOST", "PEER_STALLED")
+        self.assertEqual(run.named(code), sorted(hosts), f"{run.name}: {codes(run.global_)}")
+        other = [c for c in SLOW_CODES if c != code]
+        self.assert_none_named(run, *other, "PEER_LOST")
+        self.assertEqual(self.suspects(run), sorted(hosts) if code == "SLOW_HOST" else [],
+                         f"{run.name}: suspects.txt")
+
+    def test_05_two_hosts(self):
+        with self.bed("two", n=2) as bed:
+            lossy(bed, 1, 0.08)
+            run = Run(self, bed, "two_hosts", MASTER_PORT, SOCKET)
+            unlossy(bed)
+        self.assert_named_alone(run, "SLOW_LINK", [self.host(0), self.host(1)])
+        self.assertIn("either host or the path", run.findings("SLOW_LINK")[0]["message"])
+        FIGURES.append(f"two_hosts 8% loss: {run.wall_s:.1f} s, SLOW_LINK {run.named('SLOW_LINK')}")
+
+    def test_06_four_loss(self):
+        with self.bed("fl", n=4) as bed:
+            lossy(bed, 2, 0.04)
+            run = Run(self, bed, "four_loss", MASTER_PORT, SOCKET)
+            unlossy(bed)
+        self.assert_named_alone(run, "SLOW_HOST", [self.host(2)])
+        FIGURES.append(f"four_loss 4%: {run.wall_s:.1f} s, SLOW_HOST {run.named('SLOW_HOST')}")
+
+    def test_07_four_nic(self):
+        with self.bed("fn", n=4) as bed:
+            bed.hosts[1].shape(rate="150mbit")
+            run = Run(self, bed, "four_nic", MASTER_PORT, SOCKET)
+            bed.hosts[1].unshape()
+        self.assert_named_alone(run, "SLOW_HOST", [self.host(1)])
+        FIGURES.append(f"four_nic 150 Mbit/s: {run.wall_s:.1f} s, SLOW_HOST {run.named('SLOW_HOST')}")
+
+    def test_08_eight_two(self):
+        with self.bed("e2") as bed:
+            lossy(bed, 3, 0.06)
+            lossy(bed, 6, 0.06)
+            run = Run(self, bed, "eight_two", MASTER_PORT, SOCKET)
+            unlossy(bed)
+        self.assert_named_alone(run, "SLOW_HOST", [self.host(3), self.host(6)])
+        FIGURES.append(f"eight_two 6%: {run.wall_s:.1f} s, SLOW_HOST {run.named('SLOW_HOST')}")
+
+    def test_09_four_heavy(self):
+        with self.bed("fh", n=4) as bed:
+            lossy(bed, 1, 0.35)
+            run = Run(self, bed, "four_heavy", MASTER_PORT,
+                      socket_args(transport_timeout=25, op_timeout=10), timeout_s=60)
+            unlossy(bed)
+        run.show(*SLOW_CODES, "PEER_LOST", "PEER_STALLED", "STRAGGLER")
+        self.assertIn(self.suspects(run), ([], [self.host(1)]), json.dumps(run.global_["findings"])[:3000])
+        FIGURES.append(f"four_heavy 35%: {run.wall_s:.1f} s, {run.global_['verdict']}, "
+                       f"suspects {self.suspects(run)}")
+
+    def test_10_healthy_again(self):
+        with self.bed("ha") as bed:
+            runs = [Run(self, bed, f"healthy_{i}", MASTER_PORT + i, SOCKET) for i in range(3)]
+        for run in runs:
+            self.assertEqual(run.global_["verdict"], "pass", codes(run.global_))
+            self.assert_none_named(run, *SLOW_CODES, "PEER_LOST", "PEER_STALLED", "STRAGGLER")
+            self.assertEqual(self.suspects(run), [])
+        FIGURES.append("healthy_again: " + ", ".join(f"{r.wall_s:.1f} s" for r in runs))
 
 
 def main():
