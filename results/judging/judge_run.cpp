@@ -46,9 +46,12 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   global.duration_s = roster.duration_s;
   // Per-link evidence needs no baseline: every run compares its links with its own median link.
   add_judged_findings(global.findings, judge_links(global));
-  // Loss so heavy that the links were never measured is still seen by the liveness watches.
+  // Loss so heavy that the links were never measured is still seen by the liveness watches, but
+  // not through a witness whose own path is suspect; and a host named now can discount more.
+  discount_suspect_witnesses(global);
   add_judged_findings(global.findings, judge_lossy_paths(global));
   explain_by_slow_hosts(global.findings);
+  discount_suspect_witnesses(global);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));
     global.baseline = baseline_record(profile, global);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -15,7 +16,8 @@ namespace ncclsmoke::results {
 namespace {
 
 bool is_lossy_stall(const Finding& f) {
-  return f.code == Code::PEER_STALLED && f.origin == FindingOrigin::lossy_path && !f.hosts.empty();
+  return f.code == Code::PEER_STALLED && f.origin == FindingOrigin::lossy_path && !f.hosts.empty() &&
+         !(f.evidence.is_object() && f.evidence.contains("witnesses_suspect"));
 }
 
 // The ranks that saw it: the merge's reported_by, and the watch's own witness.
@@ -31,7 +33,63 @@ std::set<int> witnesses_of(const Finding& f) {
   return out;
 }
 
+// The hosts of a finding's witnesses, other than `accused`.
+std::set<std::string> witness_hosts(const Finding& f, const std::map<int, std::string>& host_of,
+                                    const std::string& accused) {
+  std::set<std::string> out;
+  for (int w : witnesses_of(f))
+    if (auto h = host_of.find(w); h != host_of.end() && h->second != accused) out.insert(h->second);
+  return out;
+}
+
 }  // namespace
+
+void discount_suspect_witnesses(Verdict& v) {
+  std::map<int, std::string> host_of;
+  for (const auto& r : v.ranks)
+    if (!r.host.empty()) host_of[r.rank] = r.host;
+  auto accused_host = [](const Finding& f) {
+    return f.subject.peer_host.empty() && !f.hosts.empty() ? f.hosts.front() : f.subject.peer_host;
+  };
+  auto stall = [](const Finding& f) {
+    return f.code == Code::PEER_STALLED && f.subject.peer >= 0 &&
+           !(f.evidence.is_object() && f.evidence.contains("witnesses_suspect"));
+  };
+  std::set<std::string> slow;
+  std::map<std::string, std::set<std::string>> accusers;  // host -> the other hosts that heard it quiet
+  for (const auto& f : v.findings) {
+    if (f.code == Code::SLOW_HOST) slow.insert(f.hosts.begin(), f.hosts.end());
+    if (stall(f)) {
+      const std::string accused = accused_host(f);
+      for (const auto& w : witness_hosts(f, host_of, accused)) accusers[accused].insert(w);
+    }
+  }
+  auto count = [&](const std::string& h) {
+    auto it = accusers.find(h);
+    return it == accusers.end() ? std::size_t{0} : it->second.size();
+  };
+  for (auto& f : v.findings) {
+    if (!stall(f)) continue;
+    const std::string accused = accused_host(f);
+    if (accused.empty()) continue;
+    const auto witnesses = witness_hosts(f, host_of, accused);
+    // A witness is suspect when a SLOW_HOST names it, or as many other hosts heard it quiet as
+    // heard the accused: its own path explains the silence as well as the accused's does.
+    const bool unconfirmed =
+        !witnesses.empty() && std::all_of(witnesses.begin(), witnesses.end(), [&](const auto& w) {
+          return slow.count(w) > 0 || count(w) >= count(accused);
+        });
+    if (!unconfirmed) continue;
+    f.severity = Severity::info;
+    wrap_message(f,
+                 fmt::format("not confirmed: heard only from {}, whose own path is suspect (a "
+                             "SLOW_HOST, or heard quiet by as many hosts): ",
+                             fmt::join(witnesses, ", ")),
+                 "");
+    if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
+    f.evidence["witnesses_suspect"] = witnesses;
+  }
+}
 
 std::vector<Finding> judge_lossy_paths(const Verdict& v) {
   std::map<int, std::string> host_of;

@@ -20,4 +20,15 @@ inline constexpr std::size_t kLossyHostMinWitnesses = 2;
 // retransmits as evidence. None for a host a SLOW_HOST in `v.findings` already names.
 std::vector<Finding> judge_lossy_paths(const Verdict& v);
 
+// A witness whose own path is suspect cannot accuse a peer on its word alone. A PEER_STALLED is
+// the word of the watches that heard the peer go quiet (its reporters, evidence reported_by and
+// seen_by). A witness host is suspect when a SLOW_HOST names it, or when as many other hosts
+// heard it quiet as heard the accused: under heavy loss the lossy host's own watch hears its
+// healthy neighbours go quiet, while the lossy host is heard quiet by them. A PEER_STALLED whose
+// every witness (on another host than the accused's) is suspect becomes info, says so, and
+// blames no one: evidence "witnesses_suspect" lists them (results/verdict/suspects.h reads it).
+// Two hosts that only hear each other quiet are both left unblamed: a miss, never a healthy host
+// set aside.
+void discount_suspect_witnesses(Verdict& v);
+
 }  // namespace ncclsmoke::results

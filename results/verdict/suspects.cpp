@@ -60,6 +60,10 @@ std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
   // A black hole at one host blames it; between two hosts, or on most paths, it is a path's or
   // the fabric's, like SLOW_LINK.
   if (f.code == Code::MTU_MISMATCH) return f.hosts.size() == 1 ? f.hosts : std::vector<std::string>{};
+  // A silence heard only by witnesses whose own path is suspect (lossy_path_rule.h) blames no one.
+  if (f.code == Code::PEER_STALLED && f.evidence.is_object() &&
+      f.evidence.contains("witnesses_suspect"))
+    return {};
   if (f.subject.peer >= 0) {
     if (!f.subject.peer_host.empty()) return {f.subject.peer_host};
     if (const auto* ri = rank_of(v, f.subject.peer); ri && !ri->host.empty()) return {ri->host};

@@ -12,6 +12,8 @@
 // rank is the subject's peer; PEER_LOST / PEER_STALLED with a subject but no peer name no one),
 // MESH_BLOCKED's suspect rank's host, MTU_MISMATCH's host only when it names exactly one (between
 // two hosts or on most paths it is a path's or the fabric's), else every host the finding lists.
+// A PEER_STALLED heard only by witnesses whose own path is suspect (evidence
+// "witnesses_suspect", results/judging/lossy_path_rule.h) names no one.
 // SLOW_LINK names the two ends of one bad path: not a host fault, never a suspect. Every other
 // code (config, rendezvous, transport timeouts, regressions) names hosts without blaming them.
 //

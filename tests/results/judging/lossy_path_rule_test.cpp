@@ -8,6 +8,7 @@
 #include "results/judging/judge_run.h"
 #include "results/judging/run_rules.h"
 #include "results/verdict/finding_codes.h"
+#include "results/verdict/suspects.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -125,6 +126,37 @@ TEST(LossyPath, AFrozenRankIsNotLossy) {
   }
   Verdict g = judge_world(views, roster(n), nullptr);
   EXPECT_TRUE(with_code(g, Code::SLOW_HOST).empty());
+}
+
+// Heavy loss on h1 of four hosts: h0's watch hears h1 quiet, and h1's own watch hears its
+// neighbour h2 quiet. h1 is heard quiet by one host, as many as h2: its word alone sets no one
+// aside, and the suspects are h1 alone.
+TEST(LossyPath, AWitnessOnALossyHostAccusesNoOneOnItsWordAlone) {
+  const int n = 4;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r)
+    views.push_back(view(r, n, r == 0 ? std::vector<int>{1} : r == 1 ? std::vector<int>{2}
+                                                                     : std::vector<int>{}));
+  Verdict g = judge_world(views, roster(n), nullptr);
+  std::vector<std::string> suspects;
+  for (const auto& s : suspect_hosts(g)) suspects.push_back(s.node);
+  EXPECT_EQ(suspects, std::vector<std::string>{"h1"}) << suspects_file_text(g);
+  for (const auto* f : with_code(g, Code::PEER_STALLED)) {
+    if (f->subject.peer != 2) continue;
+    EXPECT_EQ(f->severity, Severity::info);
+    EXPECT_NE(f->message.find("not confirmed: heard only from h1"), std::string::npos) << f->message;
+  }
+}
+
+// Two hosts that only hear each other quiet: neither is set aside on the other's word.
+TEST(LossyPath, TwoHostsHearingOnlyEachOtherQuietBlameNoOne) {
+  const int n = 4;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r)
+    views.push_back(view(r, n, r == 1 ? std::vector<int>{3} : r == 3 ? std::vector<int>{1}
+                                                                     : std::vector<int>{}));
+  Verdict g = judge_world(views, roster(n), nullptr);
+  EXPECT_TRUE(suspect_hosts(g).empty()) << suspects_file_text(g);
 }
 
 }  // namespace
