@@ -154,6 +154,7 @@ Identity self_identity(const RunContext& ctx, const StoreSession& s) {
     if (fill_sockaddr(self.local_address, ss))
       self.interface = interface_of(reinterpret_cast<sockaddr*>(&ss));
   }
+  self.link_speed_mbps = rendezvous::interface_speed_mbps(self.interface);
   return self;
 }
 
@@ -292,7 +293,8 @@ void record_ranks(RunContext& ctx, const JoinResult& join) {
                               .pid = id.pid,
                               .local_address = id.local_address,
                               .interface = id.interface,
-                              .detail = {}});
+                              .detail = {},
+                              .link_speed_mbps = id.link_speed_mbps});
   roster.missing = join.missing;
   ctx.saw(std::move(roster));
 }

@@ -68,6 +68,7 @@ std::string Identity::to_json() const {
               {"pid", pid},
               {"local_address", local_address},
               {"interface", interface},
+              {"link_speed_mbps", link_speed_mbps},
               {"token", token}}
       .dump();
 }
@@ -86,6 +87,7 @@ std::optional<Identity> identity_of(const json& j) {
     id.pid = j.value("pid", 0);
     id.local_address = j.value("local_address", "");
     id.interface = j.value("interface", "");
+    id.link_speed_mbps = std::max(0, j.value("link_speed_mbps", 0));
     id.token = j.value("token", "");
   } catch (const json::exception&) {
     return std::nullopt;

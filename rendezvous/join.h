@@ -31,6 +31,7 @@ struct Identity {
   int pid = 0;
   std::string local_address;  // our side of the store connection
   std::string interface;      // interface owning local_address
+  int link_speed_mbps = 0;    // that interface's speed (interface_speed_mbps), 0 unknown
   std::string token;          // random per process: tells two claimants of one rank apart
 
   std::string to_json() const;

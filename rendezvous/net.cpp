@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <fstream>
 
 namespace ncclsmoke::rendezvous {
 std::string format_address(const sockaddr* addr, socklen_t len) {
@@ -176,6 +177,17 @@ std::string parse_port_range(std::string_view text, uint16_t& lo, uint16_t& hi) 
   lo = *a;
   hi = *b;
   return "";
+}
+
+int interface_speed_mbps(const std::string& name) {
+  if (name.empty() || name.size() > 64 || name.find('/') != std::string::npos || name == "." ||
+      name == "..")
+    return 0;
+  std::ifstream in("/sys/class/net/" + name + "/speed");
+  long long mbps = 0;
+  // A link that is down, or a device without a speed, fails the read or reports -1.
+  if (!(in >> mbps) || mbps <= 0 || mbps > 100'000'000) return 0;
+  return static_cast<int>(mbps);
 }
 
 }  // namespace ncclsmoke::rendezvous

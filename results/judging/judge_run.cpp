@@ -46,6 +46,8 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   global.duration_s = roster.duration_s;
   // Per-link evidence needs no baseline: every run compares its links with its own median link.
   add_judged_findings(global.findings, judge_links(global));
+  // The first run's expectation: what the slowest interface says it can carry.
+  add_judged_findings(global.findings, judge_line_rate(global));
   // Loss so heavy that the links were never measured is still seen by the liveness watches, but
   // not through a witness whose own path is suspect; and a host named now can discount more.
   discount_suspect_witnesses(global);

@@ -249,6 +249,7 @@ JudgedSoFar judged_so_far(const std::vector<StepRecord>& records) {
       out.join.missing = s->join.missing;
     }
     if (const auto* s = std::get_if<RosterSeen>(&r.facts)) {
+      out.roster = s->present;
       out.join.present.clear();
       for (const auto& e : s->present)
         for (int k = e.rank; k <= std::max(e.rank, e.through); ++k) out.join.present.push_back(k);

@@ -500,6 +500,65 @@ std::vector<Finding> judge_links(const std::vector<LinkEvidence>& all) {
   return out;
 }
 
+std::optional<SlowestLine> slowest_line(const std::vector<RankInfo>& ranks) {
+  std::optional<SlowestLine> out;
+  std::set<std::string> hosts;
+  for (const auto& r : ranks) {
+    if (r.status != RankStatus::joined) continue;
+    if (r.host.empty() || r.link_speed_mbps <= 0) return std::nullopt;
+    hosts.insert(r.host);
+    if (!out || r.link_speed_mbps < out->mbps) out = SlowestLine{r.link_speed_mbps, r.host, r.interface};
+  }
+  if (hosts.size() < 2) return std::nullopt;
+  return out;
+}
+
+std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
+                                     const std::vector<RankInfo>& ranks) {
+  std::vector<Finding> out;
+  const auto line = slowest_line(ranks);
+  if (!line) return out;
+  // transport -> (largest size, best busbw there), in the order first seen.
+  std::vector<std::string> order;
+  std::map<std::string, std::pair<std::int64_t, double>> best;
+  for (const auto& r : rows) {
+    if (r.rank >= 0 || r.synthetic || r.bytes < kLineRateMinBytes || !std::isfinite(r.busbw_gbps))
+      continue;
+    auto [it, fresh] = best.try_emplace(r.transport, r.bytes, r.busbw_gbps);
+    if (fresh) order.push_back(r.transport);
+    else if (r.bytes > it->second.first) it->second = {r.bytes, r.busbw_gbps};
+    else if (r.bytes == it->second.first) it->second.second = std::max(it->second.second, r.busbw_gbps);
+  }
+  for (const auto& transport : order) {
+    const auto [bytes, busbw] = best[transport];
+    const double share = busbw / line->gbps();
+    if (share >= kLineRateFloor) continue;
+    Subject s;
+    s.transport = transport;
+    s.phase = transport_phase_name(transport);
+    s.item = "line rate";
+    Finding f = make_finding_about(
+        Code::BELOW_LINE_RATE, s,
+        fmt::format("{}: busbw {:.3g} GB/s at {} MiB is {:.1f}% of what the slowest interface can "
+                    "carry (host {} {}: {} Mb/s = {:.3g} GB/s); under {:.0f}% a path is "
+                    "rate-limited, lossy, or not the one expected",
+                    transport, busbw, static_cast<double>(bytes) / (1 << 20), share * 100,
+                    line->host, line->interface.empty() ? "interface" : line->interface,
+                    line->mbps, line->gbps(), kLineRateFloor * 100));
+    f.evidence = {{"transport", transport},
+                  {"busbw_gbps", busbw},
+                  {"bytes", bytes},
+                  {"line_rate_gbps", line->gbps()},
+                  {"link_speed_mbps", line->mbps},
+                  {"slowest_host", line->host},
+                  {"interface", line->interface},
+                  {"share", share},
+                  {"floor", kLineRateFloor}};
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
 void explain_by_slow_hosts(std::vector<Finding>& findings) {
   struct Slow {
     std::string host, transport;
@@ -528,7 +587,9 @@ void explain_by_slow_hosts(std::vector<Finding>& findings) {
       bool silent = (f.code == Code::PEER_LOST || f.code == Code::PEER_STALLED) && about_it;
       bool other = s.transport.empty() && about_it &&
                    (f.code == Code::TRANSPORT_INIT_FAILED || f.code == Code::SLOW_LINK);
-      if (timeout || silent || other) {
+      bool slow_transport = f.code == Code::BELOW_LINE_RATE &&
+                            (s.transport.empty() || f.subject.transport == s.transport);
+      if (timeout || silent || other || slow_transport) {
         cause = &s;
         break;
       }

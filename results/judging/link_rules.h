@@ -68,12 +68,37 @@ std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
 std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links);
 inline std::vector<Finding> judge_links(const Verdict& v) { return judge_links(link_evidence(v)); }
 
+// ---- the physical expectation: what the interfaces say they can carry ---------------------------
+// A transport is BELOW_LINE_RATE when its best bus bandwidth over the world rows of its largest
+// measured size (at least kLineRateMinBytes; synthetic rows left out) is under kLineRateFloor of
+// the slowest interface's speed among the ranks (RankInfo::link_speed_mbps). Judged only when
+// the world spans two hosts or more and every rank's speed is known: a rank whose speed is
+// unknown may be the slow one. A bus bandwidth is what each link carries, so it compares with a
+// link's speed directly. The floor: a healthy socket ring on 8 namespace hosts carries 20-40% of
+// their veth's 10,000 Mb/s on this 2-core machine, and a TCP stream on a data-centre NIC more; a
+// host limited to 200 Mbit/s gives 2%, and so does a fallback from a 400 Gb/s fabric to TCP.
+inline constexpr double kLineRateFloor = 0.05;
+inline constexpr std::int64_t kLineRateMinBytes = 1 << 20;
+struct SlowestLine {
+  int mbps = 0;
+  std::string host, interface;
+  double gbps() const { return mbps / 8000.0; }  // Mb/s -> GB/s (10^9 bytes)
+};
+// The slowest interface of `ranks`; nullopt when the world is on one host or a speed is unknown.
+std::optional<SlowestLine> slowest_line(const std::vector<RankInfo>& ranks);
+std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
+                                     const std::vector<RankInfo>& ranks);
+inline std::vector<Finding> judge_line_rate(const Verdict& v) {
+  return judge_line_rate(v.transports, v.ranks);
+}
+
 // Loss is not death: once a SLOW_HOST is named, the TRANSPORT_TIMEOUTs of its transport, and the
 // PEER_LOST / PEER_STALLED findings about ranks on that host (heartbeats late behind the same
 // loss), are consequences pointing at it: info, "a consequence of host X's slow links", evidence
 // consequence_of_host. A SLOW_HOST of no transport (the watch's, lossy_path_rule.h) explains the
-// timeouts of every transport, and the TRANSPORT_INIT_FAILED and SLOW_LINK findings about it. A SLOW_HOST that explains an error becomes an error itself (the run failed
-// because of it).
+// timeouts of every transport, and the TRANSPORT_INIT_FAILED and SLOW_LINK findings about it. A
+// BELOW_LINE_RATE of its transport (of any, for the watch's) is a consequence too. A SLOW_HOST
+// that explains an error becomes an error itself (the run failed because of it).
 void explain_by_slow_hosts(std::vector<Finding>& findings);
 
 }  // namespace ncclsmoke::results

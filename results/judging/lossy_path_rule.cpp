@@ -10,6 +10,7 @@
 
 #include "results/verdict/finding_codes.h"
 #include "results/verdict/finding_text.h"
+#include "results/verdict/suspects.h"
 
 namespace ncclsmoke::results {
 
@@ -55,10 +56,18 @@ void discount_suspect_witnesses(Verdict& v) {
     return f.code == Code::PEER_STALLED && f.subject.peer >= 0 &&
            !(f.evidence.is_object() && f.evidence.contains("witnesses_suspect"));
   };
+  // Hosts another kind of finding blames (a SLOW_HOST, the mesh's suspect, a lost rank's host...).
   std::set<std::string> slow;
+  {
+    Verdict others;
+    others.ranks = v.ranks;
+    for (const auto& f : v.findings)
+      if (f.code != Code::PEER_STALLED) others.findings.push_back(f);
+    for (const auto& n : hosts_named(others))
+      if (n.suspect) slow.insert(n.host);
+  }
   std::map<std::string, std::set<std::string>> accusers;  // host -> the other hosts that heard it quiet
   for (const auto& f : v.findings) {
-    if (f.code == Code::SLOW_HOST) slow.insert(f.hosts.begin(), f.hosts.end());
     if (stall(f)) {
       const std::string accused = accused_host(f);
       for (const auto& w : witness_hosts(f, host_of, accused)) accusers[accused].insert(w);
@@ -73,8 +82,8 @@ void discount_suspect_witnesses(Verdict& v) {
     const std::string accused = accused_host(f);
     if (accused.empty()) continue;
     const auto witnesses = witness_hosts(f, host_of, accused);
-    // A witness is suspect when a SLOW_HOST names it, or as many other hosts heard it quiet as
-    // heard the accused: its own path explains the silence as well as the accused's does.
+    // A witness is suspect when another finding blames its host, or as many other hosts heard it
+    // quiet as heard the accused: its own path explains the silence as well as the accused's.
     const bool unconfirmed =
         !witnesses.empty() && std::all_of(witnesses.begin(), witnesses.end(), [&](const auto& w) {
           return slow.count(w) > 0 || count(w) >= count(accused);
@@ -82,8 +91,8 @@ void discount_suspect_witnesses(Verdict& v) {
     if (!unconfirmed) continue;
     f.severity = Severity::info;
     wrap_message(f,
-                 fmt::format("not confirmed: heard only from {}, whose own path is suspect (a "
-                             "SLOW_HOST, or heard quiet by as many hosts): ",
+                 fmt::format("not confirmed: heard only from {}, whose own path is suspect (named "
+                             "by another finding, or heard quiet by as many hosts): ",
                              fmt::join(witnesses, ", ")),
                  "");
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();

@@ -22,8 +22,9 @@ std::vector<Finding> judge_lossy_paths(const Verdict& v);
 
 // A witness whose own path is suspect cannot accuse a peer on its word alone. A PEER_STALLED is
 // the word of the watches that heard the peer go quiet (its reporters, evidence reported_by and
-// seen_by). A witness host is suspect when a SLOW_HOST names it, or when as many other hosts
-// heard it quiet as heard the accused: under heavy loss the lossy host's own watch hears its
+// seen_by). A witness host is suspect when another finding blames it (suspects.h: a SLOW_HOST,
+// the mesh's suspect rank, a lost rank...), or when as many other hosts heard it quiet as heard
+// the accused: under heavy loss the lossy host's own watch hears its
 // healthy neighbours go quiet, while the lossy host is heard quiet by them. A PEER_STALLED whose
 // every witness (on another host than the accused's) is suspect becomes info, says so, and
 // blames no one: evidence "witnesses_suspect" lists them (results/verdict/suspects.h reads it).

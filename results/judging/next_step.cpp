@@ -61,7 +61,7 @@ NextStep after_transports(const RunObservations& seen, NextStep n) {
 
 // What rank 0's summaries step gathered, as the pairwise decision reads it. A rank 0 whose
 // transports did not run (listed not run) has only its own summary: no rounds.
-PairwiseInputs pairwise_inputs(const RunObservations& seen) {
+PairwiseInputs pairwise_inputs(const RunObservations& seen, const JudgedSoFar& judged) {
   const auto& g = seen.pairwise_gathered;
   PairwiseInputs in;
   in.requested = seen.requested;
@@ -73,6 +73,7 @@ PairwiseInputs pairwise_inputs(const RunObservations& seen) {
     in.profile = g.profile;
     in.stopped = g.stopped;
     in.cannot_pair = g.cannot_pair;
+    in.ranks = judged.roster;
   }
   return in;
 }
@@ -154,7 +155,7 @@ NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
   if (!seen.has_passed(Step::pairwise)) return after_transports(seen, NextStep{});
   if (!seen.has_passed(Step::pairwise_rounds)) {
     NextStep n = go(Step::pairwise_rounds);
-    if (seen.world.rank == 0) n.pairwise_plan = decide_pairwise(pairwise_inputs(seen), seen.pairwise_ask);
+    if (seen.world.rank == 0) n.pairwise_plan = decide_pairwise(pairwise_inputs(seen, judged), seen.pairwise_ask);
     return n;
   }
   return finish("");

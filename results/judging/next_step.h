@@ -49,6 +49,7 @@ struct JudgedSoFar {
   PhaseStatus mesh_status = PhaseStatus::not_run;
   std::vector<Code> mesh_errors;
   std::vector<int> excluded;
+  std::vector<RankInfo> roster;  // the ranks that joined, as the roster describes them
 };
 JudgedSoFar judged_so_far(const std::vector<StepRecord>& records);
 

@@ -91,6 +91,8 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& s)
     }
   for (const auto& f : judge_links(links))
     reasons.push_back(fmt::format("the ring's link stats show {}: {}", f.code, f.message));
+  for (const auto& f : judge_line_rate(in.rows, in.ranks))
+    reasons.push_back(fmt::format("{}: {}", f.code, f.message));
 
   // The profile's band: the world's gate busbw below its degraded ratio.
   if (in.profile) {

@@ -9,7 +9,8 @@
 // - a transport failed with a timeout or a lost peer on some rank (TRANSPORT_TIMEOUT, PEER_LOST);
 // - judge_links (link_rules.h), over a verdict made of the posted ring link stats and the ranks'
 //   hosts, finds a SLOW_HOST or SLOW_LINK;
-// - with a profile, a transport's world gate busbw is below the band's degraded ratio.
+// - with a profile, a transport's world gate busbw is below the band's degraded ratio;
+// - without one, a transport is BELOW_LINE_RATE (link_rules.h).
 // A transport takes part when it ran (not skipped / not run) on every participant, and its
 // backend can form a 2-rank world of its own (the backend declares when it cannot:
 // transports/registry.h BackendInfo::no_pairs, passed in as `cannot_pair`).
@@ -40,6 +41,9 @@ struct PairwiseInputs {
   std::map<std::string, std::string> cannot_pair;
   // Whether rank 0's transports step ran at all (false: listed not run, no rounds).
   bool transports_ran = true;
+  // The roster (hosts and their interfaces' speeds): a transport far below what the slowest
+  // interface carries (link_rules.h judge_line_rate) starts the rounds too.
+  std::vector<RankInfo> ranks;
 };
 
 PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& ask);

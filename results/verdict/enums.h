@@ -126,6 +126,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(STRAGGLER)                     \
   X(SLOW_HOST)                     \
   X(SLOW_LINK)                     \
+  X(BELOW_LINE_RATE)               \
   X(DATA_CORRUPTION)               \
   X(BASELINE_MISSING)
 

@@ -178,6 +178,14 @@ const std::vector<FindingCode> kCodes = {
      "Check the path between {hosts} (switch ports, cabling, routes); both hosts are fine with other "
      "partners, so setting either aside is not needed. With two hosts, run each against a third "
      "host to tell which one it is."},
+    {Code::BELOW_LINE_RATE, Severity::warning, Layer::transport, Outcome::degraded,
+     "A transport's best bus bandwidth at its largest size is a small fraction of what the slowest "
+     "interface in the world says it can carry (its link speed): a rate limit, packet loss, or the "
+     "bytes taking a slower path than the one expected. Needs no baseline: it is the first run's "
+     "expectation.",
+     "Compare the figures in the evidence: look for a rate limit or loss on the hosts (tc, ethtool "
+     "-S), and for the path the transport really used (its identity row); --pairwise=always tells "
+     "which host or link, where there are more than two hosts."},
     // --- data -------------------------------------------------------------------------------
     {Code::DATA_CORRUPTION, Severity::error, Layer::data, Outcome::degraded,
      "An all-reduce returned wrong values; the count of wrong elements per rank is in the evidence.",

@@ -63,6 +63,7 @@ json to_json(const RankInfo& r) {
   if (r.pid > 0) j["pid"] = r.pid;
   put_if(j, "local_address", r.local_address);
   put_if(j, "interface", r.interface);
+  if (r.link_speed_mbps > 0) j["link_speed_mbps"] = r.link_speed_mbps;
   put_if(j, "detail", r.detail);
   return j;
 }
@@ -109,6 +110,7 @@ RankInfo rank_from(const json& j) {
   r.pid = j.value("pid", std::int64_t{0});
   r.local_address = str_or(j, "local_address");
   r.interface = str_or(j, "interface");
+  r.link_speed_mbps = std::max(0, j.value("link_speed_mbps", 0));
   r.detail = str_or(j, "detail");
   r.through = j.value("through", -1);
   return r;
@@ -728,6 +730,7 @@ bool read_rank(FastReader& r, RankInfo& x) {
     if (k == "interface") return seen.first(6) && r.string(x.interface);
     if (k == "detail") return seen.first(7) && r.string(x.detail);
     if (k == "through") return seen.first(8) && r.int32(x.through, 0, kIntMax);
+    if (k == "link_speed_mbps") return seen.first(9) && r.int32(x.link_speed_mbps, 1, kIntMax);
     return false;
   }) && seen.has(0x3);
 }

@@ -25,8 +25,8 @@ namespace ncclsmoke::results {
 inline constexpr int kSchemaVersion = 1;
 // Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
 // "schema_minor" is 0). 1: findings' "subject" and "message_template"; world.store.authenticated.
-// 2: findings' "origin".
-inline constexpr int kSchemaMinor = 2;
+// 2: findings' "origin". 3: ranks' "link_speed_mbps".
+inline constexpr int kSchemaMinor = 3;
 
 // What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
 // these, never on the message. A finding made with a subject has its message rendered from its
@@ -79,6 +79,7 @@ struct RankInfo {
   // joined, written as ranges so a verdict's size grows with the ranks that joined, not with
   // WORLD_SIZE); -1 (or == rank): this rank only. JSON: "through", only when > rank.
   int through = -1;
+  int link_speed_mbps = 0;  // the interface's speed as it reports it (sysfs); 0 unknown
 };
 
 struct Phase {

@@ -22,6 +22,9 @@ or link it named, and that no other host or link is named.
   eight_two      8 hosts, 6% loss on host3 and host6: both named, no other host, no SLOW_LINK.
   four_heavy     4 hosts, 35% loss on host1: suspects.txt holds host1 or nothing, never another.
   healthy_again  8 healthy hosts, three runs: no finding in any (no false accusation).
+  two_hosts_nic  2 hosts, host1's NIC limited to 300 Mbit/s, no loss, no profile (a first run):
+                 BELOW_LINE_RATE quotes the busbw against the veth's 10,000 Mb/s; no host is named
+                 a suspect (with two hosts, nothing tells which end).
 
 Hosts come from netns.py (see ../../shared/TESTHOSTS.md): every rank runs inside a namespace,
 nothing can leave, everything is removed at the end.
@@ -235,6 +238,10 @@ class BadNode(suite.NamespaceCase):
             run = Run(self, bed, "four_nic", MASTER_PORT, SOCKET)
             bed.hosts[1].unshape()
         self.assert_named_alone(run, "SLOW_HOST", [self.host(1)])
+        # The line rate saw it too, and it is the slow host's consequence.
+        below = run.findings("BELOW_LINE_RATE")
+        self.assertEqual(len(below), 1, codes(run.global_))
+        self.assertEqual(below[0]["evidence"].get("consequence_of_host"), self.host(1), below)
         FIGURES.append(f"four_nic 150 Mbit/s: {run.wall_s:.1f} s, SLOW_HOST {run.named('SLOW_HOST')}")
 
     def test_08_eight_two(self):
@@ -265,6 +272,22 @@ class BadNode(suite.NamespaceCase):
             self.assert_none_named(run, *SLOW_CODES, "PEER_LOST", "PEER_STALLED", "STRAGGLER")
             self.assertEqual(self.suspects(run), [])
         FIGURES.append("healthy_again: " + ", ".join(f"{r.wall_s:.1f} s" for r in runs))
+
+    def test_11_two_hosts_nic(self):
+        with self.bed("tn", n=2) as bed:
+            bed.hosts[1].shape(rate="300mbit")
+            run = Run(self, bed, "two_hosts_nic", MASTER_PORT, SOCKET)
+            bed.hosts[1].unshape()
+        below = run.findings("BELOW_LINE_RATE")
+        self.assertEqual(len(below), 1, codes(run.global_))
+        ev = below[0]["evidence"]
+        self.assertEqual(ev["link_speed_mbps"], 10000, ev)  # the veth's own word
+        self.assertLess(ev["busbw_gbps"], 0.05 * ev["line_rate_gbps"], ev)
+        self.assertRegex(below[0]["message"], r"busbw [0-9.]+ GB/s at 4 MiB is [0-9.]+% of what")
+        self.assertEqual(below[0]["severity"], "warning")
+        self.assertEqual(self.suspects(run), [])
+        self.assert_none_named(run, "SLOW_HOST", "PEER_LOST")
+        FIGURES.append(f"two_hosts_nic 300 Mbit/s: {run.wall_s:.1f} s, {below[0]['message']}")
 
 
 def main():

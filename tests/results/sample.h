@@ -17,7 +17,7 @@ inline Verdict full_sample() {
   v.exit_code = 1;
   v.world = {4, "master.smoke.svc", 29500, WorldSource::torchrun};
   v.ranks = {
-      {0, RankStatus::joined, "host-a", "node-a", 101, "10.0.0.1", "eth0", ""},
+      {0, RankStatus::joined, "host-a", "node-a", 101, "10.0.0.1", "eth0", "", -1, 25000},
       {1, RankStatus::joined, "host-b", "node-b", 102, "10.0.0.2", "eth0", ""},
       {2, RankStatus::joined, "host-c", "", 103, "10.0.0.3", "eth0", ""},
       {3, RankStatus::missing, "", "", 0, "", "", "never joined"},

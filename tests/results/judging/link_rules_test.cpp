@@ -378,5 +378,81 @@ TEST(LinkRules, RandomShapesNameEveryBadHostAndNoHealthyOne) {
   EXPECT_GT(faulty_runs, 500);
 }
 
+// ---- the physical expectation -------------------------------------------------------------------
+
+Verdict on_interfaces(int n, int mbps) {
+  Verdict v = world_of(n);
+  for (auto& r : v.ranks) {
+    r.interface = "eth0";
+    r.link_speed_mbps = mbps;
+  }
+  return v;
+}
+
+TransportRow world_row(const std::string& transport, std::int64_t bytes, double busbw) {
+  TransportRow row;
+  row.transport = transport;
+  row.bytes = bytes;
+  row.busbw_gbps = busbw;
+  return row;
+}
+
+TEST(LineRate, ATransportFarBelowTheSlowestInterfaceIsNamedWithTheFigures) {
+  Verdict v = on_interfaces(4, 10000);
+  v.ranks[2].link_speed_mbps = 1000;  // the slowest: 0.125 GB/s
+  v.transports = {world_row("socket", 1 << 20, 0.002), world_row("socket", 4 << 20, 0.003),
+                  world_row("socket", 4 << 20, 0.004), world_row("fabric", 4 << 20, 0.1)};
+  auto fs = judge_line_rate(v);
+  ASSERT_EQ(fs.size(), 1u) << messages(fs);
+  EXPECT_EQ(fs[0].code, Code::BELOW_LINE_RATE);
+  EXPECT_EQ(fs[0].subject.transport, "socket");
+  // The best row at the largest size, against host h2's 1,000 Mb/s.
+  EXPECT_NE(fs[0].message.find("busbw 0.004 GB/s at 4 MiB is 3.2%"), std::string::npos) << fs[0].message;
+  EXPECT_NE(fs[0].message.find("host h2 eth0: 1000 Mb/s = 0.125 GB/s"), std::string::npos) << fs[0].message;
+  EXPECT_DOUBLE_EQ(fs[0].evidence["line_rate_gbps"].get<double>(), 0.125);
+  Verdict as_suspects = v;
+  as_suspects.findings = fs;
+  EXPECT_TRUE(suspect_hosts(as_suspects).empty()) << "a transport's figure blames no host";
+}
+
+TEST(LineRate, NothingIsJudgedWithoutEveryRanksSpeedOrOnOneHost) {
+  Verdict v = on_interfaces(4, 10000);
+  v.transports = {world_row("socket", 4 << 20, 0.01)};
+  EXPECT_EQ(judge_line_rate(v).size(), 1u);
+  Verdict unknown = v;
+  unknown.ranks[3].link_speed_mbps = 0;  // that rank may be the slow one
+  EXPECT_TRUE(judge_line_rate(unknown).empty());
+  Verdict one_host = v;
+  for (auto& r : one_host.ranks) r.host = "same";
+  EXPECT_TRUE(judge_line_rate(one_host).empty());
+  Verdict small = v;
+  small.transports = {world_row("socket", 256 << 10, 0.01)};  // latency, not bandwidth
+  EXPECT_TRUE(judge_line_rate(small).empty());
+  Verdict synthetic = v;
+  synthetic.transports[0].synthetic = true;
+  EXPECT_TRUE(judge_line_rate(synthetic).empty());
+  Verdict healthy = v;
+  healthy.transports = {world_row("socket", 4 << 20, 0.25)};  // 20%: a loaded namespace ring
+  EXPECT_TRUE(judge_line_rate(healthy).empty());
+}
+
+TEST(LineRate, ASlowHostNamedExplainsItsTransportsLineRate) {
+  Verdict v = ring(8, {3});
+  for (auto& r : v.ranks) {
+    r.interface = "eth0";
+    r.link_speed_mbps = 10000;
+  }
+  v.transports = {world_row("socket", 4 << 20, 0.02)};
+  v.scope = Scope::local;
+  WorldRoster roster;
+  roster.world_size = 8;
+  roster.reporting_rank = 0;
+  Verdict g = judge_world({v}, roster, nullptr);
+  auto below = with(g.findings, Code::BELOW_LINE_RATE);
+  ASSERT_EQ(below.size(), 1u);
+  EXPECT_EQ(below[0].severity, Severity::info) << below[0].message;
+  EXPECT_EQ(below[0].evidence.value("consequence_of_host", ""), "h3");
+}
+
 }  // namespace
 }  // namespace ncclsmoke::results

@@ -148,6 +148,21 @@ TEST(LossyPath, AWitnessOnALossyHostAccusesNoOneOnItsWordAlone) {
   }
 }
 
+// Heavy loss on h2 of eight: the mesh already blames h2 (its suspect rank), and h2's own watch
+// heard h1 quiet. No other host heard h1 quiet: h1 is not set aside on h2's word.
+TEST(LossyPath, AWitnessTheMeshBlamesAccusesNoOne) {
+  const int n = 8;
+  std::vector<Verdict> views;
+  for (int r = 0; r < n; ++r) views.push_back(view(r, n, r == 2 ? std::vector<int>{1} : std::vector<int>{}));
+  Finding blocked = make_finding(Code::MESH_BLOCKED, "rank 0 cannot reach rank 2", {0, 2}, {host(0), host(2)});
+  blocked.evidence = {{"suspect_rank", 2}};
+  views[0].findings.push_back(blocked);
+  Verdict g = judge_world(views, roster(n), nullptr);
+  std::vector<std::string> suspects;
+  for (const auto& s : suspect_hosts(g)) suspects.push_back(s.node);
+  EXPECT_EQ(suspects, std::vector<std::string>{"h2"}) << suspects_file_text(g);
+}
+
 // Two hosts that only hear each other quiet: neither is set aside on the other's word.
 TEST(LossyPath, TwoHostsHearingOnlyEachOtherQuietBlameNoOne) {
   const int n = 4;

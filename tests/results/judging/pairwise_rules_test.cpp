@@ -56,6 +56,29 @@ TEST(PairwisePlan, AutoRunsWhenTheRingShowsASuspectLink) {
   EXPECT_NE(p.reason.find("the ring's link stats show SLOW_"), std::string::npos) << p.reason;
 }
 
+// No profile, a first run: the transport carries 2% of what the slowest interface says it can.
+TEST(PairwisePlan, AutoRunsWhenATransportIsFarBelowTheLineRate) {
+  auto in = four_hosts();
+  for (int r = 0; r < 4; ++r) {
+    RankInfo ri;
+    ri.rank = r;
+    ri.host = "host" + std::to_string(r);
+    ri.interface = "eth0";
+    ri.link_speed_mbps = 10000;
+    in.ranks.push_back(ri);
+  }
+  TransportRow row;
+  row.transport = "socket";
+  row.bytes = 4 << 20;
+  row.busbw_gbps = 0.025;
+  in.rows = {row};
+  auto p = decide_pairwise(in, {});
+  EXPECT_TRUE(p.run) << p.reason;
+  EXPECT_NE(p.reason.find("BELOW_LINE_RATE"), std::string::npos) << p.reason;
+  in.rows[0].busbw_gbps = 0.4;  // 32%: a healthy namespace ring
+  EXPECT_FALSE(decide_pairwise(in, {}).run);
+}
+
 TEST(PairwisePlan, AutoRunsWhenTheGateIsBelowTheProfile) {
   auto in = four_hosts();
   Profile prof;
