@@ -105,11 +105,12 @@ def main():
                     link_loss(bed, bad[0], bad[1], strength)
                 run = bn.Run(case, bed, f"trial{t}", 29500 + t % 50, sweep,
                              timeout_s=60 if heavy else 120)
-            suspects = []
+            suspects, lines = [], []
             path = os.path.join(run.dir, "rank0", "suspects.txt")
             if os.path.exists(path):
                 with open(path) as f:
-                    suspects = sorted(line.split()[0] for line in f if line.strip())
+                    lines = [line.split(" run ")[0].strip() for line in f if line.strip()]
+                suspects = sorted(line.split()[0] for line in lines)
             links = [f["hosts"] for f in run.global_["findings"] if f["code"] == "SLOW_LINK"]
             verdict = run.global_["verdict"]
         except Exception as e:  # a trial that could not run is reported, not counted
@@ -130,7 +131,7 @@ def main():
         if kind == "link" and sorted(f"host{h}" for h in bad) in [sorted(l) for l in links]:
             totals["slow_link_pairs"] += 1
         print(f"trial {t}: {n} hosts, {what}: {verdict} in {run.wall_s:.0f} s, suspects "
-              f"{suspects or '-'}, SLOW_LINK {links or '-'}"
+              f"{lines or '-'}, SLOW_LINK {links or '-'}"
               + (f"  HEALTHY NAMED {healthy}" if healthy else ""), flush=True)
     print(f"{time.monotonic() - t_all:.0f} s in all")
     print(" ".join(f"{k}={v}" for k, v in totals.items()))

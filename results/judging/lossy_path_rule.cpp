@@ -84,16 +84,24 @@ void discount_suspect_witnesses(Verdict& v) {
     const auto witnesses = witness_hosts(f, host_of, accused);
     // A witness is suspect when another finding blames its host, or as many other hosts heard it
     // quiet as heard the accused: its own path explains the silence as well as the accused's.
-    const bool unconfirmed =
+    const bool suspect_witnesses =
         !witnesses.empty() && std::all_of(witnesses.begin(), witnesses.end(), [&](const auto& w) {
           return slow.count(w) > 0 || count(w) >= count(accused);
         });
-    if (!unconfirmed) continue;
+    // Silence behind retransmits is a lossy path, and one witness cannot tell which end of it
+    // loses the packets (the rule judge_lossy_paths applies before it names a host).
+    const bool one_lossy_witness = f.origin == FindingOrigin::lossy_path &&
+                                   witnesses.size() < kLossyHostMinWitnesses;
+    if (!suspect_witnesses && !one_lossy_witness) continue;
     f.severity = Severity::info;
     wrap_message(f,
-                 fmt::format("not confirmed: heard only from {}, whose own path is suspect (named "
-                             "by another finding, or heard quiet by as many hosts): ",
-                             fmt::join(witnesses, ", ")),
+                 suspect_witnesses
+                     ? fmt::format("not confirmed: heard only from {}, whose own path is suspect "
+                                   "(named by another finding, or heard quiet by as many hosts): ",
+                                   fmt::join(witnesses, ", "))
+                     : fmt::format("not confirmed: a lossy path heard only from {}, and one "
+                                   "witness cannot tell which end loses the packets: ",
+                                   fmt::join(witnesses, ", ")),
                  "");
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();
     f.evidence["witnesses_suspect"] = witnesses;

@@ -28,6 +28,8 @@ std::vector<Finding> judge_lossy_paths(const Verdict& v);
 // healthy neighbours go quiet, while the lossy host is heard quiet by them. A PEER_STALLED whose
 // every witness (on another host than the accused's) is suspect becomes info, says so, and
 // blames no one: evidence "witnesses_suspect" lists them (results/verdict/suspects.h reads it).
+// A lossy-path PEER_STALLED (origin lossy_path) heard from fewer than kLossyHostMinWitnesses
+// hosts is unconfirmed the same way: one witness cannot tell which end of the path loses packets.
 // Two hosts that only hear each other quiet are both left unblamed: a miss, never a healthy host
 // set aside.
 void discount_suspect_witnesses(Verdict& v);

@@ -13,7 +13,8 @@ or link it named, and that no other host or link is named.
                  filter on the peer's address, on both ends): with --pairwise every pair meets
                  once, and SLOW_LINK names host2 and host5; no SLOW_HOST.
   loss30         30% loss on host2: the run may fail (timeouts, or host2 never joins), but no rank
-                 is called lost (PEER_LOST), and a SLOW_HOST, if any, names host2 alone.
+                 is called lost (PEER_LOST), a SLOW_HOST, if any, names host2 alone, and
+                 suspects.txt holds host2 or nothing.
   two_hosts      2 hosts, 8% loss on host1: nothing to compare the one link with, so SLOW_LINK
                  names both ends as candidates, no SLOW_HOST, and suspects.txt is empty.
   four_loss      4 hosts, 4% loss on host2 (a host in half of all pairs): SLOW_HOST host2 alone.
@@ -192,12 +193,13 @@ class BadNode(suite.NamespaceCase):
         # own verdict arrived was not lost).
         lost = run.findings("PEER_LOST")
         self.assertEqual(lost, [], json.dumps(lost)[:2000])
-        # A SLOW_HOST, when the watches or the links name one, is host2 and no other.
+        # A SLOW_HOST, when the watches or the links name one, is host2 and no other; and the
+        # suspects (what a drain acts on) are host2 or no one. A warning may still mention a
+        # healthy host it could not confirm (a lossy path heard from one witness).
         slow = run.named("SLOW_HOST")
         self.assertIn(slow, ([], [self.host(BAD)]), json.dumps(run.global_["findings"])[:3000])
-        named = run.named(*SLOW_CODES, "STRAGGLER", "PEER_STALLED")
-        if named:
-            self.assertIn(self.host(BAD), named, json.dumps(run.global_["findings"])[:3000])
+        self.assertIn(self.suspects(run), ([], [self.host(BAD)]),
+                      json.dumps(run.global_["findings"])[:3000])
         FIGURES.append(f"loss30: {run.wall_s:.1f} s, {run.global_['verdict']} {codes(run.global_)}")
 
 
