@@ -143,12 +143,14 @@ std::string attempt_message(ErrorClass cls, int err) {
 
 // One non-blocking connect bounded by `budget`. Returns the fd, or -1 with `err` set (ETIMEDOUT
 // when nothing answered within the budget).
-int try_connect(const Address& a, Millis budget, int& err) {
+int try_connect(const Address& a, Millis budget, int& err, int max_segment_bytes) {
   int fd = ::socket(a.storage.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     err = errno;
     return -1;
   }
+  if (max_segment_bytes > 0)  // best effort: a kernel that refuses keeps the route's MSS
+    ::setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &max_segment_bytes, sizeof max_segment_bytes);
   if (::connect(fd, a.sa(), a.len) == 0) return fd;
   if (errno != EINPROGRESS) {
     err = errno;
@@ -279,7 +281,7 @@ Millis backoff_delay(const Backoff& b, int round, double u, Millis left) {
 }
 
 ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
-                               const Backoff& backoff) {
+                               const Backoff& backoff, int max_segment_bytes) {
   const auto start = Clock::now();
   const std::string target = join_host_port(host, port);
   AttemptLog log;
@@ -327,7 +329,7 @@ ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline 
         Millis budget = std::min(kAttemptCap, left / static_cast<long>(r.addresses.size() - i));
         if (budget.count() == 0) budget = left;
         int err = 0;
-        int fd = try_connect(a, budget, err);
+        int fd = try_connect(a, budget, err, max_segment_bytes);
         if (fd >= 0) {
           int one = 1;
           ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -392,8 +394,8 @@ ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline 
 }
 
 Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
-                      const Backoff& backoff) {
-  ConnectOutcome out = try_connect_tcp(host, port, deadline, backoff);
+                      const Backoff& backoff, int max_segment_bytes) {
+  ConnectOutcome out = try_connect_tcp(host, port, deadline, backoff, max_segment_bytes);
   if (!out.ok()) throw StoreError(out.error_class, out.error);
   return Connected{out.fd, std::move(out.report)};
 }

@@ -84,14 +84,16 @@ struct ConnectOutcome {
   std::string error;                           // when fd < 0: the full sentence
   bool ok() const { return fd >= 0; }
 };
+// `max_segment_bytes` > 0: the TCP maximum segment size this end announces (TCP_MAXSEG, set
+// before connect), so that neither end sends a segment larger than that; 0 leaves the route's.
 ConnectOutcome try_connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
-                               const Backoff& backoff = {});
+                               const Backoff& backoff = {}, int max_segment_bytes = 0);
 
 // Connects or throws StoreError whose class is the most telling failure seen (timed_out when
 // every attempt was unanswered, refused when the host answered with RST, dns when the name never
 // resolved ...) and whose message names host, port, each distinct error and the time waited.
 Connected connect_tcp(const std::string& host, uint16_t port, Deadline deadline,
-                      const Backoff& backoff = {});
+                      const Backoff& backoff = {}, int max_segment_bytes = 0);
 
 // Class of a connect()/send()/recv() errno: ECONNREFUSED -> refused; ETIMEDOUT -> timed_out;
 // EHOSTUNREACH, ENETUNREACH, EHOSTDOWN, ENETDOWN, EADDRNOTAVAIL, EAFNOSUPPORT -> unreachable;

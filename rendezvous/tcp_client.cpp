@@ -33,6 +33,10 @@ namespace {
 
 constexpr std::size_t kMaxKeysToCheck = 16;  // after a timed-out wait, CHECK each of these
 constexpr Millis kJoinPoll{10};              // torch's waitForWorkers polls every 10 ms
+// The store's segments fit the smallest MTU any IPv6 path carries (1280): its messages are small,
+// and a path-MTU black hole (a hop with a smaller MTU that drops instead of answering) then cannot
+// stall the rendezvous, so the mesh that runs after it can name the black hole.
+constexpr int kStoreMaxSegment = 1280 - 40 - 20;  // the IPv6 minimum MTU, less IPv6 and TCP headers
 // After a wait's deadline, CANCEL_WAIT (modern) or the reconnect (legacy) get at most this long
 // (and at most op_timeout), so a timed-out wait returns close to its deadline even when the
 // server has died meanwhile.
@@ -124,7 +128,7 @@ struct TcpStore::Impl {
     for (int round = 0;; ++round) {
       Connected c;
       try {
-        c = connect_tcp(opt.host, opt.port, deadline, opt.backoff);
+        c = connect_tcp(opt.host, opt.port, deadline, opt.backoff, kStoreMaxSegment);
       } catch (const StoreError& e) {
         if (handshake_resets == 0) throw;
         throw handshake_failure(std::string("; then: ") + e.what());

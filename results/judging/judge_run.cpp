@@ -44,7 +44,7 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
     if (r.seen_alive) mo.alive_at_end.push_back(r.rank);
   Verdict global = merge_rank_verdicts(views, mo);
   global.duration_s = roster.duration_s;
-  // Per-link evidence needs no baseline: every run compares its links with its own median link.
+  // Per-link evidence needs no baseline: every run compares a host's links with its other links.
   add_judged_findings(global.findings, judge_links(global));
   // The first run's expectation: what the slowest interface says it can carry.
   add_judged_findings(global.findings, judge_line_rate(global));

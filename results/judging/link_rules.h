@@ -1,7 +1,8 @@
 #pragma once
 // Per-link evidence and the rules that name a bad node or a bad link from it, with no baseline:
-// each link is compared with the run's own median link, so this works in the first run on a new
-// cluster. Pure: no I/O, no clock.
+// each host's links are compared with the run's own links between other hosts, so this works in
+// the first run on a new cluster; and with the interfaces' own speeds (the line rate, below).
+// Pure: no I/O, no clock.
 //
 // Two sources of links, both read from a verdict's identity rows (one row per transport and rank):
 // - the ring (observed["link_stats"], transport_rules.h): every rank's link to its next rank,
