@@ -220,6 +220,9 @@ std::vector<Finding> join_findings(const JoinFacts& j, const ProbeContext& c,
 
 std::vector<int> suspect_ranks(const std::vector<PairFailureFact>& failures) {
   if (failures.empty()) return {};
+  // One pair whose handshake stalled (connected, then no answer) is a lossy or slow path between
+  // two hosts: nothing says which end, and a filter would have refused or dropped the SYN.
+  if (failures.size() == 1 && failures.front().error_class == ErrorClass::stalled) return {};
   std::map<int, int> involved;
   for (const auto& f : failures) {
     ++involved[f.from];
