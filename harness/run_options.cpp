@@ -329,6 +329,21 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
                 "(scontrol, Reason \"ncclsmoke <code> run <id>\") and resumes the nodes ncclsmoke "
                 "drained after a passing run; other drains are never touched")
       ->group(aside);
+  app.add_option_function<std::string>(
+         "--slurm-drain-budget",
+         [&o](const std::string& v) { o.slurm_drain_budget = *parse_drain_budget(v, nullptr); },
+         "With --slurm-drain: the most nodes ncclsmoke holds drained at once, counted across "
+         "runs by its drain reason (N nodes, or P% of the job's partition, at least one); a "
+         "suspect past it is not drained and the verdict's slurm-drain phase says why")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            std::string why;
+            return parse_drain_budget(v, &why) ? std::string() : why;
+          },
+          ""))
+      ->type_name("N|P%")
+      ->default_str(DrainBudget{}.text())
+      ->group(aside);
   auto* out = "Output";
   app.add_option("--history", o.history_path,
                  "Run history: an SQLite file (created if absent) or a "
@@ -399,6 +414,8 @@ std::vector<std::string> run_option_args(const RunOptions& o) {
   opt("--exclude-hosts", o.exclude_hosts);
   opt("--exclude-file", o.exclude_file);
   if (o.slurm_drain) a.push_back("--slurm-drain");
+  if (o.slurm_drain_budget.text() != defaults.slurm_drain_budget.text())
+    opt("--slurm-drain-budget", o.slurm_drain_budget.text());
   for (auto& [flag, v] : std::vector<std::pair<const char*, std::string>>{
            {"--transports", o.transports},
            // a gate without sweep flags lets each rank pick the profile's gate size

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "harness/cli_util.h"  // kMaxSeconds, seconds_check
+#include "harness/drain_budget.h"
 #include "harness/world.h"
 #include "results/judging/observations.h"  // PairwiseAsk
 #include "results/verdict/suspects.h"
@@ -82,6 +83,7 @@ struct RunOptions {
   std::string exclude_hosts;        // --exclude-hosts H,...
   std::string exclude_file;         // --exclude-file F
   bool slurm_drain = false;
+  DrainBudget slurm_drain_budget;   // --slurm-drain-budget N|P%
   results::SetAsideList set_aside;  // both lists, read by the world step
   // Testing aid: every rank pauses this long after the join barrier (to kill one mid-run).
   double hold_after_join_s = 0;

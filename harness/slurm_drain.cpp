@@ -29,7 +29,8 @@ using rendezvous::Millis;
 
 namespace {
 
-constexpr std::size_t kMaxCapture = 64 * 1024;
+// Every node's line of `scontrol show node -o` (about 1 KB each): room for 16,384 nodes.
+constexpr std::size_t kNodeListCapture = 16u << 20;
 constexpr Millis kCommandTimeout{10000};
 constexpr Millis kBeforeRunDeadline{300};
 
@@ -54,7 +55,8 @@ std::string CommandResult::describe() const {
   return fmt::format("exit {}{}", exit_code, why.empty() ? "" : ": " + why);
 }
 
-CommandResult run_command(const std::vector<std::string>& argv, rendezvous::Deadline deadline) {
+CommandResult run_command(const std::vector<std::string>& argv, rendezvous::Deadline deadline,
+                          std::size_t max_capture) {
   CommandResult r;
   if (argv.empty()) {
     r.spawn_error = "no command";
@@ -113,9 +115,10 @@ CommandResult run_command(const std::vector<std::string>& argv, rendezvous::Dead
         --open_fds;
         continue;
       }
-      if (into[i]->size() < kMaxCapture)
-        into[i]->append(buf, std::min<std::size_t>(static_cast<std::size_t>(got),
-                                                   kMaxCapture - into[i]->size()));
+      const auto n = static_cast<std::size_t>(got);
+      if (into[i]->size() + n > max_capture) r.truncated = true;
+      if (into[i]->size() < max_capture)
+        into[i]->append(buf, std::min(n, max_capture - into[i]->size()));
     }
   }
   for (auto& f : fds)
@@ -156,8 +159,18 @@ std::optional<SlurmNodeState> parse_show_node(const std::string& line) {
   };
   auto st = field("State=");
   if (!st) return std::nullopt;
+  auto word = [&](std::size_t at) { return line.substr(at, line.find_first_of(" \n", at) - at); };
   SlurmNodeState s;
-  s.state = line.substr(*st, line.find(' ', *st) - *st);
+  s.state = word(*st);
+  if (auto n = field("NodeName=")) s.name = word(*n);
+  if (auto p = field("Partitions=")) {
+    const std::string list = word(*p);
+    for (std::size_t b = 0; b < list.size();) {
+      auto e = std::min(list.find(',', b), list.size());
+      if (e > b && list.compare(b, e - b, "(null)") != 0) s.partitions.push_back(list.substr(b, e - b));
+      b = e + 1;
+    }
+  }
   if (auto rs = field("Reason=")) {
     // The reason runs to the end of the line (Slurm prints it last), less " [user@time]".
     std::string reason = line.substr(*rs);
@@ -171,6 +184,30 @@ std::optional<SlurmNodeState> parse_show_node(const std::string& line) {
     s.reason = reason == "(null)" ? std::string() : reason;
   }
   return s;
+}
+
+HeldDrains held_drains(const std::string& show_all_nodes, const std::string& partition) {
+  std::vector<SlurmNodeState> nodes;
+  for (std::size_t b = 0; b < show_all_nodes.size();) {
+    auto e = std::min(show_all_nodes.find('\n', b), show_all_nodes.size());
+    if (auto n = parse_show_node(show_all_nodes.substr(b, e - b)); n && !n->name.empty())
+      nodes.push_back(std::move(*n));
+    b = e + 1;
+  }
+  auto in_partition = [&](const SlurmNodeState& n) {
+    return std::find(n.partitions.begin(), n.partitions.end(), partition) != n.partitions.end();
+  };
+  const bool by_partition =
+      !partition.empty() && std::any_of(nodes.begin(), nodes.end(), in_partition);
+  HeldDrains h;
+  h.scope = by_partition ? "partition " + partition : std::string("the cluster");
+  for (const auto& n : nodes) {
+    if (by_partition && !in_partition(n)) continue;
+    ++h.scope_nodes;
+    if (n.drained_by_ncclsmoke()) h.ours.push_back(n.name);
+  }
+  std::sort(h.ours.begin(), h.ours.end());
+  return h;
 }
 
 std::string drain_reason(const std::vector<std::string>& codes, const std::string& run_id) {
@@ -192,10 +229,10 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
     global.phases.push_back(phase);
   };
   // Each scontrol: 10 s, and done before the watchdog's deadline.
-  auto call = [&](std::vector<std::string> args) {
+  auto call = [&](std::vector<std::string> args, std::size_t capture = kDefaultCapture) {
     auto deadline = std::min(Clock::now() + kCommandTimeout, ctx.run_deadline - kBeforeRunDeadline);
     args.insert(args.begin(), scontrol_binary());
-    return run_command(args, deadline);
+    return run_command(args, deadline, capture);
   };
 
   // The job's nodes: the ranks' nodes, limited to SLURM_JOB_NODELIST when it is set.
@@ -229,6 +266,7 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
     return s;
   };
 
+  bool held_back = false;  // a suspect the budget kept in service
   if (global.verdict == results::Outcome::fail || global.verdict == results::Outcome::degraded) {
     std::vector<results::SuspectHost> suspects;
     for (auto& s : results::suspect_hosts(global))
@@ -246,6 +284,21 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
                     fmt::format("{} of {} nodes suspect (more than {}): none drained",
                                 suspects.size(), job_nodes.size(), limit));
     }
+    // The budget: the drains ncclsmoke holds now, across runs.
+    const auto& budget = ctx.o.slurm_drain_budget;
+    auto listing = call({"show", "node", "-o"}, kNodeListCapture);
+    if (!listing.ok() || listing.truncated) {
+      const std::string problem = fmt::format(
+          "the drain budget (--slurm-drain-budget {}) cannot be checked: scontrol show node -o: {}",
+          budget.text(),
+          listing.ok() ? fmt::format("its output is over {} MiB", kNodeListCapture >> 20)
+                       : listing.describe());
+      log_error("slurm-drain: " + problem + "; none drained");
+      return finish(results::PhaseStatus::fail, problem + "; none drained");
+    }
+    const auto held = held_drains(listing.out, lookup(ctx.environment, "SLURM_JOB_PARTITION").value_or(""));
+    const int allowed = budget.allowed(held.scope_nodes);
+    std::vector<std::string> holding = held.ours;
     for (const auto& s : suspects) {
       std::string problem;
       auto state = show(s.node, problem);
@@ -262,6 +315,19 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
                              s.node, state->reason));
         continue;
       }
+      const bool already_ours = state->drained_by_ncclsmoke();
+      if (!already_ours && static_cast<int>(holding.size()) >= allowed) {
+        held_back = true;
+        const std::string why = fmt::format(
+            "not drained {}: the drain budget is spent (--slurm-drain-budget {}: {} of the {} "
+            "nodes of {}; ncclsmoke holds {} drained{}{}); resume the repaired ones (scontrol "
+            "update NodeName=<node> State=RESUME) or raise the budget",
+            s.node, budget.text(), allowed, held.scope_nodes, held.scope, holding.size(),
+            holding.empty() ? "" : ": ", fmt::join(holding, ","));
+        done.push_back(why);
+        log_error("slurm-drain: " + why);
+        continue;
+      }
       const std::string reason = drain_reason(s.codes, global.run_id);
       auto r = call({"update", "NodeName=" + s.node, "State=DRAIN", "Reason=" + reason});
       if (!r.ok()) {
@@ -271,6 +337,7 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
                               s.node, s.node, r.describe()));
         continue;
       }
+      if (!already_ours) holding.push_back(s.node);
       done.push_back(fmt::format("drained {} (Reason=\"{}\")", s.node, reason));
       log_warn(fmt::format("slurm-drain: drained {} (Reason=\"{}\"): it takes no new jobs until "
                            "`scontrol update NodeName={} State=RESUME` or a passing ncclsmoke "
@@ -314,7 +381,9 @@ void slurm_set_aside(const RunContext& ctx, results::Verdict& global) {
                                      ? fmt::format("no node of the job ({}) drained by ncclsmoke",
                                                    fmt::join(job_nodes, ","))
                                      : std::string("nothing to do"));
-  finish(errors.empty() ? results::PhaseStatus::pass : results::PhaseStatus::fail,
+  finish(!errors.empty() ? results::PhaseStatus::fail
+         : held_back      ? results::PhaseStatus::degraded
+                          : results::PhaseStatus::pass,
          fmt::format("{}", fmt::join(all, "; ")));
 }
 

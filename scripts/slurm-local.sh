@@ -10,6 +10,9 @@
 # Needs root (slurmd runs jobs as any user) and Debian 12's slurm-wlm 22.05 + munge. The node
 # claims NCCLSMOKE_SLURM_CPUS CPUs (default 16) whatever the machine has
 # (SlurmdParameters=config_overrides), so that two 4-task jobs run at once on a 2-core machine.
+# NCCLSMOKE_SLURM_EXTRA_NODES="n1 n2" adds nodes that no slurmd serves (each on a port nothing
+# listens on): they stay DOWN, take no job, and can be drained and resumed with scontrol like any
+# node, so a test can count drains across several nodes on one machine.
 # Exit codes: 0 ok, 1 failure (the message names the daemon and its log), 2 usage.
 set -euo pipefail
 
@@ -112,6 +115,13 @@ do_up() {
   ctld_port=$(free_port)
   slurmd_port=$(free_port)
   while [[ $slurmd_port == "$ctld_port" ]]; do slurmd_port=$(free_port); done
+  local extra_lines="" partition_nodes=$host n
+  for n in ${NCCLSMOKE_SLURM_EXTRA_NODES:-}; do
+    [[ $n =~ ^[A-Za-z][A-Za-z0-9-]{0,62}$ && $n != "$host" ]] ||
+      { log "NCCLSMOKE_SLURM_EXTRA_NODES: '$n' is not a node name (letters, digits, '-'; not $host)"; exit 2; }
+    extra_lines+="NodeName=$n NodeAddr=127.0.0.1 NodeHostname=$n Port=$(free_port) CPUs=1 RealMemory=1000 State=DOWN"$'\n'
+    partition_nodes+=",$n"
+  done
 
   cat >"$dir/slurm.conf" <<EOF
 # Written by scripts/slurm-local.sh for a private test cluster; everything lives under $dir.
@@ -152,7 +162,7 @@ MinJobAge=60
 SlurmctldTimeout=30
 SlurmdTimeout=30
 NodeName=$host NodeAddr=127.0.0.1 NodeHostname=$host CPUs=$cpus RealMemory=1000 State=UNKNOWN
-PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+${extra_lines}PartitionName=test Nodes=$partition_nodes Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
   printf 'export SLURM_CONF=%q\n' "$dir/slurm.conf" >"$dir/env"
   export SLURM_CONF=$dir/slurm.conf

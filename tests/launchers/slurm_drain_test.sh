@@ -14,6 +14,12 @@
 #       and all.
 #   (d) a drain of ncclsmoke's, resumed by a passing 1-rank run on the node outside any job
 #       (--node-name as a HealthCheckProgram would give it).
+#   (e) the drain budget (--slurm-drain-budget 1), counted across runs: the cluster has two more
+#       nodes that no slurmd serves (NCCLSMOKE_SLURM_EXTRA_NODES: DOWN, but scontrol drains and
+#       lists them like any node). Two failing 2-rank runs outside a job, each with its frozen
+#       rank on another of them (--node-name): the first drains fake-a; the second names fake-b
+#       but leaves it in service, `scontrol show node` shows no DRAIN on it, and the verdict's
+#       slurm-drain phase reads degraded and says the budget is spent and who holds it.
 # Bounded (each step under `timeout`); the node is resumed at the end whatever happened.
 # Usage: slurm_drain_test.sh [--binary] NCCLSMOKE_BINARY   Exit: 0 pass, 1 fail, 77 skipped.
 set -uo pipefail
@@ -21,6 +27,8 @@ set -uo pipefail
 [[ ${1:-} == --binary ]] && shift
 bin=${1:?usage: slurm_drain_test.sh [--binary] NCCLSMOKE_BINARY}
 bin=$(readlink -f "$bin")
+# Two nodes besides the real one, for the budget's case (e).
+export NCCLSMOKE_SLURM_EXTRA_NODES="fake-a fake-b"
 # shellcheck source=tests/launchers/slurm_cluster.sh
 source "$(dirname "$0")/slurm_cluster.sh" ncclsmoke-slurm-drain
 cat "$tmp/up.out"
@@ -137,6 +145,48 @@ timeout -k 5 60 "$bin" run --launcher flags --rank 0 --world-size 1 --master-add
 rc=$?
 echo "(d) 1-rank run on the node outside a job: exit $rc; $(state_of); phase: $(phase_detail "$w/d/verdict.json")"
 [[ $rc == 0 && $(state_of) != *DRAIN* ]] || fail "(d) ncclsmoke's drain was not resumed: $(node_line); $(tail -3 "$w/d/log")"
+
+# --- (e) the drain budget, across runs --------------------------------------------------------
+# One failing run: rank 1 stands for node $2 and freezes in the sweep; rank 0 is on the real node.
+budget_run() {  # case-dir frozen-node
+  local dir=$w/$1 victim_node=$2 port pid0 pid1
+  mkdir -p "$dir"
+  port=$("$py" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  local common=(run --launcher flags --world-size 2 --master-addr 127.0.0.1 --master-port "$port"
+                --transports socket --min-bytes 64M --max-bytes 64M --iters 400 --warmup-iters 1
+                --connect-timeout 20 --join-timeout 20 --mesh-timeout 5 --pair-timeout 2
+                --op-timeout 4 --transport-timeout 20 --timeout 45 --pairwise=never --quiet
+                --slurm-drain --slurm-drain-budget 1)
+  # The budget's scope is the job's partition, as a step of a job in partition test reads it.
+  SLURM_JOB_PARTITION=test timeout -k 5 70 "$bin" "${common[@]}" --rank 0 --node-name "$node" \
+    --out-dir "$dir" >"$dir/rank0.log" 2>&1 &
+  pid0=$!
+  NCCLSMOKE_TEST_PAUSE_AT=sweep timeout -k 5 70 "$bin" "${common[@]}" --rank 1 --node-name "$victim_node" \
+    --out-dir "$dir/r1" >"$dir/rank1.log" 2>&1 &
+  pid1=$!
+  wait $pid0
+  echo $? >"$dir/rc"
+  # The frozen rank never ends on its own.
+  { kill -KILL $pid1; pkill -KILL -f -- "--out-dir $dir/r1"; wait $pid1; } 2>/dev/null
+}
+node_state() { timeout 10 scontrol show node -o "$1" 2>&1 | grep -o 'State=[^ ]*' | head -1; }
+budget_run e1 fake-a
+echo "(e1) failing run, frozen rank on fake-a: exit $(cat "$w/e1/rc"); fake-a $(node_state fake-a); phase: $(phase_detail "$w/e1/verdict.json")"
+echo "    suspects.txt: $(cat "$w/e1/suspects.txt" 2>&1)"
+[[ $(node_state fake-a) == *DRAIN* ]] || fail "(e1) fake-a is not drained: $(timeout 10 scontrol show node -o fake-a)"
+[[ $(phase_detail "$w/e1/verdict.json") == "pass: drained fake-a"* ]] ||
+  fail "(e1) the verdict does not record fake-a's drain: $(phase_detail "$w/e1/verdict.json"); $(tail -3 "$w/e1/rank0.log")"
+budget_run e2 fake-b
+echo "(e2) failing run, frozen rank on fake-b: exit $(cat "$w/e2/rc"); fake-b $(node_state fake-b); phase: $(phase_detail "$w/e2/verdict.json")"
+echo "    suspects.txt: $(cat "$w/e2/suspects.txt" 2>&1)"
+grep -q "^fake-b # " "$w/e2/suspects.txt" 2>/dev/null || fail "(e2) suspects.txt does not name fake-b"
+[[ $(node_state fake-b) != *DRAIN* ]] || fail "(e2) fake-b was drained past the budget: $(timeout 10 scontrol show node -o fake-b)"
+[[ $(node_state fake-a) == *DRAIN* ]] || fail "(e2) fake-a's drain is gone"
+detail=$(phase_detail "$w/e2/verdict.json")
+[[ $detail == "degraded: not drained fake-b: the drain budget is spent (--slurm-drain-budget 1: 1 of the 3 nodes of partition test; ncclsmoke holds 1 drained: fake-a)"* ]] ||
+  fail "(e2) the verdict does not say why fake-b stays in service: $detail"
+grep -q "slurm-drain: not drained fake-b: the drain budget is spent" "$w/e2/rank0.log" ||
+  fail "(e2) the log does not say fake-b was held back: $(grep slurm-drain "$w/e2/rank0.log")"
 
 restore
 echo "restored: $(state_of)"
