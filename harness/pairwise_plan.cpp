@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 #include <cmath>
 
 #include "harness/transport_phase.h"  // parse_size
@@ -166,6 +167,64 @@ std::optional<PairwisePlan> pairwise_plan_from_json(const json& j) {
       return std::nullopt;
     std::sort(p.participants.begin(), p.participants.end());
     return p;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+json to_json(const SecondPasses& passes) {
+  json out = json::object();
+  for (const auto& [t, sp] : passes) {
+    json stand_ins = json::array();
+    for (const auto& [rank, host] : sp.suspect_of_rank) stand_ins.push_back({rank, host});
+    out[t] = {{"suspects", sp.suspects},
+              {"stand_ins", std::move(stand_ins)},
+              {"rounds", sp.rounds},
+              {"rechecks", sp.rechecks},
+              {"why_none", sp.why_none}};
+  }
+  return out;
+}
+
+std::optional<SecondPasses> second_passes_from_json(const json& j,
+                                                    const std::vector<int>& participants) {
+  auto taking_part = [&](int r) {
+    return std::binary_search(participants.begin(), participants.end(), r);
+  };
+  try {
+    if (!j.is_object()) return std::nullopt;
+    SecondPasses out;
+    for (const auto& [t, o] : j.items()) {
+      results::SecondPass sp;
+      sp.suspects = o.at("suspects").get<std::vector<std::string>>();
+      for (const auto& si : o.at("stand_ins")) {
+        const int rank = si.at(0).get<int>();
+        if (!taking_part(rank)) return std::nullopt;
+        sp.suspect_of_rank[rank] = si.at(1).get<std::string>();
+      }
+      sp.rounds = o.at("rounds").get<std::vector<std::vector<std::pair<int, int>>>>();
+      sp.rechecks = o.at("rechecks").get<std::set<std::pair<int, int>>>();
+      sp.why_none = o.at("why_none").get<std::string>();
+      if (sp.rounds.size() > static_cast<std::size_t>(kMaxRounds)) return std::nullopt;
+      for (const auto& [a, b] : sp.rechecks)
+        if (!std::any_of(sp.rounds.begin(), sp.rounds.end(), [&, a = a, b = b](const auto& round) {
+              return std::find(round.begin(), round.end(), std::pair{a, b}) != round.end();
+            }))
+          return std::nullopt;  // a recheck no round measures
+      for (const auto& round : sp.rounds) {
+        std::set<int> seen;
+        for (const auto& [a, b] : round) {
+          if (a >= b || !taking_part(a) || !taking_part(b) || !seen.insert(a).second ||
+              !seen.insert(b).second)
+            return std::nullopt;
+          // A suspect with a partner, or a named link's two ends measured again.
+          const auto suspects = sp.suspect_of_rank.count(a) + sp.suspect_of_rank.count(b);
+          if (sp.rechecks.count({a, b}) ? suspects != 2 : suspects != 1) return std::nullopt;
+        }
+      }
+      out[t] = std::move(sp);
+    }
+    return out;
   } catch (const json::exception&) {
     return std::nullopt;
   }

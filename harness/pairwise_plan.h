@@ -15,6 +15,7 @@
 
 #include "harness/run_options.h"
 #include "results/judging/observations.h"
+#include "results/judging/pairwise_rules.h"  // SecondPass
 #include "results/verdict/verdict.h"
 #include "transports/pair_schedule.h"
 
@@ -55,5 +56,15 @@ struct PairwisePlan : results::PairwiseDecision {
 PairwisePlan pairwise_plan(results::PairwiseDecision decision, const PairwiseSettings& s);
 nlohmann::json to_json(const PairwisePlan& p);
 std::optional<PairwisePlan> pairwise_plan_from_json(const nlohmann::json& j);
+
+// The second pass rank 0 posts after the first rounds (results::plan_second_pass), one per
+// transport of the plan: {"<transport>": {"suspects": [host...], "stand_ins": [[rank, host]...],
+// "rounds": [[[a, b]...]...], "rechecks": [[a, b]...], "why_none": "..."}}. Read back only when
+// every pair is two distinct participants, lower rank first, the pairs of a round disjoint, each
+// pair one stand-in and a partner, or a recheck (two stand-ins) that some round measures.
+using SecondPasses = std::map<std::string, results::SecondPass>;
+nlohmann::json to_json(const SecondPasses& passes);
+std::optional<SecondPasses> second_passes_from_json(const nlohmann::json& j,
+                                                    const std::vector<int>& participants);
 
 }  // namespace ncclsmoke::harness

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "harness/pairwise_plan.h"
@@ -18,6 +19,7 @@
 #include "transports/registry.h"
 #include "transports/sweep.h"
 #include "results/judging/baseline_learn.h"  // median
+#include "results/judging/link_rules.h"      // pair samples as links, their wire layout
 #include "results/verdict/phase_id.h"
 
 namespace ncclsmoke::harness {
@@ -335,6 +337,312 @@ void pairwise_summaries_step(RunContext& ctx, const StoreSession& s, const Liven
       g.cannot_pair[n] = b->no_pairs;
 }
 
+namespace {
+
+// The second pass needs hosts to meet a suspect with: two healthy ones besides it.
+constexpr std::size_t kSecondPassMinHosts = 3;
+
+// What every round of either pass shares.
+struct RoundsInput {
+  RunContext& ctx;
+  const StoreSession& s;
+  Liveness& live;
+  Store& store;  // "pairwise/"
+  const std::map<int, std::string>& hosts;
+  const std::map<std::string, std::string>& options;
+  DType dtype;
+  std::int64_t bytes;
+  int iters;
+};
+
+// This rank's pairs of one transport's `rounds`, appended to `run`: round k (numbered
+// first_round + k in the samples) ends at slice_start + (k+1) x round_len, never past `end`.
+// `tag` keeps the passes' store keys apart ("" the first rounds, "s" the second pass);
+// `second` (the second pass) marks each sample with the suspect it was measured for, or as a
+// named link measured again. Returns the rounds not started for want of time.
+int run_rounds(const RoundsInput& in, const std::string& name, const std::string& tag,
+               int first_round, const std::vector<transports::PairRound>& rounds,
+               Deadline slice_start, Clock::duration round_len, Deadline end,
+               const results::SecondPass* second, results::PairwiseRun& run) {
+  const int me = in.ctx.world.rank;
+  int late = 0;
+  for (size_t k = 0; k < rounds.size(); ++k) {
+    // Test-only (NCCLSMOKE_TEST_PAUSE_AT=pairwise): stop at the second round's start, so a test
+    // can freeze or kill a rank between pairs (harness/transport_phase.h test_pause_point).
+    if (k == 1 && tag.empty()) test_pause_point("pairwise", me);
+    const int peer = transports::partner_in(rounds[k], me);
+    if (peer < 0) {
+      if (tag.empty()) ++run.sat_out;  // in the second pass most ranks sit out by design
+      continue;
+    }
+    const std::string pair_prefix =
+        fmt::format("{}/{}{}/{}-{}", name, tag, k, std::min(me, peer), std::max(me, peer));
+    const Deadline round_end = earliest(slice_start + round_len * static_cast<long>(k + 1), end);
+    if (round_end - Clock::now() < kMinRoundShare) {
+      // Too late for this round: say so in the pair's keys, so the partner stops waiting.
+      ++late;
+      try {
+        in.store.set(fmt::format("{}/late/{}", pair_prefix, me), "1");
+      } catch (const StoreError&) {
+      }
+      continue;
+    }
+    // A partner the watch saw die or freeze would only be waited for: its death is named
+    // (PEER_LOST / PEER_STALLED), and a pair with it says nothing about a link.
+    auto partner_stopped = [&in, peer] {
+      const auto stopped = in.live.stopped_ranks();
+      return std::find(stopped.begin(), stopped.end(), peer) != stopped.end();
+    };
+    const std::string partner_late_key = fmt::format("{}/late/{}", pair_prefix, peer);
+    auto partner_late = [&in, &partner_late_key] {
+      try {
+        return in.store.check({partner_late_key});
+      } catch (const StoreError&) {
+        return false;
+      }
+    };
+    if (partner_stopped()) {
+      ++run.partner_stopped;
+      continue;
+    }
+    PartnerGuard guarded(
+        in.store, [&] { return partner_stopped() || partner_late(); }, peer);
+    PrefixStore pair_store(pair_prefix, guarded);
+    PairTask task;
+    task.transport = name;
+    task.round = first_round + static_cast<int>(k);
+    task.self = me;
+    task.peer = peer;
+    task.hosts = in.hosts;
+    task.local_address = in.s.self.local_address;
+    task.store = &pair_store;
+    task.options = in.options;
+    task.bytes = in.bytes;
+    task.iters = in.iters;
+    task.dtype = in.dtype;
+    task.op_timeout = ms(in.ctx.o.op_timeout_s);
+    task.deadline = round_end;
+    auto sample = measure_pair(task);
+    if (!sample.error.empty()) {
+      // Neither a dead partner (the watch names it) nor one that had no time left says
+      // anything about the link.
+      if (partner_stopped()) {
+        ++run.partner_stopped;
+        continue;
+      }
+      if (partner_late()) {
+        ++run.partner_late;
+        continue;
+      }
+    }
+    if (second) {
+      const auto& stand_ins = second->suspect_of_rank;
+      if (second->rechecks.count({std::min(me, peer), std::max(me, peer)}))
+        sample.recheck = true;
+      else if (auto sus = stand_ins.find(me); sus != stand_ins.end())
+        sample.suspect_host = sus->second;
+      else if (auto other = stand_ins.find(peer); other != stand_ins.end())
+        sample.suspect_host = other->second;
+    }
+    log_debug(fmt::format(
+        "{} {}round {} with rank {}: {}", results::pairwise_phase_name(name),
+        tag.empty() ? "" : "second pass ", task.round, peer,
+        sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us) : sample.error));
+    run.samples.push_back(std::move(sample));
+  }
+  return late;
+}
+
+// Rank 0: waits until each of `ranks` but itself has posted `prefix`<rank>, the watch saw it stop,
+// or `until` passes. Returns the ranks that posted.
+std::vector<int> wait_for_posts(Store& store, const Liveness& live, const std::vector<int>& ranks,
+                                int me, const std::string& prefix, Deadline until) {
+  std::vector<int> waiting, posted;
+  for (int r : ranks)
+    if (r != me) waiting.push_back(r);
+  for (;;) {
+    // One request while all have posted (the usual case); rank by rank only while some have not.
+    std::vector<std::string> keys;
+    for (int r : waiting) keys.push_back(prefix + std::to_string(r));
+    try {
+      if (!keys.empty() && store.check(keys)) {
+        posted.insert(posted.end(), waiting.begin(), waiting.end());
+        waiting.clear();
+      }
+    } catch (const StoreError&) {
+    }
+    const auto stopped = live.stopped_ranks();
+    std::vector<int> still;
+    for (int r : waiting) {
+      bool has = false;
+      try {
+        has = store.check({prefix + std::to_string(r)});
+      } catch (const StoreError&) {
+      }
+      if (has)
+        posted.push_back(r);
+      else if (std::find(stopped.begin(), stopped.end(), r) == stopped.end())
+        still.push_back(r);
+    }
+    waiting = std::move(still);
+    if (waiting.empty() || Clock::now() >= until) break;
+    std::this_thread::sleep_for(Millis{50});
+  }
+  if (!waiting.empty())
+    log_debug(fmt::format("pairwise: no '{}' from rank {}", prefix, fmt::join(waiting, ", ")));
+  std::sort(posted.begin(), posted.end());
+  return posted;
+}
+
+// A rank's first-round samples, per transport: {"<transport>": [sample...]}.
+nlohmann::json samples_json(const std::vector<results::PairwiseRun>& runs) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& run : runs) {
+    nlohmann::json observed = nlohmann::json::object();
+    results::write_pair_samples(observed, run.samples);
+    out[run.transport] = std::move(observed[results::kPairwiseKey]);
+  }
+  return out;
+}
+
+// Rank 0: every transport's second pass, from the first-round samples of the ranks that posted
+// them (its own from `runs`).
+SecondPasses plan_second_passes(const RoundsInput& in, const PairwisePlan& plan,
+                                const std::vector<results::PairwiseRun>& runs,
+                                const std::vector<int>& posted) {
+  std::map<std::string, std::vector<results::LinkEvidence>> links;
+  auto add = [&](int rank, const std::string& transport,
+                 const std::vector<results::PairSample>& samples) {
+    auto h = in.hosts.find(rank);
+    if (h == in.hosts.end()) return;
+    for (auto& l : results::pair_links(transport, rank, h->second, samples, in.hosts))
+      links[transport].push_back(std::move(l));
+  };
+  for (const auto& run : runs) add(in.ctx.world.rank, run.transport, run.samples);
+  for (int r : posted) {
+    try {
+      auto parsed = parse_bounded_json(
+          in.store.get(fmt::format("first/{}", r), deadline_after(Millis{2000})), kMaxSmallJsonBytes);
+      if (!parsed.ok() || !parsed.value.is_object()) continue;
+      for (const auto& [transport, arr] : parsed.value.items()) {
+        results::TransportIdentity id;
+        id.observed = {{results::kPairwiseKey, arr}};
+        add(r, transport, results::pair_samples_of(id));
+      }
+    } catch (const StoreError& e) {
+      log_debug(fmt::format("pairwise: rank {}'s first rounds could not be read: {}", r, e.what()));
+    }
+  }
+  std::map<int, std::string> host_of;
+  for (int r : plan.participants)
+    if (auto h = in.hosts.find(r); h != in.hosts.end()) host_of[r] = h->second;
+  SecondPasses out;
+  for (const auto& t : plan.transports) out[t] = results::plan_second_pass(links[t], host_of);
+  return out;
+}
+
+// Everyone but rank 0: the second pass rank 0 posted, or nullopt with `why`.
+std::optional<SecondPasses> wait_second_passes(const RoundsInput& in, const PairwisePlan& plan,
+                                               Deadline until, std::string& why) {
+  while (Clock::now() < until) {
+    if (in.live.rank0_stopped()) {
+      why = "rank 0 stopped answering before it posted the second pass";
+      return std::nullopt;
+    }
+    try {
+      auto text = in.store.get("second", earliest(deadline_after(Millis{1000}), until));
+      auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
+      auto passes = parsed.ok() ? second_passes_from_json(parsed.value, plan.participants)
+                                : std::nullopt;
+      if (!passes) why = "rank 0's second pass could not be read";
+      return passes;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) {
+        why = fmt::format("the store failed while waiting for the second pass: {}", e.what());
+        return std::nullopt;
+      }
+    }
+  }
+  why = "no second pass from rank 0 in time";
+  return std::nullopt;
+}
+
+// The second pass (results::plan_second_pass): every participant posts its first rounds'
+// samples, rank 0 plans from them and posts the plan, and the ranks it pairs measure from
+// `first_end` to `budget_end`, each transport an equal slice, its rounds at fixed points.
+void run_second_pass(const RoundsInput& in, const PairwisePlan& plan,
+                     std::vector<results::PairwiseRun>& runs, Deadline first_end,
+                     Deadline budget_end) {
+  const int me = in.ctx.world.rank;
+  log_set_phase("pairwise");
+  const auto plan_t0 = Clock::now();
+  std::optional<SecondPasses> passes;
+  std::string why;
+  try {
+    in.store.set(fmt::format("first/{}", me),
+                 samples_json(runs).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } catch (const StoreError& e) {
+    why = fmt::format("this rank's first rounds could not be posted: {}", e.what());
+  }
+  if (me == 0) {
+    const auto posted = wait_for_posts(in.store, in.live, plan.participants, me, "first/",
+                                       earliest(first_end + kDoneGrace, in.ctx.steps_deadline));
+    passes = plan_second_passes(in, plan, runs, posted);
+    for (const auto& [t, sp] : *passes)
+      log_line(sp.rounds.empty() ? LogLevel::debug : LogLevel::info,
+               sp.rounds.empty()
+                   ? fmt::format("pairwise: {}: no second pass: {}", t, sp.why_none)
+                   : fmt::format("pairwise: {}: second pass: {} again with {} healthy host{}", t,
+                                 fmt::join(sp.suspects, ", "), sp.rounds.size(),
+                                 sp.rounds.size() == 1 ? "" : "s"));
+    try {
+      in.store.set("second", to_json(*passes).dump(-1, ' ', false,
+                                                    nlohmann::json::error_handler_t::replace));
+    } catch (const StoreError& e) {
+      log_warn(fmt::format("pairwise: the second pass could not be posted: {}", e.what()));
+    }
+  } else if (why.empty()) {
+    passes = wait_second_passes(
+        in, plan, earliest(first_end + kDoneGrace + Millis{5000}, in.ctx.steps_deadline), why);
+  }
+  const double plan_s = seconds_since(plan_t0);
+  for (auto& run : runs) run.second_plan_s = plan_s;
+  if (!passes) {
+    log_debug(fmt::format("pairwise: no second pass: {}", why));
+    for (auto& run : runs) run.second_why_none = why;
+    return;
+  }
+  const auto slice = std::max(Clock::duration::zero(), budget_end - first_end) /
+                     static_cast<long>(std::max<size_t>(1, runs.size()));
+  for (size_t ti = 0; ti < runs.size(); ++ti) {
+    auto& run = runs[ti];
+    auto sp = passes->find(run.transport);
+    if (sp == passes->end()) continue;
+    run.second_suspects = sp->second.suspects;
+    run.second_rounds = static_cast<int>(sp->second.rounds.size());
+    run.second_rechecks = static_cast<int>(sp->second.rechecks.size());
+    run.second_why_none = sp->second.why_none;
+    if (sp->second.rounds.empty()) continue;
+    std::vector<transports::PairRound> rounds;
+    for (const auto& pairs : sp->second.rounds) {
+      transports::PairRound r;
+      r.pairs = pairs;
+      rounds.push_back(std::move(r));
+      if (transports::partner_in(rounds.back(), me) >= 0) ++run.second_pairs_here;
+    }
+    log_set_phase(results::pairwise_phase_name(run.transport));
+    const auto t0 = Clock::now();
+    run.second_late += run_rounds(in, run.transport, "s", run.rounds_total, rounds,
+                                  first_end + slice * static_cast<long>(ti),
+                                  slice / static_cast<long>(rounds.size()), budget_end,
+                                  &sp->second, run);
+    run.second_duration_s = seconds_since(t0);
+    run.duration_s += run.second_duration_s;
+  }
+}
+
+}  // namespace
+
 void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live,
                           const std::optional<results::PairwiseDecision>& decided,
                           const PairwiseState& state) {
@@ -384,139 +692,56 @@ void pairwise_rounds_step(RunContext& ctx, const StoreSession& s, Liveness& live
   // at slice start + (k+1) x slice / rounds). A round that starts early keeps the time the earlier
   // ones left over, and both ends of a pair hold the same deadline even when one of them comes
   // late from a slow round (equal shares of "what is left" would differ, and the early one would
-  // give up just before the late one arrives: a false failure).
+  // give up just before the late one arrives: a false failure). Where the participants span three
+  // hosts or more, the first rounds have two thirds of the budget and the second pass the rest.
   log_info(phase_start_line("pairwise",
                             fmt::format("{} ranks, {}; reason: {}", plan->participants.size(),
                                         fmt::join(plan->transports, ", "), plan->reason)));
   const Deadline budget_start = Clock::now();
   const Clock::duration budget = ms(std::max(plan->budget_s, 0.001));
   const Deadline budget_end = earliest(budget_start + budget, ctx.steps_deadline);
+  std::set<std::string> participant_hosts;
+  for (int r : plan->participants)
+    if (auto h = hosts.find(r); h != hosts.end()) participant_hosts.insert(h->second);
+  const bool second_pass = participant_hosts.size() >= kSecondPassMinHosts;
+  const Clock::duration first_budget = second_pass ? budget * 2 / 3 : budget;
+  const Deadline first_end = earliest(budget_start + first_budget, budget_end);
   const auto schedule = transports::pair_rounds(plan->participants, plan->schedule);
   DType dtype = DType::float32;
   transports::parse_dtype(ctx.o.dtype, dtype);
   const auto options = backend_options_for_run(ctx.o, me, ctx.world.local_rank);
   for (const auto& [t, why] : plan->skipped)
     ctx.saw(results::PairwiseNotRunSeen{t, why, true});
-  const auto slice = budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
+  const RoundsInput in{ctx, s, live, store, hosts, options, dtype, plan->bytes, plan->iters};
+  const auto slice = first_budget / static_cast<long>(std::max<size_t>(1, plan->transports.size()));
+  std::vector<results::PairwiseRun> runs;
   for (size_t ti = 0; ti < plan->transports.size(); ++ti) {
     const std::string& name = plan->transports[ti];
     const auto t0 = Clock::now();
-    const Deadline slice_start = budget_start + slice * static_cast<long>(ti);
-    const auto round_len = slice / static_cast<long>(std::max<size_t>(1, schedule.size()));
     log_set_phase(results::pairwise_phase_name(name));
     results::PairwiseRun run;
     run.transport = name;
     run.rank = me;
     run.rounds_total = static_cast<int>(schedule.size());
-    for (size_t k = 0; k < schedule.size(); ++k) {
-      // Test-only (NCCLSMOKE_TEST_PAUSE_AT=pairwise): stop at the second round's start, so a test
-      // can freeze or kill a rank between pairs (harness/transport_phase.h test_pause_point).
-      if (k == 1) test_pause_point("pairwise", me);
-      const int peer = transports::partner_in(schedule[k], me);
-      if (peer < 0) {
-        ++run.sat_out;
-        continue;
-      }
-      const std::string pair_prefix =
-          fmt::format("{}/{}/{}-{}", name, k, std::min(me, peer), std::max(me, peer));
-      const Deadline round_end =
-          earliest(slice_start + round_len * static_cast<long>(k + 1), budget_end);
-      if (round_end - Clock::now() < kMinRoundShare) {
-        // Too late for this round: say so in the pair's keys, so the partner stops waiting.
-        ++run.rounds_late;
-        try {
-          store.set(fmt::format("{}/late/{}", pair_prefix, me), "1");
-        } catch (const StoreError&) {
-        }
-        continue;
-      }
-      // A partner the watch saw die or freeze would only be waited for: its death is named
-      // (PEER_LOST / PEER_STALLED), and a pair with it says nothing about a link.
-      auto partner_stopped = [&live, peer] {
-        const auto stopped = live.stopped_ranks();
-        return std::find(stopped.begin(), stopped.end(), peer) != stopped.end();
-      };
-      const std::string partner_late_key = fmt::format("{}/late/{}", pair_prefix, peer);
-      auto partner_late = [&store, &partner_late_key] {
-        try {
-          return store.check({partner_late_key});
-        } catch (const StoreError&) {
-          return false;
-        }
-      };
-      if (partner_stopped()) {
-        ++run.partner_stopped;
-        continue;
-      }
-      PartnerGuard guarded(
-          store, [&] { return partner_stopped() || partner_late(); }, peer);
-      PrefixStore pair_store(pair_prefix, guarded);
-      PairTask task;
-      task.transport = name;
-      task.round = static_cast<int>(k);
-      task.self = me;
-      task.peer = peer;
-      task.hosts = hosts;
-      task.local_address = s.self.local_address;
-      task.store = &pair_store;
-      task.options = options;
-      task.bytes = plan->bytes;
-      task.iters = plan->iters;
-      task.dtype = dtype;
-      task.op_timeout = ms(ctx.o.op_timeout_s);
-      task.deadline = round_end;
-      auto sample = measure_pair(task);
-      if (!sample.error.empty()) {
-        // Neither a dead partner (the watch names it) nor one that had no time left says
-        // anything about the link.
-        if (partner_stopped()) {
-          ++run.partner_stopped;
-          continue;
-        }
-        if (partner_late()) {
-          ++run.partner_late;
-          continue;
-        }
-      }
-      log_debug(fmt::format(
-          "{} round {} with rank {}: {}", results::pairwise_phase_name(name), k, peer,
-          sample.error.empty() ? fmt::format("{:.0f} us", sample.time_us) : sample.error));
-      run.samples.push_back(std::move(sample));
-    }
+    const auto late = run_rounds(in, name, "", 0, schedule, budget_start + slice * static_cast<long>(ti),
+                                 slice / static_cast<long>(std::max<size_t>(1, schedule.size())),
+                                 first_end, nullptr, run);
+    run.rounds_late += late;
     run.duration_s = seconds_since(t0);
-    // The phase and the samples in this rank's identity row are judging's; judged now, so the
-    // transport's line comes as its rounds end.
-    ctx.saw(results::PairwiseRunSeen{*plan, std::move(run)});
-    ctx.judge_pending();
+    runs.push_back(std::move(run));
   }
+  if (second_pass) run_second_pass(in, *plan, runs, first_end, budget_end);
+  // The phases and the samples in this rank's identity rows are judging's.
+  for (auto& run : runs) ctx.saw(results::PairwiseRunSeen{*plan, std::move(run)});
+  ctx.judge_pending();
 
   // Rank 0 gathers next: wait for the others to finish their rounds, so none is still measuring
   // (and named late) when it starts. A rank the watch saw stop is not waited for.
   try {
     store.set(fmt::format("done/{}", me), "1");
-    if (me == 0) {
-      const Deadline until =
-          earliest(std::max(Clock::now(), budget_end) + kDoneGrace, ctx.steps_deadline);
-      std::vector<int> waiting;
-      for (int r : plan->participants)
-        if (r != me) waiting.push_back(r);
-      while (!waiting.empty() && Clock::now() < until) {
-        const auto stopped = live.stopped_ranks();
-        std::vector<std::string> keys;
-        for (int r : waiting) keys.push_back(fmt::format("done/{}", r));
-        if (store.check(keys)) break;
-        std::vector<int> still;
-        for (size_t i = 0; i < waiting.size(); ++i)
-          if (std::find(stopped.begin(), stopped.end(), waiting[i]) == stopped.end() &&
-              !store.check({keys[i]}))
-            still.push_back(waiting[i]);
-        waiting = std::move(still);
-        if (!waiting.empty()) std::this_thread::sleep_for(Millis{50});
-      }
-      if (!waiting.empty())
-        log_debug(
-            fmt::format("pairwise: rank {} did not say it was done", fmt::join(waiting, ", ")));
-    }
+    if (me == 0)
+      wait_for_posts(store, live, plan->participants, me, "done/",
+                     earliest(std::max(Clock::now(), budget_end) + kDoneGrace, ctx.steps_deadline));
   } catch (const StoreError& e) {
     log_debug(fmt::format("pairwise: not every rank said it was done: {}", e.what()));
   }

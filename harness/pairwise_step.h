@@ -26,9 +26,16 @@
 //    --pairwise-bytes, reads link_stats(), and closes it. A pair that fails or times out records
 //    the error; the round goes on. A partner the liveness watch saw stop, or one that had no time
 //    left, leaves no sample (its waits on the store are cut into slices that ask): neither says
-//    anything about the link. A rank posts "done/<rank>"; rank 0 waits for them (to the budget's
-//    end and 2 s more, or until the watch sees them stop) so its gather does not start while
-//    others still measure.
+//    anything about the link.
+// 4. where the participants span three hosts or more, the first rounds have two thirds of the
+//    budget and a second pass the rest (results/judging/pairwise_rules.h plan_second_pass): each
+//    participant posts its first rounds' samples as "first/<rank>"; rank 0 waits for them (to
+//    the first rounds' end and 2 s more), judges their links, and posts "second": for each
+//    transport, rounds that meet each host the links named with two hosts they did not, and
+//    measure each named link again. The ranks it pairs measure as in 3 (keys under
+//    "<transport>/s<k>/"), their samples marked with the suspect (or as a link measured again).
+// 5. a rank posts "done/<rank>"; rank 0 waits for them (to the budget's end and 2 s more, or
+//    until the watch sees them stop) so its gather does not start while others still measure.
 // Test-only: NCCLSMOKE_TEST_PAUSE_AT=pairwise stops a rank (SIGSTOP) as its second round starts
 // (harness/transport_phase.h test_pause_point; tests/harness/pairwise_e2e_test.py).
 #include <map>

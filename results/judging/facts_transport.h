@@ -61,6 +61,12 @@ struct PairSample {
   // backend cannot run on one of the two ranks: MPI failed there) says nothing of the link and is
   // left out of the link evidence.
   std::string error_kind;
+  // The second pass (results/judging/pairwise_rules.h): the suspect host this pair was measured
+  // for, met again by a partner the first rounds found healthy; "" in the first rounds.
+  std::string suspect_host;
+  // The second pass measured this pair again because the first rounds named its link
+  // (SLOW_LINK): a link slow once and fine when measured again is not named.
+  bool recheck = false;
 };
 inline constexpr const char* kPairUnavailable = "unavailable";
 

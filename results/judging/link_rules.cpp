@@ -54,6 +54,8 @@ double retrans_rate(std::int64_t retrans, std::int64_t segs) {
 // when it retransmits at least this share of what it sent. Healthy namespace links retransmit up
 // to 0.9%, a data-centre link far less; 3% loss on one host gives about 3%.
 constexpr double kLossyOnItsOwn = 0.02;
+// The second pass decides for a host when it met it with at least this many healthy partners.
+constexpr std::size_t kSecondPassMinPartners = 2;
 // A host is slow when at least this many of its links are bad, and at least this share of them.
 constexpr int kSlowHostMinBad = 2;
 constexpr double kSlowHostShare = 2.0 / 3.0;
@@ -205,8 +207,10 @@ constexpr const char* kRuleText =
     "a link is bad when a figure is above ratio x its reference and above it by the floor (time "
     "3x/5 ms, blocked 3x/0.2 s, retransmits 3x/1%); the reference is the lower third of the links "
     "that do not touch the host judged, or neither end of the link judged; a host is slow "
-    "with >= 2 bad links and >= 2/3 of its links; a link with nothing to compare with is lossy "
-    "on its own at >= 2% retransmits";
+    "with >= 2 bad links and >= 2/3 of its links, or when the pairwise second pass found it bad "
+    "with every one of >= 2 partners the first rounds found healthy (and not, when fine with "
+    "every one); a link the second pass measured again is named only when bad again; a link "
+    "with nothing to compare with is lossy on its own at >= 2% retransmits";
 
 // One transport's inter-host links -> findings. `named_source`: "pairwise" when pairwise rounds
 // ran (then the ring's links still count for the hosts, but only pairwise links are named as
@@ -229,10 +233,12 @@ void judge_transport(const std::string& transport, const std::string& named_sour
   std::map<std::string, int> links_of_host;
   std::map<std::string, std::set<int>> ranks_of;
   std::map<std::string, json> reference_of_host;
+  std::map<std::string, json> second_pass_of;  // host -> its second pass's partners, bad ones
   for (const auto& host : hosts) {
     int total = 0;
     std::vector<BadLink> bad;
     json reference = json::object();
+    std::set<std::string> confirm_partners, confirm_bad;  // second-pass partners, and the bad ones
     for (const auto& src : sources) {
       auto mine = src.of_host.find(host);
       if (mine == src.of_host.end()) continue;
@@ -244,13 +250,27 @@ void judge_transport(const std::string& transport, const std::string& named_sour
         ++total;
         ranks_of[host].insert(l.from_host == host ? l.from_rank : l.to_rank);
         BadLink b = compare(l, ref);
-        if (is_bad(b) && !b.on_its_own) bad.push_back(std::move(b));
+        const std::string& other = l.from_host == host ? l.to_host : l.from_host;
+        const bool confirms = l.suspect_host == host;  // the second pass asked about this host
+        if (confirms) confirm_partners.insert(other);
+        if (is_bad(b) && !b.on_its_own) {
+          if (confirms) confirm_bad.insert(other);
+          bad.push_back(std::move(b));
+        }
       }
     }
     links_of_host[host] = total;
     reference_of_host[host] = std::move(reference);
     const int n = static_cast<int>(bad.size());
-    if (n >= kSlowHostMinBad && n >= kSlowHostShare * total) slow_hosts.insert(host);
+    bool slow = n >= kSlowHostMinBad && n >= kSlowHostShare * total;
+    // The second pass, where it answered clearly, decides (see the header).
+    if (confirm_partners.size() >= kSecondPassMinPartners) {
+      if (confirm_bad.size() == confirm_partners.size()) slow = true;
+      if (confirm_bad.empty()) slow = false;
+    }
+    if (!confirm_partners.empty())
+      second_pass_of[host] = {{"partners", confirm_partners}, {"slow_with", confirm_bad}};
+    if (slow) slow_hosts.insert(host);
     bad_of_host[host] = std::move(bad);
   }
   // On the ring a host between two bad hosts has both its links bad: each is the other end's.
@@ -310,6 +330,14 @@ void judge_transport(const std::string& transport, const std::string& named_sour
                   {"reference", reference_of_host[host]},
                   {"bad", jl},
                   {"rule", kRuleText}};
+    if (auto sp = second_pass_of.find(host); sp != second_pass_of.end()) {
+      f.evidence["second_pass"] = sp->second;
+      f.message += fmt::format("; the second pass met it again with {} host{} the first rounds "
+                               "found healthy: slow with {} of them",
+                               sp->second["partners"].size(),
+                               sp->second["partners"].size() == 1 ? "" : "s",
+                               sp->second["slow_with"].size());
+    }
     out.push_back(std::move(f));
   }
 
@@ -319,18 +347,24 @@ void judge_transport(const std::string& transport, const std::string& named_sour
   // bridge are noise for one link, while across all of a host's links they are the host's loss
   // (counted above). With nothing to compare with (two hosts), a link that loses packets on its
   // own account is named: a host cannot be told from the link between them.
+  // A link the second pass measured again is named only when it was bad again.
   std::map<std::pair<std::string, std::string>, std::vector<BadLink>> pairs;
+  std::set<std::pair<std::string, std::string>> rechecked, bad_again;
   for (const auto& src : sources) {
     for (const auto* l : src.links) {
       if (slow_hosts.count(l->from_host) || slow_hosts.count(l->to_host)) continue;
+      auto ends = std::minmax(l->from_host, l->to_host);
+      const std::pair<std::string, std::string> key{ends.first, ends.second};
+      if (l->recheck) rechecked.insert(key);
       BadLink b = compare(*l, src.reference_without({&l->from_host, &l->to_host}));
       if (!is_bad(b) || !(b.slow || b.on_its_own)) continue;
       if (named_source == "pairwise" && l->source != "pairwise" && !b.on_its_own) continue;
-      auto key = std::minmax(l->from_host, l->to_host);
-      pairs[{key.first, key.second}].push_back(std::move(b));
+      if (l->recheck) bad_again.insert(key);
+      pairs[key].push_back(std::move(b));
     }
   }
   for (const auto& [ends, bs] : pairs) {
+    if (rechecked.count(ends) && !bad_again.count(ends)) continue;
     json jl = json::array();
     std::set<int> ranks;
     bool alone = true;
@@ -366,6 +400,7 @@ void judge_transport(const std::string& transport, const std::string& named_sour
               ? ""
               : " on the ring (each host has only two ring links, so a NIC slow in one direction "
                 "looks the same: --pairwise tells a host from a link)");
+    if (rechecked.count(ends)) message += "; measured again in the second pass, it was slow again";
     Finding f = make_finding_about(Code::SLOW_LINK, s, message,
                                    std::vector<int>(ranks.begin(), ranks.end()),
                                    {ends.first, ends.second},
@@ -377,6 +412,7 @@ void judge_transport(const std::string& transport, const std::string& named_sour
                                      : "with the links that touch neither end"},
                   {"bad", jl},
                   {"rule", kRuleText}};
+    if (rechecked.count(ends)) f.evidence["measured_again"] = true;
     out.push_back(std::move(f));
   }
 }
@@ -399,6 +435,8 @@ void write_pair_samples(json& observed, const std::vector<PairSample>& samples) 
     if (std::isfinite(p.rtt_us)) j["rtt_us"] = p.rtt_us;
     if (!p.error.empty()) j["error"] = p.error;
     if (!p.error_kind.empty()) j["error_kind"] = p.error_kind;
+    if (!p.suspect_host.empty()) j["suspect"] = p.suspect_host;
+    if (p.recheck) j["recheck"] = true;
     arr.push_back(std::move(j));
   }
 }
@@ -423,6 +461,9 @@ std::vector<PairSample> pair_samples_of(const TransportIdentity& id) {
     p.retrans = num(j, "retrans", std::int64_t{-1});
     p.segs_out = num(j, "segs_out", std::int64_t{-1});
     p.rtt_us = num(j, "rtt_us", kNaN);
+    if (auto e = j.find("suspect"); e != j.end() && e->is_string())
+      p.suspect_host = e->get<std::string>();
+    if (auto e = j.find("recheck"); e != j.end() && e->is_boolean()) p.recheck = e->get<bool>();
     if (auto e = j.find("error"); e != j.end() && e->is_string()) p.error = e->get<std::string>();
     if (auto e = j.find("error_kind"); e != j.end() && e->is_string())
       p.error_kind = e->get<std::string>();
@@ -445,22 +486,35 @@ std::vector<LinkEvidence> link_evidence(const Verdict& v) {
     if (auto ls = link_stats_of(id))
       if (auto e = ring_link(id.transport, id.rank, host(id.rank), *ls, host(ls->next_rank)))
         out.push_back(std::move(*e));
-    for (const auto& p : pair_samples_of(id)) {
-      if (p.error_kind == kPairUnavailable) continue;  // the backend's absence, not the link
-      LinkEvidence e;
-      e.transport = id.transport;
-      e.source = "pairwise";
-      e.from_rank = id.rank;
-      e.to_rank = p.peer;
-      e.from_host = host(id.rank);
-      e.to_host = host(p.peer, p.peer_host);
-      e.round = p.round;
-      e.time_us = p.time_us;
-      e.retrans_rate = retrans_rate(p.retrans, p.segs_out);
-      if (std::isfinite(p.rtt_us) && p.rtt_us > 0) e.rtt_us = p.rtt_us;
-      e.error = p.error;
+    for (auto& e : pair_links(id.transport, id.rank, host(id.rank), pair_samples_of(id), host_of))
       out.push_back(std::move(e));
-    }
+  }
+  return out;
+}
+
+std::vector<LinkEvidence> pair_links(const std::string& transport, int rank,
+                                     const std::string& host,
+                                     const std::vector<PairSample>& samples,
+                                     const std::map<int, std::string>& host_of) {
+  std::vector<LinkEvidence> out;
+  for (const auto& p : samples) {
+    if (p.error_kind == kPairUnavailable) continue;  // the backend's absence, not the link
+    LinkEvidence e;
+    e.transport = transport;
+    e.source = "pairwise";
+    e.from_rank = rank;
+    e.to_rank = p.peer;
+    e.from_host = host;
+    auto peer = host_of.find(p.peer);
+    e.to_host = peer != host_of.end() ? peer->second : p.peer_host;
+    e.round = p.round;
+    e.suspect_host = p.suspect_host;
+    e.recheck = p.recheck;
+    e.time_us = p.time_us;
+    e.retrans_rate = retrans_rate(p.retrans, p.segs_out);
+    if (std::isfinite(p.rtt_us) && p.rtt_us > 0) e.rtt_us = p.rtt_us;
+    e.error = p.error;
+    out.push_back(std::move(e));
   }
   return out;
 }

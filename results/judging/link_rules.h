@@ -19,13 +19,20 @@
 // pairs and half of the ring's links) hid it, and two bad hosts are both named. The floors, not
 // the reference, keep a healthy network's noise from naming a link.
 // A host is SLOW_HOST when its bad links are at least two and at least two thirds of its measured
-// links; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
+// links, except where the pairwise second pass met it again with partners the first rounds found
+// healthy and answered clearly: bad with every one of two or more partners, it is slow
+// whatever its other links say; fine with every one, it is not (its bad links are the links' or
+// the other ends'). Under random loss a bad host's first rounds can look fine with one partner,
+// and a healthy host's bad with the bad one: the second pass asks the question directly;
+// the second pass also measures a named link again, and a link it measured again is named only
+// when it is bad again (one all-reduce that waited out a retransmit timeout is not a link); a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
 // slower (time, or failed), not on retransmits alone. A link with nothing to compare with (two
 // hosts: every link touches both) is SLOW_LINK when it loses packets on its own account (>= 2%
 // retransmits): either end or the path may be at fault, and SLOW_LINK sets neither aside.
 // Links inside one host (loopback) are not judged.
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -38,8 +45,8 @@ namespace ncclsmoke::results {
 
 
 // The documented layout: observed["pairwise"] = [{"round", "peer", "peer_host", "bytes", "iters",
-// "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error", "error_kind"}...] (NaN / -1 /
-// "" members are left out). Appends to what is there.
+// "time_us", "busbw_gbps", "retrans", "segs_out", "rtt_us", "error", "error_kind", "suspect",
+// "recheck"}...] (NaN / -1 / "" / false members are left out). Appends to what is there.
 inline constexpr const char* kPairwiseKey = "pairwise";
 void write_pair_samples(nlohmann::json& observed, const std::vector<PairSample>& samples);
 std::vector<PairSample> pair_samples_of(const TransportIdentity& id);
@@ -51,6 +58,8 @@ struct LinkEvidence {
   int from_rank = -1, to_rank = -1;
   std::string from_host, to_host;
   int round = -1;
+  std::string suspect_host;  // pairwise second pass: the suspect this pair was measured for
+  bool recheck = false;      // pairwise second pass: the link measured again (its two ends)
   double time_us = std::numeric_limits<double>::quiet_NaN();
   double send_blocked_s = std::numeric_limits<double>::quiet_NaN();
   double retrans_rate = std::numeric_limits<double>::quiet_NaN();  // retrans / segs_out
@@ -59,6 +68,12 @@ struct LinkEvidence {
 };
 // Every link in the verdict's identity rows (both sources), hosts from v.ranks.
 std::vector<LinkEvidence> link_evidence(const Verdict& v);
+// One rank's pair samples of one transport as links: a peer's host from `host_of`, else the
+// sample's peer_host; a pair the backend could not run at all (kPairUnavailable) is left out.
+std::vector<LinkEvidence> pair_links(const std::string& transport, int rank,
+                                     const std::string& host,
+                                     const std::vector<PairSample>& samples,
+                                     const std::map<int, std::string>& host_of);
 // One rank's ring link to its next rank; nullopt when it has none (no next rank, or itself).
 std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
                                       const std::string& host, const LinkFacts& stats,

@@ -148,7 +148,17 @@ struct PairwiseRun {
   int partner_stopped = 0;  // the partner had stopped (liveness watch): no sample
   int partner_late = 0;     // the partner had no time left for the round: no sample
   double duration_s = 0;
-  std::vector<PairSample> samples;  // this rank's pairs
+  std::vector<PairSample> samples;  // this rank's pairs (the second pass's among them)
+  // The second pass (pairwise_rules.h plan_second_pass), as the plan rank 0 posted it: the
+  // suspect hosts met again, and its rounds; why it had none ("" when it ran, or none was asked).
+  std::vector<std::string> second_suspects;
+  int second_rounds = 0;
+  int second_rechecks = 0;    // named links measured again
+  int second_pairs_here = 0;  // this rank's pairs in it
+  int second_late = 0;        // of those, not started: too little time left
+  double second_plan_s = 0;   // posting the first rounds' samples until the plan came
+  double second_duration_s = 0;  // this transport's second-pass rounds
+  std::string second_why_none;
 };
 
 }  // namespace ncclsmoke::results

@@ -1,9 +1,11 @@
 #include "results/judging/pairwise_rules.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "results/judging/transport_rules.h"  // judge_transports
 #include "results/verdict/phase_id.h"
@@ -157,6 +159,77 @@ Phase pairwise_not_run_phase(const std::string& transport, const std::string& wh
   return ph;
 }
 
+SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
+                            const std::map<int, std::string>& host_of, int partners) {
+  SecondPass sp;
+  std::set<std::string> named;
+  std::vector<std::pair<std::string, std::string>> named_links;
+  for (const auto& f : judge_links(links)) {
+    if (f.code == Code::SLOW_HOST || f.code == Code::SLOW_LINK)
+      named.insert(f.hosts.begin(), f.hosts.end());
+    if (f.code == Code::SLOW_LINK && f.hosts.size() == 2) named_links.emplace_back(f.hosts[0], f.hosts[1]);
+  }
+  // One rank for each host: its lowest participant (std::map: ranks in order).
+  std::map<std::string, int> rank_of_host;
+  for (const auto& [rank, host] : host_of)
+    if (!host.empty()) rank_of_host.emplace(host, rank);
+  std::vector<std::string> healthy;
+  for (const auto& [host, rank] : rank_of_host) {
+    if (named.count(host))
+      sp.suspects.push_back(host);
+    else
+      healthy.push_back(host);
+  }
+  if (sp.suspects.empty()) {
+    sp.why_none = "the first rounds named no host";
+    return sp;
+  }
+  if (sp.suspects.size() > healthy.size()) {
+    sp.why_none = fmt::format(
+        "{} suspect hosts and {} healthy: too few healthy partners to tell a host (a fault most "
+        "hosts share is not a host's)",
+        sp.suspects.size(), healthy.size());
+    return sp;
+  }
+  const int rounds = std::min<int>(partners, static_cast<int>(healthy.size()));
+  if (rounds < 1) {
+    sp.why_none = "no healthy host to meet the suspects";
+    return sp;
+  }
+  // Round j meets suspect i with healthy host (i + j) mod H: at most H suspects, so the pairs of a
+  // round are disjoint, and each suspect meets `rounds` different hosts.
+  const std::size_t h = healthy.size();
+  for (int j = 0; j < rounds; ++j) {
+    std::vector<std::pair<int, int>> round;
+    for (std::size_t i = 0; i < sp.suspects.size(); ++i) {
+      const int a = rank_of_host[sp.suspects[i]];
+      const int b = rank_of_host[healthy[(i + static_cast<std::size_t>(j)) % h]];
+      round.emplace_back(std::min(a, b), std::max(a, b));
+    }
+    sp.rounds.push_back(std::move(round));
+  }
+  for (const auto& host : sp.suspects) sp.suspect_of_rank[rank_of_host[host]] = host;
+  // The named links again, in rounds of their own: each link goes to the first of them where
+  // neither end is busy yet.
+  const std::size_t link_rounds_from = sp.rounds.size();
+  for (const auto& [ha, hb] : named_links) {
+    const int a = rank_of_host[ha], b = rank_of_host[hb];
+    const std::pair<int, int> pair{std::min(a, b), std::max(a, b)};
+    std::size_t k = link_rounds_from;
+    for (;; ++k) {
+      if (k == sp.rounds.size()) sp.rounds.emplace_back();
+      const auto& round = sp.rounds[k];
+      const bool busy = std::any_of(round.begin(), round.end(), [&](const auto& p) {
+        return p.first == a || p.second == a || p.first == b || p.second == b;
+      });
+      if (!busy) break;
+    }
+    sp.rounds[k].push_back(pair);
+    sp.rechecks.insert(pair);
+  }
+  return sp;
+}
+
 Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
   Phase ph;
   ph.name = pairwise_phase_name(run.transport);
@@ -189,6 +262,20 @@ Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
       seconds_short(plan.budget_s), run.rank, measured, measured == 1 ? "" : "s", failed, skipped,
       plan.reason);
   if (!first_error.empty()) ph.detail += "; first failure: " + first_error;
+  if (!run.second_suspects.empty())
+    ph.detail += fmt::format(
+        "; second pass: {} round{} meeting {} again with hosts the first rounds found healthy{} "
+        "({} pair{} here, in {}, planned in {})",
+        run.second_rounds, run.second_rounds == 1 ? "" : "s", fmt::join(run.second_suspects, ", "),
+        run.second_rechecks ? fmt::format(", and {} named link{} again", run.second_rechecks,
+                                          run.second_rechecks == 1 ? "" : "s")
+                            : std::string(),
+        run.second_pairs_here, run.second_pairs_here == 1 ? "" : "s",
+        seconds_short(run.second_duration_s), seconds_short(run.second_plan_s)) +
+        (run.second_late ? fmt::format(", {} not started: the budget was spent", run.second_late)
+                         : std::string());
+  else if (!run.second_why_none.empty())
+    ph.detail += "; no second pass: " + run.second_why_none;
   // A failed pair is evidence about a link (judge_links names it: SLOW_HOST / SLOW_LINK), not a
   // failed run: the main step already said whether the collectives work. A pair can also fail on
   // its share of the budget alone (5% loss: SYN retries cost seconds).

@@ -16,6 +16,7 @@
 // transports/registry.h BackendInfo::no_pairs, passed in as `cannot_pair`).
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,34 @@ struct PairwiseInputs {
 };
 
 PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& ask);
+
+// ---- the second pass: host versus link decided by evidence ------------------------------------
+// After the first rounds of a transport, rank 0 judges their links (judge_links over every rank's
+// pair samples, pair_links) and meets each host they name (SLOW_HOST, or either end of a
+// SLOW_LINK) again with `partners` hosts they named nothing about, one pair per round, the
+// suspects' pairs of a round disjoint: a host slow with every healthy partner is the host, one fine
+// with them all is not (link_rules.h reads the samples' suspect_host). One rank stands for each
+// host: its lowest participant. No second pass when nothing is named, when there are fewer than
+// two hosts to meet (partners are the healthy hosts, at most `partners`), or when the suspects
+// outnumber the healthy hosts (a fault most hosts share is not a host's: no partner to trust).
+// Each link they name (SLOW_LINK) is measured again too, its two ends' stand-ins paired in the
+// rounds after those: one all-reduce that waited out a retransmit timeout makes a healthy link
+// look slow once, not twice (link_rules.h names a link measured again only when it is bad again).
+// Cost: `partners` rounds of one pair per suspect, and a round or more for the named links,
+// whatever the world size.
+inline constexpr int kSecondPassPartners = 2;
+struct SecondPass {
+  std::vector<std::string> suspects;                     // hosts, sorted
+  std::map<int, std::string> suspect_of_rank;            // the rank standing for each suspect
+  std::vector<std::vector<std::pair<int, int>>> rounds;  // rank pairs, lower rank first, disjoint
+  std::set<std::pair<int, int>> rechecks;                // the pairs of `rounds` that are links
+  std::string why_none;                                  // "" when there are rounds
+};
+// `links`: one transport's first-round pairwise links, from every rank; `host_of`: the
+// participants' hosts.
+SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
+                            const std::map<int, std::string>& host_of,
+                            int partners = kSecondPassPartners);
 
 // The phase (never required: it adds evidence, and its absence takes nothing from a run):
 // - pass when every pair of this rank was measured; degraded when one failed (timeout, peer lost,

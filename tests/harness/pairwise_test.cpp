@@ -82,6 +82,52 @@ TEST(PairwisePlan, PlanAndSummaryRoundTripAndStrangersAreRefused) {
   EXPECT_FALSE(rank_summary_from_json(odd)) << "a status no phase has";
 }
 
+TEST(PairwisePlan, SecondPassRoundTripsAndABadPlanIsRefused) {
+  results::SecondPass sp;
+  sp.suspects = {"host3"};
+  sp.suspect_of_rank = {{3, "host3"}};
+  sp.rounds = {{{0, 3}}, {{1, 3}}};
+  results::SecondPass linked;  // host1 and host2's link named: both met again, and the link
+  linked.suspects = {"host1", "host2"};
+  linked.suspect_of_rank = {{1, "host1"}, {2, "host2"}};
+  linked.rounds = {{{0, 1}, {2, 3}}, {{1, 3}, {0, 2}}, {{1, 2}}};
+  linked.rechecks = {{1, 2}};
+  results::SecondPass none;
+  none.why_none = "the first rounds named no host";
+  const SecondPasses passes{{"socket", sp}, {"fabric", none}, {"mpi", linked}};
+  const std::vector<int> participants{0, 1, 2, 3};
+  auto back = second_passes_from_json(to_json(passes), participants);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->at("socket").suspects, sp.suspects);
+  EXPECT_EQ(back->at("socket").suspect_of_rank, sp.suspect_of_rank);
+  EXPECT_EQ(back->at("socket").rounds, sp.rounds);
+  EXPECT_EQ(back->at("fabric").why_none, none.why_none);
+  EXPECT_TRUE(back->at("fabric").rounds.empty());
+  EXPECT_EQ(back->at("mpi").rounds, linked.rounds);
+  EXPECT_EQ(back->at("mpi").rechecks, linked.rechecks);
+  // Two stand-ins paired without a recheck, a recheck no round measures: refused.
+  auto unlisted = to_json(passes);
+  unlisted["mpi"]["rechecks"] = json::array();
+  EXPECT_FALSE(second_passes_from_json(unlisted, participants));
+  auto unmeasured = to_json(passes);
+  unmeasured["mpi"]["rechecks"] = {{1, 2}, {0, 3}};
+  EXPECT_FALSE(second_passes_from_json(unmeasured, participants));
+  // A pair with a rank outside the rounds, a rank twice in a round, a pair of two suspects or of
+  // none, a reversed pair: refused whole.
+  for (auto bad_round : std::vector<std::vector<std::pair<int, int>>>{
+           {{0, 9}}, {{0, 3}, {3, 1}}, {{1, 2}}, {{3, 0}}}) {
+    auto j = to_json(passes);
+    j["socket"]["rounds"] = {bad_round};
+    EXPECT_FALSE(second_passes_from_json(j, participants)) << j.dump();
+  }
+  auto j = to_json(passes);
+  j["socket"]["stand_ins"] = {{3, "host3"}, {1, "host1"}};
+  j["socket"]["rounds"] = {{{1, 3}}};
+  EXPECT_FALSE(second_passes_from_json(j, participants)) << "two suspects paired";
+  EXPECT_FALSE(second_passes_from_json(json::array(), participants));
+  EXPECT_FALSE(second_passes_from_json(json{{"socket", {{"suspects", 1}}}}, participants));
+}
+
 // A rank's summary is judged from its own records (the transports step's outcomes, the phases
 // next_step passed over), never read back from its verdict.
 TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {

@@ -254,6 +254,142 @@ TEST(LinkRules, OneLossyHostIsNamedAloneOnEveryWorldSize) {
     }
 }
 
+// Pairwise links as the rules read them: every pair (a, b) measured from both ends, `slow`
+// pairs at 60 ms against 2.5 ms; the second pass's pairs carry the suspect they were measured for.
+struct PairTimes {
+  int a, b;
+  bool slow;
+  int suspect = -1;      // the second pass: a or b; -1 the first rounds
+  bool recheck = false;  // the second pass: the link measured again
+};
+std::vector<LinkEvidence> pair_evidence(const std::vector<PairTimes>& pairs) {
+  std::vector<LinkEvidence> out;
+  int round = 0;
+  for (const auto& p : pairs) {
+    for (auto [from, to] : {std::pair{p.a, p.b}, std::pair{p.b, p.a}}) {
+      LinkEvidence e;
+      e.transport = "socket";
+      e.source = "pairwise";
+      e.from_rank = from;
+      e.to_rank = to;
+      e.from_host = host(from);
+      e.to_host = host(to);
+      e.round = round;
+      e.time_us = p.slow ? 60000 : 2500;
+      if (p.suspect >= 0) e.suspect_host = host(p.suspect);
+      e.recheck = p.recheck;
+      out.push_back(e);
+    }
+    ++round;
+  }
+  return out;
+}
+std::vector<PairTimes> every_pair(int n, const std::set<std::pair<int, int>>& slow) {
+  std::vector<PairTimes> out;
+  for (int a = 0; a < n; ++a)
+    for (int b = a + 1; b < n; ++b) out.push_back({a, b, slow.count({a, b}) > 0});
+  return out;
+}
+
+TEST(LinkRules, TheSecondPassNamesAHostSlowWithEveryHealthyPartner) {
+  // The first rounds caught h3 slow with h5 only (random loss can spare its other pairs): a link.
+  auto first = every_pair(8, {{3, 5}});
+  auto fs = judge_links(pair_evidence(first));
+  EXPECT_TRUE(hosts_of(fs, Code::SLOW_HOST).empty()) << messages(fs);
+  EXPECT_EQ(hosts_of(fs, Code::SLOW_LINK), (std::set<std::string>{"h3", "h5"})) << messages(fs);
+  // Met again with h0 and h1: h3 slow with both, h5 fine with both. h3 is the host.
+  auto both = first;
+  for (PairTimes p : {PairTimes{0, 3, true, 3}, PairTimes{1, 5, false, 5},
+                      PairTimes{1, 3, true, 3}, PairTimes{0, 5, false, 5}})
+    both.push_back(p);
+  fs = judge_links(pair_evidence(both));
+  EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), std::set<std::string>{"h3"}) << messages(fs);
+  EXPECT_TRUE(with(fs, Code::SLOW_LINK).empty()) << messages(fs);
+  auto slow_host = with(fs, Code::SLOW_HOST);
+  ASSERT_EQ(slow_host.size(), 1u);
+  EXPECT_EQ(slow_host[0].evidence["second_pass"]["slow_with"], json({"h0", "h1"}))
+      << slow_host[0].evidence.dump();
+  EXPECT_NE(slow_host[0].message.find("second pass met it again with 2 hosts"), std::string::npos)
+      << slow_host[0].message;
+}
+
+TEST(LinkRules, TheSecondPassClearsAHostFineWithEveryHealthyPartner) {
+  // h1 slow with h0 and h2 in the first rounds (4 of its 6 links): a host by the share alone.
+  auto first = every_pair(4, {{0, 1}, {1, 2}});
+  auto fs = judge_links(pair_evidence(first));
+  EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), std::set<std::string>{"h1"}) << messages(fs);
+  // Met again with h3 and h0, h1 is fine with both: not a host; its two bad links are named.
+  auto both = first;
+  for (PairTimes p : {PairTimes{1, 3, false, 1}, PairTimes{0, 1, false, 1}}) both.push_back(p);
+  fs = judge_links(pair_evidence(both));
+  EXPECT_TRUE(hosts_of(fs, Code::SLOW_HOST).empty()) << messages(fs);
+  EXPECT_FALSE(with(fs, Code::SLOW_LINK).empty()) << messages(fs);
+}
+
+TEST(LinkRules, AHealthyPartnerOfTwoBadHostsInTheSecondPassIsNotNamed) {
+  // h2 and h5 slow with everyone; the second pass meets each with h0 and h1, which are then
+  // slow with both their second-pass partners: they were partners, not suspects, and stay fine.
+  std::set<std::pair<int, int>> slow;
+  for (int a = 0; a < 8; ++a)
+    for (int b = a + 1; b < 8; ++b)
+      if (a == 2 || b == 2 || a == 5 || b == 5) slow.insert({a, b});
+  auto pairs = every_pair(8, slow);
+  for (PairTimes p : {PairTimes{0, 2, true, 2}, PairTimes{1, 5, true, 5},
+                      PairTimes{1, 2, true, 2}, PairTimes{0, 5, true, 5}})
+    pairs.push_back(p);
+  auto fs = judge_links(pair_evidence(pairs));
+  EXPECT_EQ(hosts_of(fs, Code::SLOW_HOST), (std::set<std::string>{"h2", "h5"})) << messages(fs);
+  EXPECT_TRUE(with(fs, Code::SLOW_LINK).empty()) << messages(fs);
+}
+
+TEST(LinkRules, ALinkSlowOnceAndFineWhenMeasuredAgainIsNotNamed) {
+  // A healthy world where one all-reduce of h0-h4 waited out a retransmit timeout.
+  auto pairs = every_pair(8, {{0, 4}});
+  auto fs = judge_links(pair_evidence(pairs));
+  EXPECT_EQ(hosts_of(fs, Code::SLOW_LINK), (std::set<std::string>{"h0", "h4"})) << messages(fs);
+  // The second pass: both ends fine with healthy hosts, and the link fine when measured again.
+  auto again = pairs;
+  for (PairTimes p : {PairTimes{0, 1, false, 0}, PairTimes{2, 4, false, 4},
+                      PairTimes{0, 2, false, 0}, PairTimes{1, 4, false, 4},
+                      PairTimes{0, 4, false, -1, true}})
+    again.push_back(p);
+  fs = judge_links(pair_evidence(again));
+  EXPECT_TRUE(fs.empty()) << messages(fs);
+  // Slow again: the link is named, and says it was measured twice.
+  again.back().slow = true;
+  fs = judge_links(pair_evidence(again));
+  auto links = with(fs, Code::SLOW_LINK);
+  ASSERT_EQ(links.size(), 1u) << messages(fs);
+  EXPECT_EQ(links[0].hosts, (std::vector<std::string>{"h0", "h4"}));
+  EXPECT_TRUE(links[0].evidence.value("measured_again", false)) << links[0].evidence.dump();
+  EXPECT_NE(links[0].message.find("slow again"), std::string::npos) << links[0].message;
+  EXPECT_TRUE(with(fs, Code::SLOW_HOST).empty()) << messages(fs);
+}
+
+TEST(LinkRules, TheSecondPassTravelsInThePairSamples) {
+  PairSample p = sample(7, 2, 3000);
+  p.suspect_host = "h2";
+  PairSample again = sample(8, 3, 2600);
+  again.recheck = true;
+  TransportIdentity id = socket_row(0);
+  write_pair_samples(id.observed, {p, sample(0, 1, 2500), again});
+  EXPECT_EQ(id.observed["pairwise"][0]["suspect"], "h2") << id.observed.dump();
+  EXPECT_FALSE(id.observed["pairwise"][1].contains("suspect")) << id.observed.dump();
+  EXPECT_FALSE(id.observed["pairwise"][1].contains("recheck")) << id.observed.dump();
+  EXPECT_EQ(id.observed["pairwise"][2]["recheck"], true) << id.observed.dump();
+  auto back = pair_samples_of(id);
+  ASSERT_EQ(back.size(), 3u);
+  EXPECT_EQ(back[0].suspect_host, "h2");
+  EXPECT_TRUE(back[2].recheck);
+  EXPECT_FALSE(back[1].recheck);
+  auto links = pair_links("socket", 0, "h0", back, {{2, "h2"}});
+  ASSERT_EQ(links.size(), 3u);
+  EXPECT_TRUE(links[2].recheck);
+  EXPECT_EQ(links[0].suspect_host, "h2");
+  EXPECT_EQ(links[0].to_host, "h2");
+  EXPECT_EQ(links[1].to_host, "h1") << "a peer host_of does not know: the sample's peer_host";
+}
+
 TEST(LinkRules, AHostSlowWithEveryPartnerIsNamedOnFourHosts) {
   // On four hosts a host is in half of the pairs: a median over every pair is half its own.
   for (int bad = 0; bad < 4; ++bad) {

@@ -4,7 +4,9 @@
 // (a backend that cannot pair, one that did not run on a rank), and the phase's status and detail.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "tests/results/judging/pairwise_inputs.h"
 #include "results/judging/pairwise_rules.h"
@@ -237,6 +239,144 @@ TEST(PairwisePhase, StatusAndDetail) {
   auto nr = pairwise_not_run_phase("mpi", "why", true);
   EXPECT_EQ(nr.status, PhaseStatus::skipped);
   EXPECT_FALSE(nr.required);
+}
+
+
+// ---- the second pass ----------------------------------------------------------------------------
+
+// One transport's first-round links over every pair of `n` hosts (rank r on host "h<r>"), both
+// directions; `slow` pairs at 60 ms, the rest at 2.5 ms.
+std::vector<LinkEvidence> first_rounds(int n, const std::set<std::pair<int, int>>& slow,
+                                       const std::map<int, std::string>& host_of) {
+  std::vector<LinkEvidence> out;
+  int round = 0;
+  for (const auto& [a, ha] : host_of)
+    for (const auto& [b, hb] : host_of) {
+      if (b <= a || ha == hb) continue;
+      for (auto [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+        LinkEvidence e;
+        e.transport = "socket";
+        e.source = "pairwise";
+        e.from_rank = from;
+        e.to_rank = to;
+        e.from_host = host_of.at(from);
+        e.to_host = host_of.at(to);
+        e.round = round;
+        e.time_us = slow.count({a, b}) ? 60000 : 2500;
+        out.push_back(e);
+      }
+      ++round;
+    }
+  (void)n;
+  return out;
+}
+std::map<int, std::string> one_rank_a_host(int n) {
+  std::map<int, std::string> m;
+  for (int r = 0; r < n; ++r) m[r] = "h" + std::to_string(r);
+  return m;
+}
+
+TEST(SecondPass, MeetsEachSuspectWithTwoHealthyHostsInDisjointRounds) {
+  const auto hosts = one_rank_a_host(8);
+  auto sp = plan_second_pass(first_rounds(8, {{3, 5}}, hosts), hosts);
+  EXPECT_EQ(sp.suspects, (std::vector<std::string>{"h3", "h5"}));
+  EXPECT_EQ(sp.why_none, "");
+  // Two rounds with healthy partners, and a third measuring the named link h3-h5 again.
+  ASSERT_EQ(sp.rounds.size(), 3u);
+  EXPECT_EQ(sp.rechecks, (std::set<std::pair<int, int>>{{3, 5}}));
+  EXPECT_EQ(sp.rounds[2], (std::vector<std::pair<int, int>>{{3, 5}}));
+  std::map<int, std::set<int>> partners;
+  for (const auto& round : sp.rounds) {
+    std::set<int> busy;
+    for (auto [a, b] : round) {
+      EXPECT_LT(a, b);
+      EXPECT_TRUE(busy.insert(a).second && busy.insert(b).second) << "a rank twice in a round";
+      if (sp.rechecks.count({a, b})) continue;
+      const int suspect = sp.suspect_of_rank.count(a) ? a : b;
+      const int partner = suspect == a ? b : a;
+      EXPECT_EQ(sp.suspect_of_rank.count(partner), 0u) << "two suspects paired";
+      partners[suspect].insert(partner);
+    }
+  }
+  EXPECT_EQ(partners[3].size(), 2u);
+  EXPECT_EQ(partners[5].size(), 2u);
+  EXPECT_EQ(sp.suspect_of_rank, (std::map<int, std::string>{{3, "h3"}, {5, "h5"}}));
+}
+
+TEST(SecondPass, NoneWhenNothingIsNamedOrMostHostsAreSuspects) {
+  const auto four = one_rank_a_host(4);
+  auto sp = plan_second_pass(first_rounds(4, {}, four), four);
+  EXPECT_TRUE(sp.rounds.empty());
+  EXPECT_EQ(sp.why_none, "the first rounds named no host");
+  // Three of five hosts slow with everyone: a fault most hosts share. Either the rules name no
+  // host, or the suspects outnumber the healthy partners; no second pass either way.
+  const auto five = one_rank_a_host(5);
+  std::set<std::pair<int, int>> slow;
+  for (int a = 0; a < 5; ++a)
+    for (int b = a + 1; b < 5; ++b)
+      if (a < 3) slow.insert({a, b});
+  sp = plan_second_pass(first_rounds(5, slow, five), five);
+  EXPECT_TRUE(sp.rounds.empty()) << ::testing::PrintToString(sp.suspects);
+  EXPECT_FALSE(sp.why_none.empty());
+  // Two bad links on five hosts (h0-h1, h2-h3): four suspects, one healthy host to meet them.
+  sp = plan_second_pass(first_rounds(5, {{0, 1}, {2, 3}}, five), five);
+  EXPECT_EQ(sp.suspects, (std::vector<std::string>{"h0", "h1", "h2", "h3"}));
+  EXPECT_TRUE(sp.rounds.empty());
+  EXPECT_NE(sp.why_none.find("too few healthy partners"), std::string::npos) << sp.why_none;
+}
+
+TEST(SecondPass, NamedLinksSharingAnEndAreMeasuredAgainInRoundsOfTheirOwn) {
+  // h1-h3 and h1-h5 both slow (h1 fine with the rest: two links, not a host): each is measured
+  // again, in different rounds (h1 is in both).
+  const auto hosts = one_rank_a_host(8);
+  auto sp = plan_second_pass(first_rounds(8, {{1, 3}, {1, 5}}, hosts), hosts);
+  EXPECT_EQ(sp.suspects, (std::vector<std::string>{"h1", "h3", "h5"}));
+  EXPECT_EQ(sp.rechecks, (std::set<std::pair<int, int>>{{1, 3}, {1, 5}}));
+  ASSERT_EQ(sp.rounds.size(), 4u);
+  EXPECT_EQ(sp.rounds[2].size(), 1u);
+  EXPECT_EQ(sp.rounds[3].size(), 1u);
+}
+
+TEST(SecondPass, OneRankStandsForEachHost) {
+  // Two ranks a host (ranks 2h and 2h+1 on host h): the lowest rank of each host is paired.
+  std::map<int, std::string> hosts;
+  for (int r = 0; r < 8; ++r) hosts[r] = "h" + std::to_string(r / 2);
+  std::set<std::pair<int, int>> slow;
+  for (int a = 0; a < 8; ++a)
+    for (int b = a + 1; b < 8; ++b)
+      if (a / 2 == 1 || b / 2 == 1) slow.insert({a, b});  // host h1 slow with everyone
+  auto sp = plan_second_pass(first_rounds(8, slow, hosts), hosts);
+  EXPECT_EQ(sp.suspects, (std::vector<std::string>{"h1"}));
+  EXPECT_EQ(sp.suspect_of_rank, (std::map<int, std::string>{{2, "h1"}}));
+  ASSERT_EQ(sp.rounds.size(), 2u);
+  for (const auto& round : sp.rounds) {
+    ASSERT_EQ(round.size(), 1u);
+    EXPECT_EQ(round[0].second % 2 + round[0].first % 2, 0) << "a host's lowest rank stands for it";
+  }
+}
+
+TEST(SecondPass, APhaseSaysWhatTheSecondPassDid) {
+  PairwiseDecision plan;
+  plan.bytes = 1 << 20;
+  plan.iters = 3;
+  plan.reason = "requested (--pairwise)";
+  PairwiseRun run;
+  run.transport = "socket";
+  run.rank = 3;
+  run.rounds_total = 7;
+  run.second_suspects = {"h3"};
+  run.second_rounds = 2;
+  run.second_pairs_here = 2;
+  auto ph = pairwise_phase(plan, run);
+  EXPECT_NE(ph.detail.find("second pass: 2 rounds meeting h3 again with hosts the first rounds "
+                           "found healthy (2 pairs here, in 0.00 s, planned in 0.00 s)"),
+            std::string::npos)
+      << ph.detail;
+  run.second_suspects.clear();
+  run.second_rounds = 0;
+  run.second_why_none = "the first rounds named no host";
+  EXPECT_NE(pairwise_phase(plan, run).detail.find("no second pass: the first rounds named no host"),
+            std::string::npos);
 }
 
 }  // namespace
