@@ -142,7 +142,10 @@ def main():
           f"{first_rounds * per_round:.2f} s; planning {w} keys x {args.key_read_ms} ms = "
           f"{planning:.2f} s; second pass 2 rounds = {second:.2f} s; "
           f"total {first_rounds * per_round + planning + second:.2f} s")
+    false_alarms = sum(1 for name in ("never", "healthy") for r in rows[name] if r["named"])
+    print(f"healthy runs that named a host or link: {false_alarms} of {2 * args.reps}")
     print(f"hosts={args.hosts} reps={args.reps} per_round_s={per_round:.3f} "
+          f"false_alarms={false_alarms} "
           f"healthy_added_s={added:.2f} slow_second_s={med(rows['slow'], 'second'):.2f} "
           f"model_hosts={w} model_s={first_rounds * per_round + planning + second:.2f}")
     return 0
