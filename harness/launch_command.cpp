@@ -94,6 +94,17 @@ int free_loopback_port() {
   return port;
 }
 
+// Test-only: NCCLSMOKE_TEST_FIRST_PORT=<port> is the loopback port the first attempt takes
+// instead of a free one, so a test can hold it and see the clash retried
+// (tests/launchers/launch_cli_test.py). Unset or not a port: 0 (pick a free one).
+int test_first_port() {
+  const char* v = std::getenv("NCCLSMOKE_TEST_FIRST_PORT");
+  if (!v) return 0;
+  char* end = nullptr;
+  const long p = std::strtol(v, &end, 10);
+  return end != v && *end == '\0' && p > 0 && p < 65536 ? static_cast<int>(p) : 0;
+}
+
 struct LaunchOptions {
   LaunchFlags flags;
   RunOptions run;
@@ -925,6 +936,7 @@ int launch(LaunchOptions lo) {
   int code = kExitFail;
   for (int attempt = 0; attempt < 2; ++attempt) {
     int port = plan.master_port;
+    if (port == 0) port = attempt == 0 ? test_first_port() : 0;
     if (port == 0) port = free_loopback_port();
     if (port <= 0) {
       std::cerr << "ncclsmoke launch: no free loopback port\n";

@@ -4,7 +4,9 @@
   nproc 0, a malformed or service-link MASTER_PORT ...) exit 2 with one line naming the flag or
   variable and its value, and start nothing (the --out-dir is never created).
 - `launch --nproc-per-node 3` and `launch -n 2` work as before: one machine, ranks local-<r>, a
-  free loopback port, every rank under one random job id that differs between launches.
+  free loopback port, every rank under one random job id that differs between launches; a port
+  taken before rank 0 binds it is retried once on another (NCCLSMOKE_TEST_FIRST_PORT holds the
+  first attempt to a port the test keeps).
 - PET_NNODES=1 PET_NPROC_PER_NODE=2 (a one-pod PyTorchJob) starts 2 ranks; PET_MASTER_PORT is
   the store's port; --job-id reaches every rank.
 - Without --out-dir each launch writes into its own ./ncclsmoke-runs/<run id>/ (printed first and
@@ -137,6 +139,28 @@ class LaunchCli(unittest.TestCase):
         g2, _ = self.verdicts(out2)
         self.assertEqual(g2["world"]["size"], 2)
         self.assertNotEqual(g2["world"].get("job_id"), job)
+
+    def test_a_port_taken_before_rank_0_binds_it_is_retried_on_another(self):
+        # The port the launcher picked is taken before rank 0 binds it (held here, through the
+        # test hook that makes the first attempt take it): rank 0 reports the clash in its
+        # verdict, the launcher says so and starts again on a free port, and the run passes.
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            held.bind(("0.0.0.0", 0))
+            held.listen(1)
+            port = held.getsockname()[1]
+            # Rank 1 of the first attempt reaches the held port, which never answers: a short
+            # --connect-timeout ends that attempt sooner.
+            p, out = self.launch(["-n", "2", "--connect-timeout", "3"] + RUN_FLAGS,
+                                 clean_env(NCCLSMOKE_TEST_FIRST_PORT=str(port)))
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn(f"port {port} was taken before rank 0 could bind it; starting again on "
+                      "another port", p.stdout)
+        g, _ = self.verdicts(out)
+        self.assertEqual(g["verdict"], "pass", p.stdout)
+        self.assertNotEqual(g["world"]["master_port"], port)
+        self.assertEqual([f["code"] for f in g["findings"]], [], "the clash of the first attempt "
+                         "is not in the second's verdict")
 
     def test_pet_variables_of_a_one_pod_pytorchjob(self):
         port = free_port()
