@@ -567,11 +567,38 @@ std::optional<SlowestLine> slowest_line(const std::vector<RankInfo>& ranks) {
   return out;
 }
 
+std::optional<SlowestLine> slowest_device(const std::string& transport,
+                                          const std::vector<TransportIdentity>& identities,
+                                          const std::vector<RankInfo>& ranks) {
+  std::map<int, std::string> host_of;
+  for (const auto& r : ranks) host_of[r.rank] = r.host;
+  std::optional<SlowestLine> slowest;
+  std::set<std::string> hosts;
+  int rows = 0;
+  for (const auto& id : identities) {
+    if (id.transport != transport || id.rank < 0) continue;
+    ++rows;
+    const double gbps = number_or(id.observed, "port_rate_gbps", kNaN);
+    if (!std::isfinite(gbps) || gbps <= 0) return std::nullopt;  // one unknown rank may be the slow one
+    hosts.insert(host_of[id.rank]);
+    const int mbps = static_cast<int>(std::lround(gbps * 1000));
+    if (!slowest || mbps < slowest->mbps) {
+      slowest = SlowestLine{mbps, host_of[id.rank],
+                            id.observed.value("port_rate_port", std::string()), true,
+                            id.observed.value("port_rate_carried", true)};
+    } else if (mbps == slowest->mbps && !id.observed.value("port_rate_carried", true)) {
+      slowest->carried = false;  // the same rate, and this rank's device carried nothing
+    }
+  }
+  if (rows == 0 || hosts.size() < 2) return std::nullopt;
+  return slowest;
+}
+
 std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
-                                     const std::vector<RankInfo>& ranks) {
+                                     const std::vector<RankInfo>& ranks,
+                                     const std::vector<TransportIdentity>& identities) {
   std::vector<Finding> out;
-  const auto line = slowest_line(ranks);
-  if (!line) return out;
+  const auto interface_line = slowest_line(ranks);
   // transport -> (largest size, best busbw there), in the order first seen.
   std::vector<std::string> order;
   std::map<std::string, std::pair<std::int64_t, double>> best;
@@ -584,6 +611,9 @@ std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
     else if (r.bytes == it->second.first) it->second.second = std::max(it->second.second, r.busbw_gbps);
   }
   for (const auto& transport : order) {
+    const auto device_line = slowest_device(transport, identities, ranks);
+    const auto& line = device_line ? device_line : interface_line;
+    if (!line) continue;
     const auto [bytes, busbw] = best[transport];
     const double share = busbw / line->gbps();
     if (share >= kLineRateFloor) continue;
@@ -591,14 +621,23 @@ std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
     s.transport = transport;
     s.phase = transport_phase_name(transport);
     s.item = "line rate";
+    const std::string what =
+        line->device
+            ? fmt::format("the slowest device port can carry (host {} {}: {} Gb/s = {:.3g} GB/s)",
+                          line->host, line->interface, line->mbps / 1000.0, line->gbps())
+            : fmt::format("the slowest interface can carry (host {} {}: {} Mb/s = {:.3g} GB/s)",
+                          line->host, line->interface.empty() ? "interface" : line->interface,
+                          line->mbps, line->gbps());
     Finding f = make_finding_about(
         Code::BELOW_LINE_RATE, s,
-        fmt::format("{}: busbw {:.3g} GB/s at {} MiB is {:.1f}% of what the slowest interface can "
-                    "carry (host {} {}: {} Mb/s = {:.3g} GB/s); under {:.0f}% a path is "
-                    "rate-limited, lossy, or not the one expected",
-                    transport, busbw, static_cast<double>(bytes) / (1 << 20), share * 100,
-                    line->host, line->interface.empty() ? "interface" : line->interface,
-                    line->mbps, line->gbps(), kLineRateFloor * 100));
+        fmt::format("{}: busbw {:.3g} GB/s at {} MiB is {:.1f}% of what {}; under {:.0f}% a path "
+                    "is rate-limited, lossy, or not the one expected{}",
+                    transport, busbw, static_cast<double>(bytes) / (1 << 20), share * 100, what,
+                    kLineRateFloor * 100,
+                    line->device && !line->carried
+                        ? "; that port's counters did not move: the bytes did not cross the "
+                          "device (a fallback to another path)"
+                        : ""));
     f.evidence = {{"transport", transport},
                   {"busbw_gbps", busbw},
                   {"bytes", bytes},
@@ -606,8 +645,10 @@ std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
                   {"link_speed_mbps", line->mbps},
                   {"slowest_host", line->host},
                   {"interface", line->interface},
+                  {"line_source", line->device ? "device port" : "interface"},
                   {"share", share},
                   {"floor", kLineRateFloor}};
+    if (line->device) f.evidence["device_carried_bytes"] = line->carried;
     out.push_back(std::move(f));
   }
   return out;

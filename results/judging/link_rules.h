@@ -97,15 +97,27 @@ inline constexpr double kLineRateFloor = 0.05;
 inline constexpr std::int64_t kLineRateMinBytes = 1 << 20;
 struct SlowestLine {
   int mbps = 0;
-  std::string host, interface;
+  std::string host, interface;  // interface: "eth0", or a device port "efa_0/1"
+  bool device = false;          // a device port's rate (slowest_device)
+  bool carried = true;          // device: its counters moved (false: the bytes went elsewhere)
   double gbps() const { return mbps / 8000.0; }  // Mb/s -> GB/s (10^9 bytes)
 };
 // The slowest interface of `ranks`; nullopt when the world is on one host or a speed is unknown.
 std::optional<SlowestLine> slowest_line(const std::vector<RankInfo>& ranks);
+// A transport whose backend reads its device's port rate (the fabric transport: its identity
+// row's "port_rate_gbps", from <device>/ports/<port>/rate, the port that carried the bytes or, when
+// none did, the fastest present) is held to the slowest of those instead: an EFA or InfiniBand
+// port carries far more than the host's Ethernet interface says, and a fabric that fell back to
+// TCP shows as a fraction of the port it did not use. Only when every rank of the transport has a
+// rate; else the interfaces as above.
+std::optional<SlowestLine> slowest_device(const std::string& transport,
+                                          const std::vector<TransportIdentity>& identities,
+                                          const std::vector<RankInfo>& ranks);
 std::vector<Finding> judge_line_rate(const std::vector<TransportRow>& rows,
-                                     const std::vector<RankInfo>& ranks);
+                                     const std::vector<RankInfo>& ranks,
+                                     const std::vector<TransportIdentity>& identities = {});
 inline std::vector<Finding> judge_line_rate(const Verdict& v) {
-  return judge_line_rate(v.transports, v.ranks);
+  return judge_line_rate(v.transports, v.ranks, v.identities);
 }
 
 // Loss is not death: once a SLOW_HOST is named, the TRANSPORT_TIMEOUTs of its transport, and the

@@ -94,5 +94,39 @@ TEST(EfaCounters, MissingOrEmptyRootGivesEmptySnapshot) {
   EXPECT_TRUE(counter_deltas({}, {}).empty());
 }
 
+TEST(PortRate, ReadsTheKernelsRateText) {
+  EXPECT_EQ(parse_port_rate("100 Gb/sec (4X EDR)\n"), 100.0);
+  EXPECT_EQ(parse_port_rate("400 Gb/sec (4X NDR)"), 400.0);
+  EXPECT_EQ(parse_port_rate("2.5 Gb/sec (1X SDR)"), 2.5);
+  EXPECT_EQ(parse_port_rate("12.5 Gb/sec (1X EDR)"), 12.5);
+  for (const char* bad : {"", "Gb/sec", "100", "100 Mb/sec", "-5 Gb/sec", "0 Gb/sec (1X SDR)",
+                          "1e9 Gb/sec", "100Gb/sec", "9999999 Gb/sec"})
+    EXPECT_FALSE(parse_port_rate(bad)) << bad;
+}
+
+TEST_F(FakeSysfs, PortRatesAndThePortThatCarriedTheBytes) {
+  auto rate = [&](const std::string& dev, const std::string& text) {
+    fs::create_directories(root_ / dev / "ports" / "1");
+    std::ofstream(root_ / dev / "ports" / "1" / "rate") << text;
+  };
+  rate("rdmap0s6", "100 Gb/sec (4X EDR)\n");
+  rate("rdmap1s7", "200 Gb/sec (4X HDR)\n");
+  rate("broken", "fast\n");
+  auto rates = read_port_rates(root_.string());
+  EXPECT_EQ(rates, (std::map<std::string, double>{{"rdmap0s6/1", 100}, {"rdmap1s7/1", 200}}));
+  // The port whose counters moved, though another is faster.
+  auto r = run_port_rate(rates, {{"rdmap0s6/1", {{"tx_bytes", 4096u}}}, {"rdmap1s7/1", {{"tx_bytes", 0u}}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->port, "rdmap0s6/1");
+  EXPECT_EQ(r->gbps, 100);
+  EXPECT_TRUE(r->carried);
+  // None moved: the fastest present, and it did not carry the bytes.
+  r = run_port_rate(rates, nlohmann::json::object());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->port, "rdmap1s7/1");
+  EXPECT_FALSE(r->carried);
+  EXPECT_FALSE(run_port_rate({}, nlohmann::json::object()));
+}
+
 }  // namespace
 }  // namespace ncclsmoke::transports

@@ -307,6 +307,7 @@ TEST(FabricCounters, IdentifyReportsDeltasFromTheConfiguredRoot) {
   auto put = [&](const char* name, uint64_t v) { std::ofstream(dir / name) << v << "\n"; };
   put("tx_bytes", 1000);
   put("rx_bytes", 50);
+  std::ofstream(root / "efa_0" / "ports" / "1" / "rate") << "100 Gb/sec (4X EDR)\n";
   World w(2, {{"fabric.provider", "tcp"},
               {"fabric.hw_counters", "always"},
               {"fabric.hw_counters_root", root.string()}});
@@ -318,6 +319,10 @@ TEST(FabricCounters, IdentifyReportsDeltasFromTheConfiguredRoot) {
   EXPECT_EQ(id["hw_counters"]["efa_0/1"].value("tx_bytes", 0), 4096) << id.dump();
   EXPECT_EQ(id["hw_counters"]["efa_0/1"].value("rx_bytes", 0), 10) << id.dump();
   EXPECT_EQ(id.value("hw_counters_root", ""), root.string());
+  // The port's rate, for the line-rate rule: this port's counters moved.
+  EXPECT_EQ(id.value("port_rate_gbps", 0.0), 100.0) << id.dump();
+  EXPECT_EQ(id.value("port_rate_port", ""), "efa_0/1");
+  EXPECT_TRUE(id.value("port_rate_carried", false));
 }
 
 // --- ranks as processes -----------------------------------------------------------------------

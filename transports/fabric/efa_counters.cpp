@@ -78,4 +78,52 @@ nlohmann::json counter_deltas(const CounterSnapshot& before, const CounterSnapsh
   return out;
 }
 
+std::optional<double> parse_port_rate(const std::string& text) {
+  // "<N>[.5] Gb/sec ...": a whole number of Gb/s, or one and a half.
+  std::size_t i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+  if (i == 0 || i > 6) return std::nullopt;
+  double gbps = 0;
+  std::from_chars(text.data(), text.data() + i, gbps);
+  if (text.compare(i, 2, ".5") == 0) {
+    gbps += 0.5;
+    i += 2;
+  }
+  if (text.compare(i, 7, " Gb/sec") != 0 || gbps <= 0) return std::nullopt;
+  return gbps;
+}
+
+std::map<std::string, double> read_port_rates(const std::string& root) {
+  std::map<std::string, double> out;
+  if (root.empty()) return out;
+  for (const auto& dev : subdirs(root)) {
+    fs::path ports = fs::path(root) / dev / "ports";
+    for (const auto& port : subdirs(ports)) {
+      std::ifstream in(ports / port / "rate");
+      std::string line;
+      if (in && std::getline(in, line))
+        if (auto gbps = parse_port_rate(line)) out[dev + "/" + port] = *gbps;
+    }
+  }
+  return out;
+}
+
+std::optional<PortRate> run_port_rate(const std::map<std::string, double>& rates,
+                                      const nlohmann::json& deltas) {
+  auto moved = [&](const std::string& port) {
+    if (!deltas.is_object() || !deltas.contains(port)) return false;
+    const auto& d = deltas[port];
+    for (const char* name : {"tx_bytes", "rx_bytes"})
+      if (d.contains(name) && d[name].is_number_unsigned() && d[name].get<uint64_t>() > 0)
+        return true;
+    return false;
+  };
+  std::optional<PortRate> best_moved, best_any;
+  for (const auto& [port, gbps] : rates) {
+    if (!best_any || gbps > best_any->gbps) best_any = PortRate{gbps, port, false};
+    if (moved(port) && (!best_moved || gbps > best_moved->gbps)) best_moved = PortRate{gbps, port, true};
+  }
+  return best_moved ? best_moved : best_any;
+}
+
 }  // namespace ncclsmoke::transports

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace ncclsmoke::transports {
@@ -20,5 +21,22 @@ CounterSnapshot read_hw_counters(const std::string& root);
 // {"<device>/<port>": {"<name>": after - before, ...}, ...} for counters present in both
 // snapshots. A counter that went backwards (device reset) reports its value after the reset.
 nlohmann::json counter_deltas(const CounterSnapshot& before, const CounterSnapshot& after);
+
+// What a port can carry, as the kernel's RDMA core prints it in <root>/<device>/ports/<port>/rate
+// (drivers/infiniband/core/sysfs.c rate_show: "<N>[.5] Gb/sec (<W>X <speed>)", e.g.
+// "100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"): the Gb/s, nullopt for any other text.
+std::optional<double> parse_port_rate(const std::string& text);
+// "<device>/<port>" -> Gb/s for every port with a readable rate under `root`.
+std::map<std::string, double> read_port_rates(const std::string& root);
+// The rate this run's bytes had to live with: the fastest port whose counters moved (tx_bytes or
+// rx_bytes in `deltas`, counter_deltas' form), else the fastest port present (`carried` false: no
+// device carried the bytes, the fabric fell back to another path). nullopt: no port has a rate.
+struct PortRate {
+  double gbps = 0;
+  std::string port;  // "<device>/<port>"
+  bool carried = false;
+};
+std::optional<PortRate> run_port_rate(const std::map<std::string, double>& rates,
+                                      const nlohmann::json& deltas);
 
 }  // namespace ncclsmoke::transports

@@ -981,6 +981,12 @@ json FabricTransport::identify() {
   if (counters_on_) {
     id["hw_counters_root"] = counters_root_;
     id["hw_counters"] = counter_deltas(counters_at_open_, read_hw_counters(counters_root_));
+    // What the device could carry: judging compares the bus bandwidth with it (BELOW_LINE_RATE).
+    if (auto rate = run_port_rate(read_port_rates(counters_root_), id["hw_counters"])) {
+      id["port_rate_gbps"] = rate->gbps;
+      id["port_rate_port"] = rate->port;
+      id["port_rate_carried"] = rate->carried;
+    }
   }
   return id;
 }

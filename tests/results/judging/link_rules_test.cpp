@@ -572,6 +572,54 @@ TEST(LineRate, NothingIsJudgedWithoutEveryRanksSpeedOrOnOneHost) {
   EXPECT_TRUE(judge_line_rate(healthy).empty());
 }
 
+// The fabric transport's rows carry their device port's rate (transports/fabric/efa_counters.h).
+void on_device_ports(Verdict& v, const std::string& transport, double gbps, bool carried = true) {
+  for (const auto& r : v.ranks) {
+    TransportIdentity id;
+    id.transport = transport;
+    id.rank = r.rank;
+    id.observed = {{"port_rate_gbps", gbps}, {"port_rate_port", "efa_0/1"},
+                   {"port_rate_carried", carried}};
+    v.identities.push_back(id);
+  }
+}
+
+TEST(LineRate, AFabricIsHeldToItsDevicePortNotTheInterface) {
+  // 4 hosts on 10,000 Mb/s interfaces, EFA ports of 100 Gb/s (12.5 GB/s): a fabric at 0.3 GB/s is
+  // 2.4% of its port, though 24% of the interface; the socket ring beside it is judged as before.
+  Verdict v = on_interfaces(4, 10000);
+  v.transports = {world_row("fabric", 4 << 20, 0.3), world_row("socket", 4 << 20, 0.3)};
+  on_device_ports(v, "fabric", 100);
+  auto fs = judge_line_rate(v);
+  ASSERT_EQ(fs.size(), 1u) << messages(fs);
+  EXPECT_EQ(fs[0].subject.transport, "fabric");
+  EXPECT_NE(fs[0].message.find("2.4% of what the slowest device port can carry (host h0 efa_0/1: "
+                               "100 Gb/s = 12.5 GB/s)"),
+            std::string::npos)
+      << fs[0].message;
+  EXPECT_EQ(fs[0].evidence["line_source"], "device port");
+  EXPECT_EQ(fs[0].evidence["device_carried_bytes"], true);
+  EXPECT_EQ(fs[0].message.find("fallback"), std::string::npos) << fs[0].message;
+  // The device counters did not move: the bytes went another way, and the finding says so.
+  Verdict fallback = on_interfaces(4, 10000);
+  fallback.transports = {world_row("fabric", 4 << 20, 0.3)};
+  on_device_ports(fallback, "fabric", 100, false);
+  fs = judge_line_rate(fallback);
+  ASSERT_EQ(fs.size(), 1u) << messages(fs);
+  EXPECT_NE(fs[0].message.find("did not cross the device (a fallback"), std::string::npos)
+      << fs[0].message;
+  // With no interface speed at all (a cloud NIC that reports none), the ports still judge.
+  Verdict no_speed = on_interfaces(4, 0);
+  no_speed.transports = {world_row("fabric", 4 << 20, 0.3)};
+  on_device_ports(no_speed, "fabric", 100);
+  EXPECT_EQ(judge_line_rate(no_speed).size(), 1u);
+  // One rank without a port rate: the interfaces decide (0.3 GB/s of 1.25 GB/s: fine).
+  Verdict partial = v;
+  partial.identities.back().observed.erase("port_rate_gbps");
+  fs = judge_line_rate(partial);
+  EXPECT_TRUE(with(fs, Code::BELOW_LINE_RATE).empty()) << messages(fs);
+}
+
 TEST(LineRate, ASlowHostNamedExplainsItsTransportsLineRate) {
   Verdict v = ring(8, {3});
   for (auto& r : v.ranks) {
