@@ -181,7 +181,8 @@ json to_json(const SecondPasses& passes) {
               {"stand_ins", std::move(stand_ins)},
               {"rounds", sp.rounds},
               {"rechecks", sp.rechecks},
-              {"why_none", sp.why_none}};
+              {"why_none", sp.why_none},
+              {"why_no_partners", sp.why_no_partners}};
   }
   return out;
 }
@@ -205,6 +206,7 @@ std::optional<SecondPasses> second_passes_from_json(const json& j,
       sp.rounds = o.at("rounds").get<std::vector<std::vector<std::pair<int, int>>>>();
       sp.rechecks = o.at("rechecks").get<std::set<std::pair<int, int>>>();
       sp.why_none = o.at("why_none").get<std::string>();
+      sp.why_no_partners = o.at("why_no_partners").get<std::string>();
       if (sp.rounds.size() > static_cast<std::size_t>(kMaxRounds)) return std::nullopt;
       for (const auto& [a, b] : sp.rechecks)
         if (!std::any_of(sp.rounds.begin(), sp.rounds.end(), [&, a = a, b = b](const auto& round) {

@@ -592,9 +592,12 @@ void run_second_pass(const RoundsInput& in, const PairwisePlan& plan,
       log_line(sp.rounds.empty() ? LogLevel::debug : LogLevel::info,
                sp.rounds.empty()
                    ? fmt::format("pairwise: {}: no second pass: {}", t, sp.why_none)
-                   : fmt::format("pairwise: {}: second pass: {} again with {} healthy host{}", t,
-                                 fmt::join(sp.suspects, ", "), sp.rounds.size(),
-                                 sp.rounds.size() == 1 ? "" : "s"));
+                   : fmt::format("pairwise: {}: second pass: {} rounds; suspects met again: {}; "
+                                 "links measured again: {}",
+                                 t, sp.rounds.size(),
+                                 sp.suspects.empty() ? "none (" + sp.why_no_partners + ")"
+                                                     : fmt::format("{}", fmt::join(sp.suspects, ", ")),
+                                 sp.rechecks.size()));
     try {
       in.store.set("second", to_json(*passes).dump(-1, ' ', false,
                                                     nlohmann::json::error_handler_t::replace));

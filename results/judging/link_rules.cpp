@@ -209,14 +209,16 @@ constexpr const char* kRuleText =
     "that do not touch the host judged, or neither end of the link judged; a host is slow "
     "with >= 2 bad links and >= 2/3 of its links, or when the pairwise second pass found it bad "
     "with every one of >= 2 partners the first rounds found healthy (and not, when fine with "
-    "every one); a link the second pass measured again is named only when bad again; a link "
-    "with nothing to compare with is lossy on its own at >= 2% retransmits";
+    "every one); a link the second pass measured again is named only when bad again, and one "
+    "bad on retransmits alone only when lossy in both passes; a link with nothing to compare "
+    "with is lossy on its own at >= 2% retransmits";
 
 // One transport's inter-host links -> findings. `named_source`: "pairwise" when pairwise rounds
 // ran (then the ring's links still count for the hosts, but only pairwise links are named as
 // SLOW_LINK: every host met several partners, so a host is told from a link), else "ring".
 void judge_transport(const std::string& transport, const std::string& named_source,
-                     const std::vector<const LinkEvidence*>& links, std::vector<Finding>& out) {
+                     const std::vector<const LinkEvidence*>& links, std::vector<Finding>& out,
+                     std::vector<HostPair>* lossy_candidates) {
   std::map<std::string, std::vector<const LinkEvidence*>> by_source;
   for (const auto* l : links) by_source[l->source].push_back(l);
   std::vector<SourceLinks> sources;
@@ -347,20 +349,39 @@ void judge_transport(const std::string& transport, const std::string& named_sour
   // bridge are noise for one link, while across all of a host's links they are the host's loss
   // (counted above). With nothing to compare with (two hosts), a link that loses packets on its
   // own account is named: a host cannot be told from the link between them.
-  // A link the second pass measured again is named only when it was bad again.
-  std::map<std::pair<std::string, std::string>, std::vector<BadLink>> pairs;
-  std::set<std::pair<std::string, std::string>> rechecked, bad_again;
+  // A link the second pass measured again is named only when it was bad again. A pairwise link
+  // bad on retransmits alone is named only when it lost packets in the first rounds and again in
+  // the second pass (lossy_first, lossy_again); the first time, it is a candidate for it.
+  std::map<HostPair, std::vector<BadLink>> pairs, lossy;
+  std::set<HostPair> rechecked, bad_again, slow_again, lossy_first, lossy_again;
   for (const auto& src : sources) {
     for (const auto* l : src.links) {
       if (slow_hosts.count(l->from_host) || slow_hosts.count(l->to_host)) continue;
       auto ends = std::minmax(l->from_host, l->to_host);
-      const std::pair<std::string, std::string> key{ends.first, ends.second};
+      const HostPair key{ends.first, ends.second};
       if (l->recheck) rechecked.insert(key);
       BadLink b = compare(*l, src.reference_without({&l->from_host, &l->to_host}));
-      if (!is_bad(b) || !(b.slow || b.on_its_own)) continue;
-      if (named_source == "pairwise" && l->source != "pairwise" && !b.on_its_own) continue;
+      if (!is_bad(b)) continue;
+      // Measured again and bad in any way (slower, failed, or losing packets): confirmed.
       if (l->recheck) bad_again.insert(key);
+      if (!(b.slow || b.on_its_own)) {
+        if (l->source == "pairwise") {
+          (l->recheck ? lossy_again : lossy_first).insert(key);
+          lossy[key].push_back(std::move(b));
+        }
+        continue;
+      }
+      if (named_source == "pairwise" && l->source != "pairwise" && !b.on_its_own) continue;
+      if (l->recheck) slow_again.insert(key);
       pairs[key].push_back(std::move(b));
+    }
+  }
+  for (const auto& key : lossy_first) {
+    if (pairs.count(key)) continue;  // slower too: named as such
+    if (lossy_again.count(key)) {
+      pairs[key] = std::move(lossy[key]);
+    } else if (lossy_candidates && !rechecked.count(key)) {
+      lossy_candidates->push_back(key);
     }
   }
   for (const auto& [ends, bs] : pairs) {
@@ -400,7 +421,10 @@ void judge_transport(const std::string& transport, const std::string& named_sour
               ? ""
               : " on the ring (each host has only two ring links, so a NIC slow in one direction "
                 "looks the same: --pairwise tells a host from a link)");
-    if (rechecked.count(ends)) message += "; measured again in the second pass, it was slow again";
+    if (rechecked.count(ends))
+      message += slow_again.count(ends)
+                     ? "; measured again in the second pass, it was slow again"
+                     : "; measured again in the second pass, it lost packets again";
     Finding f = make_finding_about(Code::SLOW_LINK, s, message,
                                    std::vector<int>(ranks.begin(), ranks.end()),
                                    {ends.first, ends.second},
@@ -536,7 +560,8 @@ std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
   return e;
 }
 
-std::vector<Finding> judge_links(const std::vector<LinkEvidence>& all) {
+std::vector<Finding> judge_links(const std::vector<LinkEvidence>& all,
+                                 std::vector<HostPair>* lossy_candidates) {
   // transport -> its inter-host links, from both sources: a host's ring links and its pairwise
   // links all count towards SLOW_HOST (more evidence, less noise); where pairwise rounds ran, only
   // their links can be a SLOW_LINK (every host met several partners, so a host is told from a
@@ -550,7 +575,8 @@ std::vector<Finding> judge_links(const std::vector<LinkEvidence>& all) {
   }
   std::vector<Finding> out;
   for (const auto& [transport, links] : groups)
-    judge_transport(transport, paired.count(transport) ? "pairwise" : "ring", links, out);
+    judge_transport(transport, paired.count(transport) ? "pairwise" : "ring", links, out,
+                    lossy_candidates);
   return out;
 }
 

@@ -25,7 +25,8 @@
 // the other ends'). Under random loss a bad host's first rounds can look fine with one partner,
 // and a healthy host's bad with the bad one: the second pass asks the question directly;
 // the second pass also measures a named link again, and a link it measured again is named only
-// when it is bad again (one all-reduce that waited out a retransmit timeout is not a link); a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
+// when it is bad again (one all-reduce that waited out a retransmit timeout is not a link), and
+// measures again a link that lost packets with no slowdown: lossy twice, it is named; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
 // slower (time, or failed), not on retransmits alone. A link with nothing to compare with (two
 // hosts: every link touches both) is SLOW_LINK when it loses packets on its own account (>= 2%
 // retransmits): either end or the path may be at fault, and SLOW_LINK sets neither aside.
@@ -81,7 +82,13 @@ std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
 
 // SLOW_HOST / SLOW_LINK findings (subjects as data: hosts, the link's ends, the transport), with
 // the per-link figures and the references they were compared with as evidence.
-std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links);
+// `lossy_candidates`, when given, receives the host pairs whose first-round pairwise links lose
+// packets far more than their reference while no slower (retransmits alone), not explained by a
+// slow host and not measured again yet: the second pass measures them again, and a link that loses
+// packets again is named (SLOW_LINK, "lost packets again"); once is a busy path's noise.
+using HostPair = std::pair<std::string, std::string>;  // sorted
+std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links,
+                                 std::vector<HostPair>* lossy_candidates = nullptr);
 inline std::vector<Finding> judge_links(const Verdict& v) { return judge_links(link_evidence(v)); }
 
 // ---- the physical expectation: what the interfaces say they can carry ---------------------------

@@ -162,44 +162,45 @@ Phase pairwise_not_run_phase(const std::string& transport, const std::string& wh
 SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
                             const std::map<int, std::string>& host_of, int partners) {
   SecondPass sp;
-  std::set<std::string> named;
-  std::vector<std::pair<std::string, std::string>> named_links;
-  for (const auto& f : judge_links(links)) {
+  std::set<std::string> named, candidate_ends;
+  std::vector<HostPair> lossy, named_links;
+  for (const auto& f : judge_links(links, &lossy)) {
     if (f.code == Code::SLOW_HOST || f.code == Code::SLOW_LINK)
       named.insert(f.hosts.begin(), f.hosts.end());
     if (f.code == Code::SLOW_LINK && f.hosts.size() == 2) named_links.emplace_back(f.hosts[0], f.hosts[1]);
+  }
+  for (const auto& [a, b] : lossy) {
+    candidate_ends.insert({a, b});
+    named_links.emplace_back(a, b);
   }
   // One rank for each host: its lowest participant (std::map: ranks in order).
   std::map<std::string, int> rank_of_host;
   for (const auto& [rank, host] : host_of)
     if (!host.empty()) rank_of_host.emplace(host, rank);
+  // Partners are the hosts the first rounds said nothing about, not even a lossy candidate.
   std::vector<std::string> healthy;
   for (const auto& [host, rank] : rank_of_host) {
     if (named.count(host))
       sp.suspects.push_back(host);
-    else
+    else if (!candidate_ends.count(host))
       healthy.push_back(host);
   }
-  if (sp.suspects.empty()) {
+  if (sp.suspects.empty() && named_links.empty()) {
     sp.why_none = "the first rounds named no host";
     return sp;
   }
-  if (sp.suspects.size() > healthy.size()) {
-    sp.why_none = fmt::format(
+  const int rounds = std::min<int>(partners, static_cast<int>(healthy.size()));
+  if (sp.suspects.size() > healthy.size() || rounds < 1) {
+    sp.why_no_partners = fmt::format(
         "{} suspect hosts and {} healthy: too few healthy partners to tell a host (a fault most "
         "hosts share is not a host's)",
         sp.suspects.size(), healthy.size());
-    return sp;
-  }
-  const int rounds = std::min<int>(partners, static_cast<int>(healthy.size()));
-  if (rounds < 1) {
-    sp.why_none = "no healthy host to meet the suspects";
-    return sp;
+    sp.suspects.clear();
   }
   // Round j meets suspect i with healthy host (i + j) mod H: at most H suspects, so the pairs of a
   // round are disjoint, and each suspect meets `rounds` different hosts.
   const std::size_t h = healthy.size();
-  for (int j = 0; j < rounds; ++j) {
+  for (int j = 0; !sp.suspects.empty() && j < rounds; ++j) {
     std::vector<std::pair<int, int>> round;
     for (std::size_t i = 0; i < sp.suspects.size(); ++i) {
       const int a = rank_of_host[sp.suspects[i]];
@@ -209,11 +210,13 @@ SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
     sp.rounds.push_back(std::move(round));
   }
   for (const auto& host : sp.suspects) sp.suspect_of_rank[rank_of_host[host]] = host;
-  // The named links again, in rounds of their own: each link goes to the first of them where
-  // neither end is busy yet.
+  // The named and the lossy links again, in rounds of their own (they need no healthy partner):
+  // each link goes to the first of them where neither end is busy yet; its ends stand in.
   const std::size_t link_rounds_from = sp.rounds.size();
   for (const auto& [ha, hb] : named_links) {
     const int a = rank_of_host[ha], b = rank_of_host[hb];
+    sp.suspect_of_rank[a] = ha;
+    sp.suspect_of_rank[b] = hb;
     const std::pair<int, int> pair{std::min(a, b), std::max(a, b)};
     std::size_t k = link_rounds_from;
     for (;; ++k) {
@@ -262,12 +265,16 @@ Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
       seconds_short(plan.budget_s), run.rank, measured, measured == 1 ? "" : "s", failed, skipped,
       plan.reason);
   if (!first_error.empty()) ph.detail += "; first failure: " + first_error;
-  if (!run.second_suspects.empty())
+  if (run.second_rounds > 0)
     ph.detail += fmt::format(
-        "; second pass: {} round{} meeting {} again with hosts the first rounds found healthy{} "
-        "({} pair{} here, in {}, planned in {})",
-        run.second_rounds, run.second_rounds == 1 ? "" : "s", fmt::join(run.second_suspects, ", "),
-        run.second_rechecks ? fmt::format(", and {} named link{} again", run.second_rechecks,
+        "; second pass: {} round{}{}{}{} ({} pair{} here, in {}, planned in {})",
+        run.second_rounds, run.second_rounds == 1 ? "" : "s",
+        run.second_suspects.empty()
+            ? std::string()
+            : fmt::format(" meeting {} again with hosts the first rounds found healthy",
+                          fmt::join(run.second_suspects, ", ")),
+        run.second_suspects.empty() || !run.second_rechecks ? "" : ", and",
+        run.second_rechecks ? fmt::format(" measuring {} link{} again", run.second_rechecks,
                                           run.second_rechecks == 1 ? "" : "s")
                             : std::string(),
         run.second_pairs_here, run.second_pairs_here == 1 ? "" : "s",

@@ -55,11 +55,11 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& as
 // SLOW_LINK) again with `partners` hosts they named nothing about, one pair per round, the
 // suspects' pairs of a round disjoint: a host slow with every healthy partner is the host, one fine
 // with them all is not (link_rules.h reads the samples' suspect_host). One rank stands for each
-// host: its lowest participant. No second pass when nothing is named, when there are fewer than
-// two hosts to meet (partners are the healthy hosts, at most `partners`), or when the suspects
-// outnumber the healthy hosts (a fault most hosts share is not a host's: no partner to trust).
-// Each link they name (SLOW_LINK) is measured again too, its two ends' stand-ins paired in the
-// rounds after those: one all-reduce that waited out a retransmit timeout makes a healthy link
+// host: its lowest participant. Partners are the hosts the first rounds said nothing about (at
+// most `partners` of them); no suspect is met when the suspects outnumber them (a fault most hosts
+// share is not a host's: no partner to trust, `why_no_partners`). Each link they name (SLOW_LINK),
+// and each that lost packets with no slowdown (judge_links' lossy candidates), is measured again
+// whatever the partners, its two ends' stand-ins paired in the rounds after those: one all-reduce that waited out a retransmit timeout makes a healthy link
 // look slow once, not twice (link_rules.h names a link measured again only when it is bad again).
 // Cost: `partners` rounds of one pair per suspect, and a round or more for the named links,
 // whatever the world size.
@@ -70,6 +70,7 @@ struct SecondPass {
   std::vector<std::vector<std::pair<int, int>>> rounds;  // rank pairs, lower rank first, disjoint
   std::set<std::pair<int, int>> rechecks;                // the pairs of `rounds` that are links
   std::string why_none;                                  // "" when there are rounds
+  std::string why_no_partners;  // no suspect met with partners (the links may still be measured)
 };
 // `links`: one transport's first-round pairwise links, from every rank; `host_of`: the
 // participants' hosts.

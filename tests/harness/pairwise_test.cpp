@@ -94,6 +94,7 @@ TEST(PairwisePlan, SecondPassRoundTripsAndABadPlanIsRefused) {
   linked.rechecks = {{1, 2}};
   results::SecondPass none;
   none.why_none = "the first rounds named no host";
+  none.why_no_partners = "3 suspect hosts and 1 healthy";
   const SecondPasses passes{{"socket", sp}, {"fabric", none}, {"mpi", linked}};
   const std::vector<int> participants{0, 1, 2, 3};
   auto back = second_passes_from_json(to_json(passes), participants);
@@ -102,6 +103,7 @@ TEST(PairwisePlan, SecondPassRoundTripsAndABadPlanIsRefused) {
   EXPECT_EQ(back->at("socket").suspect_of_rank, sp.suspect_of_rank);
   EXPECT_EQ(back->at("socket").rounds, sp.rounds);
   EXPECT_EQ(back->at("fabric").why_none, none.why_none);
+  EXPECT_EQ(back->at("fabric").why_no_partners, none.why_no_partners);
   EXPECT_TRUE(back->at("fabric").rounds.empty());
   EXPECT_EQ(back->at("mpi").rounds, linked.rounds);
   EXPECT_EQ(back->at("mpi").rechecks, linked.rechecks);

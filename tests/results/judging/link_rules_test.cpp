@@ -261,6 +261,7 @@ struct PairTimes {
   bool slow;
   int suspect = -1;      // the second pass: a or b; -1 the first rounds
   bool recheck = false;  // the second pass: the link measured again
+  double retrans = 0.002;  // retransmitted share of segments sent (a quiet healthy link: 0.2%)
 };
 std::vector<LinkEvidence> pair_evidence(const std::vector<PairTimes>& pairs) {
   std::vector<LinkEvidence> out;
@@ -278,6 +279,7 @@ std::vector<LinkEvidence> pair_evidence(const std::vector<PairTimes>& pairs) {
       e.time_us = p.slow ? 60000 : 2500;
       if (p.suspect >= 0) e.suspect_host = host(p.suspect);
       e.recheck = p.recheck;
+      e.retrans_rate = p.retrans;
       out.push_back(e);
     }
     ++round;
@@ -364,6 +366,50 @@ TEST(LinkRules, ALinkSlowOnceAndFineWhenMeasuredAgainIsNotNamed) {
   EXPECT_TRUE(links[0].evidence.value("measured_again", false)) << links[0].evidence.dump();
   EXPECT_NE(links[0].message.find("slow again"), std::string::npos) << links[0].message;
   EXPECT_TRUE(with(fs, Code::SLOW_HOST).empty()) << messages(fs);
+}
+
+TEST(LinkRules, ALinkThatLosesPacketsTwiceIsNamedOnRetransmitsAlone) {
+  // h2-h5 retransmits 5% in the first rounds, no slower: no finding yet, a candidate.
+  auto pairs = every_pair(8, {});
+  for (auto& p : pairs)
+    if (p.a == 2 && p.b == 5) p.retrans = 0.05;
+  std::vector<HostPair> candidates;
+  auto fs = judge_links(pair_evidence(pairs), &candidates);
+  EXPECT_TRUE(fs.empty()) << messages(fs);
+  EXPECT_EQ(candidates, (std::vector<HostPair>{{"h2", "h5"}}));
+  // Measured again (and each end with healthy hosts): lossy again, it is named.
+  auto again = pairs;
+  for (PairTimes p : {PairTimes{0, 2, false, 2}, PairTimes{1, 5, false, 5},
+                      PairTimes{1, 2, false, 2}, PairTimes{0, 5, false, 5}})
+    again.push_back(p);
+  PairTimes recheck{2, 5, false, -1, true};
+  recheck.retrans = 0.045;
+  again.push_back(recheck);
+  candidates.clear();
+  fs = judge_links(pair_evidence(again), &candidates);
+  EXPECT_TRUE(candidates.empty()) << "measured again: no longer a candidate";
+  auto links = with(fs, Code::SLOW_LINK);
+  ASSERT_EQ(links.size(), 1u) << messages(fs);
+  EXPECT_EQ(links[0].hosts, (std::vector<std::string>{"h2", "h5"}));
+  EXPECT_NE(links[0].message.find("lost packets again"), std::string::npos) << links[0].message;
+  EXPECT_NE(links[0].message.find("retransmits 5.0%"), std::string::npos) << links[0].message;
+  EXPECT_TRUE(with(fs, Code::SLOW_HOST).empty()) << messages(fs);
+  // Clean the second time: a busy moment, not a link.
+  again.back().retrans = 0.002;
+  fs = judge_links(pair_evidence(again));
+  EXPECT_TRUE(fs.empty()) << messages(fs);
+  // A pair whose first round failed (its handshake lost under the loss) and that loses packets,
+  // no slower, when measured again: confirmed, and the message says how.
+  auto failed_then_lossy = every_pair(8, {{2, 5}});
+  failed_then_lossy.push_back(recheck);
+  auto ev = pair_evidence(failed_then_lossy);
+  for (auto& e : ev)
+    if (!e.recheck && std::min(e.from_rank, e.to_rank) == 2 && std::max(e.from_rank, e.to_rank) == 5)
+      e.error = "init_failed: the handshake did not finish";
+  fs = judge_links(ev);
+  links = with(fs, Code::SLOW_LINK);
+  ASSERT_EQ(links.size(), 1u) << messages(fs);
+  EXPECT_NE(links[0].message.find("it lost packets again"), std::string::npos) << links[0].message;
 }
 
 TEST(LinkRules, TheSecondPassTravelsInThePairSamples) {
