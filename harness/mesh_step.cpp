@@ -52,8 +52,11 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   auto aside = set_aside_stopped_ranks(seen, stopped);
   // Loss is not death: a rank the mesh heard nothing from that the liveness watch still has
   // connected (answering, or silent behind a lossy path) is not lost: its pairs are untested. A
-  // frozen one was set aside above as stopped (PEER_STALLED); only the watch sees a death.
-  const std::set<int> alive = live.not_lost_ranks();
+  // frozen one was set aside above as stopped (PEER_STALLED); only the watch sees a death. This
+  // rank is alive too, whatever rank 0's summary says of it (its results came after the summary:
+  // it was still probing), and no watch of its own watches it.
+  std::set<int> alive = live.not_lost_ranks();
+  alive.insert(w.rank);
   for (auto it = seen.silent_ranks.begin(); it != seen.silent_ranks.end();)
     if (alive.count(*it)) {
       seen.unfinished_ranks.push_back(*it);

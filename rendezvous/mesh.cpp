@@ -440,7 +440,9 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
     std::vector<std::string> begun_addrs, late_keys;
     for (std::size_t i = 0; i < missing.size(); ++i) {
       if (!listening[i]) {
-        silent.push_back(missing[i]);  // never began the probe: lost
+        // Never began the probe: lost, unless the liveness watch has it connected and answering
+        // (a rank still starting on a loaded machine under a short deadline is not dead).
+        (opt.seen_alive && opt.seen_alive(missing[i]) ? unfinished : silent).push_back(missing[i]);
         continue;
       }
       begun.push_back(missing[i]);
@@ -465,6 +467,18 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
       }
       for (auto& [r, alive] : dials)
         (alive.get() || (opt.seen_alive && opt.seen_alive(r)) ? unfinished : silent).push_back(r);
+    }
+    // A rank whose listener gave no handshake may have posted its result and closed it while it
+    // was dialled (a loaded machine, a short deadline): read those results once more.
+    if (!silent.empty()) {
+      std::vector<std::string> keys;
+      for (int r : silent) keys.push_back(key_of("result", r));
+      std::vector<bool> now_present;
+      auto now = get_present(store, keys, deadline_after(Millis{200}), now_present);
+      std::vector<int> still_silent;
+      for (std::size_t i = 0; i < silent.size(); ++i)
+        if (!now_present[i] || !take(silent[i], now[i])) still_silent.push_back(silent[i]);
+      silent = std::move(still_silent);
     }
     // What the ranks without a result would have dialled is not tested.
     for (int r : silent)

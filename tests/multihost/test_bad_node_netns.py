@@ -270,10 +270,11 @@ class BadNode(suite.NamespaceCase):
         below = run.findings("BELOW_LINE_RATE")
         self.assertEqual(len(below), 1, codes(run.global_))
         self.assertEqual(below[0]["evidence"].get("consequence_of_host"), self.host(1), below)
-        # The second pass met host1 again with two hosts the first rounds found healthy: slow
-        # with both.
+        # The second pass met host1 again with the hosts the first rounds found healthy (two, or
+        # one when another pair's noise made a lossy candidate of one of them): slow with each.
         second = run.findings("SLOW_HOST")[0]["evidence"].get("second_pass", {})
-        self.assertEqual(len(second.get("slow_with", [])), 2, json.dumps(second))
+        self.assertTrue(second.get("partners"), json.dumps(second))
+        self.assertEqual(second.get("slow_with"), second.get("partners"), json.dumps(second))
         FIGURES.append(f"four_nic 150 Mbit/s: {run.wall_s:.1f} s, SLOW_HOST {run.named('SLOW_HOST')}")
 
     def test_08_eight_two(self):
