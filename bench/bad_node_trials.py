@@ -32,16 +32,6 @@ import suite  # noqa: E402
 import test_bad_node_netns as bn  # noqa: E402
 
 
-class Case:
-    """What suite.RunOnHosts needs of a test case: a directory, and fail() that raises."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-
-    def fail(self, msg):
-        raise RuntimeError(msg)
-
-
 def link_loss(bed, a, b, p):
     for x, y in ((a, b), (b, a)):
         bed.hosts[x].iptables("-A", "INPUT", "-i", "eth0", "-s", bed.hosts[y].addr, "-m",
@@ -91,7 +81,7 @@ def main():
     for t in range(args.trials):
         n, kind, bad, strength, what = draw(rng)
         tmp = tempfile.mkdtemp(prefix="ncclsmoke-trial-")
-        case = Case(tmp)
+        case = suite.Scratch(tmp)
         heavy = kind in ("loss1", "loss2") and strength > 0.15
         sweep = bn.socket_args(transport_timeout=25, op_timeout=10) if heavy else bn.SOCKET
         try:

@@ -33,21 +33,12 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "multihost"))
 import netns  # noqa: E402
+import suite  # noqa: E402
 import test_bad_node_netns as bn  # noqa: E402
 
 SECOND = re.compile(r"second pass: (\d+) rounds? .*?in ([0-9.]+) s, planned in ([0-9.]+) s")
 FIRST = re.compile(r"^(\d+) rounds? of ")
 PLANNED_ONLY = re.compile(r"no second pass: (.*)$")
-
-
-class Case:
-    """What suite.RunOnHosts needs of a test case: a directory, and fail() that raises."""
-
-    def __init__(self, tmp):
-        self.tmp = tmp
-
-    def fail(self, msg):
-        raise RuntimeError(msg)
 
 
 def one_run(bed, case, name, port, pairwise):
@@ -92,7 +83,7 @@ def main():
     netns.sweep_stale()
     bn.BINARY = os.path.abspath(args.binary)
     tmp = tempfile.mkdtemp(prefix="ncclsmoke-pwcost-")
-    case = Case(tmp)
+    case = suite.Scratch(tmp)
     rows = {"never": [], "healthy": [], "slow": []}
     port = 29600
     try:

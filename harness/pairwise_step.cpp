@@ -154,33 +154,45 @@ std::vector<RankSummary> collect_summaries(const RunContext& ctx, const StoreSes
   return got;
 }
 
+// Everyone but rank 0: what rank 0 posts under `key` ("the plan", "the second pass": `what`),
+// read by `read` (nullopt: unreadable), or nullopt with `why` when rank 0 stopped, the store
+// failed, or `until` passed first.
+template <class Read>
+auto wait_rank0_post(Store& store, const Liveness& live, const std::string& key,
+                     const std::string& what, Deadline until, Read read, std::string& why)
+    -> decltype(read(nlohmann::json())) {
+  const auto t0 = Clock::now();
+  while (Clock::now() < until) {
+    if (live.rank0_stopped()) {
+      why = "rank 0 stopped answering before it posted " + what;
+      return std::nullopt;
+    }
+    try {
+      auto text = store.get(key, earliest(deadline_after(Millis{1000}), until));
+      auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
+      auto value = parsed.ok() ? read(parsed.value) : std::nullopt;
+      if (!value) why = "rank 0's " + what.substr(what.find(' ') + 1) + " could not be read";
+      return value;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) {
+        why = fmt::format("the store failed while waiting for {}: {}", what, e.what());
+        return std::nullopt;
+      }
+    }
+  }
+  why = fmt::format("no {} from rank 0 within {:.1f} s", what.substr(what.find(' ') + 1),
+                    seconds_since(t0));
+  return std::nullopt;
+}
+
 // Everyone but rank 0: the plan, or nullopt with `why`.
 std::optional<PairwisePlan> wait_plan(const RunContext& ctx, Store& store, const Liveness& live,
                                       std::string& why) {
   const auto window = summary_window(ctx);
   const Deadline until = earliest(Clock::now() + ms(ctx.o.op_timeout_s) + window * 2 + Millis{5000},
                                   ctx.steps_deadline);
-  const auto t0 = Clock::now();
-  while (Clock::now() < until) {
-    if (live.rank0_stopped()) {
-      why = "rank 0 stopped answering before it posted the plan";
-      return std::nullopt;
-    }
-    try {
-      auto text = store.get("plan", earliest(deadline_after(Millis{1000}), until));
-      auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
-      auto plan = parsed.ok() ? pairwise_plan_from_json(parsed.value) : std::nullopt;
-      if (!plan) why = "rank 0's plan could not be read";
-      return plan;
-    } catch (const StoreError& e) {
-      if (e.error_class() != ErrorClass::timed_out) {
-        why = fmt::format("the store failed while waiting for the plan: {}", e.what());
-        return std::nullopt;
-      }
-    }
-  }
-  why = fmt::format("no plan from rank 0 within {:.1f} s", seconds_since(t0));
-  return std::nullopt;
+  return wait_rank0_post(store, live, "plan", "the plan", until,
+                         [](const nlohmann::json& j) { return pairwise_plan_from_json(j); }, why);
 }
 
 }  // namespace
@@ -544,27 +556,10 @@ SecondPasses plan_second_passes(const RoundsInput& in, const PairwisePlan& plan,
 // Everyone but rank 0: the second pass rank 0 posted, or nullopt with `why`.
 std::optional<SecondPasses> wait_second_passes(const RoundsInput& in, const PairwisePlan& plan,
                                                Deadline until, std::string& why) {
-  while (Clock::now() < until) {
-    if (in.live.rank0_stopped()) {
-      why = "rank 0 stopped answering before it posted the second pass";
-      return std::nullopt;
-    }
-    try {
-      auto text = in.store.get("second", earliest(deadline_after(Millis{1000}), until));
-      auto parsed = parse_bounded_json(text, kMaxSmallJsonBytes);
-      auto passes = parsed.ok() ? second_passes_from_json(parsed.value, plan.participants)
-                                : std::nullopt;
-      if (!passes) why = "rank 0's second pass could not be read";
-      return passes;
-    } catch (const StoreError& e) {
-      if (e.error_class() != ErrorClass::timed_out) {
-        why = fmt::format("the store failed while waiting for the second pass: {}", e.what());
-        return std::nullopt;
-      }
-    }
-  }
-  why = "no second pass from rank 0 in time";
-  return std::nullopt;
+  return wait_rank0_post(
+      in.store, in.live, "second", "the second pass", until,
+      [&plan](const nlohmann::json& j) { return second_passes_from_json(j, plan.participants); },
+      why);
 }
 
 // The second pass (results::plan_second_pass): every participant posts its first rounds'

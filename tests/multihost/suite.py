@@ -70,6 +70,17 @@ class CountingResult(unittest.TextTestResult):
         self.passed += 1
 
 
+class Scratch:
+    """What RunOnHosts needs of a test case, for a script outside unittest (the benches): a
+    directory, and fail() that raises."""
+
+    def __init__(self, tmp):
+        self.tmp = tmp
+
+    def fail(self, msg):
+        raise RuntimeError(msg)
+
+
 class RunOnHosts:
     """One `ncclsmoke run` per host of `bed` (rank r on host r, rank 0's host the master), waited
     for with a bound; then every verdict, validated: `local[rank]` and `global_` (rank 0's).
