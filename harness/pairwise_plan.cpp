@@ -219,9 +219,9 @@ std::optional<SecondPasses> second_passes_from_json(const json& j,
           if (a >= b || !taking_part(a) || !taking_part(b) || !seen.insert(a).second ||
               !seen.insert(b).second)
             return std::nullopt;
-          // A suspect with a partner, or a named link's two ends measured again.
-          const auto suspects = sp.suspect_of_rank.count(a) + sp.suspect_of_rank.count(b);
-          if (sp.rechecks.count({a, b}) ? suspects != 2 : suspects != 1) return std::nullopt;
+          // A named link's two ends measured again, or a suspect with a partner.
+          if (sp.rechecks.count({a, b})) continue;
+          if (sp.suspect_of_rank.count(a) + sp.suspect_of_rank.count(b) != 1) return std::nullopt;
         }
       }
       out[t] = std::move(sp);

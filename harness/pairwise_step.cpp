@@ -223,6 +223,7 @@ results::PairSample measure_pair(const PairTask& t) {
   };
   c.hosts[c.rank] = host_of(t.self);
   c.hosts[1 - c.rank] = host_of(t.peer);
+  c.ranks_on_host = transports::ranks_on_host(t.hosts, t.self);
   c.local_address = t.local_address;
   c.store = t.store;
   c.options = t.options;
@@ -583,6 +584,15 @@ void run_second_pass(const RoundsInput& in, const PairwisePlan& plan,
     const auto posted = wait_for_posts(in.store, in.live, plan.participants, me, "first/",
                                        earliest(first_end + kDoneGrace, in.ctx.steps_deadline));
     passes = plan_second_passes(in, plan, runs, posted);
+    // Rank 0 holds its plan to the check every other rank applies to what it reads, so that no
+    // plan runs here that the others refused (rank 0 would wait out every round alone).
+    const auto posted_form = to_json(*passes);
+    if (!second_passes_from_json(posted_form, plan.participants)) {
+      log_warn(fmt::format("pairwise: the second pass planned is not well formed, and is not run "
+                           "(a bug; the plan: {})",
+                           posted_form.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)));
+      passes = SecondPasses{};
+    }
     for (const auto& [t, sp] : *passes)
       log_line(sp.rounds.empty() ? LogLevel::debug : LogLevel::info,
                sp.rounds.empty()

@@ -209,8 +209,8 @@ constexpr const char* kRuleText =
     "that do not touch the host judged, or neither end of the link judged; a host is slow "
     "with >= 2 bad links and >= 2/3 of its links, or when the pairwise second pass found it bad "
     "with every one of >= 2 partners the first rounds found healthy (and not, when fine with "
-    "every one); a link the second pass measured again is named only when bad again, and one "
-    "bad on retransmits alone only when lossy in both passes; a link with nothing to compare "
+    "every one); a link the second pass measured again is named only when bad again the same way "
+    "(slower or failed; or lossy, after it was lossy or failed), and one bad on retransmits alone only when lossy in both passes; a link with nothing to compare "
     "with is lossy on its own at >= 2% retransmits";
 
 // One transport's inter-host links -> findings. `named_source`: "pairwise" when pairwise rounds
@@ -352,8 +352,21 @@ void judge_transport(const std::string& transport, const std::string& named_sour
   // A link the second pass measured again is named only when it was bad again. A pairwise link
   // bad on retransmits alone is named only when it lost packets in the first rounds and again in
   // the second pass (lossy_first, lossy_again); the first time, it is a candidate for it.
+  // A link measured again is confirmed by the same kind of trouble: slower or failed again, or
+  // losing packets again after it lost packets (or failed, as handshakes do under loss) the first
+  // time. A link only slower the first time that merely retransmits a little when measured again
+  // is a busy moment twice, not a bad link.
   std::map<HostPair, std::vector<BadLink>> pairs, lossy;
-  std::set<HostPair> rechecked, bad_again, slow_again, lossy_first, lossy_again;
+  std::set<HostPair> rechecked, slow_again, lossy_first, lossy_again, lossy_or_failed_first;
+  for (const auto& src : sources)
+    for (const auto* l : src.links) {
+      if (l->recheck) continue;
+      BadLink b = compare(*l, src.reference_without({&l->from_host, &l->to_host}));
+      if (b.metrics.count("retransmits") || b.metrics.count("failed")) {
+        auto ends = std::minmax(l->from_host, l->to_host);
+        lossy_or_failed_first.insert({ends.first, ends.second});
+      }
+    }
   for (const auto& src : sources) {
     for (const auto* l : src.links) {
       if (slow_hosts.count(l->from_host) || slow_hosts.count(l->to_host)) continue;
@@ -362,8 +375,7 @@ void judge_transport(const std::string& transport, const std::string& named_sour
       if (l->recheck) rechecked.insert(key);
       BadLink b = compare(*l, src.reference_without({&l->from_host, &l->to_host}));
       if (!is_bad(b)) continue;
-      // Measured again and bad in any way (slower, failed, or losing packets): confirmed.
-      if (l->recheck) bad_again.insert(key);
+      if (l->recheck && !b.slow && !lossy_or_failed_first.count(key)) continue;
       if (!(b.slow || b.on_its_own)) {
         if (l->source == "pairwise") {
           (l->recheck ? lossy_again : lossy_first).insert(key);
@@ -385,7 +397,7 @@ void judge_transport(const std::string& transport, const std::string& named_sour
     }
   }
   for (const auto& [ends, bs] : pairs) {
-    if (rechecked.count(ends) && !bad_again.count(ends)) continue;
+    if (rechecked.count(ends) && !slow_again.count(ends) && !lossy_again.count(ends)) continue;
     json jl = json::array();
     std::set<int> ranks;
     bool alone = true;

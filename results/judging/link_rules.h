@@ -25,9 +25,11 @@
 // the other ends'). Under random loss a bad host's first rounds can look fine with one partner,
 // and a healthy host's bad with the bad one: the second pass asks the question directly;
 // the second pass also measures a named link again, and a link it measured again is named only
-// when it is bad again (one all-reduce that waited out a retransmit timeout is not a link), and
-// measures again a link that lost packets with no slowdown: lossy twice, it is named; a bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it is
-// slower (time, or failed), not on retransmits alone. A link with nothing to compare with (two
+// when it is bad again in the same way: slower or failed again, or losing packets again after it
+// lost packets or failed the first time (one all-reduce that waited out a retransmit timeout is
+// not a link); it also measures again a link that lost packets with no slowdown: lossy twice, it
+// is named. A bad link whose ends are both fine elsewhere is SLOW_LINK, naming both ends, when it
+// is slower (time, or failed), not on retransmits alone. A link with nothing to compare with (two
 // hosts: every link touches both) is SLOW_LINK when it loses packets on its own account (>= 2%
 // retransmits): either end or the path may be at fault, and SLOW_LINK sets neither aside.
 // Links inside one host (loopback) are not judged.

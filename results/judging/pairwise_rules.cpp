@@ -177,14 +177,21 @@ SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
   std::map<std::string, int> rank_of_host;
   for (const auto& [rank, host] : host_of)
     if (!host.empty()) rank_of_host.emplace(host, rank);
-  // Partners are the hosts the first rounds said nothing about, not even a lossy candidate.
-  std::vector<std::string> healthy;
+  // Partners are the hosts the first rounds named nothing about: first those not even an end of
+  // a lossy candidate link, then (on a small world, where one noisy link would otherwise leave no
+  // partner at all) the candidates' ends. A candidate end is slower with no one, and the rule
+  // that decides a host asks for slowness with every partner, so it cannot accuse on its own.
+  std::vector<std::string> healthy, candidates_unnamed;
   for (const auto& [host, rank] : rank_of_host) {
     if (named.count(host))
       sp.suspects.push_back(host);
     else if (!candidate_ends.count(host))
       healthy.push_back(host);
+    else
+      candidates_unnamed.push_back(host);
   }
+  if (healthy.size() < std::max<std::size_t>(sp.suspects.size(), static_cast<std::size_t>(partners)))
+    healthy.insert(healthy.end(), candidates_unnamed.begin(), candidates_unnamed.end());
   if (sp.suspects.empty() && named_links.empty()) {
     sp.why_none = "the first rounds named no host";
     return sp;
@@ -211,12 +218,11 @@ SecondPass plan_second_pass(const std::vector<LinkEvidence>& links,
   }
   for (const auto& host : sp.suspects) sp.suspect_of_rank[rank_of_host[host]] = host;
   // The named and the lossy links again, in rounds of their own (they need no healthy partner):
-  // each link goes to the first of them where neither end is busy yet; its ends stand in.
+  // each link goes to the first of them where neither end is busy yet; its ends' ranks stand in
+  // (a recheck pair names its link; suspect_of_rank is for the hosts met with partners only).
   const std::size_t link_rounds_from = sp.rounds.size();
   for (const auto& [ha, hb] : named_links) {
     const int a = rank_of_host[ha], b = rank_of_host[hb];
-    sp.suspect_of_rank[a] = ha;
-    sp.suspect_of_rank[b] = hb;
     const std::pair<int, int> pair{std::min(a, b), std::max(a, b)};
     std::size_t k = link_rounds_from;
     for (;; ++k) {

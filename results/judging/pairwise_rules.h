@@ -56,17 +56,21 @@ PairwiseDecision decide_pairwise(const PairwiseInputs& in, const PairwiseAsk& as
 // suspects' pairs of a round disjoint: a host slow with every healthy partner is the host, one fine
 // with them all is not (link_rules.h reads the samples' suspect_host). One rank stands for each
 // host: its lowest participant. Partners are the hosts the first rounds said nothing about (at
-// most `partners` of them); no suspect is met when the suspects outnumber them (a fault most hosts
+// most `partners` of them; the ends of a lossy candidate link only when the others are too few to
+// meet every suspect that often); no suspect is met when the suspects outnumber them (a fault most hosts
 // share is not a host's: no partner to trust, `why_no_partners`). Each link they name (SLOW_LINK),
 // and each that lost packets with no slowdown (judge_links' lossy candidates), is measured again
-// whatever the partners, its two ends' stand-ins paired in the rounds after those: one all-reduce that waited out a retransmit timeout makes a healthy link
-// look slow once, not twice (link_rules.h names a link measured again only when it is bad again).
+// whatever the partners, its two ends' stand-ins paired in the rounds after those: one all-reduce
+// that waited out a retransmit timeout makes a healthy link look slow once, not twice (link_rules.h
+// names a link measured again only when it is bad again in the same way).
 // Cost: `partners` rounds of one pair per suspect, and a round or more for the named links,
 // whatever the world size.
 inline constexpr int kSecondPassPartners = 2;
 struct SecondPass {
   std::vector<std::string> suspects;                     // hosts, sorted
-  std::map<int, std::string> suspect_of_rank;            // the rank standing for each suspect
+  // The rank standing for each suspect met with partners (a link's ends measured again are
+  // in `rechecks`): in a pair that is not a recheck, exactly one rank is here.
+  std::map<int, std::string> suspect_of_rank;
   std::vector<std::vector<std::pair<int, int>>> rounds;  // rank pairs, lower rank first, disjoint
   std::set<std::pair<int, int>> rechecks;                // the pairs of `rounds` that are links
   std::string why_none;                                  // "" when there are rounds

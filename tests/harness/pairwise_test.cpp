@@ -107,6 +107,16 @@ TEST(PairwisePlan, SecondPassRoundTripsAndABadPlanIsRefused) {
   EXPECT_TRUE(back->at("fabric").rounds.empty());
   EXPECT_EQ(back->at("mpi").rounds, linked.rounds);
   EXPECT_EQ(back->at("mpi").rechecks, linked.rechecks);
+  // Four hosts: host1 and host3 (a slow link) met with host0 and host2, whose own link lost
+  // packets and is measured again: a partner may be a recheck's end.
+  results::SecondPass four;
+  four.suspects = {"host1", "host3"};
+  four.suspect_of_rank = {{1, "host1"}, {3, "host3"}};
+  four.rounds = {{{0, 1}, {2, 3}}, {{1, 2}, {0, 3}}, {{0, 2}, {1, 3}}};
+  four.rechecks = {{0, 2}, {1, 3}};
+  back = second_passes_from_json(to_json(SecondPasses{{"socket", four}}), participants);
+  ASSERT_TRUE(back) << to_json(SecondPasses{{"socket", four}}).dump();
+  EXPECT_EQ(back->at("socket").rounds, four.rounds);
   // Two stand-ins paired without a recheck, a recheck no round measures: refused.
   auto unlisted = to_json(passes);
   unlisted["mpi"]["rechecks"] = json::array();
