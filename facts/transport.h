@@ -43,9 +43,11 @@ struct LinkStats {
   int prev_rank = -1;           // the rank this one receives from
   double recv_wait_s = 0;       // time waiting for prev_rank's bytes
   std::int64_t bytes_received = 0;
-  // The kernel's view of the link to next_rank (TCP_INFO summed over its connections; see
-  // rendezvous/tcp_info.h): retransmitted and sent segments, and the smoothed round-trip time
-  // (the largest over the connections). -1 / NaN: the backend cannot see it (not TCP).
+  // What the network says about the link to next_rank: retransmitted and sent segments, and
+  // the smoothed round-trip time. A TCP backend reads the kernel's view (TCP_INFO summed over its
+  // connections, rendezvous/tcp_info.h; the rtt the largest over them); the fabric backend the
+  // device's (EFA retrans_pkts and tx_pkts, transports/fabric/efa_counters.h; no rtt) when the
+  // rank has the device to itself. -1 / NaN: the backend cannot see it.
   std::int64_t tx_retrans = -1;
   std::int64_t tx_segs_out = -1;
   double tx_rtt_us = std::numeric_limits<double>::quiet_NaN();

@@ -103,6 +103,7 @@ std::vector<transports::TransportOutcome> measure_transports(const TransportPhas
     ctx.rank = in.rank;
     ctx.world_size = in.world_size;
     ctx.hosts = in.hosts;
+    ctx.ranks_on_host = ranks_on_host(in.hosts, in.rank);
     ctx.local_address = in.local_address;
     ctx.store = &store;
     ctx.options = o.backend_options;

@@ -81,6 +81,9 @@ struct TransportContext {
   // backend that rendezvouses through `store` needs nothing else and ignores it; one whose
   // library owns the world (mpi: MPI_COMM_WORLD, from mpirun) forms the instance inside it.
   std::vector<int> world_ranks;
+  // How many of the run's ranks are on this rank's host (1: it has the host's devices to itself),
+  // so a backend knows whether a device-wide counter speaks for this rank's links alone.
+  int ranks_on_host = 1;
 
   // The given text unchecked, else `fallback` (prefer the typed getters of `options`).
   std::string option(const std::string& key, const std::string& fallback = "") const {
@@ -91,6 +94,16 @@ struct TransportContext {
     return it == hosts.end() ? "rank " + std::to_string(r) : it->second;
   }
 };
+
+// How many ranks of `hosts` (rank -> host) share `rank`'s host, `rank` included; 1 when its host
+// is unknown.
+inline int ranks_on_host(const std::map<int, std::string>& hosts, int rank) {
+  auto mine = hosts.find(rank);
+  if (mine == hosts.end() || mine->second.empty()) return 1;
+  int n = 0;
+  for (const auto& [r, h] : hosts) n += h == mine->second;
+  return n;
+}
 
 class Transport {
  public:

@@ -128,5 +128,22 @@ TEST_F(FakeSysfs, PortRatesAndThePortThatCarriedTheBytes) {
   EXPECT_FALSE(run_port_rate({}, nlohmann::json::object()));
 }
 
+TEST(DeviceRetransmits, SumsThePortsThatSentAndNeedsTheNetworkCounters) {
+  using nlohmann::json;
+  // Two ports sent; a third sent nothing (its retransmits are not this run's link).
+  json d = {{"efa_0/1", {{"tx_pkts", 1000u}, {"retrans_pkts", 30u}}},
+            {"efa_1/1", {{"tx_pkts", 500u}, {"retrans_pkts", 5u}}},
+            {"efa_2/1", {{"tx_pkts", 0u}, {"retrans_pkts", 7u}}}};
+  auto r = device_retransmits(d);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->tx_pkts, 1500);
+  EXPECT_EQ(r->retrans_pkts, 35);
+  // An EFA without the network counters (before Nitro v4), an IB port, nothing: unknown.
+  EXPECT_FALSE(device_retransmits(json{{"efa_0/1", {{"tx_pkts", 1000u}, {"rx_drops", 2u}}}}));
+  EXPECT_FALSE(device_retransmits(json{{"mlx5_0/1", {{"port_xmit_packets", 9u}}}}));
+  EXPECT_FALSE(device_retransmits(json::object()));
+  EXPECT_FALSE(device_retransmits(json::array()));
+}
+
 }  // namespace
 }  // namespace ncclsmoke::transports

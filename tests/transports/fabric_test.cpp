@@ -325,6 +325,43 @@ TEST(FabricCounters, IdentifyReportsDeltasFromTheConfiguredRoot) {
   EXPECT_TRUE(id.value("port_rate_carried", false));
 }
 
+TEST(FabricCounters, LinkStatsCarryTheDevicesRetransmitsWhenTheDeviceIsTheRanksOwn) {
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / ("fabric_rt_" + std::to_string(getpid()));
+  fs::path dir = root / "efa_0" / "ports" / "1" / "hw_counters";
+  fs::create_directories(dir);
+  auto put = [&](const char* name, uint64_t v) { std::ofstream(dir / name) << v << "\n"; };
+  put("tx_pkts", 100);
+  put("retrans_pkts", 3);
+  const Options o{{"fabric.provider", "tcp"},
+                  {"fabric.hw_counters", "always"},
+                  {"fabric.hw_counters_root", root.string()}};
+  World w(3, o);
+  EXPECT_EQ(checked_allreduce(w, 1 << 16, DType::float32, false), 0);
+  put("tx_pkts", 100 + 2000);
+  put("retrans_pkts", 3 + 90);
+  auto ls = w.ts[1]->link_stats();
+  ASSERT_TRUE(ls);
+  EXPECT_EQ(ls->next_rank, 2);
+  EXPECT_EQ(ls->prev_rank, 0);
+  // 64 Ki floats over 3 ranks: each rank sends 2 x 2/3 of the buffer.
+  EXPECT_GT(ls->bytes_sent, (1 << 18));
+  EXPECT_GT(ls->bytes_received, (1 << 18));
+  EXPECT_GE(ls->send_blocked_s, 0.0);
+  EXPECT_GE(ls->recv_wait_s, 0.0);
+  EXPECT_EQ(ls->tx_retrans, 90);
+  EXPECT_EQ(ls->tx_segs_out, 2000);
+  // Two ranks of the run on this host: the device's counters are not this link's alone.
+  World shared(2, o, false);
+  for (auto& c : shared.ctxs) c.ranks_on_host = 2;
+  shared.each([&](int r) { shared.ts[r]->open(shared.ctxs[r], rendezvous::deadline_after(30s)); });
+  ls = shared.ts[0]->link_stats();
+  fs::remove_all(root);
+  ASSERT_TRUE(ls);
+  EXPECT_EQ(ls->tx_retrans, -1);
+  EXPECT_EQ(ls->tx_segs_out, -1);
+}
+
 // --- ranks as processes -----------------------------------------------------------------------
 // The parent serves a TCPStore on 127.0.0.1:0 and re-executes this binary once per rank with
 // NCCLSMOKE_FABRIC_CHILD="rank world port provider mode"; each child runs FabricChild.Rank and

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "transports/nccl/nccl_log.h"
@@ -47,6 +48,69 @@ TEST(NcclLog, IbWithGdrNccl218) {
   EXPECT_NE(o.plugin_lines[0].find("No plugin found"), std::string::npos);
   EXPECT_TRUE(o.ofi_provider.empty());
   EXPECT_TRUE(o.warnings.empty());
+}
+
+TEST(NcclLog, TheIbDevicesAndTheRateOfThePortsTheyUsed) {
+  auto o = load("ib_gdr_2.18.log");
+  EXPECT_EQ(o.ib_ports, (std::map<int, std::string>{{0, "mlx5_0/1"}, {1, "mlx5_1/1"}}));
+  EXPECT_EQ(o.to_json()["ib_ports"], (nlohmann::json{{"0", "mlx5_0/1"}, {"1", "mlx5_1/1"}}));
+  // The channel lines use IB/0 and IB/1: the fastest of those two ports; a faster port NCCL did
+  // not use does not count.
+  const std::map<std::string, double> rates{{"mlx5_0/1", 200}, {"mlx5_1/1", 100}, {"mlx5_2/1", 400}};
+  auto r = nccl_port_rate(o, rates);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->gbps, 200);
+  EXPECT_EQ(r->port, "mlx5_0/1");
+  EXPECT_TRUE(r->carried);
+  // Without the "Using" line, NET/IB still carried the bytes: every port counts.
+  auto unmapped = o;
+  unmapped.ib_ports.clear();
+  r = nccl_port_rate(unmapped, rates);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->gbps, 400);
+  EXPECT_TRUE(r->carried);
+  // No RDMA port with a rate on the host, or no network channel at all: nothing to compare with.
+  EXPECT_FALSE(nccl_port_rate(o, {}));
+  auto local = o;
+  local.net_channels = 0;
+  EXPECT_FALSE(nccl_port_rate(local, rates));
+  // Odd "Using" tokens are skipped, the good ones kept.
+  auto odd = parse_nccl_log(
+      "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [x]mlx5_1:1/IB [2]:1/IB [3]mlx5_3:y/IB "
+      "[4]mlx5_4:2 ; OOB eth0:10.0.0.1<0>\n");
+  EXPECT_EQ(odd.ib_ports, (std::map<int, std::string>{{0, "mlx5_0/1"}, {4, "mlx5_4/2"}}));
+}
+
+TEST(NcclLog, AFallbackPastThePortsIsMeasuredAgainstThemAsNotCarried) {
+  const std::map<std::string, double> efa{{"rdmap16s27/1", 100}, {"rdmap32s27/1", 100}};
+  // aws-ofi-nccl on efa: the EFA ports carried the bytes (the log names no device).
+  auto r = nccl_port_rate(load("efa_ofi_2.23.log"), efa);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->gbps, 100);
+  EXPECT_TRUE(r->carried);
+  // The plugin failed and NCCL fell back to NET/Socket on a host with EFA: the first-run silent
+  // fallback, measured against the port it bypassed.
+  for (const char* fallback : {"fallback_ofi_noefa_2.21.log", "fallback_noplugin_2.28.log"}) {
+    auto o = load(fallback);
+    ASSERT_EQ(o.network, "Socket") << fallback;
+    if (o.net_channels == 0) continue;  // a log of the set-up only: nothing to place
+    r = nccl_port_rate(o, efa);
+    ASSERT_TRUE(r) << fallback;
+    EXPECT_FALSE(r->carried) << fallback;
+  }
+  auto sock = load("socket_loopback_2.28.log");
+  r = nccl_port_rate(sock, efa);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->carried);
+  // The plugin on its tcp provider: not the device either. Another plugin: not placed.
+  auto ofi_tcp = load("efa_ofi_2.23.log");
+  ofi_tcp.ofi_provider = "tcp;ofi_rxm";
+  r = nccl_port_rate(ofi_tcp, efa);
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->carried);
+  auto other = sock;
+  other.network = "SomeVendorNet";
+  EXPECT_FALSE(nccl_port_rate(other, efa));
 }
 
 TEST(NcclLog, SocketLoopbackNccl228Synthetic) {

@@ -1,6 +1,7 @@
 #include "transports/fabric/efa_counters.h"
 
 #include <algorithm>
+#include <set>
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -10,19 +11,6 @@ namespace ncclsmoke::transports {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Sorted names of the sub-directories of `dir` (sysfs device entries are symlinks to directories).
-std::vector<std::string> subdirs(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  fs::directory_iterator it(dir, ec), end;
-  for (; !ec && it != end; it.increment(ec)) {
-    std::error_code ec2;
-    if (fs::is_directory(it->path(), ec2)) out.push_back(it->path().filename().string());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
 
 bool read_number(const fs::path& file, uint64_t& value) {
   std::ifstream in(file);
@@ -43,9 +31,9 @@ bool read_number(const fs::path& file, uint64_t& value) {
 CounterSnapshot read_hw_counters(const std::string& root) {
   CounterSnapshot snap;
   if (root.empty()) return snap;
-  for (const auto& dev : subdirs(root)) {
+  for (const auto& dev : sorted_subdirs(root)) {
     fs::path ports = fs::path(root) / dev / "ports";
-    for (const auto& port : subdirs(ports)) {
+    for (const auto& port : sorted_subdirs(ports.string())) {
       fs::path dir = ports / port / "hw_counters";
       std::error_code ec;
       fs::directory_iterator it(dir, ec), end;
@@ -78,52 +66,33 @@ nlohmann::json counter_deltas(const CounterSnapshot& before, const CounterSnapsh
   return out;
 }
 
-std::optional<double> parse_port_rate(const std::string& text) {
-  // "<N>[.5] Gb/sec ...": a whole number of Gb/s, or one and a half.
-  std::size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  if (i == 0 || i > 6) return std::nullopt;
-  double gbps = 0;
-  std::from_chars(text.data(), text.data() + i, gbps);
-  if (text.compare(i, 2, ".5") == 0) {
-    gbps += 0.5;
-    i += 2;
-  }
-  if (text.compare(i, 7, " Gb/sec") != 0 || gbps <= 0) return std::nullopt;
-  return gbps;
-}
-
-std::map<std::string, double> read_port_rates(const std::string& root) {
-  std::map<std::string, double> out;
-  if (root.empty()) return out;
-  for (const auto& dev : subdirs(root)) {
-    fs::path ports = fs::path(root) / dev / "ports";
-    for (const auto& port : subdirs(ports)) {
-      std::ifstream in(ports / port / "rate");
-      std::string line;
-      if (in && std::getline(in, line))
-        if (auto gbps = parse_port_rate(line)) out[dev + "/" + port] = *gbps;
-    }
-  }
-  return out;
-}
-
 std::optional<PortRate> run_port_rate(const std::map<std::string, double>& rates,
                                       const nlohmann::json& deltas) {
-  auto moved = [&](const std::string& port) {
-    if (!deltas.is_object() || !deltas.contains(port)) return false;
-    const auto& d = deltas[port];
-    for (const char* name : {"tx_bytes", "rx_bytes"})
-      if (d.contains(name) && d[name].is_number_unsigned() && d[name].get<uint64_t>() > 0)
-        return true;
-    return false;
+  std::set<std::string> moved;
+  if (deltas.is_object())
+    for (const auto& [port, d] : deltas.items())
+      for (const char* name : {"tx_bytes", "rx_bytes"})
+        if (d.contains(name) && d[name].is_number_unsigned() && d[name].get<uint64_t>() > 0)
+          moved.insert(port);
+  return fastest_port(rates, moved);
+}
+
+std::optional<DeviceRetransmits> device_retransmits(const nlohmann::json& deltas) {
+  if (!deltas.is_object()) return std::nullopt;
+  auto count = [](const nlohmann::json& d, const char* name) -> std::optional<std::int64_t> {
+    auto it = d.find(name);
+    if (it == d.end() || !it->is_number_unsigned()) return std::nullopt;
+    return static_cast<std::int64_t>(it->get<uint64_t>());
   };
-  std::optional<PortRate> best_moved, best_any;
-  for (const auto& [port, gbps] : rates) {
-    if (!best_any || gbps > best_any->gbps) best_any = PortRate{gbps, port, false};
-    if (moved(port) && (!best_moved || gbps > best_moved->gbps)) best_moved = PortRate{gbps, port, true};
+  std::optional<DeviceRetransmits> out;
+  for (const auto& [port, d] : deltas.items()) {
+    const auto sent = count(d, "tx_pkts"), again = count(d, "retrans_pkts");
+    if (!sent || *sent == 0 || !again) continue;
+    if (!out) out.emplace();
+    out->tx_pkts += *sent;
+    out->retrans_pkts += *again;
   }
-  return best_moved ? best_moved : best_any;
+  return out;
 }
 
 }  // namespace ncclsmoke::transports

@@ -11,6 +11,8 @@
 #include <optional>
 #include <string>
 
+#include "transports/port_rate.h"
+
 namespace ncclsmoke::transports {
 
 // "<device>/<port>" -> counter name -> value.
@@ -22,21 +24,21 @@ CounterSnapshot read_hw_counters(const std::string& root);
 // snapshots. A counter that went backwards (device reset) reports its value after the reset.
 nlohmann::json counter_deltas(const CounterSnapshot& before, const CounterSnapshot& after);
 
-// What a port can carry, as the kernel's RDMA core prints it in <root>/<device>/ports/<port>/rate
-// (drivers/infiniband/core/sysfs.c rate_show: "<N>[.5] Gb/sec (<W>X <speed>)", e.g.
-// "100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"): the Gb/s, nullopt for any other text.
-std::optional<double> parse_port_rate(const std::string& text);
-// "<device>/<port>" -> Gb/s for every port with a readable rate under `root`.
-std::map<std::string, double> read_port_rates(const std::string& root);
-// The rate this run's bytes had to live with: the fastest port whose counters moved (tx_bytes or
-// rx_bytes in `deltas`, counter_deltas' form), else the fastest port present (`carried` false: no
-// device carried the bytes, the fabric fell back to another path). nullopt: no port has a rate.
-struct PortRate {
-  double gbps = 0;
-  std::string port;  // "<device>/<port>"
-  bool carried = false;
-};
+// The rate this run's bytes had to live with (port_rate.h fastest_port): the ports that carried
+// them are those whose tx_bytes or rx_bytes moved in `deltas` (counter_deltas' form).
 std::optional<PortRate> run_port_rate(const std::map<std::string, double>& rates,
                                       const nlohmann::json& deltas);
+
+// The device's own count of packets it sent again, for the link the rank's bytes left on: EFA's
+// retrans_pkts over tx_pkts, summed over the ports whose tx_pkts moved (deltas in
+// counter_deltas' form). The names are the EFA driver's (Linux drivers/infiniband/hw/efa,
+// efa_com_cmd.h: efa_com_basic_stats and efa_com_network_stats); AWS documents the network
+// counters (retrans_*, *_events) for Nitro v4 and later only, so nullopt when no port that sent
+// packets counts retransmits (an older EFA, or a device that is not EFA).
+struct DeviceRetransmits {
+  std::int64_t retrans_pkts = 0;
+  std::int64_t tx_pkts = 0;
+};
+std::optional<DeviceRetransmits> device_retransmits(const nlohmann::json& deltas);
 
 }  // namespace ncclsmoke::transports

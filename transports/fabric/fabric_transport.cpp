@@ -175,6 +175,7 @@ class FabricTransport final : public Transport {
   void allreduce(const void* send, void* recv, std::size_t count, DType dtype, ReduceOp op,
                  Deadline deadline) override;
   json identify() override;
+  std::optional<LinkStats> link_stats() const override;
   void close() override { teardown(); }
 
  private:
@@ -265,6 +266,13 @@ class FabricTransport final : public Transport {
   bool counters_on_ = false;
   std::string counters_root_;
   CounterSnapshot counters_at_open_;
+  bool device_own_ = true;  // no other rank of the run shares this rank's host (and devices)
+
+  // Where this rank waited on its ring links over the transport's life (LinkStats): idle with
+  // every send it may post in flight is waiting on the next rank or the path to it; idle with a
+  // send held back for data not yet received is waiting on the previous rank.
+  double send_blocked_s_ = 0, recv_wait_s_ = 0;
+  std::int64_t bytes_sent_ = 0, bytes_received_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -438,6 +446,7 @@ void FabricTransport::open(const TransportContext& ctx, Deadline deadline) {
   counters_on_ =
       hw_counters == "always" || (hw_counters == "auto" && provider_.rfind("efa", 0) == 0);
   if (counters_on_) counters_at_open_ = read_hw_counters(counters_root_);
+  device_own_ = ctx.ranks_on_host <= 1;
 
   if (ctx.world_size > 1) {
     exchange_addresses(deadline);
@@ -758,15 +767,24 @@ void FabricTransport::allreduce(const void* send, void* recv, std::size_t count,
   Collective c = plan(send, recv, count, dtype);
   try {
     LocalRegs regs = register_buffers(c);
+    Clock::time_point idle_since{};
+    bool idle_on_send = false;
     for (int idle = 0; !c.done();) {
       bool progressed = post_recvs(c);
       progressed |= post_sends(c);
       progressed |= complete(c);
       if (progressed) {
+        if (idle > 0)
+          (idle_on_send ? send_blocked_s_ : recv_wait_s_) += rendezvous::seconds_since(idle_since);
         idle = 0;
         continue;
       }
       if (expired(deadline)) throw timeout_error(c);
+      if (idle == 0) {
+        idle_since = Clock::now();
+        idle_on_send = c.sends_inflight > 0 &&
+                       (c.sends_inflight >= window_ || c.next_send == c.sends.size());
+      }
       idle_wait(idle);
     }
   } catch (const TransportError& e) {
@@ -883,10 +901,13 @@ bool FabricTransport::complete(Collective& c) {
                          fmt::format("{}: fi_cq_read failed: {}", who(), fi_text(got)));
   for (ssize_t i = 0; i < got; ++i) {
     auto* op = static_cast<Op*>(entries[i].op_context);
-    if (op->kind == Op::send)
+    if (op->kind == Op::send) {
       --c.sends_inflight, ++c.sends_done;
-    else
+      bytes_sent_ += static_cast<std::int64_t>(c.sends[op->item].span.len * c.es);
+    } else {
       reduce_received(c, *op, entries[i].len);
+      bytes_received_ += static_cast<std::int64_t>(entries[i].len);
+    }
     release(op);
   }
   return true;
@@ -989,6 +1010,27 @@ json FabricTransport::identify() {
     }
   }
   return id;
+}
+
+// The typed link stats (transport.h). The retransmits are the device's (efa_counters.h
+// device_retransmits), and speak for the link to the next rank only when this rank has the
+// host's devices to itself: in the ring it sends to no one else, and in a pairwise round it has
+// one peer. Otherwise (several ranks a host, or no such counters) they stay unknown.
+std::optional<LinkStats> FabricTransport::link_stats() const {
+  if (ctx_.world_size <= 1) return std::nullopt;
+  LinkStats ls;
+  ls.next_rank = right_;
+  ls.send_blocked_s = send_blocked_s_;
+  ls.bytes_sent = bytes_sent_;
+  ls.prev_rank = left_;
+  ls.recv_wait_s = recv_wait_s_;
+  ls.bytes_received = bytes_received_;
+  if (counters_on_ && device_own_)
+    if (auto r = device_retransmits(counter_deltas(counters_at_open_, read_hw_counters(counters_root_)))) {
+      ls.tx_retrans = r->retrans_pkts;
+      ls.tx_segs_out = r->tx_pkts;
+    }
+  return ls;
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <fstream>
+#include <set>
 #include <system_error>
 
 namespace ncclsmoke::transports {
@@ -133,6 +135,29 @@ void parse_line(std::string_view line, NcclObserved& o, ParseState& st) {
     if (o.plugin.empty()) o.plugin = plugin_name(line);
     matched = true;
   }
+  if (auto p = after(line, "NET/IB : Using "); p != std::string_view::npos) {
+    // "[0]mlx5_0:1/IB [1]mlx5_1:1/RoCE ; OOB ...": up to the ';', tokens "[i]<dev>:<port>/<type>".
+    auto list = line.substr(p);
+    list = list.substr(0, list.find(';'));
+    while (!list.empty()) {
+      auto sp = list.find(' ');
+      auto tok = list.substr(0, sp);
+      list = sp == std::string_view::npos ? std::string_view{} : list.substr(sp + 1);
+      auto close = tok.find(']'), colon = tok.rfind(':'), slash = tok.rfind('/');
+      if (tok.empty() || tok.front() != '[' || close == std::string_view::npos ||
+          colon == std::string_view::npos || colon < close)
+        continue;
+      int index = -1, port = -1;
+      auto [i_end, i_ec] = std::from_chars(tok.data() + 1, tok.data() + close, index);
+      const char* port_end = tok.data() + (slash != std::string_view::npos && slash > colon ? slash : tok.size());
+      auto [p_end, p_ec] = std::from_chars(tok.data() + colon + 1, port_end, port);
+      if (i_ec != std::errc() || i_end != tok.data() + close || p_ec != std::errc() ||
+          p_end != port_end || index < 0 || port < 0 || colon == close + 1)
+        continue;
+      o.ib_ports[index] =
+          std::string(tok.substr(close + 1, colon - close - 1)) + "/" + std::to_string(port);
+    }
+  }
   if (!matched && (line.find("NET/IB : No device found") != std::string_view::npos ||
                    line.find("NET/IB : Using") != std::string_view::npos ||
                    line.find("NET/Socket : Using") != std::string_view::npos)) {
@@ -158,6 +183,11 @@ nlohmann::json NcclObserved::to_json() const {
       {"found", found},
   };
   if (!host.empty()) j["host"] = host;
+  if (!ib_ports.empty()) {
+    nlohmann::json ports = nlohmann::json::object();
+    for (const auto& [i, port] : ib_ports) ports[std::to_string(i)] = port;
+    j["ib_ports"] = std::move(ports);
+  }
   if (!warnings.empty()) j["warnings"] = warnings;
   if (!plugin_lines.empty()) j["plugin_lines"] = plugin_lines;
   if (!lines.empty()) j["log_lines"] = lines;
@@ -205,6 +235,7 @@ NcclObserved merge_observed(const std::vector<NcclObserved>& parts) {
     m.net_channels += p.net_channels;
     m.gdr_channels += p.gdr_channels;
     for (const auto& d : p.net_devices) add_unique(m.net_devices, d);
+    m.ib_ports.insert(p.ib_ports.begin(), p.ib_ports.end());
     if (m.plugin.empty()) m.plugin = p.plugin;
     for (const auto& l : p.plugin_lines) add_capped(m.plugin_lines, l, kMaxPluginLines);
     if (m.ofi_provider.empty()) m.ofi_provider = p.ofi_provider;
@@ -237,6 +268,29 @@ std::vector<std::filesystem::path> find_nccl_logs(const std::filesystem::path& d
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::optional<PortRate> nccl_port_rate(const NcclObserved& o,
+                                       const std::map<std::string, double>& rates) {
+  if (rates.empty() || o.net_channels == 0) return std::nullopt;
+  std::set<std::string> all, carried;
+  for (const auto& [port, gbps] : rates) all.insert(port);
+  const std::string net = lower(o.network);
+  if (net == "ib") {
+    for (const auto& d : o.net_devices) {
+      if (d.rfind("IB/", 0) != 0) continue;
+      int index = -1;
+      auto [end, ec] = std::from_chars(d.data() + 3, d.data() + d.size(), index);
+      auto port = ec == std::errc() ? o.ib_ports.find(index) : o.ib_ports.end();
+      if (port != o.ib_ports.end() && rates.count(port->second)) carried.insert(port->second);
+    }
+    if (carried.empty()) carried = all;  // NET/IB carried them; the log does not say on which
+  } else if (net.find("libfabric") != std::string::npos) {
+    if (o.ofi_provider.empty() || lower(o.ofi_provider).rfind("efa", 0) == 0) carried = all;
+  } else if (net != "socket") {
+    return std::nullopt;  // another plugin: which device it used is not known here
+  }
+  return fastest_port(rates, carried);
 }
 
 }  // namespace ncclsmoke::transports

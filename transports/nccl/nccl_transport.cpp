@@ -293,6 +293,13 @@ class NcclTransportImpl final : public NcclTransport {
       j["nccl_log"] = seen.found ? seen.to_json() : nlohmann::json(nullptr);
       j["network"] = seen.network.empty() ? nlohmann::json(nullptr) : nlohmann::json(seen.network);
       j["gdr"] = seen.gdr;
+      // What the device NCCL's network bytes crossed (or bypassed) can carry: judging compares
+      // the bus bandwidth with it (BELOW_LINE_RATE), as for the fabric transport.
+      if (auto rate = nccl_port_rate(seen, read_port_rates(kRdmaSysfsRoot))) {
+        j["port_rate_gbps"] = rate->gbps;
+        j["port_rate_port"] = rate->port;
+        j["port_rate_carried"] = rate->carried;
+      }
     } else {
       j["nccl_log"] = nullptr;
     }
