@@ -42,6 +42,13 @@ constexpr uint32_t kHelloMagic = 0x4b52534eu;  // "NSRK"
 constexpr uint32_t kAckMagic = 0x4b41534eu;    // "NSAK"
 constexpr uint32_t kVersion = 1;
 constexpr std::size_t kHello = 32, kAck = 16;
+// Published in place of an address by a rank whose set-up failed before it had one (no usable
+// interface, a bad option), followed by why: its previous rank, which waits for that key, fails at
+// once naming it, instead of waiting out the deadline.
+constexpr std::string_view kSetupFailedMark = "!setup-failed: ";
+// How often a rank waiting for its previous rank's connections looks for that rank's word in the
+// store (one or two store round trips).
+constexpr std::chrono::milliseconds kPrevLookEvery{250};
 // Measured on loopback (2 ranks, 64 MiB): 1 MiB chunks beat 128 KiB..4 MiB, and the kernel's
 // buffer autotuning beat every fixed SO_SNDBUF/SO_RCVBUF from 256 KiB to 8 MiB.
 constexpr std::size_t kDefaultChunk = 1 << 20;
@@ -163,8 +170,18 @@ class SocketTransport final : public Transport {
       throw TransportError(ErrorKind::init_failed,
                            who() + ": rank " + std::to_string(ctx.rank) + " is outside world size " +
                                std::to_string(ctx.world_size));
-    read_options();
-    choose_address();
+    try {
+      read_options();
+      choose_address();
+    } catch (const TransportError& e) {
+      if (ctx.store && ctx.world_size > 1) {
+        try {
+          ctx.store->set("addr/" + std::to_string(ctx.rank), std::string(kSetupFailedMark) + e.what());
+        } catch (const std::exception&) {
+        }
+      }
+      throw;
+    }
     n_ = ctx.world_size;
     next_ = (ctx.rank + 1) % n_;
     prev_ = (ctx.rank - 1 + n_) % n_;
@@ -179,6 +196,10 @@ class SocketTransport final : public Transport {
       publish_and_connect(deadline, start);
       accept_from_prev(deadline, start);
       read_acks(deadline, start);
+    } catch (const TransportError& e) {
+      leave_abort_record(e);
+      close();
+      throw;
     } catch (...) {
       close();
       throw;
@@ -393,9 +414,10 @@ class SocketTransport final : public Transport {
 
   void publish_and_connect(Deadline deadline, Clock::time_point start) {
     std::string key = "addr/" + std::to_string(next_);
+    std::string published;
     try {
       ctx_.store->set("addr/" + std::to_string(ctx_.rank), listen_);
-      next_addr_ = ctx_.store->get(key, deadline);
+      published = ctx_.store->get(key, deadline);
     } catch (const StoreError& e) {
       bool late = e.error_class() == rendezvous::ErrorClass::timed_out;
       throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
@@ -407,6 +429,12 @@ class SocketTransport final : public Transport {
                                ": " + e.what(),
                            next_);
     }
+    if (published.rfind(kSetupFailedMark, 0) == 0)
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + peer(next_) + " could not set up its socket transport: " +
+                               published.substr(kSetupFailedMark.size()),
+                           next_);
+    next_addr_ = published;
     std::string host;
     uint16_t port = 0;
     if (!rendezvous::split_host_port(next_addr_, host, port))
@@ -469,8 +497,18 @@ class SocketTransport final : public Transport {
       ::close(pending[i].fd);
       pending.erase(pending.begin() + static_cast<long>(i));
     };
+    // The previous rank may have failed before it could connect: it says so in the store
+    // (kSetupFailedMark in place of its address, or its abort record), read every so often.
+    auto next_look = Clock::now() + kPrevLookEvery;
     try {
       while (accepted < nconn_) {
+        if (accepted == 0 && Clock::now() >= next_look) {
+          next_look = Clock::now() + kPrevLookEvery;
+          if (auto why = prev_gave_up())
+            throw TransportError(ErrorKind::init_failed,
+                                 who() + ": " + peer(prev_) + " gave up before connecting: " + *why,
+                                 prev_);
+        }
         if (expired(deadline)) {
           std::string msg = who() + ": socket transport set-up timed out after " +
                             seconds_text_fine(rendezvous::seconds_since(start)) + ": " +
@@ -488,7 +526,8 @@ class SocketTransport final : public Transport {
         }
         std::vector<pollfd> fds{{listen_fd_, POLLIN, 0}};
         for (const auto& p : pending) fds.push_back({p.fd, POLLIN, 0});
-        int ms = static_cast<int>(std::max<int64_t>(1, remaining(deadline).count()));
+        int ms = static_cast<int>(std::clamp<int64_t>(remaining(deadline).count(), 1,
+                                                      kPrevLookEvery.count()));
         if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR)
           throw TransportError(ErrorKind::init_failed, who() + ": poll failed: " + std::strerror(errno));
         for (std::size_t i = pending.size(); i-- > 0;) {
@@ -683,6 +722,16 @@ class SocketTransport final : public Transport {
     }
   }
 
+  // The reason this rank gave up, for the neighbours (read_abort_record).
+  void leave_abort_record(const TransportError& e) {
+    try {
+      ctx_.store->set("abort/" + std::to_string(ctx_.rank),
+                      json{{"kind", to_string(e.kind())}, {"peer", e.peer()}, {"message", e.what()}}
+                          .dump());
+    } catch (const std::exception&) {
+    }
+  }
+
   // After a failure the transport is done: leave the reason for the neighbours, then close every
   // connection so they stop waiting on this rank at once.
   void give_up(const TransportError& e) {
@@ -690,13 +739,25 @@ class SocketTransport final : public Transport {
     broken_kind_ = e.kind();
     broken_message_ = e.what();
     broken_peer_ = e.peer();
-    try {
-      ctx_.store->set("abort/" + std::to_string(ctx_.rank),
-                      json{{"kind", to_string(e.kind())}, {"peer", e.peer()}, {"message", e.what()}}
-                          .dump());
-    } catch (const std::exception&) {
-    }
+    leave_abort_record(e);
     close();
+  }
+
+  // Why the previous rank gave up during set-up, when it said so in the store; nullopt otherwise.
+  std::optional<std::string> prev_gave_up() {
+    try {
+      const std::string key = "addr/" + std::to_string(prev_);
+      if (ctx_.store->check({key})) {
+        const std::string published = ctx_.store->get(key, deadline_after(Millis(1000)));
+        if (published.rfind(kSetupFailedMark, 0) == 0)
+          return published.substr(kSetupFailedMark.size());
+      }
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    json root = read_abort_record(prev_);
+    if (root.is_object()) return root.value("message", std::string("it gave up"));
+    return std::nullopt;
   }
 
   TransportContext ctx_;
