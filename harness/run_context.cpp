@@ -1,5 +1,7 @@
 #include "harness/run_context.h"
 
+#include <sys/utsname.h>
+
 #include "results/judging/judge_run.h"
 
 #include <fmt/format.h>
@@ -32,6 +34,8 @@ RunContext::RunContext(RunOptions options, std::string env)
   run_id = record.verdict.run_id;
   record.verdict.env = results::allowlisted_env();
   record.verdict.versions["ncclsmoke"] = kVersion;
+  // The kernel shapes the network stack: judging compares it across ranks (CONFIG_SKEW, info).
+  if (struct utsname u; uname(&u) == 0) record.verdict.versions["kernel"] = u.release;
 }
 
 std::string RunContext::job_namespace() const {

@@ -5,6 +5,7 @@
 
 #include "rendezvous/rank_ref.h"
 #include "results/judging/classify.h"
+#include "results/judging/config_skew_rule.h"
 #include "results/judging/judge.h"
 #include "results/judging/link_rules.h"
 #include "results/judging/lossy_path_rule.h"
@@ -48,6 +49,8 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   add_judged_findings(global.findings, judge_links(global));
   // The first run's expectation: what the slowest interface says it can carry.
   add_judged_findings(global.findings, judge_line_rate(global));
+  // Ranks that run another stack or other settings than the rest (each rank's own view).
+  add_judged_findings(global.findings, judge_config_skew(rank_configs(views)));
   // Loss so heavy that the links were never measured is still seen by the liveness watches, but
   // not through a witness whose own path is suspect; and a host named now can discount more.
   discount_suspect_witnesses(global);

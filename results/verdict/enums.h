@@ -97,6 +97,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
 #define NCCLSMOKE_FINDING_CODES(X) \
   X(CONFIG_INVALID)                \
   X(CONFIG_MISSING)                \
+  X(CONFIG_SKEW)                   \
   X(HOST_EXCLUDED)                 \
   X(RENDEZVOUS_DNS)                \
   X(RENDEZVOUS_REFUSED)            \

@@ -11,9 +11,11 @@ namespace {
 
 // PET_ (Kubeflow), LWS_ (LeaderWorkerSet) and JOBSET_ (our downward-API names) carry a
 // launcher's world (harness/launchers.cpp), so a verdict shows what discovery read.
-constexpr std::string_view kPrefixes[] = {"NCCL_",   "FI_",      "OFI_", "TORCH_",
-                                          "GLOO_",   "MASTER_",  "OMPI_COMM_WORLD_",
-                                          "PET_",    "LWS_",     "JOBSET_"};
+// OMPI_MCA_ and UCX_ shape MPI's path as NCCL_ and FI_ shape the others' (judging compares them
+// across ranks: config_skew_rule.h).
+constexpr std::string_view kPrefixes[] = {"NCCL_", "FI_",  "OFI_",   "TORCH_", "GLOO_",
+                                          "MASTER_", "OMPI_COMM_WORLD_", "OMPI_MCA_", "UCX_",
+                                          "PET_",  "LWS_", "JOBSET_"};
 constexpr std::string_view kExact[] = {"RANK",         "WORLD_SIZE",   "LOCAL_RANK",
                                        "CUDA_VISIBLE_DEVICES", "SLURM_PROCID", "SLURM_NTASKS",
                                        "SLURM_LOCALID", "JOB_COMPLETION_INDEX", "NODE_NAME"};

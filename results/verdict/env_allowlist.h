@@ -9,7 +9,8 @@ namespace ncclsmoke::results {
 
 inline constexpr const char* kRedacted = "<redacted>";
 
-// Allowed: NCCL_*, FI_*, OFI_*, TORCH_*, GLOO_*, MASTER_*, OMPI_COMM_WORLD_*, and exactly RANK,
+// Allowed: NCCL_*, FI_*, OFI_*, TORCH_*, GLOO_*, MASTER_*, OMPI_COMM_WORLD_*, OMPI_MCA_*, UCX_*,
+// PET_*, LWS_*, JOBSET_*, and exactly RANK,
 // WORLD_SIZE, LOCAL_RANK, CUDA_VISIBLE_DEVICES, SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID,
 // JOB_COMPLETION_INDEX, NODE_NAME. Names are case-sensitive, as the launchers set them.
 bool env_name_allowed(std::string_view name);

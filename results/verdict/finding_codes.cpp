@@ -19,6 +19,14 @@ const std::vector<FindingCode> kCodes = {
      "Something the run needs (rank, world size, master address or port) was given neither by "
      "flag nor by the launcher's environment.",
      "Set {variable} or pass {flag}; under Kubernetes check the Job's env and the downward API."},
+    {Code::CONFIG_SKEW, Severity::warning, Layer::config, Outcome::degraded,
+     "Some ranks run with a communication stack or settings other than the majority's: a "
+     "variable that shapes the transports (NCCL_*, FI_*, OFI_*, OMPI_MCA_*, UCX_*) set "
+     "differently or missing, or another NCCL, plugin, CUDA, libfabric, MPI or ncclsmoke. "
+     "Each item is one finding naming the odd ranks and hosts; the values by rank are in the "
+     "evidence.",
+     "Make every rank run the same stack and settings for {item}: fix the node image or the job's "
+     "environment (the pod spec or policy that injects it, the Slurm script), then run again."},
     {Code::HOST_EXCLUDED, Severity::error, Layer::config, Outcome::degraded,
      "A rank runs on a host that was set aside (--exclude-hosts, or the suspects file of an earlier "
      "failing run given to --exclude-file): the job was placed on a node known to be bad, so the run "
