@@ -64,8 +64,10 @@ std::string where(const std::set<std::string>& hosts, const std::set<int>& ranks
                      ranks.size() == 1 ? "rank" : "ranks", results::rank_list(ranks));
 }
 
-std::string value_text(const std::string& v) {
-  return v == kUnset ? std::string("does not set it") : fmt::format("has \"{}\"", v);
+// "does not set it" / "has \"x\"", or the plural for several ranks.
+std::string value_text(const std::string& v, std::size_t ranks) {
+  if (v == kUnset) return ranks == 1 ? "does not set it" : "do not set it";
+  return fmt::format("{} \"{}\"", ranks == 1 ? "has" : "have", v);
 }
 
 struct Holders {
@@ -107,7 +109,7 @@ std::optional<Finding> judge_item(const std::string& item, bool variable,
     std::vector<std::string> others;
     for (const auto& [value, h] : by_value) {
       if (&value == majority) continue;
-      others.push_back(fmt::format("{} {}", where(h.hosts, h.ranks), value_text(value)));
+      others.push_back(fmt::format("{} {}", where(h.hosts, h.ranks), value_text(value, h.ranks.size())));
       ranks.insert(ranks.end(), h.ranks.begin(), h.ranks.end());
       hosts.insert(h.hosts.begin(), h.hosts.end());
     }
@@ -119,11 +121,12 @@ std::optional<Finding> judge_item(const std::string& item, bool variable,
   } else {
     std::vector<std::string> split;
     for (const auto& [value, h] : by_value)
-      split.push_back(fmt::format("{} {}", where(h.hosts, h.ranks), value_text(value)));
+      split.push_back(fmt::format("{} {}", where(h.hosts, h.ranks), value_text(value, h.ranks.size())));
     message = fmt::format("{}: the ranks disagree with no majority ({}); no host is named, since "
                           "none is the odd one out",
                           item, fmt::join(split, "; "));
   }
+  std::sort(ranks.begin(), ranks.end());
   Finding f = make_finding(Code::CONFIG_SKEW, message, ranks,
                            std::vector<std::string>(hosts.begin(), hosts.end()), {{"item", item}});
   if (kInfoItems.count(item)) f.severity = Severity::info;
@@ -214,6 +217,57 @@ std::vector<Finding> judge_config_skew(const std::vector<RankConfig>& ranks) {
     }
     if (compared < 2) continue;
     if (auto f = judge_item(label, false, by_value, compared)) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+std::vector<Finding> judge_env_policy(const std::vector<Verdict>& views, const Profile& profile) {
+  std::vector<Finding> out;
+  if (profile.environment.empty()) return out;
+  // Each rank's own view once: its env and host.
+  std::vector<const Verdict*> own;
+  std::set<int> seen;
+  for (const auto& v : views)
+    if (v.reporting_rank >= 0 && seen.insert(v.reporting_rank).second) own.push_back(&v);
+  for (const auto& [name, wanted] : profile.environment) {
+    std::map<std::string, Holders> off;  // what the off ranks have -> who
+    for (const Verdict* v : own) {
+      auto it = v->env.find(name);
+      const bool ok = it != v->env.end() && (!wanted || it->second == *wanted);
+      if (ok) continue;
+      auto& h = off[it == v->env.end() ? std::string(kUnset) : it->second];
+      h.ranks.insert(v->reporting_rank);
+      h.hosts.insert(host_of(*v));
+    }
+    if (off.empty()) continue;
+    const std::string want_text =
+        wanted ? fmt::format("\"{}\"", *wanted) : std::string("set, to any value");
+    std::vector<std::string> parts;
+    std::vector<int> ranks;
+    std::set<std::string> hosts;
+    json values = json::object();
+    for (const auto& [value, h] : off) {
+      parts.push_back(fmt::format("{} {}", where(h.hosts, h.ranks), value_text(value, h.ranks.size())));
+      ranks.insert(ranks.end(), h.ranks.begin(), h.ranks.end());
+      hosts.insert(h.hosts.begin(), h.hosts.end());
+      values[value] = {{"ranks", h.ranks}, {"hosts", h.hosts}};
+    }
+    std::sort(ranks.begin(), ranks.end());
+    Finding f = make_finding(
+        Code::ENV_POLICY,
+        fmt::format("{}: the profile {} wants it {}; {}", name, profile.name, want_text,
+                    fmt::join(parts, "; ")),
+        ranks, std::vector<std::string>(hosts.begin(), hosts.end()),
+        {{"variable", name},
+         {"wanted", wanted ? *wanted : std::string("set")},
+         {"profile", profile.name}});
+    f.subject.item = "policy " + name;
+    f.evidence = {{"variable", name},
+                  {"profile", profile.name},
+                  {"wanted", wanted ? json(*wanted) : json(nullptr)},
+                  {"off", values},
+                  {"ranks_checked", own.size()}};
+    out.push_back(std::move(f));
   }
   return out;
 }

@@ -1,4 +1,7 @@
 #pragma once
+// The job's configuration across its ranks: CONFIG_SKEW (against each other) and ENV_POLICY
+// (against the profile's environment policy, below).
+//
 // CONFIG_SKEW: the ranks of one job that run with a communication stack or settings other than the
 // majority's. One node with another NCCL, a missing NCCL_SOCKET_IFNAME or FI_PROVIDER on one pod,
 // an old ncclsmoke on one host: each makes a job fail or crawl in a way no single rank can see,
@@ -26,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "results/judging/profile.h"
 #include "results/verdict/verdict.h"
 
 namespace ncclsmoke::results {
@@ -47,5 +51,13 @@ bool skew_variable(const std::string& name);
 std::vector<RankConfig> rank_configs(const std::vector<Verdict>& views);
 
 std::vector<Finding> judge_config_skew(const std::vector<RankConfig>& ranks);
+
+// ENV_POLICY: the ranks that run without a variable the profile's environment policy wants
+// (profile.h Profile::environment), or with another value; one finding per variable, naming
+// each rank and host off it with what it has and what the profile wants. Read from each rank's
+// own verdict (its env), so every rank is checked, not only rank 0. Severity warning; no host is
+// set aside (a job's configuration, not a node's fault). Nothing when the policy is empty. A
+// variable the policy names is judged by it alone (judge_world leaves it out of CONFIG_SKEW).
+std::vector<Finding> judge_env_policy(const std::vector<Verdict>& views, const Profile& profile);
 
 }  // namespace ncclsmoke::results

@@ -49,8 +49,13 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   add_judged_findings(global.findings, judge_links(global));
   // The first run's expectation: what the slowest interface says it can carry.
   add_judged_findings(global.findings, judge_line_rate(global));
-  // Ranks that run another stack or other settings than the rest (each rank's own view).
-  add_judged_findings(global.findings, judge_config_skew(rank_configs(views)));
+  // Ranks that run another stack or other settings than the rest (each rank's own view); a
+  // variable the profile's environment policy names is judged against the policy instead.
+  auto configs = rank_configs(views);
+  if (profile)
+    for (auto& c : configs)
+      for (const auto& [name, wanted] : profile->environment) c.variables.erase(name);
+  add_judged_findings(global.findings, judge_config_skew(configs));
   // Loss so heavy that the links were never measured is still seen by the liveness watches, but
   // not through a witness whose own path is suspect; and a host named now can discount more.
   discount_suspect_witnesses(global);
@@ -59,6 +64,7 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   discount_suspect_witnesses(global);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));
+    add_judged_findings(global.findings, judge_env_policy(views, *profile));
     global.baseline = baseline_record(profile, global);
   }
   apply_verdict(global);

@@ -1,5 +1,7 @@
 #include "results/judging/profile.h"
 
+#include "results/verdict/env_allowlist.h"
+
 #include <yaml-cpp/yaml.h>
 
 #include <charconv>
@@ -163,12 +165,31 @@ std::vector<Profile> profiles_from_json(const json& doc) {
     const json& p = (*it)[i];
     std::string path = "profiles[" + std::to_string(i) + "]";
     if (!p.is_object()) bad(path, "expected a mapping");
-    only_keys(p, path, {"name", "description", "transports"});
+    only_keys(p, path, {"name", "description", "transports", "environment"});
     Profile prof;
     prof.name = string_at(p, "name", path, true);
     if (!names.insert(prof.name).second) bad(path + ".name", "duplicate profile '" + prof.name + "'");
     path = "profiles[" + std::to_string(i) + "] (" + prof.name + ")";
     prof.description = string_at(p, "description", path, false);
+    if (p.contains("environment") && !p["environment"].is_null()) {
+      const json& env = object_at(p, "environment", path);
+      for (const auto& [name, value] : env.items()) {
+        const std::string vpath = path + ".environment." + name;
+        if (!env_name_allowed(name))
+          bad(vpath, "not a variable a verdict keeps, so it cannot be checked (NCCL_*, FI_*, OFI_*, "
+                     "OMPI_MCA_*, UCX_*, TORCH_*, ...: results/verdict/env_allowlist.h)");
+        if (value.is_null()) {
+          prof.environment[name] = std::nullopt;
+        } else if (!value.is_string()) {
+          bad(vpath, "expected a quoted string (an environment value is text: \"1\"), or ~ for "
+                     "any value, got " + value.dump());
+        } else if (env_name_secret(name)) {
+          bad(vpath, "a secret's value is never kept in a verdict: require it set with ~");
+        } else {
+          prof.environment[name] = value.get<std::string>();
+        }
+      }
+    }
     auto ts = p.find("transports");
     if (ts == p.end() || !ts->is_array() || ts->empty())
       bad(path + ".transports", "expected a non-empty list");

@@ -13,6 +13,7 @@
 //           identity: {network: Libfabric, provider: efa, gdr: true}
 //           baselines:
 //             - {world_size: 16, busbw_gbps: 487, gate_bytes: 17179869184, source: "public figure: ..."}
+//       environment: {FI_PROVIDER: efa, FI_EFA_USE_DEVICE_RDMA: "1", NCCL_SOCKET_IFNAME: ~}
 // world_size 0 (or absent) means "any world size"; an exact world size wins over it.
 // Loading is strict: an unknown key, a wrong type or a bad value throws ProfileError naming the
 // path (e.g. "profiles[0].transports[1].baselines[0].busbw_gbps"), because a typo in a threshold
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -61,6 +63,11 @@ struct Profile {
   std::string name;
   std::string description;
   std::vector<TransportExpectation> transports;
+  // The environment policy (file key `environment`): variables every rank must run with, and the
+  // value each must have; nullopt (YAML ~) means set, to any value. Names are those a verdict
+  // keeps (env_allowlist.h); a secret's (TOKEN, KEY, ...) value is never kept, so it can only be
+  // required set. Values are text: quote numbers ("1"). ENV_POLICY names each rank off it.
+  std::map<std::string, std::optional<std::string>> environment;
 };
 
 class ProfileError : public std::runtime_error {

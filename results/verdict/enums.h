@@ -98,6 +98,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(CONFIG_INVALID)                \
   X(CONFIG_MISSING)                \
   X(CONFIG_SKEW)                   \
+  X(ENV_POLICY)                    \
   X(HOST_EXCLUDED)                 \
   X(RENDEZVOUS_DNS)                \
   X(RENDEZVOUS_REFUSED)            \

@@ -27,6 +27,13 @@ const std::vector<FindingCode> kCodes = {
      "evidence.",
      "Make every rank run the same stack and settings for {item}: fix the node image or the job's "
      "environment (the pod spec or policy that injects it, the Slurm script), then run again."},
+    {Code::ENV_POLICY, Severity::warning, Layer::config, Outcome::degraded,
+     "A rank runs without a variable the profile's environment policy wants, or with another "
+     "value (a missing NCCL_SOCKET_IFNAME or FI_PROVIDER is found here in a minute, not from a "
+     "training job's logs). One finding per variable, naming each rank off it with what it has.",
+     "Set {variable} ({wanted}) on the named ranks: in the pod spec, the policy that injects the "
+     "job's defaults (a Kyverno mutate rule), or the Slurm script; the profile {profile} wants "
+     "it."},
     {Code::HOST_EXCLUDED, Severity::error, Layer::config, Outcome::degraded,
      "A rank runs on a host that was set aside (--exclude-hosts, or the suspects file of an earlier "
      "failing run given to --exclude-file): the job was placed on a node known to be bad, so the run "

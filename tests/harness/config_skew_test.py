@@ -10,6 +10,9 @@ transport, small sizes.
             transport honours it, so rank 2 cannot set up (TRANSPORT_INIT_FAILED naming the rule),
             and CONFIG_SKEW says why that rank alone; the others fail at once naming rank 2 (it
             published why in place of its address), not after the 20 s transport deadline.
+  policy    --profiles with an environment policy (FI_PROVIDER "efa", NCCL_DEBUG set): rank 1
+            without FI_PROVIDER is ENV_POLICY naming it alone with the wanted value, no CONFIG_SKEW
+            for that variable beside it; every rank without NCCL_DEBUG is named.
   missing   rank 1 without NCCL_IB_DISABLE (the others 1), and rank 3 with FI_PROVIDER=tcp (the
             others efa): two findings, each naming its rank alone; mpirun's own bookkeeping
             (OMPI_MCA_ess_base_vpid, different on every rank) is not one.
@@ -135,6 +138,44 @@ def main():
              f"{[(f['code'], f['ranks']) for f in v.get('findings', [])]}")
     if took > 15:
         fail(f"ifname: took {took:.1f} s: the others waited out the deadline for rank 2")
+
+    profiles = os.path.join(work, "profiles.yaml")
+    with open(profiles, "w") as f:
+        f.write("profiles:\n"
+                "  - name: policy-test\n"
+                "    environment: {FI_PROVIDER: efa, NCCL_DEBUG: ~}\n"
+                "    transports:\n"
+                "      - transport: socket\n"
+                "        baselines:\n"
+                "          - {busbw_gbps: 0.00001, gate_bytes: 262144, source: test}\n")
+
+    def policy(r):
+        env = dict(BASE)
+        if r == 1:
+            del env["FI_PROVIDER"]
+        return env
+
+    global FLAGS
+    plain = FLAGS
+    FLAGS = FLAGS + ["--profiles", profiles, "--profile", "policy-test"]
+    codes, v = run_world(args.binary, os.path.join(work, "policy"), policy)
+    FLAGS = plain
+    pol = {(f.get("evidence") or {}).get("variable"): f for f in v.get("findings", [])
+           if f["code"] == "ENV_POLICY"}
+    print(f"  policy: exit {codes}, verdict {v.get('verdict')}: "
+          f"{[f['message'] for f in pol.values()]}, CONFIG_SKEW {len(skews(v))}")
+    if sorted(pol) != ["FI_PROVIDER", "NCCL_DEBUG"]:
+        fail(f"policy: ENV_POLICY variables {sorted(pol)}, expected FI_PROVIDER and NCCL_DEBUG")
+    else:
+        f = pol["FI_PROVIDER"]
+        if f["ranks"] != [1] or '"efa"' not in f["message"] or "does not set it" not in f["message"]:
+            fail(f"policy: FI_PROVIDER {f['ranks']} {f['message']!r}")
+        if pol["NCCL_DEBUG"]["ranks"] != [0, 1, 2, 3]:
+            fail(f"policy: NCCL_DEBUG names {pol['NCCL_DEBUG']['ranks']}, expected every rank")
+    if skews(v):
+        fail(f"policy: CONFIG_SKEW beside the policy: {[f['message'] for f in skews(v)]}")
+    if v.get("verdict") != "degraded":
+        fail(f"policy: verdict {v.get('verdict')}, expected degraded")
 
     def missing(r):
         env = dict(BASE)

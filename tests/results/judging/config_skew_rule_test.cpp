@@ -96,7 +96,7 @@ TEST(ConfigSkew, AnEvenSplitNamesNoHostAndDebugSettingsAreInfo) {
   EXPECT_TRUE(fs[0].hosts.empty());
   EXPECT_TRUE(fs[0].ranks.empty());
   EXPECT_NE(fs[0].message.find("no majority"), std::string::npos) << fs[0].message;
-  EXPECT_NE(fs[0].message.find("hosts h0, h1 (ranks 0, 1) has \"tcp\""), std::string::npos)
+  EXPECT_NE(fs[0].message.find("hosts h0, h1 (ranks 0, 1) have \"tcp\""), std::string::npos)
       << fs[0].message;
   EXPECT_TRUE(fs[0].evidence["majority"].is_null());
   EXPECT_EQ(fs[1].severity, Severity::info);
@@ -172,6 +172,41 @@ TEST(ConfigSkew, RankZeroReadsEachRanksOwnViewAndNamesTheOddOne) {
             "NCCL version: host h2 (rank 2) has \"2.21.5\"; the other 2 ranks, on 2 hosts, "
             "\"2.28.3\"");
   EXPECT_EQ(g.verdict, Outcome::degraded);
+}
+
+TEST(EnvPolicy, EachRankOffThePolicyIsNamedWithWhatItHasAndWhatIsWanted) {
+  std::vector<Verdict> views{view(0, "2.28.3", "eth0"), view(1, "2.28.3", "eth1"),
+                             view(2, "2.28.3", "eth0"), view(3, "2.28.3", "eth1")};
+  views[2].env.erase("NCCL_SOCKET_IFNAME");
+  views[1].env["FI_PROVIDER"] = "efa";
+  views[3].env["FI_PROVIDER"] = "efa";
+  Profile p;
+  p.name = "p5";
+  p.environment = {{"NCCL_SOCKET_IFNAME", "eth0"}, {"FI_PROVIDER", std::nullopt},
+                   {"NCCL_DEBUG", std::nullopt}};
+  auto fs = judge_env_policy(views, p);
+  ASSERT_EQ(fs.size(), 3u);
+  // By variable name: FI_PROVIDER, NCCL_DEBUG, NCCL_SOCKET_IFNAME.
+  EXPECT_EQ(fs[0].code, Code::ENV_POLICY);
+  EXPECT_EQ(fs[0].ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(fs[0].message, "FI_PROVIDER: the profile p5 wants it set, to any value; hosts h0, h2 "
+                           "(ranks 0, 2) do not set it");
+  EXPECT_EQ(fs[1].ranks, (std::vector<int>{0, 1, 2, 3})) << "no rank sets it: all are named";
+  EXPECT_EQ(fs[2].ranks, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(fs[2].message,
+            "NCCL_SOCKET_IFNAME: the profile p5 wants it \"eth0\"; host h2 (rank 2) does not set "
+            "it; hosts h1, h3 (ranks 1, 3) have \"eth1\"");
+  EXPECT_EQ(fs[2].evidence["wanted"], "eth0");
+  EXPECT_NE(fs[2].hint.find("NCCL_SOCKET_IFNAME"), std::string::npos) << fs[2].hint;
+  EXPECT_NE(fs[2].hint.find("p5"), std::string::npos) << fs[2].hint;
+  // Every rank as the policy wants: nothing; no policy: nothing.
+  for (auto& v : views) {
+    v.env["NCCL_SOCKET_IFNAME"] = "eth0";
+    v.env["FI_PROVIDER"] = "tcp";
+    v.env["NCCL_DEBUG"] = "WARN";
+  }
+  EXPECT_TRUE(judge_env_policy(views, p).empty());
+  EXPECT_TRUE(judge_env_policy(views, Profile{}).empty());
 }
 
 }  // namespace

@@ -48,6 +48,11 @@ TEST(Profile, ExampleFileParses) {
   EXPECT_NE(b->source.find("public figure"), std::string::npos);
   EXPECT_EQ(find_band(*nccl, 8), nullptr);  // no "any" band: other sizes have no baseline
 
+  // The sample environment policy, as the gpu-efa overlay's pods set it.
+  EXPECT_EQ(p5->environment.at("FI_PROVIDER"), "efa");
+  EXPECT_EQ(p5->environment.at("FI_EFA_USE_DEVICE_RDMA"), "1");
+  EXPECT_EQ(p5->environment.at("NCCL_SOCKET_IFNAME"), std::nullopt);
+
   const Profile* p4 = find_profile(ps, "p4de-efa");
   ASSERT_NE(p4, nullptr);
   EXPECT_DOUBLE_EQ(find_band(*find_transport(*p4, "nccl"), 16)->busbw_gbps, 78);
@@ -110,6 +115,33 @@ profiles:
 )");
   EXPECT_EQ(ps[0].name, "123");
   EXPECT_TRUE(ps[0].transports[0].identity["network"].is_string());
+}
+
+TEST(Profile, EnvironmentPolicyValuesAndItsErrors) {
+  auto with = [](const std::string& env) {
+    return std::string(kMinimal) + "    environment: " + env + "\n";
+  };
+  auto ps = load_profiles(with("{NCCL_DEBUG: WARN, FI_EFA_USE_DEVICE_RDMA: \"1\", "
+                               "NCCL_SOCKET_IFNAME: ~, FI_EFA_KEY: ~}"));
+  ASSERT_EQ(ps.size(), 1u);
+  const auto& env = ps[0].environment;
+  ASSERT_EQ(env.size(), 4u);
+  EXPECT_EQ(env.at("NCCL_DEBUG"), "WARN");
+  EXPECT_EQ(env.at("FI_EFA_USE_DEVICE_RDMA"), "1");
+  EXPECT_EQ(env.at("NCCL_SOCKET_IFNAME"), std::nullopt);
+  EXPECT_EQ(env.at("FI_EFA_KEY"), std::nullopt) << "a secret may be required set";
+  EXPECT_TRUE(load_profiles(kMinimal)[0].environment.empty());
+  // An unquoted number, a variable no verdict keeps, a secret's value: each names the field.
+  EXPECT_NE(error_of(with("{FI_EFA_USE_DEVICE_RDMA: 1}"))
+                .find("profiles[0] (x).environment.FI_EFA_USE_DEVICE_RDMA: expected a quoted string"),
+            std::string::npos)
+      << error_of(with("{FI_EFA_USE_DEVICE_RDMA: 1}"));
+  EXPECT_NE(error_of(with("{LD_LIBRARY_PATH: /x}")).find("environment.LD_LIBRARY_PATH: not a variable"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("{FI_EFA_KEY: abc}")).find("a secret's value is never kept"),
+            std::string::npos);
+  EXPECT_NE(error_of(with("[NCCL_DEBUG]")).find("environment: expected a mapping"),
+            std::string::npos);
 }
 
 TEST(Profile, BadInputNamesTheField) {
