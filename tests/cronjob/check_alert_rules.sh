@@ -5,7 +5,7 @@
 # absolute http(s) URL, ahead of the alerts in their group), every alert's runbook_url that base
 # (read by the one template prefix) + a file that exists in the repository with the anchor (a
 # GitHub-style heading anchor), every summary but the staleness ones names the host
-# (ncclsmoke_suspect_host or $labels.host), and no annotation sends people to "the rank-0 pod's
+# (ncclsmoke_suspect_host or $labels.host; the node alerts' $labels.node or $labels.Hostname), and no annotation sends people to "the rank-0 pod's
 # log" without a host. Usage: check_alert_rules.sh cronjob/alerts   (exit 77: promtool absent)
 set -eu
 cd "$1"
@@ -77,7 +77,10 @@ for group in groups:
         elif anchor not in anchors(os.path.join(root, path)):
             errors.append(f"{name}: runbook_url {url!r}: {path} has no heading with anchor #{anchor}")
         summary = ann.get("summary", "")
-        if name != "NcclSmokeStale" and "ncclsmoke_suspect_host" not in summary and "$labels.host" not in summary:
+        # The node's own alerts name it by the exporters' labels (kube-state-metrics' node,
+        # dcgm-exporter's Hostname).
+        if name != "NcclSmokeStale" and not any(h in summary for h in (
+                "ncclsmoke_suspect_host", "$labels.host", "$labels.node", "$labels.Hostname")):
             errors.append(f"{name}: the summary does not name the host: {summary!r}")
         for key, text in ann.items():
             if re.search(r"rank-0 pod", text) and "host" not in text:
