@@ -1,5 +1,7 @@
 #include "harness/world_step.h"
 
+#include "node/kernel_log.h"
+
 #include <set>
 #include <sstream>
 
@@ -100,6 +102,22 @@ void record_world(RunContext& ctx) {
 
 }  // namespace
 
+// The node's kernel log (NCCLSMOKE_KMSG, else /dev/kmsg), read once the world says who this rank
+// is: its GPU faults are judged with the rest (results/judging/node_rules.h). Read before the
+// network steps, so a run the watchdog ends still has it; a GPU fault during a run of seconds is
+// left to the next run.
+void read_node_log(RunContext& ctx) {
+  const std::string path = env("NCCLSMOKE_KMSG").value_or(node::kKernelLogDefault);
+  auto log = node::read_kernel_log(path);
+  if (!log.read)
+    log_debug(fmt::format("node: the kernel log {} was not read ({}): GPU faults are not known",
+                          path, log.why_not));
+  else if (!log.xids.empty())
+    log_info(fmt::format("node: the kernel log {} has {} NVRM Xid line{}", path, log.xids.size(),
+                         log.xids.size() == 1 ? "" : "s"));
+  ctx.saw(results::KernelLogSeen{std::move(log), ctx.self()});
+}
+
 bool world_step(RunContext& ctx) {
   auto t0 = Clock::now();
   log_set_phase("world");
@@ -148,6 +166,7 @@ bool world_step(RunContext& ctx) {
                   "unusable --exclude-file");
     return false;
   }
+  read_node_log(ctx);
   ctx.end_step("world", ended(true, true), t0, describe(w));
   return true;
 }

@@ -10,6 +10,7 @@
 #include "results/judging/link_rules.h"
 #include "results/judging/lossy_path_rule.h"
 #include "results/judging/merge.h"
+#include "results/judging/node_rules.h"
 #include "results/judging/run_rules.h"
 
 namespace ncclsmoke::results {
@@ -18,6 +19,7 @@ void judge_local(Verdict& v, const LocalFacts& facts) {
   list_phases_not_run(v.phases);
   note_store_tampered(v.findings, {facts.rank, facts.host}, facts.store, facts.tampered);
   demote_consequences(v.findings, facts.watch_lost, facts.rank0_hosts_store);
+  explain_by_node_faults(v.findings);
   v.duration_s = facts.duration_s;
   apply_verdict(v);
 }
@@ -61,6 +63,8 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   discount_suspect_witnesses(global);
   add_judged_findings(global.findings, judge_lossy_paths(global));
   explain_by_slow_hosts(global.findings);
+  // A GPU that fell off the bus explains the hang on its rank, and what followed.
+  explain_by_node_faults(global.findings);
   discount_suspect_witnesses(global);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));

@@ -8,6 +8,7 @@
 #include "results/judging/judge_run.h"
 #include "results/judging/link_rules.h"
 #include "results/judging/next_step.h"
+#include "results/judging/node_rules.h"
 #include "results/judging/pairwise_rules.h"
 #include "results/judging/probe_rules.h"
 #include "results/judging/run_rules.h"
@@ -166,6 +167,11 @@ Judged judge_record(Verdict& v, const StepRecord& r) {
           [&v](const PeerResumedSeen& s) {
             note_peer_resumed(v, s.silent);
             return Judged{};
+          },
+          [](const KernelLogSeen& s) {
+            Judged j;
+            j.findings = xid_findings(s.log, s.self);
+            return j;
           },
           [&v](const RunTimeoutSeen& s) {
             Judged j;

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "facts/node.h"
 #include "rendezvous/rank_ref.h"
 #include "results/judging/config_problem.h"
 #include "results/judging/facts_liveness.h"
@@ -128,6 +129,12 @@ struct PeerResumedSeen {
   SilentPeerFact silent;
 };
 
+// The kernel log this rank read (node/kernel_log.h): its GPU faults.
+struct KernelLogSeen {
+  facts::KernelLogFacts log;
+  rendezvous::RankRef self;
+};
+
 // The run's deadline passed, or a stop signal came, while `last_phase` was the last one ended.
 struct RunTimeoutSeen {
   rendezvous::RankRef self;
@@ -167,8 +174,8 @@ using StepFacts =
     std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, StorePortSeen, StoreConnectSeen,
                  StoreLostSeen, ForeignStore, StoreFull, JoinSeen, SetAsideSeen, MeshNotRunSeen,
                  MeshSeen, TransportsSeen, PairwiseRunSeen, PairwiseNotRunSeen, PeerLostSeen,
-                 PeerSilentSeen, PeerResumedSeen, RunTimeoutSeen, RunTerminatedSeen, WorldSeen,
-                 StoreInfoSeen, RunIdSeen, RosterSeen>;
+                 PeerSilentSeen, PeerResumedSeen, KernelLogSeen, RunTimeoutSeen,
+                 RunTerminatedSeen, WorldSeen, StoreInfoSeen, RunIdSeen, RosterSeen>;
 
 struct StepRecord {
   StepFacts facts;

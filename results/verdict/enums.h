@@ -130,6 +130,7 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(SLOW_LINK)                     \
   X(BELOW_LINE_RATE)               \
   X(DATA_CORRUPTION)               \
+  X(GPU_XID)                       \
   X(BASELINE_MISSING)
 
 #define NCCLSMOKE_CODE_ENUMERATOR(name) name,

@@ -207,6 +207,14 @@ const std::vector<FindingCode> kCodes = {
      "Do not train on these nodes; drain the named hosts and check GPU/NIC health (ECC, link "
      "errors) before reuse."},
     // --- judging ----------------------------------------------------------------------------
+    {Code::GPU_XID, Severity::error, Layer::run, Outcome::degraded,
+     "The NVIDIA driver logged a GPU fault in a rank's kernel log (NVRM: Xid). 48, 64, 74, 79 and "
+     "95 mean the GPU needs a reset or replacing (error, the host a suspect); others, often an "
+     "application's fault, are warnings. The kernel keeps the lines since boot: the finding says "
+     "when it was logged.",
+     "Cordon {host} and take the GPU at PCI:{pci} out of service (nvidia-smi -q on that node; a "
+     "reset or a replacement for Xid {xid}), then reboot it before it runs jobs again; the Xid's "
+     "meaning is in NVIDIA's Xid catalogue."},
     {Code::BASELINE_MISSING, Severity::warning, Layer::run, Outcome::inconclusive,
      "Bandwidth could not be judged: no baseline band for this (transport, world size, profile), "
      "the run's sweep did not include the band's gate size, or nothing was measured.",

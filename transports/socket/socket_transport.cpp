@@ -46,8 +46,9 @@ constexpr std::size_t kHello = 32, kAck = 16;
 // interface, a bad option), followed by why: its previous rank, which waits for that key, fails at
 // once naming it, instead of waiting out the deadline.
 constexpr std::string_view kSetupFailedMark = "!setup-failed: ";
-// How often a rank waiting for its previous rank's connections looks for that rank's word in the
-// store (one or two store round trips).
+// A rank waiting for its previous rank's connections looks for that rank's word in the store
+// (one or two store round trips) once they are this late, then this often.
+constexpr std::chrono::milliseconds kPrevLookAfter{500};
 constexpr std::chrono::milliseconds kPrevLookEvery{250};
 // Measured on loopback (2 ranks, 64 MiB): 1 MiB chunks beat 128 KiB..4 MiB, and the kernel's
 // buffer autotuning beat every fixed SO_SNDBUF/SO_RCVBUF from 256 KiB to 8 MiB.
@@ -498,8 +499,9 @@ class SocketTransport final : public Transport {
       pending.erase(pending.begin() + static_cast<long>(i));
     };
     // The previous rank may have failed before it could connect: it says so in the store
-    // (kSetupFailedMark in place of its address, or its abort record), read every so often.
-    auto next_look = Clock::now() + kPrevLookEvery;
+    // (kSetupFailedMark in place of its address, or its abort record), read every so often once
+    // its connection is late (a healthy one comes in milliseconds: no store traffic then).
+    auto next_look = Clock::now() + kPrevLookAfter;
     try {
       while (accepted < nconn_) {
         if (accepted == 0 && Clock::now() >= next_look) {

@@ -1,0 +1,133 @@
+#!/usr/bin/python3
+"""A GPU fault in one rank's kernel log, end to end on loopback (GPU_XID,
+results/judging/node_rules.h): 4 real ranks, each its own node n0..n3, socket transport. Rank 2
+reads tests/node/fixtures/kmsg_xid79.txt as its kernel log (NCCLSMOKE_KMSG; the others an empty
+one) and, as a rank behind a GPU that fell off the bus would, does not finish its collectives: its
+transport deadline is 1 s where the sweep takes longer.
+
+  - GPU_XID names rank 2 with Xid 79's meaning ("fallen off the bus"), an error, and Xid 13 on the
+    other GPU as a warning;
+  - suspects.txt lists node n2 for GPU_XID, and no other node;
+  - rank 2's transport timeout is a consequence of the fault (info, evidence.consequence_of_host),
+    in its own verdict and in the world's;
+  - with no fault in any log, the same run names no GPU_XID.
+
+    /usr/bin/python3 tests/harness/node_fault_test.py --binary build/ncclsmoke
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+from loopback import free_port
+
+WORLD = 4
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "node", "fixtures", "kmsg_xid79.txt")
+FLAGS = ["--connect-timeout", "8", "--join-timeout", "8", "--mesh-timeout", "4",
+         "--op-timeout", "4", "--timeout", "40", "--transports", "socket", "--pairwise=never",
+         "--min-bytes", "32M", "--max-bytes", "32M", "--iters", "40", "--warmup-iters", "0"]
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+    print("FAIL:", msg)
+
+
+def run_world(binary, out, kmsg_of, timeout_of, limit=60):
+    os.makedirs(out, exist_ok=True)
+    port = free_port()
+    procs = []
+    for r in range(WORLD):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLSMOKE_TEST")}
+        env["NCCLSMOKE_KMSG"] = kmsg_of(r)
+        cmd = [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size",
+               str(WORLD), "--master-addr", "127.0.0.1", "--master-port", str(port),
+               "--node-name", f"n{r}", "--job-id", "xid", "--out-dir", out, "--quiet",
+               "--transport-timeout", timeout_of(r)] + FLAGS
+        procs.append(subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
+                                      stderr=subprocess.STDOUT))
+    t0 = time.monotonic()
+    codes = {}
+    for r, p in enumerate(procs):
+        try:
+            codes[r] = p.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            codes[r] = None
+    return codes
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+        return {"findings": []}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--binary", required=True)
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="ncclsmoke-xid-")
+    empty = os.path.join(work, "empty.kmsg")
+    open(empty, "w").close()
+
+    out = os.path.join(work, "fault")
+    codes = run_world(args.binary, out, lambda r: FIXTURE if r == 2 else empty,
+                      lambda r: "1" if r == 2 else "20")
+    g = load(os.path.join(out, "verdict.json"))
+    xids = [f for f in g["findings"] if f["code"] == "GPU_XID"]
+    print(f"  fault: exit {codes}, verdict {g.get('verdict')}: "
+          f"{[(f['severity'], f['message'][:120]) for f in xids]}")
+    by_xid = {(f.get("evidence") or {}).get("xid"): f for f in xids}
+    if sorted(by_xid) != [13, 79]:
+        fail(f"fault: GPU_XID for Xids {sorted(by_xid)}, expected 13 and 79")
+    else:
+        f79 = by_xid[79]
+        if f79["severity"] != "error" or f79["ranks"] != [2] or "fallen off the bus" not in f79["message"] \
+                or "PCI:0000:3b:00" not in f79["message"]:
+            fail(f"fault: Xid 79: {f79['severity']} {f79['ranks']} {f79['message']!r}")
+        if by_xid[13]["severity"] != "warning":
+            fail(f"fault: Xid 13 is {by_xid[13]['severity']}, expected a warning")
+    sus = open(os.path.join(out, "suspects.txt")).read().splitlines() \
+        if os.path.exists(os.path.join(out, "suspects.txt")) else []
+    print(f"  fault: suspects.txt {sus}")
+    if len(sus) != 1 or not sus[0].startswith("n2 # ") or "GPU_XID" not in sus[0]:
+        fail(f"fault: suspects.txt {sus}, expected one line for n2 with GPU_XID")
+    for label, v in (("rank 2's verdict", load(os.path.join(out, "verdict.rank2.json"))), ("the world's", g)):
+        own = [f for f in v["findings"] if f["code"] in ("TRANSPORT_TIMEOUT", "TRANSPORT_INIT_FAILED")
+               and 2 in f["ranks"]]
+        if not own:
+            fail(f"fault: {label}: no transport failure on rank 2: "
+                 f"{[(f['code'], f['ranks']) for f in v['findings']]}")
+        for f in own:
+            if f["severity"] != "info" or (f.get("evidence") or {}).get("consequence_of_host") is None:
+                fail(f"fault: {label}: rank 2's {f['code']} is {f['severity']}, not a consequence: "
+                     f"{f['message'][:160]!r}")
+
+    out = os.path.join(work, "clean")
+    codes = run_world(args.binary, out, lambda r: empty, lambda r: "20")
+    g = load(os.path.join(out, "verdict.json"))
+    xids = [f for f in g["findings"] if f["code"] == "GPU_XID"]
+    print(f"  clean: exit {codes}, verdict {g.get('verdict')}, GPU_XID {len(xids)}")
+    if xids or g.get("verdict") != "pass":
+        fail(f"clean: verdict {g.get('verdict')}, GPU_XID {[f['message'] for f in xids]}")
+
+    if failures:
+        print(f"{len(failures)} failure(s); work dir kept: {work}")
+        return 1
+    subprocess.run(["rm", "-rf", work])
+    print("OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
