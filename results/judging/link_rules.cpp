@@ -249,6 +249,9 @@ void judge_transport(const std::string& transport, const std::string& named_sour
         if (std::isfinite(ref[m])) reference[src.links.front()->source][kMetrics[m].name] = ref[m];
       for (std::size_t i : mine->second) {
         const LinkEvidence& l = *src.links[i];
+        // A second-pass link measured to ask about the other end is that host's evidence, not
+        // this partner's: a healthy partner of a bad host is never counted slow for meeting it.
+        if (!l.suspect_host.empty() && l.suspect_host != host) continue;
         ++total;
         ranks_of[host].insert(l.from_host == host ? l.from_rank : l.to_rank);
         BadLink b = compare(l, ref);

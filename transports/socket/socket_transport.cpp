@@ -50,6 +50,8 @@ constexpr std::string_view kSetupFailedMark = "!setup-failed: ";
 // (one or two store round trips) once they are this late, then this often.
 constexpr std::chrono::milliseconds kPrevLookAfter{500};
 constexpr std::chrono::milliseconds kPrevLookEvery{250};
+// A connect to the next rank is tried in slices this long, its word looked for between them.
+constexpr std::chrono::milliseconds kConnectSlice{1000};
 // Measured on loopback (2 ranks, 64 MiB): 1 MiB chunks beat 128 KiB..4 MiB, and the kernel's
 // buffer autotuning beat every fixed SO_SNDBUF/SO_RCVBUF from 256 KiB to 8 MiB.
 constexpr std::size_t kDefaultChunk = 1 << 20;
@@ -445,13 +447,25 @@ class SocketTransport final : public Transport {
     for (int c = 0; c < nconn_; ++c) {
       // The net layer's classified connect, without an exception to re-wrap: its class says
       // whether the deadline ran out (timeout) or the peer could not be reached (init_failed).
-      auto conn = rendezvous::try_connect_tcp(host, port, deadline);
+      // In slices: between them, the next rank may have said in the store that it gave up (its
+      // listener is gone, and a refused connect would otherwise be retried to the deadline).
+      const auto connect_start = Clock::now();
+      auto conn = rendezvous::try_connect_tcp(host, port, std::min(deadline, deadline_after(kConnectSlice)));
+      while (!conn.ok() && !expired(deadline)) {
+        if (auto why = peer_gave_up(next_))
+          throw TransportError(ErrorKind::init_failed,
+                               who() + ": " + peer(next_) + " gave up before it accepted: " + *why,
+                               next_);
+        conn = rendezvous::try_connect_tcp(host, port, std::min(deadline, deadline_after(kConnectSlice)));
+      }
       if (!conn.ok()) {
         bool late = conn.error_class == rendezvous::ErrorClass::timed_out;
-        throw TransportError(late ? ErrorKind::timeout : ErrorKind::init_failed,
-                             fmt::format("{}: cannot connect to {} (connection {} of {}): {}",
-                                         who(), peer(next_), c + 1, nconn_, conn.error),
-                             next_);
+        throw TransportError(
+            late ? ErrorKind::timeout : ErrorKind::init_failed,
+            fmt::format("{}: cannot connect to {} (connection {} of {}) in {}; the last try: {}",
+                        who(), peer(next_), c + 1, nconn_,
+                        seconds_text_fine(rendezvous::seconds_since(connect_start)), conn.error),
+            next_);
       }
       int fd = conn.fd;
       links_.to_next.push_back(fd);
@@ -506,7 +520,7 @@ class SocketTransport final : public Transport {
       while (accepted < nconn_) {
         if (accepted == 0 && Clock::now() >= next_look) {
           next_look = Clock::now() + kPrevLookEvery;
-          if (auto why = prev_gave_up())
+          if (auto why = peer_gave_up(prev_))
             throw TransportError(ErrorKind::init_failed,
                                  who() + ": " + peer(prev_) + " gave up before connecting: " + *why,
                                  prev_);
@@ -745,10 +759,11 @@ class SocketTransport final : public Transport {
     close();
   }
 
-  // Why the previous rank gave up during set-up, when it said so in the store; nullopt otherwise.
-  std::optional<std::string> prev_gave_up() {
+  // Why rank `r` (a neighbour) gave up during set-up, when it said so in the store; nullopt
+  // otherwise.
+  std::optional<std::string> peer_gave_up(int r) {
     try {
-      const std::string key = "addr/" + std::to_string(prev_);
+      const std::string key = "addr/" + std::to_string(r);
       if (ctx_.store->check({key})) {
         const std::string published = ctx_.store->get(key, deadline_after(Millis(1000)));
         if (published.rfind(kSetupFailedMark, 0) == 0)
@@ -757,7 +772,7 @@ class SocketTransport final : public Transport {
     } catch (const std::exception&) {
       return std::nullopt;
     }
-    json root = read_abort_record(prev_);
+    json root = read_abort_record(r);
     if (root.is_object()) return root.value("message", std::string("it gave up"));
     return std::nullopt;
   }
