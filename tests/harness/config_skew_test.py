@@ -23,12 +23,11 @@ transport, small sizes.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
-from loopback import free_port
+from loopback import finish, free_port, run_ranks
 
 WORLD = 4
 FLAGS = ["--connect-timeout", "8", "--join-timeout", "8", "--mesh-timeout", "4",
@@ -46,26 +45,20 @@ def fail(msg):
 def run_world(binary, out, env_of, limit=60):
     """WORLD ranks, rank r with the environment env_of(r) on top of a clean one; the exit codes
     and rank 0's verdict."""
-    os.makedirs(out, exist_ok=True)
     port = free_port()
-    procs = []
-    for r in range(WORLD):
+
+    def clean_env(r):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("NCCL_", "FI_", "OFI_", "OMPI_", "UCX_", "NCCLSMOKE_TEST"))}
         env.update(env_of(r))
-        cmd = [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size",
-               str(WORLD), "--master-addr", "127.0.0.1", "--master-port", str(port),
-               "--node-name", f"n{r}", "--job-id", "skew", "--out-dir", out, "--quiet"] + FLAGS
-        procs.append(subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
-                                      stderr=subprocess.STDOUT))
-    t0 = time.monotonic()
-    codes = {}
-    for r, p in enumerate(procs):
-        try:
-            codes[r] = p.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes[r] = None
+        return env
+
+    def cmd_of(r):
+        return [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size",
+                str(WORLD), "--master-addr", "127.0.0.1", "--master-port", str(port),
+                "--node-name", f"n{r}", "--job-id", "skew", "--out-dir", out, "--quiet"] + FLAGS
+
+    codes = run_ranks(cmd_of, clean_env, out, WORLD, limit)
     try:
         with open(os.path.join(out, "verdict.json")) as f:
             return codes, json.load(f)
@@ -202,13 +195,7 @@ def main():
     if os.path.exists(sus) and open(sus).read().strip():
         fail(f"missing: suspects.txt lists {open(sus).read()!r}")
 
-    if failures:
-        print(f"{len(failures)} failure(s); work dir kept: {work}")
-        return 1
-    subprocess.run(["rm", "-rf", work])
-    print("OK")
-    return 0
-
+    return finish(failures, work)
 
 if __name__ == "__main__":
     sys.exit(main())

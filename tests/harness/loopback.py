@@ -41,3 +41,38 @@ def start_store(binary, work):
         p.kill()
         raise RuntimeError(f"store serve did not start: {line!r}")
     return p, int(words[words.index("port") + 1])
+
+
+def run_ranks(cmd_of, env_of, out, world, limit=60):
+    """Starts `world` ranks, rank r as cmd_of(r) with the environment env_of(r), its output in
+    out/rank<r>.out; waits for them all within `limit` seconds (killing any still running) and
+    returns {rank: exit code, None for one killed}."""
+    import os
+    import subprocess
+    import time
+    os.makedirs(out, exist_ok=True)
+    procs = [subprocess.Popen(cmd_of(r), env=env_of(r),
+                              stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
+                              stderr=subprocess.STDOUT) for r in range(world)]
+    t0 = time.monotonic()
+    codes = {}
+    for r, p in enumerate(procs):
+        try:
+            codes[r] = p.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+            codes[r] = None
+    return codes
+
+
+def finish(failures, work):
+    """A test's end: 1 with the failures counted and the work directory kept, else 0 and the
+    directory removed."""
+    import shutil
+    if failures:
+        print(f"{len(failures)} failure(s); work dir kept: {work}")
+        return 1
+    shutil.rmtree(work, ignore_errors=True)
+    print("OK")
+    return 0

@@ -18,12 +18,10 @@ transport deadline is 1 s where the sweep takes longer.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
-from loopback import free_port
+from loopback import finish, free_port, run_ranks
 
 WORLD = 4
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,27 +38,20 @@ def fail(msg):
 
 
 def run_world(binary, out, kmsg_of, timeout_of, limit=60):
-    os.makedirs(out, exist_ok=True)
     port = free_port()
-    procs = []
-    for r in range(WORLD):
+
+    def env_of(r):
         env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLSMOKE_TEST")}
         env["NCCLSMOKE_KMSG"] = kmsg_of(r)
-        cmd = [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size",
-               str(WORLD), "--master-addr", "127.0.0.1", "--master-port", str(port),
-               "--node-name", f"n{r}", "--job-id", "xid", "--out-dir", out, "--quiet",
-               "--transport-timeout", timeout_of(r)] + FLAGS
-        procs.append(subprocess.Popen(cmd, env=env, stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
-                                      stderr=subprocess.STDOUT))
-    t0 = time.monotonic()
-    codes = {}
-    for r, p in enumerate(procs):
-        try:
-            codes[r] = p.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            codes[r] = None
-    return codes
+        return env
+
+    def cmd_of(r):
+        return [binary, "run", "--launcher", "flags", "--rank", str(r), "--world-size",
+                str(WORLD), "--master-addr", "127.0.0.1", "--master-port", str(port),
+                "--node-name", f"n{r}", "--job-id", "xid", "--out-dir", out, "--quiet",
+                "--transport-timeout", timeout_of(r)] + FLAGS
+
+    return run_ranks(cmd_of, env_of, out, WORLD, limit)
 
 
 def load(path):
@@ -121,13 +112,7 @@ def main():
     if xids or g.get("verdict") != "pass":
         fail(f"clean: verdict {g.get('verdict')}, GPU_XID {[f['message'] for f in xids]}")
 
-    if failures:
-        print(f"{len(failures)} failure(s); work dir kept: {work}")
-        return 1
-    subprocess.run(["rm", "-rf", work])
-    print("OK")
-    return 0
-
+    return finish(failures, work)
 
 if __name__ == "__main__":
     sys.exit(main())
