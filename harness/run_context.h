@@ -19,6 +19,7 @@
 #include "harness/log.h"
 #include "harness/run_options.h"
 #include "harness/world.h"
+#include "node/nic_health.h"
 #include "rendezvous/deadline.h"
 #include "rendezvous/rank_ref.h"
 #include "results/judging/next_step.h"
@@ -93,6 +94,8 @@ struct RunContext {
   std::string run_id;
   // What the steps saw, for results::next_step (results/judging/next_step.h). Run thread only.
   results::RunObservations observed;
+  // The node's network devices as the run started (world step); the run's end reads them again.
+  node::NicSnapshot nic_start;
   std::atomic<bool> write_failed{false};
 
   rendezvous::RankRef self() const { return {world.rank, world.hostname}; }

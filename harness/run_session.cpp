@@ -124,6 +124,16 @@ void RunSession::observe_liveness() {
       std::chrono::duration<double>(ctx_.steps_deadline - Clock::now()).count();
 }
 
+// The network devices' second reading: the interface that holds this rank's address (the one it
+// reached the store from) and every RDMA port, against the world step's reading.
+void RunSession::read_nics_at_end() {
+  if (!ctx_.have_world || !ctx_.nic_start.read) return;
+  std::vector<std::string> interfaces;
+  if (!store_.self.interface.empty()) interfaces.push_back(store_.self.interface);
+  auto end = node::read_nic_snapshot(ctx_.nic_start.root, &interfaces);
+  ctx_.saw(results::NicsSeen{node::nic_facts(ctx_.nic_start, end, interfaces), ctx_.self()});
+}
+
 // What the judge needs beyond the record (called with RunRecord::mu held: the allowed order).
 results::LocalFacts RunSession::local_facts() const {
   results::LocalFacts facts;
@@ -141,6 +151,7 @@ results::LocalFacts RunSession::local_facts() const {
 
 int RunSession::finish() {
   if (watchdog_code_ >= 0) return watchdog_code_;  // its verdict is the run's
+  read_nics_at_end();
   ctx_.judge_pending();  // what the liveness watch saw since the last step
   results::Verdict local;
   {

@@ -56,6 +56,7 @@ class RunSession {
   results::Verdict write_own_view_as_global(const results::Verdict& v);
   void log_verdict_json(const results::Verdict& shown) const;
   results::LocalFacts local_facts() const;
+  void read_nics_at_end();
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 
   RunContext ctx_;

@@ -1,6 +1,9 @@
 #include "harness/world_step.h"
 
+#include "node/gpu_health.h"
 #include "node/kernel_log.h"
+#include "node/nic_health.h"
+#include "node/sysfs.h"
 
 #include <set>
 #include <sstream>
@@ -105,8 +108,29 @@ void record_world(RunContext& ctx) {
 // The node's kernel log (NCCLSMOKE_KMSG, else /dev/kmsg), read once the world says who this rank
 // is: its GPU faults are judged with the rest (results/judging/node_rules.h). Read before the
 // network steps, so a run the watchdog ends still has it; a GPU fault during a run of seconds is
-// left to the next run.
-void read_node_log(RunContext& ctx) {
+// left to the next run. The network devices' first reading (NCCLSMOKE_SYSFS_ROOT, else /sys) is
+// taken here too: the run ends with the second (RunSession::finish), and the counters that moved
+// between them are the run's.
+void read_node_at_start(RunContext& ctx) {
+  // NVML once a node: its local rank 0 reads every GPU of the node (NCCLSMOKE_NVML names another
+  // library, for tests); a node without the driver has no library, and that says nothing.
+  if (ctx.world.local_rank == 0) {
+    const std::string library = env("NCCLSMOKE_NVML").value_or(node::kNvmlLibrary);
+    auto gpus = node::read_gpu_health(library);
+    if (gpus.read)
+      log_debug(fmt::format("node: NVML {} lists {} GPU{}", gpus.driver_version, gpus.gpus.size(),
+                            gpus.gpus.size() == 1 ? "" : "s"));
+    else
+      log_debug(fmt::format("node: NVML not read ({})", gpus.why_not));
+    ctx.saw(results::GpuHealthSeen{std::move(gpus), ctx.self()});
+  }
+  ctx.nic_start = node::read_nic_snapshot(node::sysfs_root(env("NCCLSMOKE_SYSFS_ROOT")));
+  if (!ctx.nic_start.read)
+    log_debug(fmt::format("node: no network device under {} was read", ctx.nic_start.root));
+  else
+    log_debug(fmt::format("node: {} interfaces and {} RDMA ports read under {}",
+                          ctx.nic_start.interfaces.size(), ctx.nic_start.rdma_ports.size(),
+                          ctx.nic_start.root));
   const std::string path = env("NCCLSMOKE_KMSG").value_or(node::kKernelLogDefault);
   auto log = node::read_kernel_log(path);
   if (!log.read)
@@ -166,7 +190,7 @@ bool world_step(RunContext& ctx) {
                   "unusable --exclude-file");
     return false;
   }
-  read_node_log(ctx);
+  read_node_at_start(ctx);
   ctx.end_step("world", ended(true, true), t0, describe(w));
   return true;
 }

@@ -11,18 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "node/sysfs.h"
+
 namespace ncclsmoke::transports {
 
-inline constexpr const char* kRdmaSysfsRoot = "/sys/class/infiniband";
-
-// Sorted names of the sub-directories of `dir` (sysfs entries are symlinks to directories);
-// empty when it cannot be listed.
-std::vector<std::string> sorted_subdirs(const std::string& dir);
-
-// The Gb/s of the kernel's rate text (drivers/infiniband/core/sysfs.c rate_show:
-// "<N>[.5] Gb/sec (<W>X <speed>)", e.g. "100 Gb/sec (4X EDR)", "2.5 Gb/sec (1X SDR)"), nullopt
-// for any other text.
-std::optional<double> parse_port_rate(const std::string& text);
+using node::parse_port_rate;
+using node::sorted_subdirs;
 // "<device>/<port>" -> Gb/s for every port with a readable rate under `root`.
 std::map<std::string, double> read_port_rates(const std::string& root);
 

@@ -20,6 +20,9 @@
 #       the NCCL log at OUT_DIR/nccl-debug.rank0.log; a-log: what identify() parsed from the real
 #       log (network, channels, GDR), and a trimmed copy under fixture/ for tests/transports/
 #       fixtures/nccl/real/ (nccl_log_test parses every log there)
+#   a-nvml: what rank 0 read through NVML (node/gpu_health.h) in step a, per GPU, beside
+#       nvidia-smi -q's ECC, row remapper, PCIe and performance sections (nvidia-smi-health.txt):
+#       NVML read, every GPU listed, no GPU_HEALTH finding on a healthy GPU
 #   b   ncclsmoke launch --nproc-per-node 4, synthetic, --nccl-net Socket, pin: pass, data, Socket
 #   c   pin a network that does not exist: exit 1, TRANSPORT_INIT_FAILED          } in parallel
 #   d   observe --nccl-net Libfabric with no plugin: SILENT_FALLBACK (to Socket)  }
@@ -448,6 +451,28 @@ if want a && enough_time a; then
   else
     row a-log FAIL "want the logs at a/nccl-debug.rank<N>.log only; found: ${all_logs:-none}"
   fi
+  nvidia-smi -q -d ECC,ROW_REMAPPER,PCIE,PERFORMANCE >"$WORK/nvidia-smi-health.txt" 2>&1 || true
+  nvml=$("$PY" - "$WORK/a/verdict.rank0.json" "$NGPU" <<'PYEOF'
+import json, sys
+try:
+    v = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    print(f"FAIL no rank 0 verdict: {e}"); sys.exit()
+g = (v.get("node") or {}).get("gpus") or {}
+health = [f["message"] for f in v.get("findings", []) if f.get("code") == "GPU_HEALTH"]
+gpus = g.get("gpus", [])
+each = "; ".join(
+    f"{d.get('index')} {d.get('name')} {d.get('pci_bus_id')} ecc_unc={d.get('ecc_uncorrected_volatile')}"
+    f"/{d.get('ecc_uncorrected_aggregate')} remap_pending={d.get('remap_pending')}"
+    f" remap_failed={d.get('remap_failed')} pcie=x{d.get('pcie_width')}/x{d.get('pcie_width_max')}"
+    f" gen{d.get('pcie_gen')}/{d.get('pcie_gen_max')} clocks=0x{max(d.get('clock_event_reasons') or 0, 0):x}"
+    for d in gpus)
+ok = g.get("read") and len(gpus) == int(sys.argv[2] or 0) and not health
+print(("PASS" if ok else "FAIL") + f" driver {g.get('driver_version')}, {len(gpus)} GPUs: {each or g.get('why_not')}"
+      + (f"; GPU_HEALTH: {health}" if health else ""))
+PYEOF
+)
+  row a-nvml "${nvml%% *}" "${nvml#* }"
 fi
 
 # ---- b: ncclsmoke launch --nproc-per-node 4 over NET/Socket, pinned -----------------------------

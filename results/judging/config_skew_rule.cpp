@@ -41,21 +41,8 @@ void put(std::map<std::string, std::string>& into, const char* label, std::strin
   if (!value.empty()) into[label] = std::move(value);
 }
 
-std::string host_of(const Verdict& v) {
-  for (const auto& r : v.ranks)
-    if (r.rank == v.reporting_rank) return r.host;
-  return {};
-}
-
 std::string hosts_text(const std::set<std::string>& hosts) {
-  std::vector<std::string> shown;
-  for (const auto& h : hosts) {
-    if (shown.size() == kHostsInMessage) break;
-    shown.push_back(h.empty() ? "unknown" : h);
-  }
-  std::string out = fmt::format("{}", fmt::join(shown, ", "));
-  if (hosts.size() > shown.size()) out += fmt::format(" and {} more", hosts.size() - shown.size());
-  return out;
+  return host_names({hosts.begin(), hosts.end()}, kHostsInMessage);
 }
 
 // "host gpu-7 (rank 7)", "hosts a, b (ranks 3, 5)".
@@ -160,7 +147,7 @@ std::vector<RankConfig> rank_configs(const std::vector<Verdict>& views) {
     if (v.reporting_rank < 0 || !seen.insert(v.reporting_rank).second) continue;
     RankConfig c;
     c.rank = v.reporting_rank;
-    c.host = host_of(v);
+    c.host = reporting_host(v);
     for (const auto& [name, value] : v.env)
       if (skew_variable(name)) c.variables[name] = value;
     put(c.versions, "ncclsmoke version", v.tool.version);
@@ -237,7 +224,7 @@ std::vector<Finding> judge_env_policy(const std::vector<Verdict>& views, const P
       if (ok) continue;
       auto& h = off[it == v->env.end() ? std::string(kUnset) : it->second];
       h.ranks.insert(v->reporting_rank);
-      h.hosts.insert(host_of(*v));
+      h.hosts.insert(reporting_host(*v));
     }
     if (off.empty()) continue;
     const std::string want_text =

@@ -10,6 +10,7 @@
 #include "results/judging/link_rules.h"
 #include "results/judging/lossy_path_rule.h"
 #include "results/judging/merge.h"
+#include "results/judging/nic_rules.h"
 #include "results/judging/node_rules.h"
 #include "results/judging/run_rules.h"
 
@@ -20,6 +21,7 @@ void judge_local(Verdict& v, const LocalFacts& facts) {
   note_store_tampered(v.findings, {facts.rank, facts.host}, facts.store, facts.tampered);
   demote_consequences(v.findings, facts.watch_lost, facts.rank0_hosts_store);
   explain_by_node_faults(v.findings);
+  attach_nic_evidence(v.findings);
   v.duration_s = facts.duration_s;
   apply_verdict(v);
 }
@@ -63,8 +65,14 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   discount_suspect_witnesses(global);
   add_judged_findings(global.findings, judge_lossy_paths(global));
   explain_by_slow_hosts(global.findings);
-  // A GPU that fell off the bus explains the hang on its rank, and what followed.
+  // An RDMA port down where the other hosts have it up (each rank's own view).
+  add_judged_findings(global.findings, judge_nic_ports(host_ports(views)));
+  // A node whose NVML lists fewer GPUs than most nodes' does.
+  add_judged_findings(global.findings, judge_gpu_counts(views));
+  // A GPU that fell off the bus, or a link that went down, explains the hang on its rank, and
+  // what followed; a device's moved counters are evidence beside the link and host findings.
   explain_by_node_faults(global.findings);
+  attach_nic_evidence(global.findings);
   discount_suspect_witnesses(global);
   if (profile) {
     add_judged_findings(global.findings, judge(global, profile));

@@ -8,6 +8,7 @@
 #include "results/judging/judge_run.h"
 #include "results/judging/link_rules.h"
 #include "results/judging/next_step.h"
+#include "results/judging/nic_rules.h"
 #include "results/judging/node_rules.h"
 #include "results/judging/pairwise_rules.h"
 #include "results/judging/probe_rules.h"
@@ -171,6 +172,18 @@ Judged judge_record(Verdict& v, const StepRecord& r) {
           [](const KernelLogSeen& s) {
             Judged j;
             j.findings = xid_findings(s.log, s.self);
+            return j;
+          },
+          [&v](const GpuHealthSeen& s) {
+            v.gpus = s.gpus;
+            Judged j;
+            j.findings = gpu_health_findings(s.gpus, s.self);
+            return j;
+          },
+          [&v](const NicsSeen& s) {
+            v.nics = s.nics;
+            Judged j;
+            j.findings = nic_error_findings(s.nics, s.self);
             return j;
           },
           [&v](const RunTimeoutSeen& s) {

@@ -135,6 +135,18 @@ struct KernelLogSeen {
   rendezvous::RankRef self;
 };
 
+// What NVML said of the node's GPUs (node/gpu_health.h), read by the node's local rank 0.
+struct GpuHealthSeen {
+  facts::GpuHealthFacts gpus;
+  rendezvous::RankRef self;
+};
+
+// The node's network devices over the run (node/nic_health.h), read as the run ends.
+struct NicsSeen {
+  facts::NicFacts nics;
+  rendezvous::RankRef self;
+};
+
 // The run's deadline passed, or a stop signal came, while `last_phase` was the last one ended.
 struct RunTimeoutSeen {
   rendezvous::RankRef self;
@@ -174,7 +186,7 @@ using StepFacts =
     std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, StorePortSeen, StoreConnectSeen,
                  StoreLostSeen, ForeignStore, StoreFull, JoinSeen, SetAsideSeen, MeshNotRunSeen,
                  MeshSeen, TransportsSeen, PairwiseRunSeen, PairwiseNotRunSeen, PeerLostSeen,
-                 PeerSilentSeen, PeerResumedSeen, KernelLogSeen, RunTimeoutSeen,
+                 PeerSilentSeen, PeerResumedSeen, KernelLogSeen, GpuHealthSeen, NicsSeen, RunTimeoutSeen,
                  RunTerminatedSeen, WorldSeen, StoreInfoSeen, RunIdSeen, RosterSeen>;
 
 struct StepRecord {

@@ -11,8 +11,8 @@ namespace {
 
 // Spellings in enumerator order (the schema's enum lists).
 constexpr std::array<std::string_view, 3> kSeverity = {"error", "warning", "info"};
-constexpr std::array<std::string_view, 6> kLayer = {"config", "rendezvous", "mesh",
-                                                     "transport", "data", "run"};
+constexpr std::array<std::string_view, 7> kLayer = {"config", "rendezvous", "mesh", "transport",
+                                                     "data",   "run",        "node"};
 constexpr std::array<std::string_view, 6> kPhaseStatus = {"pass",     "fail",         "skipped",
                                                           "degraded", "inconclusive", "not_run"};
 constexpr std::array<std::string_view, 4> kOutcome = {"pass", "degraded", "fail", "inconclusive"};

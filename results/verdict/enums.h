@@ -33,7 +33,7 @@
 namespace ncclsmoke::results {
 
 enum class Severity : std::uint8_t { error, warning, info };
-enum class Layer : std::uint8_t { config, rendezvous, mesh, transport, data, run };
+enum class Layer : std::uint8_t { config, rendezvous, mesh, transport, data, run, node };
 enum class PhaseStatus : std::uint8_t { pass, fail, skipped, degraded, inconclusive, not_run };
 // The verdict of a run (Verdict::verdict), and what one finding or phase does to it
 // (classify.h: finding_effect(), phase_effect(); `pass` there means "no effect").
@@ -131,6 +131,9 @@ inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus
   X(BELOW_LINE_RATE)               \
   X(DATA_CORRUPTION)               \
   X(GPU_XID)                       \
+  X(GPU_HEALTH)                    \
+  X(NIC_DOWN)                      \
+  X(NIC_ERRORS)                    \
   X(BASELINE_MISSING)
 
 #define NCCLSMOKE_CODE_ENUMERATOR(name) name,

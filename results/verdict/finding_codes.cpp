@@ -207,7 +207,7 @@ const std::vector<FindingCode> kCodes = {
      "Do not train on these nodes; drain the named hosts and check GPU/NIC health (ECC, link "
      "errors) before reuse."},
     // --- judging ----------------------------------------------------------------------------
-    {Code::GPU_XID, Severity::error, Layer::run, Outcome::degraded,
+    {Code::GPU_XID, Severity::error, Layer::node, Outcome::degraded,
      "The NVIDIA driver logged a GPU fault in a rank's kernel log (NVRM: Xid). 48, 64, 74, 79 and "
      "95 mean the GPU needs a reset or replacing (error, the host a suspect); others, often an "
      "application's fault, are warnings. The kernel keeps the lines since boot: the finding says "
@@ -215,6 +215,30 @@ const std::vector<FindingCode> kCodes = {
      "Cordon {host} and take the GPU at PCI:{pci} out of service (nvidia-smi -q on that node; a "
      "reset or a replacement for Xid {xid}), then reboot it before it runs jobs again; the Xid's "
      "meaning is in NVIDIA's Xid catalogue."},
+    {Code::GPU_HEALTH, Severity::error, Layer::node, Outcome::degraded,
+     "What NVML says of a GPU on a rank's node: lost, uncorrected ECC errors since the driver "
+     "loaded, a row remap or page retirement waiting for a reset, a row remap that failed "
+     "(errors, the node a suspect); a PCIe link narrower than it can train, clocks held down by "
+     "a hardware slowdown, heat or a power brake (warnings); a node that sees fewer GPUs than "
+     "most nodes (an error); NVML that cannot start beside a driver (a warning).",
+     "Cordon {host} and check the GPU {gpu}: nvidia-smi -q -d ECC,ROW_REMAPPER,PCIE,PERFORMANCE "
+     "on that node; a pending remap or retirement needs a GPU reset (or a reboot), a failed remap "
+     "or a lost GPU a replacement; a narrow PCIe link a reseat."},
+    {Code::NIC_DOWN, Severity::error, Layer::node, Outcome::degraded,
+     "An RDMA port is not ACTIVE on a host where the same port is ACTIVE on other hosts of the "
+     "job: a cable, a transceiver, a switch port or the subnet manager left that host a rail "
+     "short, and NCCL spreads its channels over the ports it finds. A port down on every host is "
+     "cabled nowhere and is not named.",
+     "Check {port} on {host}: ibstat {device} (or `rdma link show`), the cable and the switch "
+     "port; cordon {host} until the port is ACTIVE again."},
+    {Code::NIC_ERRORS, Severity::warning, Layer::node, Outcome::degraded,
+     "A network device's error counters moved during the run: InfiniBand symbol or receive "
+     "errors, a link that went down or retrained (an error), retries that ran out, EFA's dropped "
+     "packets, an interface's errors or drops. The counters are attached to the link or host "
+     "finding they explain.",
+     "Check {device} on {host}: the cable and transceiver (symbol errors, link downs), the switch "
+     "port's own counters, and `ethtool -S` / `perfquery` on that node; a link that went down "
+     "during the run means cordon {host} until it holds."},
     {Code::BASELINE_MISSING, Severity::warning, Layer::run, Outcome::inconclusive,
      "Bandwidth could not be judged: no baseline band for this (transport, world size, profile), "
      "the run's sweep did not include the band's gate size, or nothing was measured.",

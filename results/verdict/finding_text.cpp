@@ -24,6 +24,17 @@ std::string rank_list(const std::set<int>& ranks) {
   return rank_runs(std::vector<int>(ranks.begin(), ranks.end()), ranks.size());
 }
 
+std::string host_names(const std::vector<std::string>& hosts, std::size_t max_shown) {
+  std::vector<std::string> shown;
+  for (const auto& h : hosts) {
+    if (shown.size() == max_shown) break;
+    shown.push_back(h.empty() ? "unknown" : h);
+  }
+  std::string out = fmt::format("{}", fmt::join(shown, ", "));
+  if (hosts.size() > shown.size()) out += fmt::format(" and {} more", hosts.size() - shown.size());
+  return out;
+}
+
 std::string rank_runs(const std::vector<int>& unsorted, std::size_t max_runs) {
   std::vector<int> ranks = unsorted;
   std::sort(ranks.begin(), ranks.end());

@@ -17,6 +17,10 @@ namespace ncclsmoke::results {
 Subject reported_by(rendezvous::RankRef self, std::string phase = {}, std::string item = {},
                     std::string transport = {});
 
+// "gpu-0, gpu-1, gpu-3", at most `max_shown` names then "and N more"; an empty name is
+// "unknown". In the order given.
+std::string host_names(const std::vector<std::string>& hosts, std::size_t max_shown);
+
 // "0-3", "1, 4, 7", "0-2, 5" (two in a row: "0, 1").
 std::string rank_list(const std::set<int>& ranks);
 // The same for any list of ranks, at most `max_runs` runs ("1-999999"; "1, 3, 5, ... and 1,200

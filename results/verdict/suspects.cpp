@@ -49,8 +49,11 @@ const RankInfo* rank_of(const Verdict& v, int rank) {
 // The hosts `f` blames (see the header).
 std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
   if (!blames_host(f.code)) return {};
-  // An Xid that does not mean the GPU needs a reset or replacing (a warning) blames no one.
-  if (f.code == Code::GPU_XID && f.severity != Severity::error) return {};
+  // An Xid that does not mean the GPU needs a reset or replacing, or counters that moved without
+  // the link going down (warnings), blame no one.
+  if ((f.code == Code::GPU_XID || f.code == Code::GPU_HEALTH || f.code == Code::NIC_ERRORS) &&
+      f.severity != Severity::error)
+    return {};
   if (f.code == Code::MESH_BLOCKED) {
     if (!f.evidence.is_object() || !f.evidence.contains("suspect_rank") ||
         !f.evidence["suspect_rank"].is_number_integer())
@@ -102,7 +105,8 @@ std::set<std::string> nodes_of(const Verdict& v, const Finding& f, const std::st
 bool blames_host(const AnyCode& code) {
   return code == Code::SLOW_HOST || code == Code::MTU_MISMATCH || code == Code::DATA_CORRUPTION ||
          code == Code::STRAGGLER || code == Code::PEER_LOST || code == Code::PEER_STALLED ||
-         code == Code::HOST_EXCLUDED || code == Code::MESH_BLOCKED || code == Code::GPU_XID;
+         code == Code::HOST_EXCLUDED || code == Code::MESH_BLOCKED || code == Code::GPU_XID ||
+         code == Code::GPU_HEALTH || code == Code::NIC_DOWN || code == Code::NIC_ERRORS;
 }
 
 std::vector<NamedHost> hosts_named(const Verdict& v) {

@@ -8,7 +8,9 @@
 // A suspect is a host a host-blaming finding names as the one at fault:
 //   SLOW_HOST, MTU_MISMATCH, DATA_CORRUPTION, STRAGGLER, PEER_LOST, PEER_STALLED, HOST_EXCLUDED
 //   (still set aside), MESH_BLOCKED when it names a suspect rank (evidence.suspect_rank), and
-//   GPU_XID when it is an error (an Xid that means the GPU needs a reset or replacing).
+//   GPU_XID when it is an error (an Xid that means the GPU needs a reset or replacing), GPU_HEALTH
+//   when it is an error (a GPU lost, uncorrected ECC, a reset pending, a node short of GPUs), NIC_DOWN,
+//   and NIC_ERRORS when it is an error (a link that went down or retrained during the run).
 // Which of its hosts: the subject's peer when the finding has one (a lost, frozen or straggling
 // rank is the subject's peer; PEER_LOST / PEER_STALLED with a subject but no peer name no one),
 // MESH_BLOCKED's suspect rank's host, MTU_MISMATCH's host only when it names exactly one (between

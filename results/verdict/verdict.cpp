@@ -5,6 +5,7 @@
 #include <ctime>
 #include <limits>
 #include <random>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -267,7 +268,177 @@ json to_json(const Verdict& v) {
   for (const auto& f : v.findings) j["findings"].push_back(to_json(f));
   j["env"] = v.env;
   j["versions"] = v.versions;
+  if (v.nics.read) j["node"] = nics_to_json(v.nics);
+  if (nvml_present(v.gpus)) j["node"]["gpus"] = gpus_to_json(v.gpus);
   return j;
+}
+
+json nics_to_json(const facts::NicFacts& n) {
+  json interfaces = json::array();
+  for (const auto& i : n.interfaces)
+    interfaces.push_back({{"name", i.name},
+                          {"operstate", i.operstate},
+                          {"carrier", i.carrier},
+                          {"speed_mbps", i.speed_mbps},
+                          {"mtu", i.mtu},
+                          {"rx_bytes", i.rx_bytes},
+                          {"tx_bytes", i.tx_bytes},
+                          {"moved", i.moved}});
+  json ports = json::array();
+  for (const auto& p : n.rdma_ports)
+    ports.push_back({{"device", p.device},
+                     {"port", p.port},
+                     {"state", p.state},
+                     {"phys_state", p.phys_state},
+                     {"link_layer", p.link_layer},
+                     {"rate_gbps", p.rate_gbps},
+                     {"moved", p.moved}});
+  return {{"nics", {{"root", n.root},
+                    {"interval_s", n.interval_s},
+                    {"interfaces", std::move(interfaces)},
+                    {"rdma_ports", std::move(ports)}}}};
+}
+
+namespace {
+
+template <typename T>
+void take(const json& j, const char* key, T& into) {
+  if (!j.is_object()) return;
+  auto it = j.find(key);
+  if (it == j.end()) return;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (it->is_string()) into = it->template get<std::string>();
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (it->is_number()) into = it->template get<T>();
+  } else if constexpr (std::is_unsigned_v<T>) {
+    if (it->is_number_unsigned() || (it->is_number_integer() && it->template get<long long>() >= 0))
+      into = it->template get<T>();
+  } else {
+    if (it->is_number_integer()) {
+      const auto v = it->template get<long long>();
+      if (v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max())
+        into = static_cast<T>(v);
+    }
+  }
+}
+
+std::map<std::string, std::uint64_t> counts_of(const json& j) {
+  std::map<std::string, std::uint64_t> out;
+  if (!j.is_object()) return out;
+  auto it = j.find("moved");
+  if (it == j.end() || !it->is_object()) return out;
+  for (const auto& [name, v] : it->items())
+    if (v.is_number_unsigned() || (v.is_number_integer() && v.get<long long>() >= 0))
+      out[name] = v.get<std::uint64_t>();
+  return out;
+}
+
+}  // namespace
+
+json gpus_to_json(const facts::GpuHealthFacts& g) {
+  json gpus = json::array();
+  for (const auto& d : g.gpus)
+    gpus.push_back({{"index", d.index},
+                    {"uuid", d.uuid},
+                    {"name", d.name},
+                    {"pci_bus_id", d.pci_bus_id},
+                    {"ecc_uncorrected_volatile", d.ecc_uncorrected_volatile},
+                    {"ecc_uncorrected_aggregate", d.ecc_uncorrected_aggregate},
+                    {"remapped_rows_uncorrectable", d.remapped_rows_uncorrectable},
+                    {"remap_pending", d.remap_pending},
+                    {"remap_failed", d.remap_failed},
+                    {"retired_pages_dbe", d.retired_pages_dbe},
+                    {"retired_pages_pending", d.retired_pages_pending},
+                    {"pcie_width", d.pcie_width},
+                    {"pcie_width_max", d.pcie_width_max},
+                    {"pcie_gen", d.pcie_gen},
+                    {"pcie_gen_max", d.pcie_gen_max},
+                    {"clock_event_reasons", d.clock_event_reasons},
+                    {"error", d.error}});
+  return {{"read", g.read},
+          {"why_not", g.why_not},
+          {"init_error", g.init_error},
+          {"library", g.library},
+          {"driver_version", g.driver_version},
+          {"gpus", std::move(gpus)}};
+}
+
+facts::GpuHealthFacts gpus_from_json(const json& node) {
+  facts::GpuHealthFacts g;
+  if (!node.is_object() || !node.contains("gpus") || !node["gpus"].is_object()) return g;
+  const json& j = node["gpus"];
+  if (auto it = j.find("read"); it != j.end() && it->is_boolean()) g.read = it->get<bool>();
+  take(j, "why_not", g.why_not);
+  take(j, "init_error", g.init_error);
+  take(j, "library", g.library);
+  take(j, "driver_version", g.driver_version);
+  if (auto it = j.find("gpus"); it != j.end() && it->is_array())
+    for (const auto& e : *it) {
+      if (!e.is_object()) continue;
+      facts::GpuFacts d;
+      take(e, "index", d.index);
+      take(e, "uuid", d.uuid);
+      take(e, "name", d.name);
+      take(e, "pci_bus_id", d.pci_bus_id);
+      take(e, "ecc_uncorrected_volatile", d.ecc_uncorrected_volatile);
+      take(e, "ecc_uncorrected_aggregate", d.ecc_uncorrected_aggregate);
+      take(e, "remapped_rows_uncorrectable", d.remapped_rows_uncorrectable);
+      take(e, "remap_pending", d.remap_pending);
+      take(e, "remap_failed", d.remap_failed);
+      take(e, "retired_pages_dbe", d.retired_pages_dbe);
+      take(e, "retired_pages_pending", d.retired_pages_pending);
+      take(e, "pcie_width", d.pcie_width);
+      take(e, "pcie_width_max", d.pcie_width_max);
+      take(e, "pcie_gen", d.pcie_gen);
+      take(e, "pcie_gen_max", d.pcie_gen_max);
+      take(e, "clock_event_reasons", d.clock_event_reasons);
+      take(e, "error", d.error);
+      g.gpus.push_back(std::move(d));
+    }
+  return g;
+}
+
+std::string reporting_host(const Verdict& v) {
+  for (const auto& r : v.ranks)
+    if (r.rank == v.reporting_rank) return r.host;
+  return {};
+}
+
+facts::NicFacts nics_from_json(const json& node) {
+  facts::NicFacts n;
+  if (!node.is_object() || !node.contains("nics") || !node["nics"].is_object()) return n;
+  const json& j = node["nics"];
+  n.read = true;
+  take(j, "root", n.root);
+  take(j, "interval_s", n.interval_s);
+  if (auto it = j.find("interfaces"); it != j.end() && it->is_array())
+    for (const auto& e : *it) {
+      if (!e.is_object()) continue;
+      facts::NetInterfaceFacts i;
+      take(e, "name", i.name);
+      take(e, "operstate", i.operstate);
+      take(e, "carrier", i.carrier);
+      take(e, "speed_mbps", i.speed_mbps);
+      take(e, "mtu", i.mtu);
+      take(e, "rx_bytes", i.rx_bytes);
+      take(e, "tx_bytes", i.tx_bytes);
+      i.moved = counts_of(e);
+      n.interfaces.push_back(std::move(i));
+    }
+  if (auto it = j.find("rdma_ports"); it != j.end() && it->is_array())
+    for (const auto& e : *it) {
+      if (!e.is_object()) continue;
+      facts::RdmaPortFacts p;
+      take(e, "device", p.device);
+      take(e, "port", p.port);
+      take(e, "state", p.state);
+      take(e, "phys_state", p.phys_state);
+      take(e, "link_layer", p.link_layer);
+      take(e, "rate_gbps", p.rate_gbps);
+      p.moved = counts_of(e);
+      n.rdma_ports.push_back(std::move(p));
+    }
+  return n;
 }
 
 Verdict verdict_from_json(const json& j) {
@@ -330,6 +501,10 @@ Verdict verdict_from_json(const json& j) {
   for (const auto& f : j.at("findings")) v.findings.push_back(finding_from(f));
   v.env = string_map(j.at("env"));
   v.versions = string_map(j.at("versions"));
+  if (j.contains("node")) {
+    v.nics = nics_from_json(j.at("node"));
+    v.gpus = gpus_from_json(j.at("node"));
+  }
   return v;
 }
 
@@ -891,6 +1066,13 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
     if (k == "findings") return seen.first(15) && read_list(r, v.findings, read_finding);
     if (k == "env") return seen.first(16) && r.string_map(v.env);
     if (k == "versions") return seen.first(17) && r.string_map(v.versions);
+    if (k == "node") {
+      json node;
+      if (!seen.first(19) || !r.any_object(node)) return false;
+      v.nics = nics_from_json(node);
+      v.gpus = gpus_from_json(node);
+      return true;
+    }
     return false;
   });
   constexpr std::uint32_t kRequired = 0x3ffff & ~((1u << 13) | (1u << 14));

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "facts/node.h"
 #include "rendezvous/bounded_json.h"
 #include "results/verdict/enums.h"
 
@@ -25,8 +26,9 @@ namespace ncclsmoke::results {
 inline constexpr int kSchemaVersion = 1;
 // Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
 // "schema_minor" is 0). 1: findings' "subject" and "message_template"; world.store.authenticated.
-// 2: findings' "origin". 3: ranks' "link_speed_mbps".
-inline constexpr int kSchemaMinor = 3;
+// 2: findings' "origin". 3: ranks' "link_speed_mbps". 4: "node" (the reporting rank's network
+// devices over the run).
+inline constexpr int kSchemaMinor = 4;
 
 // What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
 // these, never on the message. A finding made with a subject has its message rendered from its
@@ -167,7 +169,27 @@ struct Verdict {
   std::vector<Finding> findings;
   std::map<std::string, std::string> env;       // allow-listed only (env_allowlist.h)
   std::map<std::string, std::string> versions;
+  // What the reporting rank read of its node's network devices (facts/node.h); written as
+  // "node" when read. A rank's own view; the world's verdict leaves it out (each rank's file
+  // keeps its own).
+  facts::NicFacts nics;
+  // What NVML said of the node's GPUs (facts/node.h), written as "node"."gpus" when NVML was
+  // there (read, or present and failing to start): the rank that read it (the node's local
+  // rank 0).
+  facts::GpuHealthFacts gpus;
 };
+
+// "node" as written, and read back forgivingly: a member of another type, or missing, is left at
+// its default (the schema checks "node" is an object; its members are the rank's own report).
+nlohmann::json nics_to_json(const facts::NicFacts& n);
+// "node"."gpus" (an object to merge into "node"); read back as forgivingly.
+nlohmann::json gpus_to_json(const facts::GpuHealthFacts& g);
+facts::GpuHealthFacts gpus_from_json(const nlohmann::json& node);
+// True when NVML was there to say something (read, or its library loaded and failed to start).
+inline bool nvml_present(const facts::GpuHealthFacts& g) { return g.read || g.init_error > 0; }
+// The host of the rank that wrote `v` (its ranks[] entry); "" unknown.
+std::string reporting_host(const Verdict& v);
+facts::NicFacts nics_from_json(const nlohmann::json& j);
 
 // Thrown by verdict_from_json(): the message lists each problem with its JSON path.
 class VerdictFormatError : public std::runtime_error {

@@ -43,20 +43,29 @@ def start_store(binary, work):
     return p, int(words[words.index("port") + 1])
 
 
-def run_ranks(cmd_of, env_of, out, world, limit=60):
+def run_ranks(cmd_of, env_of, out, world, limit=60, first=(), before_rest=None):
     """Starts `world` ranks, rank r as cmd_of(r) with the environment env_of(r), its output in
     out/rank<r>.out; waits for them all within `limit` seconds (killing any still running) and
-    returns {rank: exit code, None for one killed}."""
+    returns {rank: exit code, None for one killed}. With `first`, those ranks start alone and
+    before_rest() runs (a bounded wait for something they did) before the others start."""
     import os
     import subprocess
     import time
     os.makedirs(out, exist_ok=True)
-    procs = [subprocess.Popen(cmd_of(r), env=env_of(r),
-                              stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
-                              stderr=subprocess.STDOUT) for r in range(world)]
+
+    def start(r):
+        return subprocess.Popen(cmd_of(r), env=env_of(r),
+                                stdout=open(os.path.join(out, f"rank{r}.out"), "w"),
+                                stderr=subprocess.STDOUT)
+
     t0 = time.monotonic()
+    procs = {r: start(r) for r in first}
+    if before_rest:
+        before_rest()
+    procs.update({r: start(r) for r in range(world) if r not in procs})
     codes = {}
-    for r, p in enumerate(procs):
+    for r in range(world):
+        p = procs[r]
         try:
             codes[r] = p.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
         except subprocess.TimeoutExpired:
@@ -64,6 +73,33 @@ def run_ranks(cmd_of, env_of, out, world, limit=60):
             p.wait()
             codes[r] = None
     return codes
+
+
+def wait_for_line(path, text, limit=15):
+    """True once the file at `path` holds `text`, polled every 20 ms for at most `limit` s."""
+    import time
+    stop_by = time.monotonic() + limit
+    while time.monotonic() < stop_by:
+        try:
+            with open(path, errors="replace") as f:
+                if text in f.read():
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.02)
+    return False
+
+
+def load_json(path, fail):
+    """The JSON document at `path`; a file that is missing or not JSON is reported through
+    fail(message) and reads as a verdict with no findings."""
+    import json
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        fail(f"{path}: {e}")
+        return {"findings": []}
 
 
 def finish(failures, work):

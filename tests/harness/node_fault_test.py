@@ -10,18 +10,21 @@ transport deadline is 1 s where the sweep takes longer.
   - suspects.txt lists node n2 for GPU_XID, and no other node;
   - rank 2's transport timeout is a consequence of the fault (info, evidence.consequence_of_host),
     in its own verdict and in the world's;
-  - with no fault in any log, the same run names no GPU_XID.
+  - with no fault in any log, the same run names no GPU_XID;
+  - NVML (the stand-in library tests/node/fake_nvml.cpp, NCCLSMOKE_NVML): rank 2's node has a GPU
+    with uncorrected ECC errors, a remap pending, a x8 link and a hardware slowdown, rank 3's node
+    lists 1 GPU where the others list 2: GPU_HEALTH names both, errors, and suspects.txt lists n2
+    and n3 alone; with every node healthy, no GPU_HEALTH.
 
     /usr/bin/python3 tests/harness/node_fault_test.py --binary build/ncclsmoke
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
 
-from loopback import finish, free_port, run_ranks
+from loopback import finish, free_port, load_json, run_ranks
 
 WORLD = 4
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,12 +40,13 @@ def fail(msg):
     print("FAIL:", msg)
 
 
-def run_world(binary, out, kmsg_of, timeout_of, limit=60):
+def run_world(binary, out, kmsg_of, timeout_of, limit=60, extra_env_of=lambda r: {}):
     port = free_port()
 
     def env_of(r):
         env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLSMOKE_TEST")}
         env["NCCLSMOKE_KMSG"] = kmsg_of(r)
+        env.update(extra_env_of(r))
         return env
 
     def cmd_of(r):
@@ -55,17 +59,13 @@ def run_world(binary, out, kmsg_of, timeout_of, limit=60):
 
 
 def load(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail(f"{path}: {e}")
-        return {"findings": []}
+    return load_json(path, fail)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--binary", required=True)
+    ap.add_argument("--fake-nvml", required=True, help="the stand-in libnvidia-ml (fake_nvml)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="ncclsmoke-xid-")
     empty = os.path.join(work, "empty.kmsg")
@@ -111,6 +111,44 @@ def main():
     print(f"  clean: exit {codes}, verdict {g.get('verdict')}, GPU_XID {len(xids)}")
     if xids or g.get("verdict") != "pass":
         fail(f"clean: verdict {g.get('verdict')}, GPU_XID {[f['message'] for f in xids]}")
+
+    def nvml_env(scenario_of, gpus_of):
+        return lambda r: {"NCCLSMOKE_NVML": args.fake_nvml, "FAKE_NVML": scenario_of(r),
+                          "FAKE_NVML_GPUS": gpus_of(r)}
+
+    out = os.path.join(work, "gpu")
+    codes = run_world(args.binary, out, lambda r: empty, lambda r: "20",
+                      extra_env_of=nvml_env(lambda r: "faulty" if r == 2 else "healthy",
+                                            lambda r: "1" if r == 3 else "2"))
+    g = load(os.path.join(out, "verdict.json"))
+    health = [f for f in g["findings"] if f["code"] == "GPU_HEALTH"]
+    sus = open(os.path.join(out, "suspects.txt")).read().splitlines() \
+        if os.path.exists(os.path.join(out, "suspects.txt")) else []
+    print(f"  gpu: exit {codes}, verdict {g.get('verdict')}: "
+          f"{[(f['severity'], f['ranks'], f['message']) for f in health]}; suspects {sus}")
+    got = sorted((f["ranks"][0], f["severity"]) for f in health)
+    if got != [(2, "error"), (3, "error")]:
+        fail(f"gpu: GPU_HEALTH {got}, expected an error on rank 2 and on rank 3")
+    for f in health:
+        if f["ranks"] == [2] and not all(t in f["message"] for t in (
+                "2 uncorrected ECC errors", "a row remap waits", "x8 of x16", "a hardware slowdown")):
+            fail(f"gpu: rank 2's GPU_HEALTH leaves something out: {f['message']!r}")
+        if f["ranks"] == [3] and "lists 1 GPU; 3 of the 4 nodes list 2" not in f["message"]:
+            fail(f"gpu: rank 3's GPU_HEALTH: {f['message']!r}")
+    if sorted(line.split(" #")[0] for line in sus) != ["n2", "n3"]:
+        fail(f"gpu: suspects.txt {sus}, expected n2 and n3")
+
+    out = os.path.join(work, "gpu_clean")
+    codes = run_world(args.binary, out, lambda r: empty, lambda r: "20",
+                      extra_env_of=nvml_env(lambda r: "healthy", lambda r: "2"))
+    g = load(os.path.join(out, "verdict.json"))
+    health = [f for f in g["findings"] if f["code"] == "GPU_HEALTH"]
+    own = load(os.path.join(out, "verdict.rank1.json"))
+    gpus = ((own.get("node") or {}).get("gpus") or {})
+    print(f"  gpu_clean: exit {codes}, verdict {g.get('verdict')}, GPU_HEALTH {len(health)}, "
+          f"rank 1 read {len(gpus.get('gpus', []))} GPUs with driver {gpus.get('driver_version')}")
+    if health or g.get("verdict") != "pass" or len(gpus.get("gpus", [])) != 2:
+        fail(f"gpu_clean: verdict {g.get('verdict')}, {[f['message'] for f in health]}, {gpus}")
 
     return finish(failures, work)
 

@@ -148,12 +148,44 @@ class BadNode(suite.NamespaceCase):
     def assert_none_named(self, run, *wanted):
         self.assertEqual(run.findings(*wanted), [], f"{run.name}: {run.show(*wanted)}")
 
+    def assert_interface_carried(self, run):
+        """Each rank's own verdict names the namespace's eth0 as the interface of its address,
+        and eth0's byte counters moved by what the socket transport's ring link sent and
+        received (each rank's link_stats), plus at most 10% and 2 MiB: the TCP/IP and Ethernet
+        headers, the acknowledgements, the store, the mesh and the liveness watch, over the same
+        interval (the world step to the verdict)."""
+        ratios = []
+        for r in range(run.n):
+            v = run.local.get(r) or {}
+            nics = (v.get("node") or {}).get("nics") or {}
+            ifs = nics.get("interfaces", [])
+            self.assertEqual([i.get("name") for i in ifs], ["eth0"], f"rank {r}: {nics}")
+            stats = next((i["observed"].get("link_stats") for i in v.get("identities", [])
+                          if i.get("transport") == "socket" and i.get("rank") == r), None)
+            self.assertIsNotNone(stats, f"rank {r}: no socket link_stats")
+            sent, received = stats["to_next"]["bytes"], stats["from_prev"]["bytes"]
+            tx, rx = ifs[0]["tx_bytes"], ifs[0]["rx_bytes"]
+            for what, moved, carried in (("tx", tx, sent), ("rx", rx, received)):
+                self.assertGreaterEqual(moved, carried, f"rank {r}: eth0 {what} {moved} B < "
+                                        f"the transport's {carried} B")
+                self.assertLessEqual(moved, carried * 1.10 + (2 << 20),
+                                     f"rank {r}: eth0 {what} {moved} B > the transport's "
+                                     f"{carried} B + 10% + 2 MiB")
+                ratios.append(moved / carried)
+            self.assertEqual(ifs[0].get("moved"), {}, f"rank {r}: {ifs[0]}")
+        ratios.sort()
+        FIGURES.append(f"healthy eth0 bytes / socket bytes: min {ratios[0]:.3f}, median "
+                       f"{ratios[len(ratios) // 2]:.3f}, max {ratios[-1]:.3f} ({len(ratios)} "
+                       f"directions)")
+
     def test_01_healthy(self):
         with self.bed("ok") as bed:
             run = Run(self, bed, "healthy", MASTER_PORT, SOCKET)
         run.show(*SLOW_CODES)
-        self.assert_none_named(run, "SLOW_HOST", "SLOW_LINK", "PEER_LOST")
+        self.assert_none_named(run, "SLOW_HOST", "SLOW_LINK", "PEER_LOST", "NIC_ERRORS",
+                               "NIC_DOWN")
         self.assertEqual(run.global_["verdict"], "pass", codes(run.global_))
+        self.assert_interface_carried(run)
         FIGURES.append(f"healthy 8 hosts: {run.wall_s:.1f} s")
 
     def test_02_loss5(self):

@@ -67,6 +67,28 @@ inline Verdict full_sample() {
   v.findings = {missing, slow};
   v.env = {{"MASTER_ADDR", "master.smoke.svc"}, {"NCCL_DEBUG", "INFO"}};
   v.versions = {{"ncclsmoke", "0.1.0"}};
+  v.nics.read = true;
+  v.nics.root = "/sys";
+  v.nics.interval_s = 2.5;
+  facts::NetInterfaceFacts eth;
+  eth.name = "eth0";
+  eth.operstate = "up";
+  eth.carrier = 1;
+  eth.speed_mbps = 100000;
+  eth.mtu = 9001;
+  eth.rx_bytes = 4096;
+  eth.tx_bytes = 8192;
+  eth.moved = {{"rx_errors", 2}};
+  v.nics.interfaces = {eth};
+  facts::RdmaPortFacts port;
+  port.device = "mlx5_0";
+  port.port = 1;
+  port.state = "ACTIVE";
+  port.phys_state = "LinkUp";
+  port.link_layer = "InfiniBand";
+  port.rate_gbps = 400;
+  port.moved = {{"symbol_error", 12}};
+  v.nics.rdma_ports = {port};
   return v;
 }
 

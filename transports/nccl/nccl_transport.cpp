@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "node/sysfs.h"
 #include "rendezvous/store_error.h"
 #include "rendezvous/rank_ref.h"
 #include "transports/nccl/nccl_api.h"
@@ -295,7 +296,8 @@ class NcclTransportImpl final : public NcclTransport {
       j["gdr"] = seen.gdr;
       // What the device NCCL's network bytes crossed (or bypassed) can carry: judging compares
       // the bus bandwidth with it (BELOW_LINE_RATE), as for the fabric transport.
-      if (auto rate = nccl_port_rate(seen, read_port_rates(kRdmaSysfsRoot))) {
+      if (auto rate = nccl_port_rate(seen, read_port_rates(node::rdma_class_dir(node::sysfs_root(
+                                            env_or("NCCLSMOKE_SYSFS_ROOT")))))) {
         j["port_rate_gbps"] = rate->gbps;
         j["port_rate_port"] = rate->port;
         j["port_rate_carried"] = rate->carried;

@@ -832,6 +832,40 @@ TEST(ReportHosts, TheHostThatKeepsComingBackHeadsTheBadNodeView) {
   EXPECT_NE(html.find("data-code=\"MTU_MISMATCH\""), std::string::npos);
 }
 
+// The node's own faults (GPU_XID, NIC_DOWN, NIC_ERRORS) are per-host rows like the network's:
+// the node whose port stays down heads the view with its codes.
+TEST(ReportHosts, TheNodesOwnFaultsArePerHostRows) {
+  ReportInput in;
+  const std::vector<std::string> hosts{"g1", "g2", "g3"};
+  for (int day = 0; day < 3; ++day) {
+    std::string id = "n" + std::to_string(day);
+    add_run(in, {.run_id = id, .t = kT0 + day * 86400.0, .verdict = results::Outcome::fail,
+                 .hosts = hosts});
+    add_finding(in, id, results::Code::NIC_DOWN, results::Severity::error,
+                "rank 1 (host g2) has 1 RDMA port down that other nodes have up", {1}, {"g2"});
+    if (day == 2)
+      add_finding(in, id, results::Code::GPU_XID, results::Severity::error,
+                  "the kernel log of rank 2 (host g3) has NVRM Xid 79", {2}, {"g3"});
+    if (day == 1)
+      add_finding(in, id, results::Code::NIC_ERRORS, results::Severity::warning,
+                  "RDMA port mlx5_0 port 1's error counters moved on rank 1 (host g2)", {1},
+                  {"g2"});
+  }
+  auto m = build_model(in, options_at(kT0 + 4 * 86400.0));
+  const auto& c = m.clusters.at(0);
+  ASSERT_GE(c.hosts.size(), 2u);
+  EXPECT_EQ(c.hosts[0].host, "g2");
+  EXPECT_EQ(c.hosts[0].finding_runs, 3u);
+  ASSERT_EQ(c.hosts[0].codes.size(), 2u);
+  EXPECT_EQ(c.hosts[0].codes[0].code, "NIC_DOWN");
+  EXPECT_EQ(c.hosts[0].codes[1].code, "NIC_ERRORS");
+  EXPECT_EQ(c.hosts[1].host, "g3");
+  EXPECT_EQ(c.hosts[1].codes.at(0).code, "GPU_XID");
+  auto html = render_html(m);
+  EXPECT_NE(html.find("<tr class=\"host\" data-host=\"g2\" data-runs=\"3\">"), std::string::npos);
+  EXPECT_NE(html.find("data-code=\"GPU_XID\""), std::string::npos);
+}
+
 // The run list links each run to its verdict: --verdict-url's template (the run id URL-escaped),
 // else the file an import read it from, else nothing.
 TEST(ReportRuns, RunListLinksEachVerdict) {

@@ -218,7 +218,7 @@ TEST(Enums, SchemaEnumListsEqualTheEnums) {
   EXPECT_EQ(defs.at("finding").at("properties").at("severity").at("enum"),
             spellings(first_n(3, Severity{})));
   EXPECT_EQ(defs.at("finding").at("properties").at("layer").at("enum"),
-            spellings(first_n(6, Layer{})));
+            spellings(first_n(7, Layer{})));
   EXPECT_EQ(schema.at("properties").at("scope").at("enum"), spellings(first_n(2, Scope{})));
   const json& world = schema.at("properties").at("world").at("properties");
   const json& store = world.at("store").at("properties");

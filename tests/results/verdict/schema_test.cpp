@@ -97,7 +97,7 @@ TEST(VerdictSchema, BadEnumsNameThePathTheValueAndTheChoices) {
   j["findings"][0]["layer"] = "network";
   expect_only(j,
               R"(/findings/0/layer: "network" is not one of "config", "rendezvous", "mesh", )"
-              R"("transport", "data", "run")");
+              R"("transport", "data", "run", "node")");
 }
 
 TEST(VerdictSchema, TypesPatternsAndExtras) {

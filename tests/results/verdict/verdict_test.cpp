@@ -69,6 +69,34 @@ TEST(VerdictJson, RoundTripKeepsEveryField) {
   EXPECT_EQ(fast->findings[1].origin, FindingOrigin::liveness_watch);
   EXPECT_EQ(to_json(*fast), j);
   EXPECT_EQ(back.env.at("NCCL_DEBUG"), "INFO");
+  ASSERT_TRUE(back.nics.read);
+  ASSERT_EQ(back.nics.rdma_ports.size(), 1u);
+  EXPECT_EQ(back.nics.rdma_ports[0].moved.at("symbol_error"), 12u);
+  EXPECT_EQ(back.nics.interfaces.at(0).speed_mbps, 100000);
+  EXPECT_EQ(fast->nics.interfaces.at(0).moved.at("rx_errors"), 2u);
+}
+
+// "node" is a rank's own report: a member of another type, or missing, reads as its default on
+// both paths, and a verdict without "node" read nothing.
+TEST(VerdictJson, TheNodeReadsForgivingly) {
+  json j = to_json(testing::full_sample());
+  j["node"]["nics"]["interfaces"][0]["mtu"] = "big";
+  j["node"]["nics"]["interfaces"][0]["moved"] = {{"rx_errors", -3}, {"tx_errors", 1}};
+  j["node"]["nics"]["rdma_ports"][0].erase("state");
+  j["node"]["nics"]["rdma_ports"].push_back(7);
+  j["node"]["nics"]["interval_s"] = nullptr;
+  for (const Verdict& v : {verdict_from_json(j), *verdict_from_text_fast(j.dump())}) {
+    ASSERT_TRUE(v.nics.read);
+    EXPECT_EQ(v.nics.interfaces.at(0).mtu, -1);
+    EXPECT_EQ(v.nics.interfaces.at(0).moved, (std::map<std::string, std::uint64_t>{{"tx_errors", 1}}));
+    ASSERT_EQ(v.nics.rdma_ports.size(), 1u);
+    EXPECT_EQ(v.nics.rdma_ports[0].state, "");
+    EXPECT_EQ(v.nics.interval_s, 0);
+  }
+  j.erase("node");
+  EXPECT_FALSE(verdict_from_json(j).nics.read);
+  j["node"] = json::object();
+  EXPECT_FALSE(verdict_from_text_fast(j.dump())->nics.read);
 }
 
 // The job identity and the store the rank met at (issue: launchers) survive the round trip, are
