@@ -12,6 +12,7 @@
 #include "harness/progress.h"
 #include "harness/set_aside.h"
 #include "harness/transport_phase.h"  // test_pause_point
+#include "node/sysfs.h"
 #include "rendezvous/net.h"
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/signed_store.h"  // verify_store_value
@@ -154,7 +155,8 @@ Identity self_identity(const RunContext& ctx, const StoreSession& s) {
     if (fill_sockaddr(self.local_address, ss))
       self.interface = interface_of(reinterpret_cast<sockaddr*>(&ss));
   }
-  self.link_speed_mbps = rendezvous::interface_speed_mbps(self.interface);
+  self.link_speed_mbps = rendezvous::interface_speed_mbps(
+      self.interface, ctx.nic_start.root.empty() ? node::kSysfsDefault : ctx.nic_start.root);
   return self;
 }
 

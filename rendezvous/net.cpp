@@ -179,11 +179,11 @@ std::string parse_port_range(std::string_view text, uint16_t& lo, uint16_t& hi) 
   return "";
 }
 
-int interface_speed_mbps(const std::string& name) {
+int interface_speed_mbps(const std::string& name, const std::string& sysfs_root) {
   if (name.empty() || name.size() > 64 || name.find('/') != std::string::npos || name == "." ||
       name == "..")
     return 0;
-  std::ifstream in("/sys/class/net/" + name + "/speed");
+  std::ifstream in(sysfs_root + "/class/net/" + name + "/speed");
   long long mbps = 0;
   // A link that is down, or a device without a speed, fails the read or reports -1.
   if (!(in >> mbps) || mbps <= 0 || mbps > 100'000'000) return 0;

@@ -50,9 +50,10 @@ bool fill_sockaddr(const std::string& ip, sockaddr_storage& ss, uint16_t port = 
 // v4-mapped IPv6 address belongs to the interface that owns the IPv4 address.
 std::string interface_of(const sockaddr* addr);
 
-// The speed the interface `name` reports, in Mb/s (/sys/class/net/<name>/speed); 0 when unknown
-// (no such interface, a virtual one that reports none, or a name that is not a plain file name).
-int interface_speed_mbps(const std::string& name);
+// The speed the interface `name` reports, in Mb/s (<sysfs_root>/class/net/<name>/speed); 0 when
+// unknown (no such interface, a virtual one that reports none, or a name that is not a plain file
+// name). Tests point `sysfs_root` at a copied layout (NCCLSMOKE_SYSFS_ROOT).
+int interface_speed_mbps(const std::string& name, const std::string& sysfs_root = "/sys");
 
 // The source address this host would use to reach host:port, without brackets ("10.0.0.7",
 // "fd00::7"): a connected UDP socket sends nothing, but the kernel picks the route and the source

@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "node/sysfs.h"
+#include "rendezvous/net.h"
 
 namespace ncclsmoke::node {
 namespace {
@@ -149,6 +150,18 @@ TEST(NicHealth, JunkInAFileIsNotKnownAndNothingThrows) {
   EXPECT_DOUBLE_EQ(p->rate_gbps, 0);
   EXPECT_TRUE(p->moved.empty());  // unreadable before: no delta to tell
   EXPECT_EQ(f.interfaces.at(0).mtu, -1);
+}
+
+// The speed a rank's verdict carries for its interface (ranks[].link_speed_mbps) is read under the
+// same root.
+TEST(Sysfs, TheInterfaceSpeedIsReadUnderTheRoot) {
+  SysfsCopy sys("healthy");
+  sys.write("class/net/lo/speed", "100000");
+  EXPECT_EQ(rendezvous::interface_speed_mbps("lo", sys.root()), 100000);
+  sys.write("class/net/lo/speed", "-1");  // a link that is down, or a virtual device
+  EXPECT_EQ(rendezvous::interface_speed_mbps("lo", sys.root()), 0);
+  EXPECT_EQ(rendezvous::interface_speed_mbps("../lo", sys.root()), 0);
+  EXPECT_EQ(rendezvous::interface_speed_mbps("eth9", sys.root()), 0);
 }
 
 TEST(Sysfs, RootAndRateText) {
