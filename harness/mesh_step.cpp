@@ -36,6 +36,13 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
     mesh = run_mesh_probe(*s.store, m);
   } catch (const StoreError& e) {
     bool could_not_run = e.error_class() == ErrorClass::invalid || e.error_class() == ErrorClass::other;
+    if (could_not_run && w.rank != 0) {
+      // The others must not wait for an address this rank will never publish.
+      try {
+        publish_left_mesh(*s.store, w.rank, fmt::format("MESH_BLOCKED: {}", e.what()));
+      } catch (const StoreError&) {
+      }
+    }
     if (could_not_run)
       ctx.end_step("mesh", results::MeshNotRunSeen{ctx.self(), e.what()}, t0, e.what());
     else

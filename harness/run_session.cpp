@@ -99,6 +99,7 @@ void RunSession::run_step(const results::NextStep& next) {
       // named (PEER_STALLED / PEER_LOST) and the pairs it failed are its consequences.
       if (live_.fits_before_mesh(store_.join))
         live_.start(*store_.store, store_.join, store_.self.local_address);
+      mesh_ran_ = true;
       mesh_step(ctx_, store_, live_, mesh_);
       return;
     case results::Step::transports:
@@ -122,6 +123,27 @@ void RunSession::observe_liveness() {
   live.store_frozen = store_.frozen;
   ctx_.observed.steps_left_s =
       std::chrono::duration<double>(ctx_.steps_deadline - Clock::now()).count();
+}
+
+// A rank that reached the store and stops before the mesh (its own error at the join) says so in
+// the mesh's keys (rendezvous/mesh.h publish_left_mesh): the ranks that go on neither wait for its
+// address nor leave it to the mesh deadline. Nobody reads the keys when the others stop too.
+void RunSession::say_left_before_mesh() {
+  if (mesh_ran_ || !store_.store || !ctx_.have_world || ctx_.world.rank == 0) return;
+  std::string why = "it stopped before the mesh";
+  {
+    std::lock_guard lock(ctx_.record.mu);
+    for (const auto& f : ctx_.record.verdict.findings)
+      if (f.severity == results::Severity::error) {
+        why = std::string(f.code.str()) + ": " + f.message;
+        break;
+      }
+  }
+  try {
+    rendezvous::publish_left_mesh(*store_.store, ctx_.world.rank, why);
+  } catch (const rendezvous::StoreError& e) {
+    log_debug(fmt::format("mesh: could not say this rank left ({})", e.what()));
+  }
 }
 
 // The network devices' second reading: the interface that holds this rank's address (the one it
@@ -153,6 +175,7 @@ int RunSession::finish() {
   if (watchdog_code_ >= 0) return watchdog_code_;  // its verdict is the run's
   read_nics_at_end();
   ctx_.judge_pending();  // what the liveness watch saw since the last step
+  say_left_before_mesh();
   results::Verdict local;
   {
     std::lock_guard lock(ctx_.record.mu);

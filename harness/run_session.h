@@ -57,6 +57,7 @@ class RunSession {
   void log_verdict_json(const results::Verdict& shown) const;
   results::LocalFacts local_facts() const;
   void read_nics_at_end();
+  void say_left_before_mesh();
   void watch(const std::atomic<bool>& done);  // the watchdog thread; may _Exit
 
   RunContext ctx_;
@@ -67,6 +68,7 @@ class RunSession {
   Liveness live_{ctx_};
   StoreSession store_;
   rendezvous::MeshResult mesh_;
+  bool mesh_ran_ = false;  // the mesh step began (say_left_before_mesh)
   PairwiseState pairwise_;
 };
 

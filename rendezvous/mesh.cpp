@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 #include <future>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -384,6 +385,9 @@ std::string key_of(const char* what, int rank) {
   return std::string("mesh/") + what + "/" + std::to_string(rank);
 }
 
+constexpr std::string_view kLeftAddress = "!left: ";
+bool left_address(const std::string& addr) { return addr.rfind(kLeftAddress, 0) == 0; }
+
 // Rank 0: every rank's result (until deadline + done_grace), then the ranks whose result never
 // came sorted into lost (never listened, or its listener gives no handshake now) and unfinished
 // (its listener answers: it was still probing), then mesh/done for everyone.
@@ -405,9 +409,14 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
   std::size_t tested = 0, untested = 0, lost_pairs = 0;
   std::vector<std::pair<int, int>> untested_pairs;  // (from, to), sorted out once lost is known
   bool hit = false;
+  std::vector<int> left;  // ranks that said they left before their probe
   auto take = [&](int from, const std::string& text) {
     auto j = parse_bounded_or_discarded(text, kMaxStorePostJsonBytes);
     if (j.is_discarded() || !j.is_object()) return false;
+    if (j.contains("left")) {
+      left.push_back(from);
+      return true;
+    }
     tested += j.value("tested", std::size_t{0});
     for (int to : j.value("untested_to", std::vector<int>{})) untested_pairs.emplace_back(from, to);
     hit = hit || j.value("deadline_hit", false);
@@ -485,9 +494,14 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
       lost_pairs += mesh_peers(r, ranks, opt.full_mesh_threshold, opt.random_peers).size();
     for (int r : unfinished)
       untested += mesh_peers(r, ranks, opt.full_mesh_threshold, opt.random_peers).size();
-    std::sort(silent.begin(), silent.end());
     std::sort(unfinished.begin(), unfinished.end());
   }
+  // A rank that left dialled no one: its would-be pairs are lost, like a silent rank's.
+  for (int r : left) {
+    silent.push_back(r);
+    lost_pairs += mesh_peers(r, ranks, opt.full_mesh_threshold, opt.random_peers).size();
+  }
+  std::sort(silent.begin(), silent.end());
   auto is_lost = [&](int r) { return std::binary_search(silent.begin(), silent.end(), r); };
   for (auto [from, to] : untested_pairs) ++(is_lost(from) || is_lost(to) ? lost_pairs : untested);
   // Pairs from or to a lost rank are explained by its loss (PEER_LOST), not by the network.
@@ -603,6 +617,12 @@ bool failure_is_an_answer(ErrorClass cls, bool cut_by_phase_deadline) {
   }
 }
 
+void publish_left_mesh(Store& store, int rank, const std::string& why) {
+  const std::string text = why.substr(0, 400);
+  store.set(key_of("addr", rank), std::string(kLeftAddress) + text);
+  store.set(key_of("result", rank), json{{"left", text}}.dump());
+}
+
 MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
   auto start = Clock::now();
   MeshResult result;
@@ -631,6 +651,10 @@ MeshResult run_mesh_probe(Store& store, const MeshOptions& opt) {
   std::vector<int> untested_to;
   for (std::size_t i = 0; i < result.peers.size(); ++i) {
     int peer = result.peers[i];
+    if (present[i] && left_address(addrs[i])) {
+      untested_to.push_back(peer);  // it left before its probe: rank 0 counts the pair lost
+      continue;
+    }
     if (!present[i]) {
       untested_to.push_back(peer);  // no address yet: not tested (rank 0 decides if it is lost)
       result.deadline_hit = true;

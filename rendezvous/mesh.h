@@ -83,6 +83,14 @@ std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t
 // plus one store operation.
 MeshResult run_mesh_probe(Store& store, const MeshOptions& options);
 
+// A rank that joined but leaves before its probe (its own error: another world size, a rank
+// taken twice) says so in the mesh's keys, so its peers do not wait for its address nor dial it,
+// and rank 0 takes it as lost at once instead of at the deadline: its address is "!left: <why>"
+// and its result {"left": "<why>"}. Its pairs are lost pairs (PEER_LOST, or the rank's own finding
+// in the world's verdict, explains them), never MESH_BLOCKED. Best effort: a store error is the
+// caller's to ignore.
+void publish_left_mesh(Store& store, int rank, const std::string& why);
+
 // What a failed dial measured (a fact, not a verdict): whether the network answered it. Refused,
 // unreachable, reset, protocol and dns are answers whatever the clock says; a timeout is an answer
 // (nothing came back in the pair's whole time) only when the pair had its full pair timeout, not

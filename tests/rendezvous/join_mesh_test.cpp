@@ -497,6 +497,44 @@ TEST(MeshDeadline, ARankThatNeverBeganIsLostAndItsPairsAreNotIncomplete) {
   EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
 }
 
+// A rank that joined and left before its probe (its own error) says so in the mesh's keys: the
+// others neither wait for its address nor leave it to the deadline. It is lost at once, its pairs
+// lost pairs like a rank that never began, on 3 and 5 ranks.
+TEST(MeshDeadline, ARankThatSaidItLeftIsLostAtOnce) {
+  for (int n : {3, 5}) {
+    MemoryStore store;
+    std::vector<int> ranks;
+    for (int r = 0; r < n; ++r) ranks.push_back(r);
+    const int gone = n - 1;
+    publish_left_mesh(store, gone, "WORLD_MISMATCH: rank 2 says the world has 5 ranks");
+    auto t0 = std::chrono::steady_clock::now();
+    auto deadline = deadline_after(5s);
+    std::vector<std::future<MeshResult>> fs;
+    for (int r = 0; r < gone; ++r)
+      fs.push_back(std::async(std::launch::async, [&, r] {
+        return run_mesh_probe(store, mesh_options(r, ranks, deadline));
+      }));
+    std::vector<MeshResult> res;
+    for (auto& f : fs) res.push_back(f.get());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_LT(took, 2.5) << n << " ranks: waited for a rank that said it left";
+    const std::size_t alive = static_cast<std::size_t>(gone);
+    for (const auto& r : res) {
+      EXPECT_EQ(r.silent_ranks, std::vector<int>{gone}) << n;
+      EXPECT_EQ(r.pairs_tested, alive * (alive - 1)) << n;
+      EXPECT_EQ(r.pairs_untested, 0u) << n;
+      EXPECT_EQ(r.pairs_lost, 2 * alive) << n;  // every pair to it, and its own
+      EXPECT_FALSE(r.deadline_hit) << n;
+      EXPECT_TRUE(r.failures.empty()) << n;
+    }
+    auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(res[1]),
+                                 harness::probe_context(world_of(1, n)), {});
+    EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
+    EXPECT_FALSE(has_code(j.findings, "MESH_BLOCKED")) << codes(j.findings);
+    EXPECT_FALSE(has_code(j.findings, "MESH_INCOMPLETE")) << codes(j.findings);
+  }
+}
+
 // ---- accepted but never answered vs a dropped SYN (issue 13) ----
 
 TEST(StalledStore, AStoreThatAcceptsButNeverAnswersIsStalledWithoutTheFirewallHint) {
