@@ -131,6 +131,20 @@ def main():
              f"{[(f['code'], f['ranks']) for f in v.get('findings', [])]}")
     if took > 15:
         fail(f"ifname: took {took:.1f} s: the others waited out the deadline for rank 2")
+    # Each other rank's own verdict blames rank 2, the root, even one whose neighbours are ranks
+    # that gave up because of it (rank 0: ranks 1 and 3).
+    for r in (0, 1, 3):
+        try:
+            with open(os.path.join(work, "ifname", f"verdict.rank{r}.json")) as f:
+                own = json.load(f)
+        except (OSError, ValueError) as e:
+            fail(f"ifname: rank {r}'s verdict: {e}")
+            continue
+        peers = [(f.get("subject") or {}).get("peer") for f in own.get("findings", [])
+                 if f["code"] == "TRANSPORT_INIT_FAILED"]
+        if not peers or any(p != 2 for p in peers):
+            fail(f"ifname: rank {r}'s TRANSPORT_INIT_FAILED blames {peers}, expected rank 2: "
+                 f"{[f['message'][:200] for f in own.get('findings', [])]}")
 
     profiles = os.path.join(work, "profiles.yaml")
     with open(profiles, "w") as f:

@@ -452,10 +452,11 @@ class SocketTransport final : public Transport {
       const auto connect_start = Clock::now();
       auto conn = rendezvous::try_connect_tcp(host, port, std::min(deadline, deadline_after(kConnectSlice)));
       while (!conn.ok() && !expired(deadline)) {
-        if (auto why = peer_gave_up(next_))
+        if (auto gave = peer_gave_up(next_))
           throw TransportError(ErrorKind::init_failed,
-                               who() + ": " + peer(next_) + " gave up before it accepted: " + *why,
-                               next_);
+                               who() + ": " + peer(next_) + " gave up before it accepted" +
+                                   root_text(next_, *gave) + ": " + gave->why,
+                               gave->root);
         conn = rendezvous::try_connect_tcp(host, port, std::min(deadline, deadline_after(kConnectSlice)));
       }
       if (!conn.ok()) {
@@ -484,12 +485,14 @@ class SocketTransport final : public Transport {
       put_u32(hello + 24, static_cast<uint32_t>(chunk_));
       int err = 0;
       Io r = send_exact(fd, hello, kHello, deadline, err);
-      if (r != Io::ok)
+      if (r != Io::ok) {
+        if (r != Io::timeout) next_gave_up_in_handshake();
         throw TransportError(r == Io::timeout ? ErrorKind::timeout : ErrorKind::init_failed,
                              who() + ": handshake with " + peer(next_) + " failed after " +
                                  seconds_text_fine(rendezvous::seconds_since(start)) + ": " +
                                  (r == Io::timeout ? "send timed out" : std::strerror(err)),
                              next_);
+      }
     }
   }
 
@@ -520,10 +523,11 @@ class SocketTransport final : public Transport {
       while (accepted < nconn_) {
         if (accepted == 0 && Clock::now() >= next_look) {
           next_look = Clock::now() + kPrevLookEvery;
-          if (auto why = peer_gave_up(prev_))
+          if (auto gave = peer_gave_up(prev_))
             throw TransportError(ErrorKind::init_failed,
-                                 who() + ": " + peer(prev_) + " gave up before connecting: " + *why,
-                                 prev_);
+                                 who() + ": " + peer(prev_) + " gave up before connecting" +
+                                     root_text(prev_, *gave) + ": " + gave->why,
+                                 gave->root);
         }
         if (expired(deadline)) {
           std::string msg = who() + ": socket transport set-up timed out after " +
@@ -649,12 +653,14 @@ class SocketTransport final : public Transport {
                                  peer(next_) + " to answer the handshake on connection " +
                                  std::to_string(c + 1) + " of " + std::to_string(nconn_),
                              next_);
-      if (r != Io::ok)
+      if (r != Io::ok) {
+        next_gave_up_in_handshake();
         throw TransportError(ErrorKind::init_failed,
                              who() + ": " + peer(next_) + " " +
                                  (r == Io::eof ? "closed the connection" : std::strerror(err)) +
                                  " during the handshake",
                              next_);
+      }
       uint32_t rank = get_u32(ack + 4), conn = get_u32(ack + 8);
       if (get_u32(ack) != kAckMagic)
         throw TransportError(ErrorKind::init_failed,
@@ -759,22 +765,46 @@ class SocketTransport final : public Transport {
     close();
   }
 
-  // Why rank `r` (a neighbour) gave up during set-up, when it said so in the store; nullopt
-  // otherwise.
-  std::optional<std::string> peer_gave_up(int r) {
+  // Why rank `r` (a neighbour) gave up during set-up, when it said so in the store, and the rank
+  // at the root of it: `r` itself when its own set-up failed, else the rank its abort record
+  // blames (a neighbour that gave up because its own neighbour did), so the error names the rank
+  // that failed, not the one between. nullopt when it said nothing.
+  struct GaveUp {
+    std::string why;
+    int root = -1;
+  };
+  std::optional<GaveUp> peer_gave_up(int r) {
     try {
       const std::string key = "addr/" + std::to_string(r);
       if (ctx_.store->check({key})) {
         const std::string published = ctx_.store->get(key, deadline_after(Millis(1000)));
         if (published.rfind(kSetupFailedMark, 0) == 0)
-          return published.substr(kSetupFailedMark.size());
+          return GaveUp{published.substr(kSetupFailedMark.size()), r};
       }
     } catch (const std::exception&) {
       return std::nullopt;
     }
-    json root = read_abort_record(r);
-    if (root.is_object()) return root.value("message", std::string("it gave up"));
-    return std::nullopt;
+    json record = read_abort_record(r);
+    if (!record.is_object()) return std::nullopt;
+    int root = r;
+    if (auto p = record.find("peer"); p != record.end() && p->is_number_integer()) {
+      const auto blamed = p->get<long long>();
+      if (blamed >= 0 && blamed < n_ && blamed != ctx_.rank) root = static_cast<int>(blamed);
+    }
+    return GaveUp{record.value("message", std::string("it gave up")), root};
+  }
+  // The next rank closed or reset a connection in the handshake: when it said in the store that it
+  // gave up (its own set-up, or its other neighbour's), that is the error, naming the root.
+  void next_gave_up_in_handshake() {
+    if (auto gave = peer_gave_up(next_))
+      throw TransportError(ErrorKind::init_failed,
+                           who() + ": " + peer(next_) + " gave up during the handshake" +
+                               root_text(next_, *gave) + ": " + gave->why,
+                           gave->root);
+  }
+  // " (at the root: rank 2 (host h))" when the neighbour gave up because of another rank.
+  std::string root_text(int neighbour, const GaveUp& g) const {
+    return g.root == neighbour ? std::string() : " (at the root: " + peer(g.root) + ")";
   }
 
   TransportContext ctx_;
