@@ -381,6 +381,10 @@ void judge_transport(const std::string& transport, const std::string& named_sour
       if (l->recheck && !b.slow && !lossy_or_failed_first.count(key)) continue;
       if (!(b.slow || b.on_its_own)) {
         if (l->source == "pairwise") {
+          // Confirmed on retransmits alone only at a rate no healthy link reaches: links sharing a
+          // busy bridge retransmit up to 1.5% (kLossyOnItsOwn is 2%); a lossy link far more.
+          if (l->recheck && !(std::isfinite(l->retrans_rate) && l->retrans_rate >= kLossyOnItsOwn))
+            continue;
           (l->recheck ? lossy_again : lossy_first).insert(key);
           lossy[key].push_back(std::move(b));
         }

@@ -87,7 +87,8 @@ std::optional<LinkEvidence> ring_link(const std::string& transport, int rank,
 // `lossy_candidates`, when given, receives the host pairs whose first-round pairwise links lose
 // packets far more than their reference while no slower (retransmits alone), not explained by a
 // slow host and not measured again yet: the second pass measures them again, and a link that loses
-// packets again is named (SLOW_LINK, "lost packets again"); once is a busy path's noise.
+// packets again, at 2% or more of what it sent, is named (SLOW_LINK, "lost packets again"); once
+// is a busy path's noise, and so is less (healthy links sharing a busy bridge reach 1.5%).
 using HostPair = std::pair<std::string, std::string>;  // sorted
 std::vector<Finding> judge_links(const std::vector<LinkEvidence>& links,
                                  std::vector<HostPair>* lossy_candidates = nullptr);

@@ -415,6 +415,11 @@ TEST(LinkRules, ALinkThatLosesPacketsTwiceIsNamedOnRetransmitsAlone) {
   again.back().retrans = 0.002;
   fs = judge_links(pair_evidence(again));
   EXPECT_TRUE(fs.empty()) << messages(fs);
+  // Retransmitting a little the second time (1.5%: what healthy links sharing a busy bridge
+  // reach) is not losing packets again.
+  again.back().retrans = 0.015;
+  fs = judge_links(pair_evidence(again));
+  EXPECT_TRUE(fs.empty()) << messages(fs);
   // A pair whose first round failed (its handshake lost under the loss) and that loses packets,
   // no slower, when measured again: confirmed, and the message says how.
   auto failed_then_lossy = every_pair(8, {{2, 5}});
