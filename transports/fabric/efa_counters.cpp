@@ -1,32 +1,15 @@
 #include "transports/fabric/efa_counters.h"
 
 #include <algorithm>
-#include <set>
-#include <charconv>
 #include <filesystem>
-#include <fstream>
+#include <set>
 #include <vector>
 
+#include "node/sysfs.h"
+
 namespace ncclsmoke::transports {
-namespace {
 
 namespace fs = std::filesystem;
-
-bool read_number(const fs::path& file, uint64_t& value) {
-  std::ifstream in(file);
-  if (!in) return false;
-  std::string text;
-  char buf[64];
-  in.read(buf, sizeof buf);
-  text.assign(buf, static_cast<std::size_t>(in.gcount()));
-  while (!text.empty() && (text.back() == '\n' || text.back() == ' ' || text.back() == '\r'))
-    text.pop_back();
-  if (text.empty()) return false;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc() && end == text.data() + text.size();
-}
-
-}  // namespace
 
 CounterSnapshot read_hw_counters(const std::string& root) {
   CounterSnapshot snap;
@@ -34,16 +17,10 @@ CounterSnapshot read_hw_counters(const std::string& root) {
   for (const auto& dev : sorted_subdirs(root)) {
     fs::path ports = fs::path(root) / dev / "ports";
     for (const auto& port : sorted_subdirs(ports.string())) {
-      fs::path dir = ports / port / "hw_counters";
-      std::error_code ec;
-      fs::directory_iterator it(dir, ec), end;
+      const std::string dir = (ports / port / "hw_counters").string();
       std::map<std::string, uint64_t> counters;
-      for (; !ec && it != end; it.increment(ec)) {
-        std::error_code ec2;
-        if (!fs::is_regular_file(it->path(), ec2)) continue;
-        uint64_t v = 0;
-        if (read_number(it->path(), v)) counters[it->path().filename().string()] = v;
-      }
+      for (const auto& name : node::sorted_files(dir))
+        if (auto v = node::read_count(dir + "/" + name)) counters[name] = *v;
       if (!counters.empty()) snap[dev + "/" + port] = std::move(counters);
     }
   }
