@@ -15,7 +15,7 @@ On 127.0.0.1 with free ports, temp config and storage:
      and NcclSmokeFailed's summary names the host; every firing alert's runbook_url is the test
      base URL + its page and anchor (set once, in the rules file);
   2c. every panel query of the Grafana dashboard (cronjob/dashboards/ncclsmoke.json: structure
-     checked, variables substituted) returns data; the panels the issue asked for (run duration,
+     checked, variables substituted) returns data; the panels it must have (run duration,
      ranks by status, transport status, findings of the last run) are there and return the
      pushed runs' values: the duration, the ranks per status (the narrowed verdict also has a
      missing rank and a degraded socket phase), the socket phase's status through the panel's
@@ -23,7 +23,7 @@ On 127.0.0.1 with free ports, temp config and storage:
      to the rules' base URL; then the real failed verdict pushed again clears the host (the family
      is always pushed, so the Pushgateway's POST replaces it);
   2d. a later pass pushed for the failed profile: "Findings of the last run" no longer lists
-     its BANDWIDTH_REGRESSION (the old worst-of-the-range query still would), and the duration
+     its BANDWIDTH_REGRESSION (a worst-of-the-range query still would), and the duration
      and transport panels show the new run;
   4. the Pushgateway stopped: a third run's publish exits 5 ("metrics not delivered", naming the
      URL) and the history still grows (3 runs).
@@ -43,6 +43,9 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import poll_until, wait_until  # noqa: E402
 
 WAIT_S = 60          # bounded waits for readiness, scrapes and alerts
 CLUSTER = "e2e"
@@ -64,25 +67,48 @@ def http_get(url, timeout=5):
         return r.status, r.read().decode()
 
 
+def listens_on(pid, port):
+    """True when process `pid` holds the socket listening on 127.0.0.1:`port` (/proc/net/tcp's
+    LISTEN entry, found among the process's descriptors)."""
+    local = f"0100007F:{port:04X}"
+    inodes = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[1] == local and fields[3] == "0A":  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") in inodes:
+                return True
+        except OSError:
+            pass
+    return False
+
+
 def wait_ready(name, url, proc, log):
-    deadline = time.monotonic() + WAIT_S
-    last = ""
-    while time.monotonic() < deadline:
+    last = [""]
+
+    def ready():
         if proc.poll() is not None:
             raise RuntimeError(f"{name} exited with {proc.returncode} before it was ready:\n{tail(log)}")
         try:
             status, _ = http_get(url, timeout=2)
-            if status == 200:
-                # Ours, not another process that took the port first (ours would exit on bind).
-                time.sleep(0.3)
-                if proc.poll() is not None:
-                    raise RuntimeError(f"{name} exited with {proc.returncode}; another process answers "
-                                       f"{url}:\n{tail(log)}")
-                return
+            return status == 200
         except (urllib.error.URLError, OSError) as e:
-            last = str(e)
-        time.sleep(0.2)
-    raise RuntimeError(f"{name} not ready at {url} after {WAIT_S}s ({last}):\n{tail(log)}")
+            last[0] = str(e)
+            return False
+    if not poll_until(ready, WAIT_S, 0.2):
+        raise RuntimeError(f"{name} not ready at {url} after {WAIT_S}s ({last[0]}):\n{tail(log)}")
+    # Ours, not another process that took the port first (ours would exit on bind): the socket
+    # listening on the port is one of our process's.
+    if not listens_on(proc.pid, urllib.parse.urlsplit(url).port):
+        raise RuntimeError(f"{name} (pid {proc.pid}) does not hold the socket listening on {url}: "
+                           f"another process answers it (exit {proc.poll()}):\n{tail(log)}")
 
 
 def tail(path, n=20):
@@ -103,16 +129,11 @@ def query(prom, expr):
 
 
 def wait_for(prom, expr, what):
-    deadline = time.monotonic() + WAIT_S
     start = time.monotonic()
-    while time.monotonic() < deadline:
-        result = query(prom, expr)
-        if result:
-            print(f"ok: {what} after {time.monotonic() - start:.1f}s: {expr} -> "
-                  f"{[(r['metric'], r['value'][1]) for r in result]}")
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: {expr} still empty after {WAIT_S}s")
+    result = wait_until(lambda: query(prom, expr), WAIT_S, f"{what}: {expr} to return data", 0.5)
+    print(f"ok: {what} after {time.monotonic() - start:.1f}s: {expr} -> "
+          f"{[(r['metric'], r['value'][1]) for r in result]}")
+    return result
 
 
 def query_range(prom, expr, seconds=60, step=5):
@@ -128,20 +149,21 @@ def query_range(prom, expr, seconds=60, step=5):
 
 def wait_alert(prom, alertname, labels, what):
     """The firing alert with these labels (from /api/v1/alerts, which has the annotations)."""
-    deadline = time.monotonic() + WAIT_S
     seen = []
-    while time.monotonic() < deadline:
+
+    def firing():
         _, body = http_get(f"{prom}/api/v1/alerts")
-        seen = [a for a in json.loads(body)["data"]["alerts"] if a["labels"].get("alertname") == alertname]
-        for a in seen:
-            if a["state"] == "firing" and all(a["labels"].get(k) == v for k, v in labels.items()):
-                print(f"ok: {what}: {a['labels']} summary={a['annotations'].get('summary')!r}")
-                return a
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: no firing {alertname} with {labels} after {WAIT_S}s; saw {seen}")
+        seen[:] = [a for a in json.loads(body)["data"]["alerts"]
+                   if a["labels"].get("alertname") == alertname]
+        return next((a for a in seen if a["state"] == "firing"
+                     and all(a["labels"].get(k) == v for k, v in labels.items())), None)
+    a = wait_until(firing, WAIT_S, lambda: f"{what}: a firing {alertname} with {labels} (saw {seen})",
+                   0.5)
+    print(f"ok: {what}: {a['labels']} summary={a['annotations'].get('summary')!r}")
+    return a
 
 
-# Panels the dashboard must have (issue 25): title -> the metric its query reads.
+# Panels the dashboard must have: title -> the metric its query reads.
 REQUIRED_PANELS = {
     "Run duration": "ncclsmoke_run_duration_seconds",
     "Ranks by status": "ncclsmoke_ranks",
@@ -445,14 +467,17 @@ scrape_configs:
         wait_for(prom, f'ncclsmoke_suspect_host{{{hq}}} == 1', "suspect host and node scraped")
         wait_alert(prom, "NcclSmokeSuspectHost", {"cluster": CLUSTER, "host": host, "node": node, "code": code},
                    "NcclSmokeSuspectHost firing for the host")
-        deadline = time.monotonic() + WAIT_S
-        while True:  # the summary is re-rendered on each evaluation (1 s)
-            a = wait_alert(prom, "NcclSmokeFailed", {"cluster": CLUSTER, "profile": "e2e-tight"},
-                           "NcclSmokeFailed firing")
-            if f"suspect host(s) {host} (node {node}, {code})" in a["annotations"]["summary"]:
-                break
-            assert time.monotonic() < deadline, f"NcclSmokeFailed's summary never named {host}: {a}"
-            time.sleep(1)
+        failed = {}
+
+        def names_host():  # the summary is re-rendered on each evaluation (1 s)
+            failed["alert"] = wait_alert(prom, "NcclSmokeFailed",
+                                         {"cluster": CLUSTER, "profile": "e2e-tight"},
+                                         "NcclSmokeFailed firing")
+            return f"suspect host(s) {host} (node {node}, {code})" in \
+                failed["alert"]["annotations"]["summary"]
+        wait_until(names_host, WAIT_S,
+                   lambda: f"NcclSmokeFailed's summary to name {host}: {failed['alert']}", 1)
+        a = failed["alert"]
         print("ok: NcclSmokeFailed's summary names the host and node")
         want = f"{RUNBOOK}/docs/findings.md#finding-codes"
         assert a["annotations"].get("runbook_url") == want, (a["annotations"], want)
@@ -475,13 +500,8 @@ scrape_configs:
         panels, queries = dashboard_queries(args.dashboard)
         for title, ref, expr, instant in queries:
             q = grafana_substitute(expr, CLUSTER)
-            deadline = time.monotonic() + WAIT_S
-            while True:
-                result = query(prom, q) if instant else query_range(prom, q)
-                if result:
-                    break
-                assert time.monotonic() < deadline, f"dashboard panel {title!r} {ref}: no data for {q}"
-                time.sleep(1)
+            result = wait_until(lambda: query(prom, q) if instant else query_range(prom, q), WAIT_S,
+                                f"dashboard panel {title!r} {ref}: data for {q}", 1)
             print(f"ok: dashboard {title!r} {ref}: {len(result)} series")
         print(f"ok: all {len(queries)} dashboard queries returned data")
 
@@ -505,7 +525,7 @@ scrape_configs:
             return next(p["status"] for p in v["phases"] if p["name"] == f"transport:{transport}")
 
         def check_panels(profile, v, what):
-            """The issue's panels show this verdict as the last run of (CLUSTER, profile)."""
+            """The required panels show this verdict as the last run of (CLUSTER, profile)."""
             series = by_labels(panel_result("Run duration"), cluster=CLUSTER, profile=profile)
             assert len(series) == 1 and abs(last_value(series[0]) - v["duration_s"]) < 1e-6, \
                 (what, series, v["duration_s"])
@@ -539,10 +559,8 @@ scrape_configs:
         # The real (host-less) verdict pushed again: the host is gone, not kept by the POST.
         r = run([args.ncclsmoke, "publish", verdict2, "--pushgateway", pg_url, "--cluster", CLUSTER])
         assert r.returncode == 1, r.stdout + r.stderr
-        deadline = time.monotonic() + WAIT_S
-        while query(prom, f'ncclsmoke_suspect_host{{{hq}}}'):
-            assert time.monotonic() < deadline, f"{host} still a suspect after a push that names no host"
-            time.sleep(0.5)
+        wait_until(lambda: not query(prom, f'ncclsmoke_suspect_host{{{hq}}}'), WAIT_S,
+                   f"{host} to be no suspect any more after a push that names no host", 0.5)
         print("ok: a push naming no host clears the suspect host")
 
         # --- 2d. the last run, not the worst of the range ----------------------------------
@@ -555,10 +573,9 @@ scrape_configs:
         r = run([args.ncclsmoke, "publish", later_path, "--pushgateway", pg_url, "--cluster", CLUSTER])
         assert r.returncode == 0, r.stdout + r.stderr
         wait_for(prom, f'ncclsmoke_verdict{{{tight},verdict="pass"}} == 1', "the later pass scraped")
-        deadline = time.monotonic() + WAIT_S
-        while (code, "error") in findings_rows(panel_result("Findings of the last run"), "e2e-tight"):
-            assert time.monotonic() < deadline, f"Findings of the last run still lists {code} after a pass"
-            time.sleep(0.5)
+        wait_until(lambda: (code, "error") not in findings_rows(panel_result("Findings of the last run"),
+                                                                 "e2e-tight"),
+                   WAIT_S, f"Findings of the last run to drop {code} after a pass", 0.5)
         check_panels("e2e-tight", later, "the later pass (e2e-tight)")
         worst = grafana_substitute('max by (cluster, profile, code, severity) (max_over_time('
                                    'ncclsmoke_findings{cluster=~"$cluster"}[$__range])) > 0', CLUSTER)

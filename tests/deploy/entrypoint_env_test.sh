@@ -92,7 +92,7 @@ expect_line "ncclsmoke run --launcher flags --rank 0 --world-size 4 --local-rank
 expect_line "ncclsmoke publish $tmp/out/verdict.json --job ncclsmoke --cluster c1 --fail-on fail,degraded,inconclusive --pushgateway http://pg:9091 --textfile /tf"
 env -i "${good[@]}" NCCLSMOKE_HISTORY=/h/runs.db NCCLSMOKE_HISTORY_KEEP=90d sh "$entry" >"$tmp/stdout" 2>"$tmp/stderr"
 expect_line "ncclsmoke history prune --history /h/runs.db --older-than 90d"
-# The suspects (issue 23 item 5): kept beside an SQLite history; a suspects file set aside.
+# The suspects: kept beside an SQLite history; a suspects file set aside.
 expect_line "ncclsmoke publish $tmp/out/verdict.json --job ncclsmoke --cluster c1 --fail-on fail,degraded,inconclusive --history /h/runs.db --suspects-dir /h"
 env -i "${good[@]}" NCCLSMOKE_EXCLUDE_FILE=/etc/ncclsmoke/suspects.txt NCCLSMOKE_SUSPECTS_DIR=/s sh "$entry" >"$tmp/stdout" 2>"$tmp/stderr"
 expect_line "ncclsmoke run --launcher flags --rank 0 --world-size 4 --local-rank 0 --master-addr ncclsmoke-29123456-0.ncclsmoke --master-port 29500 --node-name ip-10-1-2-3.ec2.internal --job-id ncclsmoke-29123456 --transports socket --out-dir $tmp/out --exclude-file /etc/ncclsmoke/suspects.txt"

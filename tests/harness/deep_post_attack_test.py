@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """A stranger posts a verdict 100,000 levels deep under rank 1's verdict key; rank 0 must still
 write verdict.json, exit with a documented code, and name the bad post (RESULTS_MISSING for rank 1,
-"nested deeper than 64 levels"), never crash (it used to SIGSEGV writing the global verdict).
+"nested deeper than 64 levels"), and never crash: a deep post must not overflow the stack when
+the global verdict is written.
 
 Two ranks on loopback. Rank 1 stops itself mid-sweep (the test-only hook NCCLSMOKE_TEST_PAUSE_AT,
-harness/transport_phase.h), so it never posts its own verdict; the stranger, a real
+harness/run/transport_phase.h), so it never posts its own verdict; the stranger, a real
 torch.distributed.TCPStore client (/usr/bin/python3's torch), reads the store's owner record for
 the job's key prefix and sets <prefix>verdict/1; then rank 1 is SIGKILLed. Rank 0 looks once at a
 dead rank's key, and finds the stranger's post there.
@@ -21,9 +22,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
-from loopback import free_port, proc_state
+from loopback import free_port, poll_until, proc_state
 
 DEPTH = 100_000
 TIMEOUT = 40
@@ -57,9 +57,7 @@ def main():
             log = open(os.path.join(work, f"rank{r}.log"), "w")
             procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env))
         try:
-            stop_by = time.monotonic() + 30
-            while time.monotonic() < stop_by and proc_state(procs[1].pid) not in ("T", ""):
-                time.sleep(0.02)
+            poll_until(lambda: proc_state(procs[1].pid) in ("T", ""), 30)
             if proc_state(procs[1].pid) != "T":
                 problems.append("rank 1 never stopped itself in the sweep")
             else:

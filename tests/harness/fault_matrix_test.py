@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""The fault matrix (issue 13): one rank of 4 frozen (SIGSTOP) or killed (SIGKILL) in each phase
+"""The fault matrix: one rank of 4 frozen (SIGSTOP) or killed (SIGKILL) in each phase
 (rendezvous, mesh, sweep), the victim being rank 0 (which hosts the store) or rank 2. Each case
 must
 
@@ -12,7 +12,7 @@ must
   - blame no other rank: no error finding there names a rank other than the victim (a survivor's
     own view may name itself, e.g. "rank 3 cannot reach the store").
 
-The victim is struck at an exact point by the binary's test-only hook (harness/transport_phase.h,
+The victim is struck at an exact point by the binary's test-only hook (harness/run/transport_phase.h,
 NCCLSMOKE_TEST_PAUSE_AT): it stops itself there with SIGSTOP; the test then leaves it stopped
 (SIGSTOP case) or SIGKILLs it (SIGKILL case). Points: rendezvous (connected to the store, not yet
 joined, while the others join), mesh (its mesh address published, before it dials), sweep (0.3 s
@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, proc_state
+from loopback import free_port, poll_until, proc_state
 
 WORLD = 4
 FLAGS = {"--connect-timeout": 8, "--join-timeout": 6, "--mesh-timeout": 4, "--pair-timeout": 1.5,
@@ -145,9 +145,7 @@ def run_case(env_, binary, phase, victim, sig, work):
                                 os.path.join(work, f"rank{r}")))
     out = {"reached": False, "ended": False, "took_s": None, "fault_wall": None, "codes": {}}
     try:
-        reach_by = time.monotonic() + 30
-        while time.monotonic() < reach_by and proc_state(procs[victim].pid) not in ("T", ""):
-            time.sleep(0.02)
+        poll_until(lambda: proc_state(procs[victim].pid) in ("T", ""), 30)
         if proc_state(procs[victim].pid) != "T":
             tail = env_.log_text(work, victim)[-600:] if hasattr(env_, "log_text") else ""
             out["why"] = (f"rank {victim} never stopped at {phase} (state "

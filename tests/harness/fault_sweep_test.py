@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port
+from loopback import free_port, poll_until
 
 RUN_TIMEOUT = 25  # --timeout of each rank: the case must end by then + 2 s
 
@@ -44,9 +44,7 @@ def run_case(binary, sig, victim, work):
         procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT))
     # Strike once every rank is in the sweep: rendezvous and mesh take almost no CPU, the sweep
     # of 400 x 64 MiB all-reduces keeps every rank busy for far longer than this wait.
-    in_sweep_by = time.monotonic() + 20
-    while time.monotonic() < in_sweep_by and min(cpu_s(p.pid) for p in procs) < 0.5:
-        time.sleep(0.05)
+    poll_until(lambda: min(cpu_s(p.pid) for p in procs) >= 0.5, 20, 0.05)
     start = time.monotonic()
     os.kill(procs[victim].pid, sig)
     survivors = [p for i, p in enumerate(procs) if i != victim]

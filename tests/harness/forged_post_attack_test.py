@@ -9,7 +9,7 @@ name what it can check (results/judging/view_trust.h) and nothing it cannot:
 
 Two ranks on loopback around a `ncclsmoke store serve` (so the store answers while rank 0 is
 stopped). Rank 0 stops itself just before it gathers (the test-only hook NCCLSMOKE_TEST_PAUSE_AT=
-gather, harness/transport_phase.h); rank 1 posts its verdict and exits; the stranger, a real
+gather, harness/run/transport_phase.h); rank 1 posts its verdict and exits; the stranger, a real
 torch.distributed.TCPStore client, edits rank 1's key; then rank 0 is continued.
 
     /usr/bin/python3 tests/harness/forged_post_attack_test.py --binary build/ncclsmoke
@@ -24,9 +24,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
-from loopback import proc_state, start_store
+from loopback import poll_until, proc_state, start_store
 
 TIMEOUT = 40
 
@@ -51,10 +50,7 @@ def scenario(binary, dist, name, edit):
                         "--warmup-iters", "1", "--timeout", str(TIMEOUT), "--quiet"]
                 log = open(os.path.join(work, f"rank{r}.log"), "w")
                 procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env))
-            stop_by = time.monotonic() + 30
-            while time.monotonic() < stop_by and not (
-                    proc_state(procs[0].pid) == "T" and procs[1].poll() is not None):
-                time.sleep(0.02)
+            poll_until(lambda: proc_state(procs[0].pid) == "T" and procs[1].poll() is not None, 30)
             if proc_state(procs[0].pid) != "T" or procs[1].poll() is None:
                 problems.append("rank 0 never stopped before its gather, or rank 1 did not finish")
             else:

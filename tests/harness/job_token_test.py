@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from loopback import free_port, proc_state, start_store
+from loopback import free_port, poll_until, port_accepts, proc_state, start_store
 
 try:
     import torch.distributed as dist  # the stranger's client: what anyone on the network has
@@ -96,11 +96,8 @@ def forge_at_gather(binary, work, world, extra_env, forged, during, problems, wh
         with Stranger(port, during) as s:
             procs = start_ranks(binary, work, port, world, extra_env,
                                 store=f"127.0.0.1:{port}")
-            stop_by = time.monotonic() + 40
-            while time.monotonic() < stop_by and not (
-                    proc_state(procs[0].pid) == "T" and all(p.poll() is not None
-                                                            for p in procs[1:])):
-                time.sleep(0.02)
+            poll_until(lambda: proc_state(procs[0].pid) == "T"
+                       and all(p.poll() is not None for p in procs[1:]), 40)
             if proc_state(procs[0].pid) != "T" or any(p.poll() is None for p in procs[1:]):
                 problems.append(f"{what}: rank 0 never stopped before its gather, or another "
                                 f"rank did not finish")
@@ -131,15 +128,13 @@ class Stranger:
     def _run(self):
         try:
             # Rank 0's store is not up yet: wait until its port accepts (bounded), then connect.
-            until = time.monotonic() + 20
-            listening = False
-            while not listening and time.monotonic() < until and not self.stop.is_set():
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    listening = True
-                except OSError:
-                    time.sleep(0.02)
-            if not listening:
+            seen = {"listening": False}
+
+            def listening_or_stopped():
+                seen["listening"] = port_accepts(self.port)
+                return seen["listening"] or self.stop.is_set()
+            poll_until(listening_or_stopped, 20)
+            if not seen["listening"]:
                 self.error = "the store never listened"
                 return
             store = dist.TCPStore("127.0.0.1", self.port, None, False,
@@ -149,7 +144,7 @@ class Stranger:
                 for k, v in self.values.items():
                     store.set(k, v)
                     self.writes += 1
-                time.sleep(0.001)
+                self.stop.wait(0.001)  # the stranger's pace; ends as soon as it is told to stop
         except Exception as e:  # the store went away at the end of the run
             if self.writes == 0:
                 self.error = repr(e)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""--log-format json and --color, read from live runs of the built binary (issue 25, item 7).
+"""--log-format json and --color, read from live runs of the built binary.
 
 - a 2-rank `run` on loopback with --log-format json: every line either rank writes (stderr and
   stdout together, as a container's log has them) is one JSON object with time, rank, host, level,

@@ -1,5 +1,12 @@
-"""Shared by the harness's end-to-end tests on loopback."""
+"""Shared by the harness's end-to-end tests on loopback. The shared waits (tests/waiting.py) are
+re-exported from here: `from loopback import wait_until`."""
+import os
 import socket
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import (WaitTimeout, file_has, pause, poll_until, port_accepts,  # noqa: E402,F401
+                     wait_until)
 
 
 def free_port():
@@ -76,18 +83,8 @@ def run_ranks(cmd_of, env_of, out, world, limit=60, first=(), before_rest=None):
 
 
 def wait_for_line(path, text, limit=15):
-    """True once the file at `path` holds `text`, polled every 20 ms for at most `limit` s."""
-    import time
-    stop_by = time.monotonic() + limit
-    while time.monotonic() < stop_by:
-        try:
-            with open(path, errors="replace") as f:
-                if text in f.read():
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.02)
-    return False
+    """True once the file at `path` holds `text` (polled), False after `limit` s without it."""
+    return poll_until(lambda: file_has(path, text), limit)
 
 
 def load_json(path, fail):

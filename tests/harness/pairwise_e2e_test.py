@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 
-from loopback import free_port, proc_state
+from loopback import free_port, poll_until, proc_state
 
 FAILS = []
 SKIPS = []
@@ -154,9 +154,7 @@ def case_fault(binary, root, sig):
         procs[r] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env,
                                     stdin=subprocess.DEVNULL)
     victim = procs[2]
-    stop_by = time.monotonic() + 60
-    while proc_state(victim.pid) != "T" and victim.poll() is None and time.monotonic() < stop_by:
-        time.sleep(0.02)
+    poll_until(lambda: proc_state(victim.pid) == "T" or victim.poll() is not None, 60)
     struck = time.monotonic()
     if not check(proc_state(victim.pid) == "T", f"{case}: rank 2 stopped itself at the hook"):
         for p in procs.values():
@@ -165,11 +163,13 @@ def case_fault(binary, root, sig):
     if sig == "SIGKILL":
         victim.kill()
     ends = {}
-    while len(ends) < 3 and time.monotonic() < struck + 45:
+
+    def survivors_ended():
         for r in (0, 1, 3):
             if r not in ends and procs[r].poll() is not None:
                 ends[r] = time.monotonic() - struck
-        time.sleep(0.05)
+        return len(ends) == 3
+    poll_until(survivors_ended, struck + 45 - time.monotonic(), 0.05)
     for p in procs.values():
         if p.poll() is None:
             p.kill()

@@ -30,7 +30,7 @@ import tempfile
 import threading
 import time
 
-from loopback import free_port
+from loopback import free_port, poll_until
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
 FAILS = []
@@ -109,13 +109,13 @@ class Rank:
 
     def wait_for_stdout(self, pattern, seconds):
         """Polls the stdout file until `pattern` matches (multiline); (match, still_running)."""
-        deadline = time.monotonic() + seconds
-        while True:
-            running = self.proc.poll() is None
-            m = re.search(pattern, self.stdout(), re.M)
-            if m or time.monotonic() > deadline:
-                return m, running
-            time.sleep(0.05)
+        seen = {}
+
+        def matched():
+            seen["running"] = self.proc.poll() is None
+            return re.search(pattern, self.stdout(), re.M)
+        m = poll_until(matched, seconds, 0.05)
+        return m, seen["running"]
 
     def kill(self):
         if self.proc.poll() is None:

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Setting a bad node aside (issue 23, item 5), end to end on loopback with real ranks. Every rank
+"""Setting a bad node aside, end to end on loopback with real ranks. Every rank
 runs on this machine, so each gets a node of its own (--node-name n0..n3): the set-aside list
 matches a rank's host or node.
 

@@ -35,9 +35,8 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 
-from loopback import free_port
+from loopback import free_port, wait_until
 
 WORLD = 4
 MAGIC = 0x3C85F7CE
@@ -119,8 +118,7 @@ def fill_keys(port, most=5000):
 
 def wait_for_store(port, limit_s=15.0):
     """A stranger connected once rank 0's store listens and rank 0 has claimed it."""
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
+    def claimed():
         try:
             s = Stranger(port)
             if s.num_keys() > 0:
@@ -128,8 +126,8 @@ def wait_for_store(port, limit_s=15.0):
             s.close()
         except OSError:
             pass
-        time.sleep(0.05)
-    raise RuntimeError("rank 0's store did not come up on port %d" % port)
+        return None
+    return wait_until(claimed, limit_s, "rank 0's store to come up on port %d" % port, 0.05)
 
 
 def start_rank(binary, rank, port, work, env, store=None):

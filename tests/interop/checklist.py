@@ -1,9 +1,14 @@
 """What the interop scripts share: one line per check ("ok" / "FAIL" / "skip"), a watchdog that
 kills every process a script started and exits 1 past its bound, and the closing
-"N passed, M failed" with the exit code."""
+"N passed, M failed" with the exit code. The shared waits (tests/waiting.py) are re-exported
+from here: `from checklist import wait_until`."""
 
 import os
+import sys
 import threading
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import WaitTimeout, pause, poll_until, wait_until  # noqa: E402,F401
 
 results = []   # one bool per check
 children = []  # processes the watchdog (and the end) must not leave behind

@@ -18,10 +18,9 @@ import datetime
 import os
 import sys
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checklist import check, kill_children, start_watchdog, summary  # noqa: E402
+from checklist import check, kill_children, pause, poll_until, start_watchdog, summary  # noqa: E402
 
 try:
     import torch.distributed as dist
@@ -94,11 +93,12 @@ def main():
                 torch_ops["ok"] += 1
             except Exception as e:  # noqa: BLE001 - reported below
                 torch_ops["errors"].append(repr(e)[:200])
-            time.sleep(0.01)
+            stop.wait(0.01)  # the torch client's pace; ends as soon as it is told to stop
 
     traffic = threading.Thread(target=torch_traffic, daemon=True)
     traffic.start()
-    time.sleep(0.2)
+    # The probe starts while the torch client is busy: once it has been served a few times.
+    poll_until(lambda: torch_ops["ok"] >= 5 or torch_ops["errors"], 10)
 
     ours = NegotiatingDriver(binary, port)
     hello = ours.hello
@@ -113,7 +113,10 @@ def main():
         stop.set()
         return finish()
 
-    time.sleep(0.3)
+    # And it goes on being served after the probe: a few more ADDs (a stalled connection ends in
+    # an error within its 3 s timeout instead).
+    served = torch_ops["ok"]
+    poll_until(lambda: torch_ops["ok"] >= served + 10 or torch_ops["errors"], 5)
     stop.set()
     traffic.join(5)
     check("a torch client was served throughout the probe (no stall, no errors)",
@@ -139,7 +142,7 @@ def main():
     r = ours.run("wait", ["neg/a", "torch/b"], 2)
     check("WAIT on present keys returns", r.get("ok"), r)
     ours.send("wait", ["late"], 10)
-    time.sleep(0.3)
+    pause(0.3, "a late SET: the WAIT must block until torch sets the key")
     torch_client.set("late", b"x")
     r = ours.reply()
     check("WAIT is woken by a torch SET", r.get("ok"), r)

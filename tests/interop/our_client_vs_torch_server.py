@@ -22,9 +22,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 
-from checklist import check, children, kill_children, start_watchdog, summary  # noqa: E402
+from checklist import check, children, kill_children, pause, start_watchdog, summary  # noqa: E402
 
 try:
     import torch.distributed as dist
@@ -165,13 +164,13 @@ def main():
           and result(ours.run("get", "after", 2)) == b"1".hex(), r)
 
     ours.send("wait", ["late"], 10)
-    time.sleep(0.3)
+    pause(0.3, "a late SET: our WAIT must block until torch sets the key")
     torch_client.set("late", b"x")
     r = ours.reply()
     check("our WAIT is woken by a torch SET", r.get("ok") and r.get("elapsed_s", 0) >= 0.2, r)
 
     ours.send("get", "late2", 10)
-    time.sleep(0.3)
+    pause(0.3, "a late SET: our GET must block until torch sets the key")
     master.set("late2", b"value")
     r = ours.reply()
     check("our GET blocks until torch sets the key", result(r) == b"value".hex(), r)

@@ -29,7 +29,7 @@ import sys
 import threading
 import time
 
-from checklist import check, children, start_watchdog, step, summary  # noqa: E402
+from checklist import check, children, poll_until, start_watchdog, step, summary  # noqa: E402
 
 try:
     import torch
@@ -244,13 +244,13 @@ def main():
                 return False, "workers: %s" % got
             # 1.13's master loop: doGet("init/") every 10 ms until >= world_size.
             with socket.create_connection((HOST, port), timeout=5) as raw:
-                deadline = time.monotonic() + 5
-                seen = b""
-                while time.monotonic() < deadline:
-                    seen = raw_wait_get(raw, b"init/")
-                    if int(seen) >= 4:
-                        break
-                    time.sleep(0.01)
+                got_init = [b""]
+
+                def all_joined():
+                    got_init[0] = raw_wait_get(raw, b"init/")
+                    return int(got_init[0]) >= 4
+                poll_until(all_joined, 5, 0.01)
+                seen = got_init[0]
             # The workers' idle callback connections are open now; the store still answers.
             alive = client(port).get("k") == b"v1"
             return (seen == b"4" and alive,

@@ -11,7 +11,6 @@ test passes, nothing inherited from the test's own shell.
 
 import os
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "multihost"))
@@ -56,12 +55,13 @@ def run_pods(bed, commands, envs, workdir, timeout_s):
             continue
         procs[i] = h.start(commands[i], os.path.join(workdir, f"pod{i}"), env=envs[i])
     rc = {}
-    deadline = time.monotonic() + timeout_s
-    while len(rc) < len(procs) and time.monotonic() < deadline:
+
+    def all_ended():
         for i, p in procs.items():
             if i not in rc and p.poll() is not None:
                 rc[i] = p.returncode
-        time.sleep(0.05)
+        return len(rc) == len(procs)
+    suite.poll_until(all_ended, timeout_s, 0.05)
     for i, p in procs.items():
         if i not in rc:
             bed.kill9(p)

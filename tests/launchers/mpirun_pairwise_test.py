@@ -1,4 +1,4 @@
-"""The pairwise rounds for the mpi transport under real mpirun (issue 23: per-peer timings for MPI).
+"""The pairwise rounds for the mpi transport under real mpirun: per-peer timings for MPI.
 
 Each pair of the rounds forms a 2-rank communicator with MPI_Comm_create_group inside the mpirun
 world the mpi transport opened (transports/mpi/mpi_transport.h), so an mpirun-launched cluster
@@ -196,7 +196,7 @@ def case_transport_failed(mpirun, binary, wrap, tmp):
     log("case 2: the mpi transport failed (--mca btl self), --transports mpi,socket --pairwise")
     out_dir = os.path.join(tmp, "failed")
     # Every rank fails, and mpirun kills the job's other processes at the first non-zero exit:
-    # a failing rank stays until rank 0 has written the world's verdict (harness/gather.h), so
+    # a failing rank stays until rank 0 has written the world's verdict (harness/run/gather.h), so
     # rank 0's verdict.json is there with mpirun's defaults.
     rc, wall, out = mpirun_run(mpirun, binary, wrap, out_dir,
                                ["--transports", "mpi,socket", "--pairwise"] + SIZES,

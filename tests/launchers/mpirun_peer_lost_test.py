@@ -24,7 +24,9 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import poll_until  # noqa: E402
 
 SCRUB = ("PET_", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "NODE_NAME",
          "NCCLSMOKE_", "TORCHELASTIC_", "SLURM_", "OMPI_", "PMIX_", "JOB_COMPLETION_INDEX")
@@ -152,21 +154,27 @@ def main():
     pids = {}
     try:
         # 1. Find the ranks, then wait until the victim is in the sweep.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and proc.poll() is None and len(pids) < args.np:
-            pids = rank_pids(proc.pid, os.path.basename(binary))
-            time.sleep(0.1)
+        def found_all():
+            if proc.poll() is not None:
+                return True
+            pids.clear()
+            pids.update(rank_pids(proc.pid, os.path.basename(binary)))
+            return len(pids) >= args.np
+        poll_until(found_all, 30, 0.1)
         log("ranks found under mpirun (pid %d): %s" % (proc.pid, pids))
         if args.victim not in pids:
             failures.append("rank %d never appeared among mpirun's children" % args.victim)
             return 1
         victim_pid = pids[args.victim]
-        cpu, deadline = 0.0, time.monotonic() + 60
-        while time.monotonic() < deadline and proc.poll() is None:
-            cpu = cpu_seconds(victim_pid) or 0.0
-            if cpu >= 1.0:
-                break
-            time.sleep(0.05)
+        burnt = [0.0]
+
+        def in_sweep():
+            if proc.poll() is not None:
+                return True
+            burnt[0] = cpu_seconds(victim_pid) or 0.0
+            return burnt[0] >= 1.0
+        poll_until(in_sweep, 60, 0.05)
+        cpu = burnt[0]
         verdicts_before = glob.glob(os.path.join(out_dir, "verdict*.json"))
         if proc.poll() is not None or verdicts_before:
             failures.append("the run ended before the kill (mpirun rc %s, verdicts %s): make the "

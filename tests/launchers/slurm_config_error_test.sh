@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A config error under a real Slurm keeps the world it could read (issue 24, item 3). A real
+# A config error under a real Slurm keeps the world it could read. A real
 # `srun -N1 --ntasks-per-node=2` with MASTER_PORT=tcp://10.0.0.1:29500 (a Kubernetes-style service
 # link leaking into a Slurm job): SLURM_PROCID, SLURM_NTASKS and SLURM_JOB_ID are valid, so each
 # task must write its own verdict.rank<N>.json (never verdict.invalid-config.<pid>.json) with

@@ -1,6 +1,7 @@
 """What every namespace test suite shares: verdict loading with schema validation, the test-case
 base that times each test and removes (or keeps) its directory, and a result class that counts
-passes so each suite can end with "N passed, M failed"."""
+passes so each suite can end with "N passed, M failed". The shared waits (tests/waiting.py) are
+re-exported from here: `from suite import wait_until`."""
 
 import argparse
 import glob
@@ -17,6 +18,9 @@ import jsonschema  # python3-jsonschema
 import netns
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "tests"))
+from waiting import (WaitTimeout, file_has, pause, poll_until, port_accepts,  # noqa: E402,F401
+                     wait_until)
 KEEP = False  # --keep: leave each test's directory behind
 TIMES = []    # (test, seconds)
 
@@ -102,16 +106,17 @@ class RunOnHosts:
                     str(self.n), "--master-addr", bed.hosts[0].addr, "--master-port", str(port),
                     "--timeout", str(timeout_s), "--out-dir", out] + list(args)
             procs[h.index] = h.start(argv, out)
-        deadline = t0 + timeout_s + 15
         pending = dict(procs)
-        while pending and time.monotonic() < deadline:
+
+        def all_ended():
             for r, p in list(pending.items()):
                 rc = p.poll()
                 if rc is not None:
                     self.rc[r] = rc
                     self.elapsed[r] = time.monotonic() - p.started_at
                     del pending[r]
-            time.sleep(0.05)
+            return not pending
+        poll_until(all_ended, t0 + timeout_s + 15 - time.monotonic(), 0.05)
         for r, p in pending.items():
             bed.kill9(p)
             p.wait(timeout=5)

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A path-MTU black hole across 8 namespace hosts, one `ncclsmoke run` rank each (issue 23).
+"""A path-MTU black hole across 8 namespace hosts, one `ncclsmoke run` rank each.
 
   healthy          no fault: global verdict pass, no MTU_MISMATCH, the mesh phase's detail shows
                    the MTU (1500) checked on every path, the socket transport ran and passed

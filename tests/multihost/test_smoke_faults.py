@@ -25,12 +25,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import netns  # noqa: E402
 import suite  # noqa: E402
-from suite import codes, load_verdict  # noqa: E402
+from suite import codes, file_has, load_verdict, poll_until, wait_until  # noqa: E402
 
 BINARY = None
 EXTRA_RUN_ARGS = []  # ["--transports", "none"] when the binary has transports: these scenarios
                      # are about rendezvous + mesh
-GOALS = []  # (scenario, what, measured s, goal s): the issue's "phase deadline + 2 s", printed
+GOALS = []  # (scenario, what, measured s, goal s): the bound "phase deadline + 2 s", printed
 
 
 def goal(scenario, what, measured, bound):
@@ -39,7 +39,7 @@ def goal(scenario, what, measured, bound):
 MASTER_PORT = 29500  # inside private namespaces: nothing else can hold it
 # Short deadlines so every fault ends in seconds (torch's defaults wait 5-30 minutes).
 CONNECT_S, JOIN_S, MESH_S, PAIR_S, RUN_S = 3, 4, 4, 2, 20
-SLACK_S = 2.0  # the issue's bound: a fault is classified within its phase deadline + 2 s
+SLACK_S = 2.0  # the bound: a fault is classified within its phase deadline + 2 s
 
 
 
@@ -110,16 +110,17 @@ class Scenario:
     def wait(self, limit_s=RUN_S + 8):
         """Waits for every started rank (polling, bounded); returns an Outcome."""
         o = Outcome(self.dir)
-        deadline = time.monotonic() + limit_s
         pending = dict(self.procs)
-        while pending and time.monotonic() < deadline:
+
+        def all_ended():
             for r, p in list(pending.items()):
                 rc = p.poll()
                 if rc is not None:
                     o.rc[r] = rc
                     o.elapsed[r] = time.monotonic() - p.started_at
                     del pending[r]
-            time.sleep(0.02)
+            return not pending
+        poll_until(all_ended, limit_s)
         for r, p in pending.items():
             self.bed.kill9(p)
             p.wait(timeout=5)
@@ -299,17 +300,11 @@ class MultiHostFaults(suite.NamespaceCase):
         with self.bed("kill") as bed:
             s = Scenario(self, bed, "rank2_killed")
             s.start(range(4), 4, extra=["--hold-after-join", str(hold)])
-            # Joined = ranks 1-3 hold an established store connection (seen with `ss` inside
-            # their hosts: a query, no traffic); the barrier completes right after, and the
-            # hold keeps every rank there for `hold` s more. Bounded: 10 s.
-            t_wait = time.monotonic()
-            while time.monotonic() - t_wait < 10:
-                if all(bed.hosts[r].run(["ss", "-tnH", "state", "established", "dst",
-                                         f"{bed.hosts[0].addr}:{MASTER_PORT}"]).stdout.strip()
-                       for r in (1, 2, 3)):
-                    break
-                time.sleep(0.05)
-            time.sleep(0.5)
+            # Joined = rank 0 logged the end of its rendezvous ("rendezvous: pass ...: 4/4 ranks
+            # joined"): the barrier is complete, and the hold keeps every rank there for `hold`
+            # s more. Bounded: 10 s.
+            wait_until(lambda: file_has(os.path.join(s.dir, "rank0.err"), "rendezvous: pass"), 10,
+                       "rank 0's rendezvous to pass (every rank joined)", 0.05)
             print(f"  killing rank 2 {time.monotonic() - s.procs[2].started_at:.2f}s after its start")
             victim = s.procs[2]
             self.assertIsNone(victim.poll(), "rank 2 ended before it could be killed")

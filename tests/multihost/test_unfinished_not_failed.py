@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Issue 13 on loopback, with real ranks: an unfinished probe is not a failed one, and a master
+"""On loopback, with real ranks: an unfinished probe is not a failed one, and a master
 that accepts but does not answer is not a firewall.
 
 1. A mesh deadline too short for the world: `ncclsmoke launch -n 256 --mesh-timeout 0.3` on this
@@ -23,6 +23,9 @@ import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import poll_until, port_accepts  # noqa: E402
 
 FAILURES = []
 
@@ -88,12 +91,7 @@ def stalled_master(binary, work):
                           stderr=subprocess.DEVNULL)
     try:
         # Rank 0 listens once its store is up: wait (bounded) for the port to accept.
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 10:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.05)
+        poll_until(lambda: port_accepts(port), 10, 0.05)
         os.kill(r0.pid, signal.SIGSTOP)
         t1 = time.monotonic()
         p = subprocess.run([binary, "run", "--rank", "1"] + common, stdout=subprocess.PIPE,

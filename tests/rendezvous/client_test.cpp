@@ -288,7 +288,7 @@ TEST(Connect, RetriesUntilTheServerStartsListening) {
   BoundSocket server;  // refuses until listen()
   ASSERT_TRUE(server.ok());
   std::thread later([&] {
-    std::this_thread::sleep_for(300ms);  // the late server is the test
+    ncclsmoke::testing::pause_for(300ms);  // the late server is the test
     server.listen();
   });
   Connected c;
@@ -424,7 +424,7 @@ TEST(TcpStoreClient, ModernHandshakeWithASilentServerIsStalledNotDropped) {
     FAIL() << "handshake succeeded against a silent server";
   } catch (const StoreError& e) {
     std::string msg = e.what();
-    // Accepted but never answered: stalled (issue 13), not timed_out (a dropped SYN).
+    // Accepted but never answered: stalled, not timed_out (a dropped SYN).
     EXPECT_EQ(e.error_class(), ErrorClass::stalled) << msg;
     EXPECT_TRUE(contains(msg, "accepts the connection but does not answer")) << msg;
     EXPECT_TRUE(contains(msg, "VALIDATE/PING")) << msg;
@@ -607,7 +607,7 @@ TEST_P(WithServer, JoinWorkersWaitsForWorldSizeAndCountsEachClientOnce) {
   }
   int64_t seen_a = 0;
   std::thread waiter([&] { seen_a = a->join_workers(2, deadline_after(10s)); });
-  std::this_thread::sleep_for(100ms);  // lets a block in its join first (nothing to observe)
+  ncclsmoke::testing::pause_for(100ms);  // b joins late on purpose: a blocks in its join first
   EXPECT_EQ(b->join_workers(2, deadline_after(10s)), 2);
   waiter.join();
   EXPECT_EQ(seen_a, 2);

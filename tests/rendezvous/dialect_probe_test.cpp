@@ -336,7 +336,7 @@ TEST_F(DialectProbeTest, NegotiatedClientWorksWithATorch24Store) {
   auto other = TcpStore::connect(client_options(server.port()), deadline_after(5000ms));
   EXPECT_TRUE(other->negotiation()->cached);
   std::thread setter([&] {
-    std::this_thread::sleep_for(100ms);  // late on purpose: the get must block until the set
+    ncclsmoke::testing::pause_for(100ms);  // late on purpose: the get must block until the set
     other->set("late", "x");
   });
   EXPECT_EQ(store->get("late", deadline_after(5000ms)), "x");
@@ -541,8 +541,10 @@ TEST_F(DialectProbeTest, ThreeQueuePoppersOnePushOneItemEach) {
   auto wait_for = [&](std::size_t n) {
     ncclsmoke::testing::wait_until([&] { return count() >= n; }, 10s);
   };
-  // Lets the three WAITs reach the server; the server counts no waiting requests to wait on.
-  std::this_thread::sleep_for(200ms);
+  // The three WAITs reach the server first: each pending one holds a registration on "/q".
+  ASSERT_TRUE(ncclsmoke::testing::wait_until(
+      [&] { return server->stats().registered_bytes >= 3 * detail::registration_bytes(2); }, 10s))
+      << server->stats().registered_bytes << " bytes of WAIT registrations";
   pusher->queue_push("q", "one");
   wait_for(1);
   ASSERT_EQ(count(), 1u);

@@ -172,9 +172,9 @@ TEST(PeerWatch, FourRanksWatchEachOtherAndACleanStopIsNotALoss) {
     auto t0 = Clock::now();
     w->stop();
     std::printf("stop() took %.1f ms\n", seconds_since(t0) * 1000);
-    std::this_thread::sleep_for(50ms);  // spaced on purpose: the later ones still watch
+    ncclsmoke::testing::pause_for(50ms);  // spaced on purpose: the later ones still watch
   }
-  std::this_thread::sleep_for(200ms);  // a check that nothing is reported: no event to wait on
+  ncclsmoke::testing::pause_for(200ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   for (auto& w : watches) EXPECT_TRUE(w->lost().empty());
   for (auto& w : watches) w->stop();  // idempotent
@@ -281,7 +281,7 @@ class FakeRank {
       while (beating_ && !expired(deadline)) {
         for (std::size_t i = 0; i < conns_.size(); ++i)
           if (to.count(conn_ranks_[i])) ::send(conns_[i], "H", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
-        std::this_thread::sleep_for(50ms);  // the fake's heartbeat interval
+        ncclsmoke::testing::pause_for(50ms);  // the fake's heartbeat interval
       }
     });
   }
@@ -380,7 +380,7 @@ TEST(PeerWatch, ByeThenCloseIsNotALoss) {
   auto w = PeerWatch::start(store, options(0, {0, 1}, deadline_after(3s)), rep.sink(0));
   ASSERT_EQ(w->watched(), std::vector<int>{1});
   fake.end("bye");
-  std::this_thread::sleep_for(300ms);  // a check that nothing is reported: no event to wait on
+  ncclsmoke::testing::pause_for(300ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   EXPECT_TRUE(w->lost().empty());
 }
@@ -587,7 +587,7 @@ TEST(PeerWatch, APeerThatBeatsIsNeverSilentAndOneThatStartsAgainResumes) {
   auto w = PeerWatch::start(store, o, rep.sink(0));
   ASSERT_EQ(w->watched(), std::vector<int>{1});
   fake.beat({0});
-  std::this_thread::sleep_for(1500ms);  // 2.5 silence timeouts of heartbeats only
+  ncclsmoke::testing::pause_for(1500ms);  // 2.5 silence timeouts of heartbeats only
   EXPECT_EQ(rep.silent_total(), 0u);
   fake.stop_beating();
   ASSERT_TRUE(rep.wait_for([&] { return !rep.silent_by[0].empty(); }, 5s));
@@ -601,7 +601,7 @@ TEST(PeerWatch, APeerThatBeatsIsNeverSilentAndOneThatStartsAgainResumes) {
   EXPECT_TRUE(w->silent().empty());
   EXPECT_TRUE(w->silence_witnesses().empty());
   fake.end("bye");
-  std::this_thread::sleep_for(200ms);  // a check that nothing is reported: no event to wait on
+  ncclsmoke::testing::pause_for(200ms);  // a check that nothing is reported: no event to wait on
   EXPECT_EQ(rep.total(), 0u);
   EXPECT_EQ(rep.silent_by[0].size(), 1u);
 }
@@ -624,7 +624,7 @@ TEST(PeerWatch, ARelayNeverMakesSilentAPeerWeStillHear) {
                watches[1]->silence_witnesses()[3] == std::set<int>{2};
       },
       1s));
-  std::this_thread::sleep_for(700ms);  // more than a silence timeout: 0 and 1 still hear 3
+  ncclsmoke::testing::pause_for(700ms);  // more than a silence timeout: 0 and 1 still hear 3
   EXPECT_TRUE(watches[0]->silent().empty());
   EXPECT_TRUE(watches[1]->silent().empty());
   {
@@ -758,7 +758,7 @@ TEST(PeerWatch, WatchThreadsDoNotSpinIdleOrUnderAStormOfWaitStates) {
   auto watches = start_all(store, ranks, ranks, rep, deadline_after(5s),
                            [&](PeerWatchOptions& o) { rep.quick_silence(o); });
   double all0 = cpu_seconds(RUSAGE_SELF), me0 = cpu_seconds(RUSAGE_THREAD);
-  std::this_thread::sleep_for(1s);  // the idle second whose CPU time is measured
+  ncclsmoke::testing::pause_for(1s);  // the idle second whose CPU time is measured
   double idle = (cpu_seconds(RUSAGE_SELF) - all0) - (cpu_seconds(RUSAGE_THREAD) - me0);
   all0 = cpu_seconds(RUSAGE_SELF);
   me0 = cpu_seconds(RUSAGE_THREAD);

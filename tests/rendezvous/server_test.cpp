@@ -3,6 +3,7 @@
 // torch 1.13's WATCH_KEY, and robustness: every kind of bad input closes only the connection that
 // sent it, with one log line, while a healthy client keeps being served.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -469,7 +470,7 @@ TEST_F(ServerTest, SilentConnectionIsKeptOpen) {
   start([](TcpStoreServerOptions& o) { o.stalled_request_timeout = 300ms; });
   // torch 1.13 opens a second, idle connection for WATCH_KEY: it must not be closed.
   Raw idle(port(), Dialect::legacy);
-  std::this_thread::sleep_for(700ms);  // more than twice the stall timeout
+  ncclsmoke::testing::pause_for(700ms);  // idle for more than twice the stall timeout
   expect_healthy("with-idle");
   EXPECT_FALSE(idle.closed_within(100ms));
   EXPECT_EQ(server_->stats().open_connections, 1u);  // the healthy client has gone
@@ -543,7 +544,7 @@ TEST_F(ServerTest, LargeRequestsArriveIntact) {
   wire::encode_request(Dialect::modern, req(Op::set, {"/big"}, {big}), enc);
   for (std::size_t off = 0; off < enc.size(); off += 100 * 1000) {  // dribbled in pieces
     c.send_raw(std::string_view(enc).substr(off, 100 * 1000));
-    if (off % (1000 * 1000) == 0) std::this_thread::sleep_for(3ms);  // the dribble is the test
+    if (off % (1000 * 1000) == 0) ncclsmoke::testing::pause_for(3ms);  // the dribble is the test
   }
   EXPECT_EQ(c.call(req(Op::get, {"/big"})).values.at(0), big);
   // 18 MiB in one MULTI_SET: the server decodes the growing request a few times, not per read.
@@ -679,9 +680,22 @@ TEST(ServerLimits, OutOfDescriptorsDropsNewConnectionsAndRecovers) {
   }
   EXPECT_GE(served, 10);
   EXPECT_GE(dropped, 1);
-  clients.resize(clients.size() / 2);  // free descriptors in the server
-  // The server (a child process) closes its ends of those connections: nothing here to observe.
-  std::this_thread::sleep_for(200ms);
+  // Free descriptors in the server: it (a child process) closes its ends of those connections,
+  // seen in its /proc/PID/fd.
+  auto server_fds = [pid] {
+    std::size_t n = 0;
+    if (DIR* d = ::opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
+      while (::readdir(d)) ++n;
+      ::closedir(d);
+    }
+    return n;
+  };
+  const std::size_t fds_before = server_fds(), closing = clients.size() - clients.size() / 2;
+  clients.resize(clients.size() / 2);
+  EXPECT_TRUE(ncclsmoke::testing::wait_until(
+      [&] { return server_fds() + closing <= fds_before; }, 5s))
+      << "the server holds " << server_fds() << " descriptors, " << fds_before << " before "
+      << closing << " clients closed";
   Raw again(port, Dialect::legacy);
   EXPECT_EQ(again.call(req(Op::add, {"/n"}, {}, 1)).number, served + 1);
 

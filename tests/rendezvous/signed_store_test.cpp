@@ -11,6 +11,7 @@
 #include "rendezvous/signed_store.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -69,7 +70,7 @@ TEST(SignedStore, AVerifiedValueThatArrivesBeforeTheDeadlineWins) {
   SignedPair p;
   p.raw->set("k", "forged");
   std::thread writer([&] {
-    std::this_thread::sleep_for(150ms);
+    ncclsmoke::testing::pause_for(150ms);  // late on purpose: the get waits past the forgery
     p.store.set("k", "genuine");  // the holder of the token overwrites the forgery
   });
   EXPECT_EQ(p.store.get("k", deadline_after(5s)), "genuine");

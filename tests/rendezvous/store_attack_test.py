@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Adversarial store suite: each attack of issue 13 against `ncclsmoke store serve`, each in its
+"""Adversarial store suite: each store attack against `ncclsmoke store serve`, each in its
 own server process on loopback, with a well-behaved client doing SET+GET every 50 ms beside it.
 
 For every attack it asserts that

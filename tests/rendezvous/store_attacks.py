@@ -1,4 +1,4 @@
-"""The store attacks of issue 13, shared by tests/rendezvous/store_attack_test.py (CI: RSS within
+"""The store attacks, shared by tests/rendezvous/store_attack_test.py (CI: RSS within
 budget, attacker closed, bystander served) and bench/store_attack_bench.py (torch client latency,
 before/after). Plain sockets, loopback only; every wait is bounded.
 
@@ -18,6 +18,9 @@ import sys
 import tempfile
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from waiting import pause, poll_until  # noqa: E402
 
 MAGIC = 0x3C85F7CE
 # modern opcodes (FACTS.md)
@@ -144,7 +147,7 @@ class Server:
     def _sample(self):
         while not self._stop.is_set():
             self.peak_rss = max(self.peak_rss, self.rss())
-            time.sleep(0.01)
+            self._stop.wait(0.01)  # the sampling interval; ends as soon as it is told to stop
 
     def log(self):
         try:
@@ -155,14 +158,8 @@ class Server:
 
     def wait_log(self, needles, count=1, timeout=5.0):
         """True when `count` log lines contain every needle, within `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        while True:
-            n = sum(1 for l in self.log().splitlines() if all(x in l for x in needles))
-            if n >= count:
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
+        return poll_until(lambda: sum(1 for l in self.log().splitlines()
+                                      if all(x in l for x in needles)) >= count, timeout, 0.05)
 
     def longest_turn_ms(self):
         """The server's longest event-loop turn, from the line `store serve` logs as it exits
@@ -210,7 +207,10 @@ class RawBystander:
         self._t = threading.Thread(target=self._run, daemon=True)
 
     def start(self):
+        """Starts the client and returns once it has been served a few times (or failed)."""
         self._t.start()
+        if not poll_until(lambda: len(self.lat) >= 3 or self.errors or not self._t.is_alive(), 15):
+            self.errors.append("not served 3 times within 15 s, before the attack")
 
     def _run(self):
         try:
@@ -242,6 +242,9 @@ class RawBystander:
 TORCH_BYSTANDER = r"""
 import datetime, json, signal, sys, time
 import torch.distributed as dist
+sys.path.insert(0, sys.argv[2])  # tests/
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from waiting import pause
 stop = [False]
 signal.signal(signal.SIGTERM, lambda *a: stop.__setitem__(0, True))
 store = dist.TCPStore("127.0.0.1", int(sys.argv[1]), is_master=False,
@@ -261,7 +264,7 @@ while not stop[0]:
         break
     lat.append((time.perf_counter() - t) * 1000)
     i += 1
-    time.sleep(0.05)
+    pause(0.05, "the well-behaved client's pace: a SET+GET every 50 ms")
 print(json.dumps({"lat": lat, "errors": errors}), flush=True)
 """
 
@@ -271,7 +274,8 @@ class TorchBystander:
 
     def __init__(self, port):
         self.lat, self.errors = [], []
-        self.proc = subprocess.Popen(["/usr/bin/python3", "-c", TORCH_BYSTANDER, str(port)],
+        tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        self.proc = subprocess.Popen(["/usr/bin/python3", "-c", TORCH_BYSTANDER, str(port), tests],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
 
@@ -353,7 +357,7 @@ def attack_watchers(port, srv):
     if not srv.wait_log(["peer reads nothing"], count=4, timeout=5) and \
             not srv.wait_log(["total memory budget"], count=4, timeout=0.1):
         problems.append("the 4 non-reading watchers were not all dropped")
-    time.sleep(1.0)  # let a server that buffers show it in its RSS
+    pause(1.0, "the watchers stay unread: a server that buffers for them shows it in its RSS")
     for w in watchers:
         w.close()
     setter.close()
@@ -548,9 +552,9 @@ def attack_idle_flood(port, srv, conns=None):
         if not srv.wait_log(["shed to make room"], timeout=5):
             problems.append("no log line shedding an idle connection")
         # Every idle one is closed by its deadline (bounded: the deadline + 10 s).
-        deadline = time.monotonic() + timeout + 10
         open_ = list(idle)
-        while open_ and time.monotonic() < deadline:
+
+        def all_closed():
             still = []
             for s in open_:
                 s.settimeout(0)
@@ -563,9 +567,9 @@ def attack_idle_flood(port, srv, conns=None):
                 except OSError:
                     continue
                 still.append(s)
-            open_ = still
-            if open_:
-                time.sleep(0.2)
+            open_[:] = still
+            return not open_
+        poll_until(all_closed, timeout + 10, 0.2)
         # The bystander (a connection past its first request, accepted just before the flood)
         # vouches for one idle socket from its host, as torch 1.13's main socket does for its
         # WATCH_KEY socket; no more may stay.
@@ -624,15 +628,15 @@ def run_attack(binary, flags, name, attack, bystander="raw", observe_s=0.0):
     srv = Server(binary, flags)
     try:
         by = RawBystander(srv.port) if bystander == "raw" else TorchBystander(srv.port)
-        by.start()
-        time.sleep(0.3)
+        by.start()  # returns once the bystander is served
         t0 = time.monotonic()
         try:
             res.problems = attack(srv.port, srv)
         except Exception as e:  # an attack that could not run is a failure, not a pass
             res.problems = ["attack raised %s: %s" % (type(e).__name__, e)]
         res.wall_s = time.monotonic() - t0
-        time.sleep(max(0.3, observe_s - res.wall_s))
+        pause(max(0.3, observe_s - res.wall_s),
+              "the bystander's window after the attack: its latencies and errors then count too")
         by.stop()
         res.served_after = False
         try:

@@ -11,6 +11,7 @@
 #include "rendezvous/prefix_store.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -148,7 +149,7 @@ TEST_P(StoreContract, WaitWakesEveryWaiterWhenKeyIsSet) {
       c->wait({"go"}, deadline_after(5s));
       ++woke;
     });
-  std::this_thread::sleep_for(50ms);  // a check that no waiter wakes early: no event to wait on
+  ncclsmoke::testing::pause_for(50ms);  // a check that no waiter wakes early: no event to wait on
   EXPECT_EQ(woke.load(), 0);
   store_->set("go", "1");
   for (auto& t : threads) t.join();
@@ -158,7 +159,7 @@ TEST_P(StoreContract, WaitWakesEveryWaiterWhenKeyIsSet) {
 TEST_P(StoreContract, GetBlocksUntilSetByAnotherClient) {
   auto other = backend_->client();
   std::thread setter([&] {
-    std::this_thread::sleep_for(100ms);  // late on purpose: the get must block until the set
+    ncclsmoke::testing::pause_for(100ms);  // late on purpose: the get must block until the set
     other->set("late", "value");
   });
   EXPECT_EQ(store_->get("late", deadline_after(5s)), "value");

@@ -8,6 +8,7 @@
 
 #include "rendezvous/memory_store.h"
 #include "rendezvous/prefix_store.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -52,7 +53,7 @@ TEST(StoreOwner, OwnJobIsFound) {
   PrefixStore raw("ncclsmoke", mem);
   PrefixStore job("A/0", mem);
   std::thread rank0([&] {
-    std::this_thread::sleep_for(Millis{100});  // late on purpose: the wait must wait for it
+    ncclsmoke::testing::pause_for(Millis{100});  // late on purpose: the wait must wait for it
     claim_store(raw, owner("A", 2));
     job.set("join/world_size", "2");
   });

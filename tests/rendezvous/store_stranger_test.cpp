@@ -255,11 +255,13 @@ TEST_F(StoreStrangerTest, KeyLimitIsRecordedForTheJob) {
   // slot and no client may write.
   Raw b(port());
   std::string text;
-  for (int i = 0; i < 100 && text.empty(); ++i) {
-    if (b.call(req(Op::check, {kStoreFullWireKey})).byte == wire::kCheckReady)
-      text = b.call(req(Op::get, {kStoreFullWireKey})).values.at(0);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  ncclsmoke::testing::wait_until(
+      [&] {
+        if (b.call(req(Op::check, {kStoreFullWireKey})).byte != wire::kCheckReady) return false;
+        text = b.call(req(Op::get, {kStoreFullWireKey})).values.at(0);
+        return !text.empty();
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(10));
   auto status = parse_store_full_status(text);
   ASSERT_TRUE(status.has_value()) << text;
   ASSERT_EQ(status->size(), 1u);

@@ -398,14 +398,23 @@ TEST(FabricChild, Rank) {
     result =
         "ok wrong=" + std::to_string(wrong) + " provider=" + t->identify().value("provider", "");
     if (std::string(mode) == "die" && rank == 1) {
+      tcp->set("pid/1", std::to_string(::getpid()));
       tcp->set("result/" + std::to_string(rank), result);
       ::kill(::getpid(), SIGKILL);
     }
     if (std::string(mode) == "die") {
       // The next collective runs into the dead rank 1.
       tcp->wait({"result/1"}, rendezvous::deadline_after(30s));
-      // Rank 1 kills itself right after that set; no sign of its death reaches this process.
-      std::this_thread::sleep_for(300ms);
+      // Rank 1 kills itself right after that set: this rank waits for the death itself (its
+      // process ended, its sockets closed), then lets it grow old. The scenario is a peer that
+      // died a while before the collective: ofi_rxm has taken the closed connection in without
+      // a word by then, so nothing but the deadline's probe tells this rank (a collective
+      // started at once would see the fresh EPIPE instead).
+      const pid_t dead = std::stoi(tcp->get("pid/1", rendezvous::deadline_after(5s)));
+      if (!ncclsmoke::testing::wait_until([&] { return ncclsmoke::testing::process_ended(dead); },
+                                          10s))
+        throw std::runtime_error("rank 1 (pid " + std::to_string(dead) + ") did not end");
+      ncclsmoke::testing::pause_for(300ms);  // the death's age: the provider's silence after it
       auto t0 = rendezvous::Clock::now();
       try {
         t->allreduce(in.data(), out.data(), 300007, DType::float32, ReduceOp::sum,

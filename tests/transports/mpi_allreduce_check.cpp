@@ -31,6 +31,7 @@
 // refused on both sides at once (unavailable: "MPI is unusable in this process" there, "its
 // partner ... cannot take part" here) and both print "PAIR_DEAD_OK rank R".
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -281,7 +282,7 @@ int scenario_timeout(Transport& t, const Args& a) {
   if (g_rank == g_size - 1) {
     // Skips the collective (the rank the test is about); mpirun ends it once the others exit
     // without MPI_Finalize.
-    std::this_thread::sleep_for(std::chrono::seconds(20));
+    ncclsmoke::testing::pause_for(std::chrono::seconds(20));  // the rank that stays away
     return 0;
   }
   fill_input(buf.data(), buf.size(), DType::float32, g_rank);
@@ -489,7 +490,8 @@ int scenario_pairs(Transport& world_t, const TransportContext& ctx, const Args& 
     rendezvous::PrefixStore late("late/0-1", store);
     auto c = pair_context(ctx, peer, &late);
     auto t = make_mpi_transport();
-    if (g_rank == 1) std::this_thread::sleep_for(std::chrono::seconds(3));
+    if (g_rank == 1)
+      ncclsmoke::testing::pause_for(std::chrono::seconds(3));  // the partner that comes too late
     auto start = Clock::now();
     try {
       t->open(c, g_rank == 0 ? Clock::now() + Millis(1500) : in_s(10));
@@ -521,7 +523,16 @@ int scenario_pair_partner_dead(Transport& world_t, const TransportContext& ctx, 
     int pid = world_t.identify().value("mpi_process_pid", 0);
     expect(pid > 0, "no MPI child pid");
     if (pid > 0) kill(pid, SIGKILL);
-    std::this_thread::sleep_for(Millis(300));
+    // Ended before the pair opens, and waitable (WNOWAIT leaves it for the transport to reap):
+    // the open must find it ended between calls.
+    auto waitable = [pid] {
+      siginfo_t info{};
+      return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid == pid;
+    };
+    if (pid > 0)
+      expect(ncclsmoke::testing::wait_until(waitable, std::chrono::seconds(10)),
+             "the killed MPI child did not end within 10 s");
   }
   if (g_rank == last || g_rank == before) {
     int peer = g_rank == last ? before : last;
@@ -574,7 +585,7 @@ int main(int argc, char** argv) {
     // The last rank never opens the transport (on purpose, for 8 s): the others' MPI_Init cannot
     // complete.
     if (g_rank == g_size - 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(8));
+      ncclsmoke::testing::pause_for(std::chrono::seconds(8));  // the rank that never opens
       return 0;
     }
     auto t = make_mpi_transport();

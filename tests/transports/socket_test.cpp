@@ -263,7 +263,7 @@ void peer_goes_away(int n, int dead) {
   auto start = Clock::now();
   auto errors = on_ranks(n, [&](int r) {
     if (r == dead) {
-      std::this_thread::sleep_for(300ms);  // goes away mid-collective: the test's fault
+      ncclsmoke::testing::pause_for(300ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();
       return;
     }
@@ -495,7 +495,7 @@ TEST(SocketLinkStats, SayWhereEachRankWaitedAndCountBytesAndCollectives) {
       fill_input(buf.data(), count, DType::float32, r);
       arrived.fetch_add(1);
       ncclsmoke::testing::wait_until([&] { return arrived.load() % n == 0; }, 2s, 100us);
-      if (delay && r == late) std::this_thread::sleep_for(500ms);  // the slow peer under test
+      if (delay && r == late) ncclsmoke::testing::pause_for(500ms);  // the slow peer under test
       auto t0 = Clock::now();
       w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
                          deadline_after(30s));

@@ -10,6 +10,7 @@
 #include "transports/registry.h"
 #include "transports/sweep.h"
 #include "tests/transports/rank_world.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::transports {
 namespace {
@@ -149,7 +150,7 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
   std::vector<bool> threw(w.n, false);
   w.each([&](int r) {
     if (r == gone) {
-      std::this_thread::sleep_for(200ms);  // goes away mid-collective: the test's fault
+      ncclsmoke::testing::pause_for(200ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();  // as if the process died: its connections close
       return;
     }

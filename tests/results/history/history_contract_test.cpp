@@ -28,6 +28,7 @@
 
 #include "results/history/history.h"
 #include "tests/results/sample.h"
+#include "tests/wait_until.h"
 
 namespace ncclsmoke::results {
 namespace {
@@ -471,7 +472,7 @@ TEST_P(HistoryContract, WriterKilledAnywhereLeavesNoneOrAll) {
     ASSERT_EQ(::read(ready[0], &c, 1), 1);
     ::close(ready[0]);
     // Kills the writer a different moment into each round's batch: the timing is the test.
-    std::this_thread::sleep_for(std::chrono::milliseconds(40 * round + 10));
+    ncclsmoke::testing::pause_for(std::chrono::milliseconds(40 * round + 10));
     ::kill(child, SIGKILL);
     ::waitpid(child, nullptr, 0);
   }

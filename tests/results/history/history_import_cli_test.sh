@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `ncclsmoke history import` end to end (harness/history_command.cpp): every file is checked, a bad
+# `ncclsmoke history import` end to end (harness/cli/history_command.cpp): every file is checked, a bad
 # one is named with its reason and nothing is stored (exit 2), whichever path read it (the
 # one-pass reader for ordinary verdicts, nlohmann + the schema validator for the rest); valid but
 # unusual files (escaped keys) are stored too; local verdicts are counted in one line; a first

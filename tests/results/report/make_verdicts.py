@@ -285,7 +285,7 @@ def fleet(prepared, n, t_end, span_s, seed=11):
     return out
 
 
-# A cluster with a failing latest run, failures that are not bandwidth, and three hosts (issue 25),
+# A cluster with a failing latest run, failures that are not bandwidth, and three hosts,
 # next to a healthy one. gpu-east, n runs (n >= 30), on a 3-rank template:
 #   runs 10-13  TRANSPORT_INIT_FAILED on socket, rank 2 on east-node-c: a failure incident of 4
 #               runs, cleared by run 14;
