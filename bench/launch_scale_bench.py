@@ -5,7 +5,7 @@ Each repetition launches N ranks on loopback (rank 0 hosts the store), waits for
 return, and reads the global verdict: wall time, verdict, exit code, finding codes and the
 rendezvous / mesh phase times. With two binaries (--before OLD) the runs alternate OLD, NEW,
 OLD, NEW ... so machine load hits both alike, and the medians of each are printed side by side.
-Goal (issue 13): N = 1024 passes with no finding in under 10 s.
+Goal: N = 1024 passes with no finding in under 10 s.
 
 Not a test: it only prints figures. Exit 1 only when a run did not pass (a time from a failed
 run would mean nothing), 0 otherwise. The open-file limit is raised to the hard limit for the

@@ -7,7 +7,7 @@
   2. `ncclsmoke launch -n 8` and `-n 64` on loopback, R times each: the median wall time of the
      launcher (start to exit, process start-up included) and of the phases in its global verdict.
 
-Goal (issue 3): a healthy 8-rank run, rendezvous + mesh, in under 1 s wall.
+Goal: a healthy 8-rank run, rendezvous + mesh, in under 1 s wall.
 
     /usr/bin/python3 bench/smoke_bench.py [--build-dir build] [--runs 5] [--json-out FILE]
 

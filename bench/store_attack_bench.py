@@ -1,11 +1,11 @@
 #!/usr/bin/python3
-"""Store attacks benchmark: the attacks of issue 13 (tests/rendezvous/store_attacks.py) against
+"""Store attacks benchmark: the store attacks (tests/rendezvous/store_attacks.py) against
 `ncclsmoke store serve`, each on a fresh server, with a real torch 1.13 client
 (torch.distributed.TCPStore(host, port, is_master=False), legacy dialect) doing set+get every
 50 ms beside it. Prints, per attack and per server binary, the torch client's p50/p99/max latency,
 the server's peak RSS (VmRSS sampled every 10 ms) and whether the attacker was stopped.
 
-Goal (issue 22): under every attack, p99 < 10 ms, peak RSS <= --max-total-bytes + 64 MiB, no
+Goal: under every attack, p99 < 10 ms, peak RSS <= --max-total-bytes + 64 MiB, no
 event-loop turn over 10 ms (the server logs its longest as it exits), and, with --beside-run, a
 4-rank `ncclsmoke run` against the attacked store (--store, socket transport) passes.
 

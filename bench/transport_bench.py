@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Transport benchmark, side by side in one run (issue 4): 2 ranks on loopback, float32 sum
+"""Transport benchmark, side by side in one run: 2 ranks on loopback, float32 sum
 all-reduce, the same sizes, warm-up and iteration counts for every contender:
 
   socket    ncclsmoke launch -n 2 --transports socket            (out-of-place world rows)
@@ -21,7 +21,7 @@ the max over ranks. busbw = algbw * 2(n-1)/n (= algbw for n = 2), GB/s = 1e9 B/s
     /usr/bin/python3 bench/transport_bench.py [--build-dir build] [--quick] [--rounds 5]
                                               [--json-out FILE]
 
-Goals (issue 4), at 64 MiB: socket >= 1.2x gloo, >= 1.2x ompi-tcp, >= 0.8x stream;
+Goals, at 64 MiB: socket >= 1.2x gloo, >= 1.2x ompi-tcp, >= 0.8x stream;
 fabric >= 1.0x ompi-ofi. Only 127.0.0.1 is used. Every process is started in its own session
 and killed on exit; no round starts past --budget. Exit 1 when a contender failed in every
 round or a data check found wrong elements.

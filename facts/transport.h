@@ -1,7 +1,7 @@
 #pragma once
 // What the transports phase measured for one requested backend (TransportOutcome): its sweep, how
 // it failed, its ring's link to the next rank, the network that carried the bytes. Produced by
-// transports/ (the backends, transports/sweep.h, harness/transport_phase.h's measure_transports),
+// transports/ (the backends, transports/sweep.h, harness/run/transport_phase.h's measure_transports),
 // read by results/judging/ (transport_rules.h, link_rules.h, pairwise_rules.h) as it is.
 #include <cstddef>
 #include <cstdint>

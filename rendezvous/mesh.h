@@ -12,7 +12,7 @@
 //                     every failed pair, the lost ranks and the unfinished ones; until it appears
 //                     every rank keeps its listener open.
 //
-// Unfinished is not failed (issue 13): a pair is *blocked* only when it failed on its own terms —
+// Unfinished is not failed: a pair is *blocked* only when it failed on its own terms —
 // refused, reset, unreachable, a wrong-rank handshake, or a timeout that ran the full pair
 // timeout. A pair not tried before the phase deadline, or cut short by it, is *not tested*; so is
 // a pair towards a rank that never published its address in time. A rank whose result is missing
@@ -24,7 +24,7 @@
 // Pairs from or to a lost rank are not tested (pairs_lost: PEER_LOST explains them; they are
 // neither MESH_BLOCKED nor counted as left by the deadline).
 //
-// Path MTU (issue 23): each pair whose hello passed is also probed with don't-fragment UDP
+// Path MTU: each pair whose hello passed is also probed with don't-fragment UDP
 // datagrams at the MTU both ends' interfaces claim (rendezvous/mtu_probe.h; the listener answers
 // them on its own address and port). A path that carries small packets but not full ones is a
 // black hole: it goes into the rank's result and rank 0's mesh/done like a failed pair, and
@@ -100,7 +100,7 @@ void publish_left_mesh(Store& store, int rank, const std::string& why);
 // that got no answer is dialled again.
 bool failure_is_an_answer(ErrorClass cls, bool cut_by_phase_deadline);
 
-// Blame the root (issue 13): pairs that failed because one end was frozen or dead are not a
+// Blame the root: pairs that failed because one end was frozen or dead are not a
 // network verdict. Given the ranks the liveness watch (rendezvous/peer_watch.h) judges silent or
 // lost, moves every failed pair from or to one of them into pairs_lost (no longer tested, not
 // MESH_BLOCKED) and drops them from silent_ranks and unfinished_ranks (the watch's own

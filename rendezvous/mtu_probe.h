@@ -1,5 +1,5 @@
 #pragma once
-// The mesh's path-MTU check (issue 23): a path that carries small packets but silently drops
+// The mesh's path-MTU check: a path that carries small packets but silently drops
 // those as large as the interfaces' MTU (a switch port, bridge, tunnel or overlay with a smaller
 // MTU that sends no ICMP "fragmentation needed") passes the mesh's TCP hello, then stalls every
 // collective on its first full-size segment. The mesh names it before any transport runs.

@@ -97,7 +97,7 @@ constexpr int kIdleClosesPerTurn = 512;
 // running one slice in the same turn held it for 20-50 ms while a bystander's GET waited
 // (bench/store_attack_bench.py, wait_flood).
 constexpr auto kTurnBudget = std::chrono::microseconds(2000);
-// A turn longer than this counts as slow (TcpStoreServerStats::slow_turns; issue 22's bound).
+// A turn longer than this counts as slow (TcpStoreServerStats::slow_turns; the loop's turn bound).
 constexpr uint64_t kSlowTurnUs = 10000;
 // Index entries of closed connections removed per turn (ServerKeyspace::retire), while the turn's
 // budget lasts, and for at least kRetireMin.
@@ -167,7 +167,7 @@ class MappingReaper {
       try {
         thread_ = std::thread([this] { run(); });
       } catch (const std::system_error&) {
-        // No thread: unmap here (the old behaviour) rather than keep the memory.
+        // No thread: unmap here, on the event loop, rather than keep the memory.
         for (auto [q, m] : queue_) ::munmap(q, m);
         queue_.clear();
         strings_.clear();

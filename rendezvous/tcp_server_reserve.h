@@ -1,5 +1,5 @@
 #pragma once
-// The job's reserve in the TCPStore server (issue 22, "no stranger"): room in the key table and
+// The job's reserve in the TCPStore server ("no stranger"): room in the key table and
 // in the stored bytes that only the job's own connections may take, so a stranger who floods the
 // store up to --max-keys / --max-total-bytes still leaves the job's ranks the room their run
 // needs. It is what reserved_connections is for connection slots, for keys and bytes.

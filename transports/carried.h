@@ -1,6 +1,6 @@
 #pragma once
 // How a backend tells, on a run's last screen, what carried its bytes ("carried by:", after the
-// human summary; harness/summary_tables.h): one line from one rank's identify() observation, and
+// human summary; harness/common/summary_tables.h): one line from one rank's identify() observation, and
 // the warnings about a choice that was not the cluster's (a default the user never asked for, an
 // environment variable that narrowed what the library could pick). Each backend's
 // <name>/<name>_carried.cpp defines its own and registry.cpp hands it over in BackendInfo, so the

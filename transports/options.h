@@ -70,7 +70,7 @@ struct OptionSpec {
   // accepted; the first one is the name --help and error messages use.
   std::vector<std::string> aliases;
   RankDefault per_rank_default;  // when set: the value of a rank that was not given one
-  // --gate (harness/run_options.cpp): the value this option takes under a gate (nccl.policy:
+  // --gate (harness/run/run_options.cpp): the value this option takes under a gate (nccl.policy:
   // pin), and why, for the refusal of another explicit value ("a gate pins NCCL's network").
   std::string gate_value, gate_reason;
   // The option states what the run must observe (nccl.net): a gate needs --profile or one of

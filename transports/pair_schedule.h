@@ -1,5 +1,5 @@
 #pragma once
-// The pairwise rounds' schedule (issue 23, item 2): rounds of disjoint pairs over the ranks taking
+// The pairwise rounds' schedule: rounds of disjoint pairs over the ranks taking
 // part, N/2 pairs at once (an odd N leaves one rank out of each round), so a slow node (slow with
 // every partner) is told from a slow link (slow with one partner only). Pure: no I/O, no clock.
 //
@@ -12,7 +12,7 @@
 //   Distinct rounds of one round robin never repeat a pair.
 // - `rounds` = 0 asks for the whole round robin at any size.
 // Every rank computes the same schedule from the same sorted participant list, so only that list
-// and the options travel (harness/pairwise_plan.h).
+// and the options travel (harness/run/pairwise_plan.h).
 #include <utility>
 #include <vector>
 

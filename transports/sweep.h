@@ -61,7 +61,7 @@ struct Bandwidth {
 };
 Bandwidth allreduce_bandwidth(std::size_t bytes, double time_us, int world_size);
 
-// What the transports phase (harness/transport_phase.h) measured for one requested backend:
+// What the transports phase (harness/run/transport_phase.h) measured for one requested backend:
 // facts/transport.h's TransportOutcome, which results/judging/transport_rules.h judges as it is.
 using facts::TransportFailure;
 using facts::TransportOutcome;

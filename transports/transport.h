@@ -71,13 +71,13 @@ struct TransportContext {
   // Backend options from the command line by key (e.g. "socket.ifname", "fabric.provider"), as
   // declared in the backend's folder (options.h): read them typed, ctx.options.get_size(...).
   BackendOptions options;
-  // Optional "blame the root" hook (harness/transport_phase.h): a backend says whom it now waits
+  // Optional "blame the root" hook (harness/run/transport_phase.h): a backend says whom it now waits
   // on (waiting_on = that rank, what = "recv from" / "send to"; -1 = not waiting any more). Called
   // on the collective's own thread when the wait changes, not per byte; cheap and thread-safe.
   std::function<void(int waiting_on, const std::string& what)> set_wait_state;
   // This instance's ranks in the run's world, in the instance's rank order (world_ranks[rank] is
   // this rank's world rank; size world_size); empty: the instance is the whole world. Set for the
-  // pairwise rounds' 2-rank instances (harness/pairwise_step.h measure_pair: {lower, higher}). A
+  // pairwise rounds' 2-rank instances (harness/run/pairwise_step.h measure_pair: {lower, higher}). A
   // backend that rendezvouses through `store` needs nothing else and ignores it; one whose
   // library owns the world (mpi: MPI_COMM_WORLD, from mpirun) forms the instance inside it.
   std::vector<int> world_ranks;

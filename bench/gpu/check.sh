@@ -35,7 +35,7 @@
 #   g   torchrun (python3 -m torch.distributed.run) --nproc_per_node 4 --no_python ncclsmoke run
 #       --transports nccl --nccl-share-gpu, with static, c10d and --standalone rendezvous, in
 #       parallel: each a passing verdict from torchrun's agent store
-#   h   pairwise rounds on NCCL (issue 23): launch --nproc-per-node 4 --pairwise, synthetic, NET/Socket:
+#   h   pairwise rounds on NCCL: launch --nproc-per-node 4 --pairwise, synthetic, NET/Socket:
 #       every pair of the 3-round schedule measured through a 2-rank NCCL communicator per pair,
 #       phase pairwise:nccl pass, no SLOW_HOST / SLOW_LINK on one healthy GPU
 #   m   only with 2+ GPUs: one rank per real GPU (no synthetic sharing), NVLink/P2P busbw

@@ -3,7 +3,7 @@
 // numbers a profile holds are this cluster's own healthy figures instead of public or rough ones.
 // Pure logic: the history's gates (as LearnGate) + profiles (profile.h) in; proposals, a diff text
 // and the merged profiles (as YAML that load_profiles() reads back identically) out. The CLI
-// (`ncclsmoke baseline learn`, harness/baseline_command.cpp) does the file and database I/O and
+// (`ncclsmoke baseline learn`, harness/cli/baseline_command.cpp) does the file and database I/O and
 // turns the history's rows into LearnGate / LearnFinding, so judging never includes the history.
 //
 // Rules:

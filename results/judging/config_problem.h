@@ -1,5 +1,5 @@
 #pragma once
-// What world discovery (harness/world.h) found wrong with the command line or the launcher's
+// What world discovery (harness/world/world.h) found wrong with the command line or the launcher's
 // environment, as a typed observation: which variable, its value, what is wrong and how to fix
 // it. Discovery only observes; results/judging/probe_rules.h turns each problem into the
 // CONFIG_MISSING / CONFIG_INVALID finding through the finding table. It lives here, not in

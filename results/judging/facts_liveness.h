@@ -29,7 +29,7 @@ struct WaitChainEvidence {
 };
 
 // Who most likely sent a stop signal, and which deadline to raise: the launcher's own words
-// (harness/launchers.cpp, termination_of: activeDeadlineSeconds only on Kubernetes, --time under
+// (harness/world/launchers.cpp, termination_of: activeDeadlineSeconds only on Kubernetes, --time under
 // Slurm, mpirun's or torchrun's own). The default is a process with no known launcher.
 struct TerminationCause {
   std::string sender = "whatever supervises the process (a scheduler's time limit, a shell's "

@@ -89,6 +89,16 @@ Judged judge_record(Verdict& v, const StepRecord& r) {
             j.status = world_phase_status(w.problems, w.world_built, w.accepted);
             return j;
           },
+          // What the run asked for and what rank 0 gathered are next_step's inputs; they say
+          // nothing of their own in the verdict.
+          [](const AskedSeen&) { return Judged{}; },
+          [](const PairwiseGatheredSeen&) { return Judged{}; },
+          // The phases of the steps passed over join the verdict not run.
+          [](const StepTakenSeen& s) {
+            Judged j;
+            j.phases = s.not_run;
+            return j;
+          },
           [](const StorePortSeen& s) {
             return stopped_on(store_port_finding(s.rank0, s.job_id, s.port, s.error, s.holder));
           },
@@ -258,6 +268,22 @@ JudgedSoFar judged_so_far(const std::vector<StepRecord>& records) {
   JudgedSoFar out;
   Verdict scratch;  // the rules' side effects on a verdict (ranks marked lost) stay here
   for (const auto& r : records) {
+    if (const auto* s = std::get_if<WorldSeen>(&r.facts)) {
+      out.world.rank = s->rank;
+      out.world.world_size = s->world.size;
+    }
+    if (const auto* s = std::get_if<WorldEndSeen>(&r.facts))
+      out.world.ok = s->world_built && s->accepted;
+    if (const auto* s = std::get_if<AskedSeen>(&r.facts)) {
+      out.requested = s->requested;
+      out.pairwise_ask = s->pairwise;
+    }
+    if (const auto* s = std::get_if<StepTakenSeen>(&r.facts)) {
+      for (Step p : s->passed_over) out.passed.push_back(p);
+      for (const auto& p : s->not_run) out.passed_over.push_back(p);
+      if (s->step != Step::finish) out.passed.push_back(s->step);
+    }
+    if (const auto* s = std::get_if<PairwiseGatheredSeen>(&r.facts)) out.pairwise_gathered = s->gathered;
     if (const auto* s = std::get_if<SetAsideSeen>(&r.facts))
       for (const auto& e : excluded_ranks(s->roster, s->list)) out.excluded.push_back(e.rank);
     if (const auto* s = std::get_if<JoinSeen>(&r.facts)) {

@@ -32,24 +32,24 @@ NextStep finish(std::string why) {
 }
 
 // The pairwise step, or finish with its phases not run.
-NextStep after_transports(const RunObservations& seen, NextStep n) {
-  if (seen.pairwise_ask.mode == PairwiseRequest::never || seen.requested.empty()) {
+NextStep after_transports(const JudgedSoFar& judged, const RunMoment& now, NextStep n) {
+  if (judged.pairwise_ask.mode == PairwiseRequest::never || judged.requested.empty()) {
     n.step = Step::finish;
     if (n.reason.empty())
-      n.reason = seen.requested.empty() ? "no transport was asked for" : "--pairwise=never";
+      n.reason = judged.requested.empty() ? "no transport was asked for" : "--pairwise=never";
     return n;
   }
   std::string why;
-  if (seen.steps_left_s <= 0)
+  if (now.steps_left_s <= 0)
     why = "the run reached its --timeout before the pairwise rounds";
-  else if (seen.live.store_frozen || (seen.world.rank != 0 && seen.live.rank0_stopped))
+  else if (now.live.store_frozen || (judged.world.rank != 0 && now.live.rank0_stopped))
     why = "the store (rank 0) stopped answering";
   if (why.empty()) {
     n.step = Step::pairwise;
     return n;
   }
   n.passed_over.push_back(Step::pairwise);
-  for (const auto& t : seen.requested) {
+  for (const auto& t : judged.requested) {
     Phase ph = not_run_phase(pairwise_phase_name(t), why);
     ph.required = false;
     n.not_run.push_back(std::move(ph));
@@ -61,11 +61,11 @@ NextStep after_transports(const RunObservations& seen, NextStep n) {
 
 // What rank 0's summaries step gathered, as the pairwise decision reads it. A rank 0 whose
 // transports did not run (listed not run) has only its own summary: no rounds.
-PairwiseInputs pairwise_inputs(const RunObservations& seen, const JudgedSoFar& judged) {
-  const auto& g = seen.pairwise_gathered;
+PairwiseInputs pairwise_inputs(const JudgedSoFar& judged) {
+  const auto& g = judged.pairwise_gathered;
   PairwiseInputs in;
-  in.requested = seen.requested;
-  in.world_size = seen.world.world_size;
+  in.requested = judged.requested;
+  in.world_size = judged.world.world_size;
   in.transports_ran = g.gathered && g.transports_ran;
   in.summaries = g.summaries;
   if (in.transports_ran) {
@@ -93,7 +93,7 @@ std::string_view name(Step s) {
   return "finish";
 }
 
-std::string transports_blocked_reason(const RunObservations& seen, const JudgedSoFar& judged) {
+std::string transports_blocked_reason(const JudgedSoFar& judged) {
   const auto& j = judged.join;
   const auto& m = judged.mesh;
   std::vector<std::string> causes;
@@ -101,8 +101,8 @@ std::string transports_blocked_reason(const RunObservations& seen, const JudgedS
     causes.push_back(fmt::format("{} never joined", ranks_word(j.missing)));
   else if (!j.roster_received || j.world_size_conflict || j.rank_taken)
     causes.push_back("the join did not complete");
-  else if (static_cast<int>(j.present.size()) != seen.world.world_size)
-    causes.push_back(fmt::format("{} of {} ranks joined", j.present.size(), seen.world.world_size));
+  else if (static_cast<int>(j.present.size()) != judged.world.world_size)
+    causes.push_back(fmt::format("{} of {} ranks joined", j.present.size(), judged.world.world_size));
   if (!judged.excluded.empty())
     causes.push_back(fmt::format("{} on hosts set aside (HOST_EXCLUDED)", ranks_word(judged.excluded)));
   if (judged.mesh_status == PhaseStatus::fail) {
@@ -130,10 +130,10 @@ std::string transports_blocked_reason(const RunObservations& seen, const JudgedS
   return fmt::format("{}", fmt::join(causes, "; "));
 }
 
-NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
-  if (!seen.has_passed(Step::world)) return go(Step::world);
-  if (!seen.world.ok) return finish("the world could not be discovered or its configuration was refused");
-  if (!seen.has_passed(Step::rendezvous)) return go(Step::rendezvous);
+NextStep next_step(const JudgedSoFar& judged, const RunMoment& now) {
+  if (!judged.has_passed(Step::world)) return go(Step::world);
+  if (!judged.world.ok) return finish("the world could not be discovered or its configuration was refused");
+  if (!judged.has_passed(Step::rendezvous)) return go(Step::rendezvous);
   const auto& j = judged.join;
   if (!j.joined) return finish("the rendezvous stopped before the join completed");
   if (!j.roster_received) return finish("rank 0 never published the roster");
@@ -142,29 +142,27 @@ NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged) {
   if (!judged.excluded.empty())
     return finish(fmt::format("{} on hosts set aside (HOST_EXCLUDED): no mesh, no transport",
                               ranks_word(judged.excluded)));
-  if (!seen.has_passed(Step::mesh)) return go(Step::mesh);
-  if (!seen.has_passed(Step::transports) && !seen.requested.empty()) {
-    std::string blocked = transports_blocked_reason(seen, judged);
+  if (!judged.has_passed(Step::mesh)) return go(Step::mesh);
+  if (!judged.has_passed(Step::transports) && !judged.requested.empty()) {
+    std::string blocked = transports_blocked_reason(judged);
     if (blocked.empty()) return go(Step::transports);
     NextStep n;
     n.reason = blocked;
     n.passed_over.push_back(Step::transports);
-    for (const auto& t : seen.requested) n.not_run.push_back(not_run_phase(transport_phase_name(t), blocked));
-    return after_transports(seen, std::move(n));
+    for (const auto& t : judged.requested) n.not_run.push_back(not_run_phase(transport_phase_name(t), blocked));
+    return after_transports(judged, now, std::move(n));
   }
-  if (!seen.has_passed(Step::pairwise)) return after_transports(seen, NextStep{});
-  if (!seen.has_passed(Step::pairwise_rounds)) {
+  if (!judged.has_passed(Step::pairwise)) return after_transports(judged, now, NextStep{});
+  if (!judged.has_passed(Step::pairwise_rounds)) {
     NextStep n = go(Step::pairwise_rounds);
-    if (seen.world.rank == 0) n.pairwise_plan = decide_pairwise(pairwise_inputs(seen, judged), seen.pairwise_ask);
+    if (judged.world.rank == 0) n.pairwise_plan = decide_pairwise(pairwise_inputs(judged), judged.pairwise_ask);
     return n;
   }
   return finish("");
 }
 
-void note_taken(RunObservations& seen, const NextStep& next) {
-  for (Step s : next.passed_over) seen.passed.push_back(s);
-  for (const auto& p : next.not_run) seen.passed_over.push_back(p);
-  if (next.step != Step::finish) seen.passed.push_back(next.step);
+StepTakenSeen taken(const NextStep& next) {
+  return {next.step, next.passed_over, next.not_run};
 }
 
 }  // namespace ncclsmoke::results

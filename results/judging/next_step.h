@@ -1,6 +1,6 @@
 #pragma once
-// Which step of `ncclsmoke run` runs next (issue 21): one pure rule over what the steps saw so far
-// (observations.h). harness/run_session.cpp's run_steps() asks it between steps; a step only
+// Which step of `ncclsmoke run` runs next: one pure rule over the step records so far
+// (step_records.h, read by judged_so_far) and the present moment. harness/run/run_session.cpp's run_steps() asks it between steps; a step only
 // measures and records.
 //
 // The order is world -> rendezvous -> mesh -> transports -> pairwise -> finish:
@@ -16,6 +16,7 @@
 //   passed or the store (rank 0) stopped answering;
 // - the pairwise rounds: on rank 0 with the plan decided here from the summaries
 //   (decide_pairwise, pairwise_rules.h).
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,29 +39,44 @@ struct NextStep {
   std::optional<PairwiseDecision> pairwise_plan;
 };
 
-// What the records so far say that the order depends on: the join (JoinSeen, RosterSeen) and the
-// mesh (MeshSeen) as recorded, the mesh phase's status and the codes of its error findings
-// (MTU_MISMATCH, MESH_BLOCKED, PEER_LOST, RENDEZVOUS_LOST ..., in the order made), and the ranks
-// on a host set aside (HOST_EXCLUDED). A pure function of the records (judged_so_far, by the same
-// rules judge_local applies), never written back into the observations.
+// What the records so far say that the order depends on, a pure function of them (judged_so_far,
+// by the same rules judge_local applies):
+//   - the world (WorldEndSeen, WorldSeen) and what the run was asked for (AskedSeen);
+//   - the steps taken or passed over, and the phases recorded not run (StepTakenSeen);
+//   - the join (JoinSeen, RosterSeen) and the mesh (MeshSeen) as recorded, the mesh phase's status
+//     and the codes of its error findings (MTU_MISMATCH, MESH_BLOCKED, PEER_LOST,
+//     RENDEZVOUS_LOST ..., in the order made), and the ranks on a host set aside (HOST_EXCLUDED);
+//   - what rank 0's pairwise summaries step gathered (PairwiseGatheredSeen).
 struct JudgedSoFar {
+  WorldObservation world;
+  std::vector<std::string> requested;
+  PairwiseAsk pairwise_ask;
+  std::vector<Step> passed;        // the steps run or passed over so far, in order
+  std::vector<Phase> passed_over;  // the phases recorded not run, in order
   JoinObservation join;
   MeshObservation mesh;
   PhaseStatus mesh_status = PhaseStatus::not_run;
   std::vector<Code> mesh_errors;
   std::vector<int> excluded;
   std::vector<RankInfo> roster;  // the ranks that joined, as the roster describes them
+  PairwiseGathered pairwise_gathered;
+
+  bool has_passed(Step s) const {
+    return std::find(passed.begin(), passed.end(), s) != passed.end();
+  }
 };
 JudgedSoFar judged_so_far(const std::vector<StepRecord>& records);
 
-NextStep next_step(const RunObservations& seen, const JudgedSoFar& judged);
+// The step to run now, from the records so far and the present moment (the liveness watch, the
+// time left). The session records the decision it takes as a StepTakenSeen.
+NextStep next_step(const JudgedSoFar& judged, const RunMoment& now);
 
-// After the harness ran `next.step` (or recorded its not_run phases): the steps now behind it.
-void note_taken(RunObservations& seen, const NextStep& next);
+// The record of taking `next`.
+StepTakenSeen taken(const NextStep& next);
 
 std::string_view name(Step s);
 
 // Why the transports cannot run over this join and mesh ("" when they can).
-std::string transports_blocked_reason(const RunObservations& seen, const JudgedSoFar& judged);
+std::string transports_blocked_reason(const JudgedSoFar& judged);
 
 }  // namespace ncclsmoke::results

@@ -1,5 +1,5 @@
 #pragma once
-// What the steps of one `ncclsmoke run` saw, as plain typed facts (issue 21, RunObservations):
+// What the steps of one `ncclsmoke run` saw, as plain typed facts that the step records hold:
 // the leaf both harness/'s steps and results/judging/ include. A step fills its part; only a rule
 // in results/judging/ decides from it (next_step.h: which step runs next; pairwise_rules.h: whether
 // the pairwise rounds run).
@@ -111,19 +111,11 @@ struct LivenessObservation {
   bool store_frozen = false;    // a probe found the store accepting but silent
 };
 
-struct RunObservations {
-  std::vector<Step> passed;  // the steps run or passed over so far, in order
-  std::vector<Phase> passed_over;  // the phases next_step listed not run, in order (note_taken)
-  WorldObservation world;
-  std::vector<std::string> requested;  // --transports, without "none"
+// What the run's clock and the liveness watch say now, sampled before each decision: the present,
+// not something a step saw (next_step.h).
+struct RunMoment {
   LivenessObservation live;
   double steps_left_s = 0;  // until the steps' deadline (--timeout less the verdict's reserve)
-  PairwiseAsk pairwise_ask;  // --pairwise and its settings
-  PairwiseGathered pairwise_gathered;
-
-  bool has_passed(Step s) const {
-    return std::find(passed.begin(), passed.end(), s) != passed.end();
-  }
 };
 
 // Rank 0's decision, which every rank follows.

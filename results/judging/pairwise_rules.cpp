@@ -299,17 +299,18 @@ Phase pairwise_phase(const PairwiseDecision& plan, const PairwiseRun& run) {
   return ph;
 }
 
-TransportsEnded summarize_transports(const std::vector<StepRecord>& records,
-                                     const RunObservations& seen, int rank,
+TransportsEnded summarize_transports(const std::vector<StepRecord>& records, int rank,
                                      const std::string& host) {
   TransportsEnded out;
   out.summary.rank = rank;
   out.summary.host = host;
-  for (const auto& name : seen.requested) {
-    TransportSummary t;
-    t.transport = name;
-    out.summary.transports.push_back(std::move(t));
-  }
+  for (const auto& r : records)
+    if (const auto* asked = std::get_if<AskedSeen>(&r.facts))
+      for (const auto& name : asked->requested) {
+        TransportSummary t;
+        t.transport = name;
+        out.summary.transports.push_back(std::move(t));
+      }
   auto of = [&](const std::string& transport) -> TransportSummary* {
     for (auto& t : out.summary.transports)
       if (t.transport == transport) return &t;
@@ -324,7 +325,9 @@ TransportsEnded summarize_transports(const std::vector<StepRecord>& records,
       if (p.status == PhaseStatus::skipped || p.status == PhaseStatus::not_run) t->skipped_why = p.detail;
     }
   };
-  for (const auto& p : seen.passed_over) read(p);
+  for (const auto& r : records)
+    if (const auto* taken = std::get_if<StepTakenSeen>(&r.facts))
+      for (const auto& p : taken->not_run) read(p);
   for (const auto& r : records) {
     const auto* step = std::get_if<TransportsSeen>(&r.facts);
     if (!step) continue;

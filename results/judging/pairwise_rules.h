@@ -1,8 +1,8 @@
 #pragma once
-// The pairwise rounds' rules (issue 23, item 2; issue 21: decided in judging): whether rank 0's
+// The pairwise rounds' rules (decided here in judging, not in the steps): whether rank 0's
 // plan runs the rounds, over every rank's transport summary (observations.h RankSummary), and the
-// phase a rank records for one transport's rounds. harness/pairwise_step.cpp moves the summaries
-// and the plan through the store and runs the rounds; harness/pairwise_plan.h is their wire form.
+// phase a rank records for one transport's rounds. harness/run/pairwise_step.cpp moves the summaries
+// and the plan through the store and runs the rounds; harness/run/pairwise_plan.h is their wire form.
 //
 // When: --pairwise (always) forces the rounds, --pairwise=never disables them (next_step.h never
 // runs the step), and the default (auto) runs them when the main step suggests a bad node or link:
@@ -101,8 +101,7 @@ struct TransportsEnded {
   bool ran = false;
   std::vector<TransportRow> rows;
 };
-TransportsEnded summarize_transports(const std::vector<StepRecord>& records,
-                                     const RunObservations& seen, int rank,
+TransportsEnded summarize_transports(const std::vector<StepRecord>& records, int rank,
                                      const std::string& host);
 
 }  // namespace ncclsmoke::results

@@ -1,7 +1,7 @@
 #pragma once
 // The run's own rules: what a rank's run (not one probe or one transport) concludes from what it
 // saw. The harness's RunSession only measures and records; every finding, rank status and phase
-// status it used to decide inline is decided here, over typed inputs, and every finding is made
+// status is decided here, over typed inputs, and every finding is made
 // through the finding table (make_finding), so its severity and layer are the table's.
 //
 //  - the liveness watch's observations (facts_liveness.h): a rank died (PEER_LOST) or froze (PEER_STALLED), and a

@@ -1,5 +1,5 @@
 #pragma once
-// The set-aside rule (issue 23, item 5): a rank whose host or node is on the --exclude-hosts /
+// The set-aside rule: a rank whose host or node is on the --exclude-hosts /
 // --exclude-file list is HOST_EXCLUDED. Every rank sees the same roster after the join, so every
 // rank makes the same finding (same subject: merge keeps one), and the run stops there: the mesh
 // and the transports are not run on a node already known to be bad.

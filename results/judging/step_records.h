@@ -1,7 +1,7 @@
 #pragma once
-// What a step of `ncclsmoke run` saw that a rule turns into findings and a phase's status (issue
-// 21): a step says what happened, results::judge_local (judge_run.h) says what it means. A step
-// records one StepRecord per thing seen (harness/run_context.h, RunRecord::saw); the liveness
+// What a step of `ncclsmoke run` saw that a rule turns into findings and a phase's status:
+// a step says what happened, results::judge_local (judge_run.h) says what it means. A step
+// records one StepRecord per thing seen (harness/run/run_context.h, RunRecord::saw); the liveness
 // watch records the peers it saw stop or come back the same way; the session hands the records to
 // judge_local after every step, which judges them in the order seen, adds the findings and the
 // phases to the verdict and returns the phases it ended, for the progress lines. No step calls a
@@ -49,6 +49,13 @@ struct WorldEndSeen {
   std::vector<ConfigProblem> problems;
   bool world_built = false;
   bool accepted = false;
+};
+
+// What the run was asked to measure, once the world is known (the world step): --transports
+// without "none", and --pairwise with its settings.
+struct AskedSeen {
+  std::vector<std::string> requested;
+  PairwiseAsk pairwise;
 };
 
 // The rendezvous step stopped on the store: rank 0 could not listen on the port, a rank could
@@ -114,6 +121,20 @@ struct PairwiseNotRunSeen {
   std::string transport;
   std::string why;
   bool skipped = false;
+};
+
+// Rank 0's pairwise summaries step: every rank's summary it gathered, and what the decision reads
+// besides them (next_step decides the rounds from it).
+struct PairwiseGatheredSeen {
+  PairwiseGathered gathered;
+};
+
+// A decision of next_step as the session took it: the step it runs now (Step::finish: none), the
+// steps passed over on the way, and their phases, recorded not run.
+struct StepTakenSeen {
+  Step step = Step::finish;
+  std::vector<Step> passed_over;
+  std::vector<Phase> not_run;
 };
 
 // The liveness watch: a peer it saw die, freeze, or come back.
@@ -183,11 +204,12 @@ struct RosterSeen {
 };
 
 using StepFacts =
-    std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, StorePortSeen, StoreConnectSeen,
+    std::variant<ConfigSeen, ProfileProblemSeen, WorldEndSeen, AskedSeen, StorePortSeen, StoreConnectSeen,
                  StoreLostSeen, ForeignStore, StoreFull, JoinSeen, SetAsideSeen, MeshNotRunSeen,
                  MeshSeen, TransportsSeen, PairwiseRunSeen, PairwiseNotRunSeen, PeerLostSeen,
                  PeerSilentSeen, PeerResumedSeen, KernelLogSeen, GpuHealthSeen, NicsSeen, RunTimeoutSeen,
-                 RunTerminatedSeen, WorldSeen, StoreInfoSeen, RunIdSeen, RosterSeen>;
+                 RunTerminatedSeen, WorldSeen, StoreInfoSeen, RunIdSeen, RosterSeen,
+                 PairwiseGatheredSeen, StepTakenSeen>;
 
 struct StepRecord {
   StepFacts facts;

@@ -1,6 +1,6 @@
 #pragma once
 // The rules of the transports phase: what each backend's measured outcome (TransportFacts,
-// facts/transport.h's TransportOutcome, as harness/transport_phase.h's measure_transports returns
+// facts/transport.h's TransportOutcome, as harness/run/transport_phase.h's measure_transports returns
 // it) means, as the phase's status, the verdict's rows and identities, and findings. Pure: no I/O, no clock,
 // no branch on a backend's name or on its private JSON; every finding through the table.
 //

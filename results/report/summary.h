@@ -46,7 +46,7 @@ struct GateHeadline {
 };
 std::vector<GateHeadline> gate_headlines(const Verdict& v);
 
-// What `launch` prints for its node (harness/launch_command.cpp), read from the findings' data:
+// What `launch` prints for its node (harness/launch/launch_command.cpp), read from the findings' data:
 // - the error findings its ranks made in their own verdicts (`own`) that `shown` (the verdict on
 //   screen; nullptr none) lacks, the same finding from several ranks once;
 // - a verdict's error findings, the same one from several ranks once (the failure banner's line).

@@ -17,9 +17,11 @@ constexpr std::array<std::string_view, 6> kPhaseStatus = {"pass",     "fail",   
                                                           "degraded", "inconclusive", "not_run"};
 constexpr std::array<std::string_view, 4> kOutcome = {"pass", "degraded", "fail", "inconclusive"};
 constexpr std::array<std::string_view, 4> kRankStatus = {"joined", "missing", "lost", "failed"};
-#define NCCLSMOKE_CODE_SPELLING(name) #name,
-constexpr std::string_view kCode[] = {NCCLSMOKE_FINDING_CODES(NCCLSMOKE_CODE_SPELLING) ""};
-#undef NCCLSMOKE_CODE_SPELLING
+constexpr std::string_view kCode[] = {
+#define NCCLSMOKE_CODE(name, ...) #name,
+#include "results/verdict/finding_codes.def"
+#undef NCCLSMOKE_CODE
+    ""};
 static_assert(std::size(kCode) == static_cast<std::size_t>(Code::unknown) + 1);
 constexpr std::array<std::string_view, 2> kScope = {"global", "local"};
 constexpr std::array<std::string_view, 2> kStoreDialect = {"legacy", "modern"};

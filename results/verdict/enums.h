@@ -8,7 +8,7 @@
 // Finding codes: the schema accepts any code matching ^[A-Z][A-Z0-9_]*$, because a verdict
 // written by a newer ncclsmoke must still be read and imported into the history by an older one.
 // So a finding's code is an AnyCode, a small value class: a Code (one enumerator per row of the
-// finding table, finding_codes.cpp) or, for a code this build does not know, Code::unknown plus
+// finding table, finding_codes.def) or, for a code this build does not know, Code::unknown plus
 // the code's text, which it keeps so the code round-trips JSON -> model -> JSON unchanged.
 // make_finding() takes a Code, so only known codes can be made here; AnyCode::parse() is for
 // readers. Compare with `f.code == Code::PEER_LOST` (false for every unknown code).
@@ -48,7 +48,7 @@ enum class StoreDialect : std::uint8_t { legacy, modern };
 // launcher, a new torch era) is still read: each is an Open<> value (below), which keeps a
 // spelling this build does not know as text, as AnyCode does for codes. `unknown` is last and
 // spelled "" (never written for a known value).
-// World::source: the launcher the world was read from (harness/launchers.cpp, one entry each):
+// World::source: the launcher the world was read from (harness/world/launchers.cpp, one entry each):
 // "flags", "torchrun", "openmpi", "slurm", "k8s-indexed-job", "pytorchjob" (a Kubeflow
 // PyTorchJob pod without torchrun), "trainer-v2" (a Kubeflow Trainer v2 TrainJob pod),
 // "leaderworkerset", "jobset", "launch" (`ncclsmoke launch` on its own, no launcher around it).
@@ -92,54 +92,14 @@ inline constexpr PhaseStatus kAllPhaseStatuses[] = {
 inline constexpr RankStatus kAllRankStatuses[] = {RankStatus::joined, RankStatus::missing,
                                                   RankStatus::lost, RankStatus::failed};
 
-// Every code in the finding table (finding_codes.cpp), in the table's order. Add, never rename:
-// dashboards and alert rules match on the text. A test checks that this list and the table agree.
-#define NCCLSMOKE_FINDING_CODES(X) \
-  X(CONFIG_INVALID)                \
-  X(CONFIG_MISSING)                \
-  X(CONFIG_SKEW)                   \
-  X(ENV_POLICY)                    \
-  X(HOST_EXCLUDED)                 \
-  X(RENDEZVOUS_DNS)                \
-  X(RENDEZVOUS_REFUSED)            \
-  X(RENDEZVOUS_TIMEOUT)            \
-  X(RENDEZVOUS_STALLED)            \
-  X(RENDEZVOUS_UNREACHABLE)        \
-  X(RANKS_MISSING)                 \
-  X(WORLD_MISMATCH)                \
-  X(STORE_FOREIGN_JOB)             \
-  X(STORE_TAMPERED)                \
-  X(RENDEZVOUS_LOST)               \
-  X(STORE_FULL)                    \
-  X(MESH_BLOCKED)                  \
-  X(MESH_INCOMPLETE)               \
-  X(MTU_MISMATCH)                  \
-  X(PEER_LOST)                     \
-  X(PEER_STALLED)                  \
-  X(RUN_TIMEOUT)                   \
-  X(RUN_TERMINATED)                \
-  X(RESULTS_MISSING)               \
-  X(VERDICT_DISPROVED)             \
-  X(TRANSPORT_INIT_FAILED)         \
-  X(TRANSPORT_UNAVAILABLE)         \
-  X(TRANSPORT_TIMEOUT)             \
-  X(SILENT_FALLBACK)               \
-  X(BANDWIDTH_REGRESSION)          \
-  X(STRAGGLER)                     \
-  X(SLOW_HOST)                     \
-  X(SLOW_LINK)                     \
-  X(BELOW_LINE_RATE)               \
-  X(DATA_CORRUPTION)               \
-  X(GPU_XID)                       \
-  X(GPU_HEALTH)                    \
-  X(NIC_DOWN)                      \
-  X(NIC_ERRORS)                    \
-  X(BASELINE_MISSING)
-
-#define NCCLSMOKE_CODE_ENUMERATOR(name) name,
-// `unknown` is last and never in the table: a code read from JSON that this build does not know.
-enum class Code : std::uint8_t { NCCLSMOKE_FINDING_CODES(NCCLSMOKE_CODE_ENUMERATOR) unknown };
-#undef NCCLSMOKE_CODE_ENUMERATOR
+// Every code of the finding table (finding_codes.def), in its order. `unknown` is last and never
+// in the table: a code read from JSON that this build does not know.
+enum class Code : std::uint8_t {
+#define NCCLSMOKE_CODE(name, ...) name,
+#include "results/verdict/finding_codes.def"
+#undef NCCLSMOKE_CODE
+  unknown
+};
 
 // The schema's spelling. to_string(Code::unknown) is "" (an AnyCode keeps the real text).
 std::string_view name(Severity s);

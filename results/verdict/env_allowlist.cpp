@@ -10,7 +10,7 @@ namespace ncclsmoke::results {
 namespace {
 
 // PET_ (Kubeflow), LWS_ (LeaderWorkerSet) and JOBSET_ (our downward-API names) carry a
-// launcher's world (harness/launchers.cpp), so a verdict shows what discovery read.
+// launcher's world (harness/world/launchers.cpp), so a verdict shows what discovery read.
 // OMPI_MCA_ and UCX_ shape MPI's path as NCCL_ and FI_ shape the others' (judging compares them
 // across ranks: config_skew_rule.h).
 constexpr std::string_view kPrefixes[] = {"NCCL_", "FI_",  "OFI_",   "TORCH_", "GLOO_",

@@ -1,7 +1,7 @@
 #pragma once
-// The table of known finding codes: default severity and layer, what the code means for an
-// operator, and a hint template. docs/findings.md is generated from this table
-// (findings_markdown(); a test keeps the two identical).
+// The table of known finding codes (its entries: finding_codes.def): default severity and layer,
+// what the code means for an operator, and a hint template. docs/findings.md is generated from
+// this table (findings_markdown(); a test keeps the two identical).
 //
 // Codes are stable identifiers: dashboards and alert rules match on them. Add, never rename.
 #include <map>

@@ -1,8 +1,8 @@
 #pragma once
 // The hosts a verdict names, and which of them are suspects: the one list behind
 // ncclsmoke_suspect_host (cronjob/metrics.h), the suspects file rank 0 writes beside verdict.json
-// (--out-dir/suspects.txt), the Slurm drain (harness/slurm_drain.h) and the format --exclude-file
-// reads back (harness/set_aside.h). Read from the findings' data (code, ranks, hosts, subject,
+// (--out-dir/suspects.txt), the Slurm drain (harness/actions/slurm_drain.h) and the format --exclude-file
+// reads back (harness/run/set_aside.h). Read from the findings' data (code, ranks, hosts, subject,
 // evidence), never from their message.
 //
 // A suspect is a host a host-blaming finding names as the one at fault:

@@ -140,7 +140,7 @@ struct World {
   std::string master_addr;        // empty: unknown
   int master_port = 0;            // 0: unknown
   AnyWorldSource source;          // flags, torchrun, openmpi, slurm, k8s-indexed-job; "": unknown
-  std::string job_id;             // the job identity (harness/job_identity.h); empty: none
+  std::string job_id;             // the job identity (harness/world/job_identity.h); empty: none
   std::string job_id_source;      // where it came from: "SLURM_JOB_ID", "--job-id", ...
   int restart_count = 0;          // TORCHELASTIC_RESTART_COUNT (0 elsewhere)
   // Field ("rank", "world_size", "master_addr", "master_port", ...) -> the flag or variable it

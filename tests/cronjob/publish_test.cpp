@@ -252,7 +252,7 @@ TEST(Publish, HistoryFailureExitsSixUnlessTheVerdictCodeIsNonZero) {
 }
 
 // A run whose history write fails is spooled next to the history and stored by the next publish
-// that can write it (issue 13).
+// that can write it.
 TEST(PublishSpool, CorruptHistorySpoolsTheRunAndTheNextPublishStoresIt) {
   TempDir d;
   const std::string db = d / "h.db";

@@ -377,7 +377,7 @@ for (const j of jobs) {
   if (!Number.isInteger(deadline) || deadline <= 0)
     fail("deadline-vs-schedule", o, `activeDeadlineSeconds is ${JSON.stringify(deadline)}: a hang would never end`);
   for (const c of allContainers(ps)) {
-    // `run --gate` implies --timeout 100 unless given (harness/run_options.cpp).
+    // `run --gate` implies --timeout 100 unless given (harness/run/run_options.cpp).
     const t = flagValue(c, "--timeout") ??
       ([...(c.command ?? []), ...(c.args ?? [])].includes("--gate") ? "100" : undefined);
     if (t !== undefined && Number.isInteger(deadline) && !(Number(t) < deadline))
@@ -684,7 +684,7 @@ for (const p of byKind("ClusterPolicy")) {
         if ("value" in e) fail("kyverno-policy", p, `env ${e.name} is forced (value:), not a default (+(value):)`);
 }
 
-// ---- Pod Security, labels, NetworkPolicy, disruption budget, images, secrets (issue 25) -------
+// ---- Pod Security, labels, NetworkPolicy, disruption budget, images, secrets ------------------
 // The project's version, from deploy_test.sh (CMakeLists.txt); absent when check.mjs runs alone.
 const version = process.env.NCCLSMOKE_VERSION || null;
 // Every pod template of the render, with the object that owns it.

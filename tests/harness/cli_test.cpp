@@ -227,7 +227,7 @@ TEST(Cli, GateMeasuresTheProfilesGateSize) {
 
 }  // namespace
 
-// ---- CLI conventions (issue 25, item 6) ----
+// ---- CLI conventions ----
 namespace {
 
 TEST(CliConventions, TopLevelHelpListsEveryExitCode) {

@@ -1,7 +1,7 @@
-// harness/env.h, the one reader of the environment in harness/: a launcher variable keeps
+// harness/common/env.h, the one reader of the environment in harness/: a launcher variable keeps
 // set-but-empty apart from unset and survives a broken environment; an ncclsmoke knob reads
 // empty as unset.
-#include "harness/env.h"
+#include "harness/common/env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "harness/hostlist.h"
+#include "harness/world/hostlist.h"
 
 #include <gtest/gtest.h>
 #include <stdio.h>

@@ -25,9 +25,9 @@
 #include <utility>
 #include <vector>
 
-#include "harness/env.h"
-#include "harness/run_options.h"
-#include "harness/run_session.h"
+#include "harness/common/env.h"
+#include "harness/run/run_options.h"
+#include "harness/run/run_session.h"
 #include "results/verdict/verdict.h"
 #include "tests/harness/run_args.h"  // free_tcp_port
 

@@ -1,4 +1,4 @@
-#include "harness/job_identity.h"
+#include "harness/world/job_identity.h"
 
 #include <gtest/gtest.h>
 

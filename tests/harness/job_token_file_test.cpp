@@ -1,6 +1,6 @@
-// Where the job token comes from (harness/job_token.h): the flag's file, NCCLSMOKE_JOB_TOKEN,
+// Where the job token comes from (harness/world/job_token.h): the flag's file, NCCLSMOKE_JOB_TOKEN,
 // NCCLSMOKE_JOB_TOKEN_FILE; a file that cannot be used is a ConfigProblem naming it.
-#include "harness/job_token.h"
+#include "harness/world/job_token.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

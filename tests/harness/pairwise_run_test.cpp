@@ -1,4 +1,4 @@
-// The pairwise rounds of a whole run (harness/pairwise_step.h, harness/pairwise_plan.h), with the
+// The pairwise rounds of a whole run (harness/run/pairwise_step.h, harness/run/pairwise_plan.h), with the
 // ranks as threads of this process (tests/harness/in_process_run.h) over the socket transport:
 // the schedule meets every pair on both sides in one round, odd worlds sit one rank out a round,
 // auto runs no round on a healthy world, never records no phase, a spent budget starts no round,

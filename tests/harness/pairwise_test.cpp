@@ -1,5 +1,5 @@
-// The pairwise rounds' wire and flags (harness/pairwise_plan.h) and one pair measured for real
-// (harness/pairwise_step.h measure_pair, the socket backend on loopback threads over an in-memory
+// The pairwise rounds' wire and flags (harness/run/pairwise_plan.h) and one pair measured for real
+// (harness/run/pairwise_step.h measure_pair, the socket backend on loopback threads over an in-memory
 // store): the plan and summary on the wire, this rank's summary from its record, the settings
 // from the flags, that no backend declares it cannot pair, and a pair whose partner never
 // comes ending at its deadline with the error. Whether the rounds run and their phase are
@@ -10,14 +10,14 @@
 #include <cmath>
 #include <thread>
 
-#include "tests/results/judging/pairwise_inputs.h"
-#include "harness/pairwise_plan.h"
-#include "harness/pairwise_step.h"
+#include "harness/run/pairwise_plan.h"
+#include "harness/run/pairwise_step.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/prefix_store.h"
 #include "results/judging/transport_rules.h"
 #include "results/verdict/finding_codes.h"
 #include "tests/harness/run_args.h"
+#include "tests/results/judging/pairwise_inputs.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::harness {
@@ -166,16 +166,17 @@ TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
   ctx.rank = 3;
   ctx.host = "h3";
   results::TransportsSeen outcomes{{socket, fabric}, ctx, std::nullopt};
-  const std::vector<results::StepRecord> records{{outcomes, "", 4.2, ""}};
-  results::RunObservations seen;
-  seen.requested = {"socket", "fabric", "nccl", "mpi"};
   results::Phase passed_over;
   passed_over.name = "transport:nccl";
   passed_over.status = results::PhaseStatus::not_run;
   passed_over.detail = "rank 1 never joined";
-  seen.passed_over.push_back(passed_over);
+  results::StepTakenSeen taken;
+  taken.not_run.push_back(passed_over);
+  const results::AskedSeen asked{{"socket", "fabric", "nccl", "mpi"}, {}};
+  const std::vector<results::StepRecord> records{
+      {asked, "", 0, ""}, {outcomes, "", 4.2, ""}, {taken, "", 0, ""}};
 
-  const auto ended = results::summarize_transports(records, seen, 3, "h3");
+  const auto ended = results::summarize_transports(records, 3, "h3");
   const auto& s = ended.summary;
   EXPECT_EQ(s.rank, 3);
   EXPECT_EQ(s.host, "h3");
@@ -196,7 +197,7 @@ TEST(PairwisePlan, SummaryIsJudgedFromThisRanksRecords) {
   EXPECT_TRUE(s.transports[3].skipped_why.empty());
   // Rank 0's side: the transports ran (socket failed; a skipped one counts as run too).
   EXPECT_TRUE(ended.ran);
-  EXPECT_FALSE(results::summarize_transports({}, seen, 3, "h3").ran);
+  EXPECT_FALSE(results::summarize_transports({records[0], records[2]}, 3, "h3").ran);
 }
 
 TEST(PairwisePlan, EveryBackendCanPair) {

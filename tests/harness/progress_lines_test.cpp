@@ -6,8 +6,8 @@
 #include <future>
 #include <mutex>
 
-#include "harness/log.h"
-#include "harness/progress.h"
+#include "harness/common/log.h"
+#include "harness/common/progress.h"
 #include "rendezvous/join.h"
 #include "rendezvous/memory_store.h"
 
@@ -142,7 +142,7 @@ TEST(ProgressLines, SweepTableInNcclTestsShape) {
   ASSERT_EQ(head.size(), 5u);
   EXPECT_EQ(head[0].rfind("# transport socket: all_reduce sweep: ", 0), 0u) << head[0];
   EXPECT_NE(head[0].find("nranks 2 minBytes 1048576 maxBytes 4194304 step: 2(factor)"), std::string::npos);
-  // nccl-tests' three header lines, the summary table's too (harness/summary_tables.h).
+  // nccl-tests' three header lines, the summary table's too (harness/common/summary_tables.h).
   const auto table = table_header_lines();
   EXPECT_EQ(std::vector<std::string>(head.begin() + 2, head.end()), table);
   EXPECT_NE(head[2].find("out-of-place"), std::string::npos);

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/run_options.h"
+#include "harness/run/run_options.h"
 
 namespace ncclsmoke::testing {
 

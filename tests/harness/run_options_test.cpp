@@ -1,8 +1,8 @@
-// Input checked at the door (issue 13): every bad run/launch flag value is a usage error (exit 2)
+// Input checked at the door: every bad run/launch flag value is a usage error (exit 2)
 // with one line naming the flag, the value and what is accepted; an alias bomb in a profiles file
 // is refused by `run` and `baseline learn`; an unusable history exits 7 from every command that
 // reads it (history import/list, report, baseline learn) with the hint for its cause.
-#include "harness/run_options.h"
+#include "harness/run/run_options.h"
 #include "tests/harness/run_args.h"
 
 #include <CLI/CLI.hpp>

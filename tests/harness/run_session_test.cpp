@@ -1,4 +1,4 @@
-// The sequencer of `ncclsmoke run` (harness/run_session.h) with its ranks as threads of this
+// The sequencer of `ncclsmoke run` (harness/run/run_session.h) with its ranks as threads of this
 // process (tests/harness/in_process_run.h): the real store, mesh, liveness watch and transports,
 // judged into the verdicts the ranks write, with no process started and nothing slept.
 #include <arpa/inet.h>

@@ -1,7 +1,7 @@
-// harness/slurm_drain.h without a Slurm: reading `scontrol show node -o`, the drain reason, and
+// harness/actions/slurm_drain.h without a Slurm: reading `scontrol show node -o`, the drain reason, and
 // the bounded spawn (argv, no shell; a deadline kills). The real scontrol: tests/launchers/
 // slurm_drain_test.sh.
-#include "harness/slurm_drain.h"
+#include "harness/actions/slurm_drain.h"
 
 #include <gtest/gtest.h>
 

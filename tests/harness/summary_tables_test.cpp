@@ -1,17 +1,17 @@
-// The end of a run's screen (harness/summary_tables.h): the summary table has the live rows'
+// The end of a run's screen (harness/common/summary_tables.h): the summary table has the live rows'
 // shape (nccl-tests' columns, unprefixed), csv and json carry the same rows for scripts, the
 // "carried by" lines name each transport's interface / provider / network and warn about a
 // defaulted fabric provider and the variables that narrowed a choice; a pass with no baseline
-// says how to learn one. And the run id launch hands its ranks (harness/job_identity.h).
+// says how to learn one. And the run id launch hands its ranks (harness/world/job_identity.h).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 
-#include "harness/job_identity.h"
-#include "harness/progress.h"
-#include "harness/summary_tables.h"
+#include "harness/common/progress.h"
+#include "harness/common/summary_tables.h"
+#include "harness/world/job_identity.h"
 #include "results/verdict/finding_codes.h"
 
 namespace ncclsmoke::harness {

@@ -1,4 +1,4 @@
-// measure_transports (harness/transport_phase.h) with the real socket backend, two ranks on
+// measure_transports (harness/run/transport_phase.h) with the real socket backend, two ranks on
 // threads over an in-memory store on loopback: it measures only (typed outcomes, no finding),
 // the per-rank bandwidth is the sweep's one formula, the typed link stats come back, the wait
 // hook ends cleared; an unknown backend is "not built"; a store known unusable fails the backend's
@@ -11,9 +11,9 @@
 #include <mutex>
 #include <thread>
 
-#include "harness/transport_phase.h"
-#include "results/judging/transport_rules.h"
+#include "harness/run/transport_phase.h"
 #include "rendezvous/memory_store.h"
+#include "results/judging/transport_rules.h"
 
 namespace ncclsmoke::harness {
 namespace {

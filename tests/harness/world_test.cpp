@@ -1,5 +1,5 @@
-#include "harness/world.h"
-#include "harness/launchers.h"
+#include "harness/world/launchers.h"
+#include "harness/world/world.h"
 #include "results/judging/probe_rules.h"
 #include "results/judging/run_rules.h"
 
@@ -1356,7 +1356,7 @@ TEST(WorldServiceLink, TorchrunOutsideAPodSaysWhatToSetToo) {
 }  // namespace
 }  // namespace ncclsmoke::harness
 
-// ---- the launchers of 2026's Kubernetes controllers (harness/launchers.cpp) ----
+// ---- the launchers of 2026's Kubernetes controllers (harness/world/launchers.cpp) ----
 namespace ncclsmoke::harness {
 namespace {
 

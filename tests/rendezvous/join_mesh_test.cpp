@@ -11,13 +11,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "results/judging/facts_rendezvous.h"
-#include "harness/world.h"
-#include "results/judging/probe_rules.h"
+#include "harness/world/world.h"
 #include "rendezvous/join.h"
 #include "rendezvous/memory_store.h"
 #include "rendezvous/mesh.h"
 #include "rendezvous/tcp_client.h"
+#include "results/judging/facts_rendezvous.h"
+#include "results/judging/probe_rules.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -241,7 +241,7 @@ TEST(Mesh, AClosedPortIsAFailedPairNamingBothEnds) {
   EXPECT_EQ(res.failures[0].error_class, ErrorClass::refused) << res.failures[0].message;
 }
 
-// ---- unfinished is not failed (issue 13) ----
+// ---- unfinished is not failed ----
 
 harness::World world_of(int rank, int size) {
   harness::World w;
@@ -535,7 +535,7 @@ TEST(MeshDeadline, ARankThatSaidItLeftIsLostAtOnce) {
   }
 }
 
-// ---- accepted but never answered vs a dropped SYN (issue 13) ----
+// ---- accepted but never answered vs a dropped SYN ----
 
 TEST(StalledStore, AStoreThatAcceptsButNeverAnswersIsStalledWithoutTheFirewallHint) {
   SilentListener rank0;  // rank 0 SIGSTOPped: its backlog still completes connections

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/run_options.h"
-#include "tests/harness/run_args.h"
+#include "harness/run/run_options.h"
 #include "rendezvous/memory_store.h"
+#include "tests/harness/run_args.h"
 #include "transports/registry.h"
 
 namespace ncclsmoke::transports {

@@ -226,7 +226,7 @@ class FabricTransport final : public Transport {
   TransportContext ctx_;
   std::string requested_, provider_, fabric_name_, domain_name_, provider_version_;
   // Where the provider asked for came from: "--fabric-provider", or "default" (none was asked
-  // for: the declared default, tcp); shown as a warning on the summary (harness/summary_tables.h).
+  // for: the declared default, tcp); shown as a warning on the summary (harness/common/summary_tables.h).
   std::string requested_from_;
   std::string local_addr_text_;
   std::map<int, std::string> peer_addr_text_;

@@ -337,7 +337,7 @@ std::atomic<int64_t> next_open_id{1};  // communicator ids in the (shared) child
 std::atomic<int> next_pair_tag{0};
 constexpr int kPairTagSpan = 30000;  // below MPI_TAG_UB's guaranteed 32767
 
-// The pair's keys in its store (harness/pairwise_step.h: "pairwise/mpi/<round>/<a>-<b>/"):
+// The pair's keys in its store (harness/run/pairwise_step.h: "pairwise/mpi/<round>/<a>-<b>/"):
 // each rank's "mpi/info/<rank>" ({"ready", "why", "world_ranks", "tag"}), the arrival counter
 // "mpi/arrived" and the one decision "mpi/decision" ("go" / "off"), settled by compare_set.
 constexpr const char* kPairArrived = "mpi/arrived";

@@ -34,7 +34,7 @@
 //  - A rank that dies is normally handled by mpirun, which ends the whole job: survivors are
 //    killed rather than seeing an MPI error, so PEER_LOST is rarely reported by this transport.
 //  - Pairs (TransportContext::world_ranks set: the pairwise rounds' 2-rank instances,
-//    harness/pairwise_step.h): open() never starts MPI (MPI_Init waits for the whole mpirun
+//    harness/run/pairwise_step.h): open() never starts MPI (MPI_Init waits for the whole mpirun
 //    job); it needs the child a world instance opened in this process, alive (else the pair is
 //    unavailable, on both sides, saying why: MPI was not opened here, the child is dead, or the
 //    world open failed: the pair never ran, so it says nothing about the link).

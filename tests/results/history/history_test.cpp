@@ -283,7 +283,7 @@ TEST_F(HistoryTest, BadFilesAreNamed) {
   }
 }
 
-// Each cause of an unusable history is classified and carries its own hint (issue 13).
+// Each cause of an unusable history is classified and carries its own hint.
 TEST_F(HistoryTest, GarbageFileIsCorruptWithTheMoveAsideHint) {
   std::ofstream(db_) << "this is not a database, just some text that is long enough to matter\n"
                      << std::string(200, 'x');

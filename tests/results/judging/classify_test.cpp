@@ -108,7 +108,7 @@ TEST(OverallVerdict, InfoFindingsChangeNothing) {
 }
 
 TEST(OverallVerdict, UnknownSpellingsFailClosed) {
-  // An unknown severity or phase status can no longer reach the model (enums.h): the parsers
+  // An unknown severity or phase status cannot reach the model (enums.h): the parsers
   // reject it, and verdict_from_json with them (schema_test / enums_test).
   EXPECT_EQ(parse_severity("critical"), std::nullopt);
   EXPECT_EQ(parse_phase_status("ok"), std::nullopt);

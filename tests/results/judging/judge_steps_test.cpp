@@ -56,11 +56,6 @@ std::vector<StepRecord> joined_records() {
 }
 
 TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
-  RunObservations seen;
-  seen.passed = {Step::world, Step::rendezvous, Step::mesh};
-  seen.world = {true, 1, 4};
-  seen.requested = {"socket"};
-  seen.steps_left_s = 30;
   Verdict v;
   StoreFailure lost{StoreErrorClass::reset, "connection reset by peer"};
   const StepRecord mesh{StoreLostSeen{lost, probe(1), "the mesh probe"}, "mesh", 0.4, "reset"};
@@ -68,16 +63,29 @@ TEST(JudgeSteps, AMeshThatStoppedOnTheStoreIsWhatNextStepReads) {
   ASSERT_EQ(ended.size(), 1u);
   EXPECT_EQ(ended[0].status, PhaseStatus::fail);
   auto records = joined_records();
+  WorldSeen world;
+  world.rank = 1;
+  world.world.size = 4;
+  records.insert(records.begin(), {{world, "", 0, ""},
+                                   {WorldEndSeen{{}, true, true}, "world", 0, ""},
+                                   {AskedSeen{{"socket"}, {}}, "", 0, ""}});
+  for (Step s : {Step::world, Step::rendezvous, Step::mesh})
+    records.push_back({StepTakenSeen{s, {}, {}}, "", 0, ""});
   records.push_back(mesh);
   auto judged = judged_so_far(records);
+  EXPECT_TRUE(judged.world.ok);
+  EXPECT_TRUE(judged.has_passed(Step::mesh));
   EXPECT_EQ(judged.mesh_status, PhaseStatus::fail);
   ASSERT_EQ(judged.mesh_errors.size(), 1u);
   EXPECT_EQ(judged.mesh_errors[0], v.findings.at(0).code.code());
   // ... so the transports are listed not run, naming the mesh.
-  auto next = next_step(seen, judged);
+  RunMoment now;
+  now.steps_left_s = 30;
+  auto next = next_step(judged, now);
   ASSERT_FALSE(next.not_run.empty());
   EXPECT_EQ(next.not_run[0].name, "transport:socket");
   EXPECT_NE(next.not_run[0].detail.find("mesh"), std::string::npos) << next.not_run[0].detail;
+  EXPECT_EQ(next.not_run[0].detail.find("joined"), std::string::npos) << next.not_run[0].detail;
 }
 
 // next_step reads the join and the mesh out of their records: nothing copies them beside.

@@ -1,4 +1,4 @@
-// Which step runs next (results/judging/next_step.h) over hand-built RunObservations: the order
+// Which step runs next (results/judging/next_step.h) over hand-built judged records: the order
 // of a healthy run, what ends a run early (the world, the join, a host set aside), the transports
 // passed over with the cause the run saw (missing ranks, MTU_MISMATCH, MESH_BLOCKED, a lost rank),
 // and the pairwise step passed over (--pairwise=never, no transport, the deadline, the store).
@@ -12,22 +12,29 @@ void PrintTo(Step s, std::ostream* os) { *os << name(s); }
 
 namespace {
 
-// What the steps saw, and what judging made of their records (judged_so_far's result, set by
-// hand here; judge_steps_test.cpp judges real records).
-struct Seen : RunObservations {
-  JudgedSoFar judged;
+// What judging made of the records (judged_so_far's result, set by hand here;
+// judge_steps_test.cpp judges real records) and the present moment.
+struct Seen : JudgedSoFar {
+  LivenessObservation live;
+  double steps_left_s = 0;
 };
-NextStep step_of(const Seen& s) { return next_step(s, s.judged); }
-std::string blocked_of(const Seen& s) { return transports_blocked_reason(s, s.judged); }
+NextStep step_of(const Seen& s) { return next_step(s, RunMoment{s.live, s.steps_left_s}); }
+std::string blocked_of(const Seen& s) { return transports_blocked_reason(s); }
+// The session records the decision it takes; judged_so_far reads the steps behind it from that.
+void note_taken(Seen& s, const NextStep& n) {
+  const auto after = judged_so_far({{taken(n), "", 0, ""}});
+  s.passed.insert(s.passed.end(), after.passed.begin(), after.passed.end());
+  s.passed_over.insert(s.passed_over.end(), after.passed_over.begin(), after.passed_over.end());
+}
 
 // A 4-rank world that joined completely, rank `rank`, asking for `requested`.
 Seen joined(std::vector<std::string> requested = {"socket"}, int rank = 0) {
   Seen o;
   o.passed = {Step::world, Step::rendezvous};
   o.world = {true, rank, 4};
-  o.judged.join.joined = true;
-  o.judged.join.roster_received = true;
-  o.judged.join.present = {0, 1, 2, 3};
+  o.join.joined = true;
+  o.join.roster_received = true;
+  o.join.present = {0, 1, 2, 3};
   o.requested = std::move(requested);
   o.steps_left_s = 30;
   return o;
@@ -36,7 +43,7 @@ Seen joined(std::vector<std::string> requested = {"socket"}, int rank = 0) {
 Seen after_mesh(PhaseStatus mesh, std::vector<std::string> requested = {"socket"}) {
   auto o = joined(std::move(requested));
   o.passed.push_back(Step::mesh);
-  o.judged.mesh_status = mesh;
+  o.mesh_status = mesh;
   return o;
 }
 
@@ -54,10 +61,10 @@ std::vector<Step> walk(Seen o) {
 TEST(NextStep, AHealthyRunWalksEveryStepInOrder) {
   Seen o;
   o.world = {true, 0, 4};
-  o.judged.join = joined().judged.join;
+  o.join = joined().join;
   o.requested = {"socket"};
   o.steps_left_s = 30;
-  o.judged.mesh_status = PhaseStatus::pass;
+  o.mesh_status = PhaseStatus::pass;
   EXPECT_EQ(walk(o), (std::vector<Step>{Step::world, Step::rendezvous, Step::mesh,
                                         Step::transports, Step::pairwise,
                                         Step::pairwise_rounds, Step::finish}));
@@ -77,17 +84,17 @@ TEST(NextStep, AWorldNotDiscoveredOrAJoinThatStoppedFinishes) {
   EXPECT_TRUE(n.not_run.empty());
   for (auto breaks : {&JoinObservation::world_size_conflict, &JoinObservation::rank_taken}) {
     auto j = joined();
-    j.judged.join.*breaks = true;
+    j.join.*breaks = true;
     EXPECT_EQ(step_of(j).step, Step::finish);
   }
   auto r = joined();
-  r.judged.join.roster_received = false;
+  r.join.roster_received = false;
   EXPECT_EQ(step_of(r).step, Step::finish);
 }
 
 TEST(NextStep, AHostSetAsideStopsTheRunBeforeTheMesh) {
   auto o = joined();
-  o.judged.excluded = {2, 3};
+  o.excluded = {2, 3};
   auto n = step_of(o);
   EXPECT_EQ(n.step, Step::finish);
   EXPECT_NE(n.reason.find("HOST_EXCLUDED"), std::string::npos) << n.reason;
@@ -97,11 +104,11 @@ TEST(NextStep, AHostSetAsideStopsTheRunBeforeTheMesh) {
 
 TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
   auto o = joined({"socket", "fabric"});
-  o.judged.join.present = {0, 1, 2};
-  o.judged.join.missing = {3};
+  o.join.present = {0, 1, 2};
+  o.join.missing = {3};
   EXPECT_EQ(step_of(o).step, Step::mesh) << "the mesh among those present is worth knowing";
   o.passed.push_back(Step::mesh);
-  o.judged.mesh_status = PhaseStatus::pass;
+  o.mesh_status = PhaseStatus::pass;
   auto n = step_of(o);
   EXPECT_EQ(n.step, Step::pairwise);
   EXPECT_EQ(n.passed_over, (std::vector<Step>{Step::transports}));
@@ -122,8 +129,8 @@ TEST(NextStep, MissingRanksRunTheMeshButNotTheTransports) {
 
 TEST(NextStep, AnMtuBlackHoleIsTheReasonTheTransportsDidNotRun) {
   auto o = after_mesh(PhaseStatus::fail);
-  o.judged.mesh_errors = {Code::MTU_MISMATCH};
-  o.judged.mesh.mtu_black_holes = 14;
+  o.mesh_errors = {Code::MTU_MISMATCH};
+  o.mesh.mtu_black_holes = 14;
   auto n = step_of(o);
   ASSERT_EQ(n.not_run.size(), 1u);
   EXPECT_EQ(n.not_run[0].detail,
@@ -133,12 +140,12 @@ TEST(NextStep, AnMtuBlackHoleIsTheReasonTheTransportsDidNotRun) {
 
 TEST(NextStep, BlockedPairsAndOtherMeshErrorsAreNamed) {
   auto o = after_mesh(PhaseStatus::fail);
-  o.judged.mesh_errors = {Code::MESH_BLOCKED};
-  o.judged.mesh.blocked_pairs = {{0, 2}, {1, 2}};
+  o.mesh_errors = {Code::MESH_BLOCKED};
+  o.mesh.blocked_pairs = {{0, 2}, {1, 2}};
   EXPECT_EQ(blocked_of(o), "the mesh failed: 2 pairs blocked (MESH_BLOCKED)");
   auto lost = after_mesh(PhaseStatus::fail);
-  lost.judged.mesh_errors = {Code::PEER_LOST, Code::PEER_LOST};
-  lost.judged.mesh.silent_ranks = {3};
+  lost.mesh_errors = {Code::PEER_LOST, Code::PEER_LOST};
+  lost.mesh.silent_ranks = {3};
   EXPECT_EQ(blocked_of(lost),
             "the mesh failed: rank 3 stopped answering; PEER_LOST");
   auto bare = after_mesh(PhaseStatus::fail);
@@ -149,9 +156,9 @@ TEST(NextStep, BlockedPairsAndOtherMeshErrorsAreNamed) {
   EXPECT_EQ(step_of(cut).step, Step::transports);
   // Missing ranks and a failed mesh: both said.
   auto both = after_mesh(PhaseStatus::fail);
-  both.judged.join.missing = {5, 6};
-  both.judged.mesh_errors = {Code::MESH_BLOCKED};
-  both.judged.mesh.blocked_pairs = {{0, 1}};
+  both.join.missing = {5, 6};
+  both.mesh_errors = {Code::MESH_BLOCKED};
+  both.mesh.blocked_pairs = {{0, 1}};
   EXPECT_EQ(blocked_of(both),
             "ranks 5, 6 never joined; the mesh failed: 1 pair blocked (MESH_BLOCKED)");
 }

@@ -167,7 +167,7 @@ TEST(RunRules, RunTerminatedNamesTheSignalAndTheLastPhase) {
   EXPECT_NE(f.message.find("last phase finished: rendezvous"), std::string::npos);
 }
 
-// The launcher's words (harness/launchers.cpp) go into the message and the hint as given.
+// The launcher's words (harness/world/launchers.cpp) go into the message and the hint as given.
 TEST(RunRules, RunTerminatedCarriesTheLaunchersCause) {
   auto f = run_terminated_finding(RankRef{0, "h"}, "SIGTERM", 1.0, "world",
                                   TerminationCause{"Slurm: the job's time limit", "raise --time"});

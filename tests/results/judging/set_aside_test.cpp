@@ -1,4 +1,4 @@
-// Setting bad nodes aside (issue 23, item 5): which hosts a verdict blames (the one list behind
+// Setting bad nodes aside: which hosts a verdict blames (the one list behind
 // the metrics, the suspects file and the Slurm drain), the suspects file's text, reading it back
 // (--exclude-file) and --exclude-hosts, and the HOST_EXCLUDED rule.
 #include <gtest/gtest.h>

@@ -520,7 +520,7 @@ TEST(ReportModel, RegressionCodesAreTheEnumsOnly) {
 }
 
 
-// ---- Now, failure incidents, hosts, run links, hints (issue 25) ----
+// ---- Now, failure incidents, hosts, run links, hints ----
 
 // A finding row of run `run_id` (as History::findings returns it).
 void add_finding(ReportInput& in, const std::string& run_id, results::Code code,
@@ -555,7 +555,7 @@ results::Subject socket_subject(int rank, const std::string& host) {
   return results::reported_by({rank, host}, "transport:socket", "open", "socket");
 }
 
-// The issue's cluster: bandwidth in band, then the latest run fails to open the socket
+// A cluster with bandwidth in band whose latest run then fails to open the socket
 // transport. "Now" is that failure (never green), the socket key's state is not shown green
 // over it, and the run it quotes is that run.
 TEST(ReportNow, AFailingLatestRunIsNeverGreen) {

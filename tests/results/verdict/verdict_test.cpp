@@ -99,7 +99,7 @@ TEST(VerdictJson, TheNodeReadsForgivingly) {
   EXPECT_FALSE(verdict_from_text_fast(j.dump())->nics.read);
 }
 
-// The job identity and the store the rank met at (issue: launchers) survive the round trip, are
+// The job identity and the store the rank met at survive the round trip, are
 // absent when unknown, and a wrong dialect spelling is refused by the schema.
 // A verdict written before minor versions and subjects (schema_minor absent, findings without
 // subject or template) still reads, on both paths: minor 0, empty subjects, messages as written.
@@ -314,7 +314,7 @@ TEST(FindingCodes, MakeFindingFillsFromTable) {
   EXPECT_EQ(f.hint,
             "Fix MASTER_PORT (value tcp://10.0.0.7:29500): set enableServiceLinks: false in the "
             "pod spec");
-  // A typo no longer compiles (make_finding takes a Code); the text form is rejected by the parser.
+  // A typo does not compile (make_finding takes a Code); the text form is rejected by the parser.
   EXPECT_EQ(parse_code("CONFIG_INVALDI"), std::nullopt);
   EXPECT_THROW(make_finding(Code::unknown, "typo"), std::invalid_argument);
   EXPECT_EQ(fill_template("to {master} via {nic}", {{"master", "m:1"}}), "to m:1 via <nic>");

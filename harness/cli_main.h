@@ -1,8 +1,0 @@
-#pragma once
-// The binary's entry point behind main(): parses the command line and runs one subcommand (or the
-// mpi transport's child). Returns the process exit code (commands.h).
-namespace ncclsmoke::harness {
-
-int cli_main(int argc, char** argv);
-
-}  // namespace ncclsmoke::harness

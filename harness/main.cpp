@@ -1,4 +1,0 @@
-// ncclsmoke: a multi-rank smoke test for the communication path of GPU training clusters.
-#include "harness/cli_main.h"
-
-int main(int argc, char** argv) { return ncclsmoke::harness::cli_main(argc, argv); }

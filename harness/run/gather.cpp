@@ -1,0 +1,187 @@
+#include "harness/run/gather.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "harness/actions/slurm_drain.h"
+#include "harness/common/progress.h"
+#include "harness/run/set_aside.h"
+#include "harness/run/transport_phase.h"
+#include "rendezvous/net.h"
+#include "results/history/history.h"
+#include "results/judging/judge_run.h"
+
+namespace ncclsmoke::harness {
+
+using namespace ncclsmoke::rendezvous;
+
+namespace {
+
+// --history: the global verdict goes into the run history too. A history that cannot be written
+// costs nothing else: the verdict file is already on disk, and the error names the file.
+void record_history(const RunContext& ctx, const results::Verdict& global) {
+  if (ctx.o.history_path.empty()) return;
+  try {
+    results::History h(ctx.o.history_path, true);
+    h.add(global, "run");
+  } catch (const std::exception& e) {
+    // An error line: --history asked for it, and --quiet must still say it did not happen.
+    log_error(fmt::format("ncclsmoke: rank 0: run {} not recorded in history {}: {} (the verdict "
+                          "is in {}; import it later with `ncclsmoke history import`)",
+                          global.run_id, results::redact_history_url(ctx.o.history_path),
+                          e.what(), ctx.global_path()));
+  }
+}
+
+}  // namespace
+
+void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& live,
+                const results::Verdict& local) {
+  if (s.frozen) return;              // a post would only wait out its timeout
+  if (live.rank0_stopped()) return;  // rank 0 (the store) is gone or frozen: our file says so
+  try {
+    s.store->set(fmt::format("verdict/{}", ctx.world.rank),
+                 results::to_json(local).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace));
+  } catch (const StoreError&) {
+    // Rank 0 is gone; our local verdict on disk already says so.
+    return;
+  }
+  if (ctx.exit_code(local) == 0) return;
+  // A failing rank stays until rank 0 has written the world's verdict: its non-zero exit is what
+  // makes mpirun (and torchrun's agent, for the ranks of its node) kill the job's other
+  // processes, rank 0 among them, mid-gather. Bounded by the run's deadline, and over as soon as
+  // the watch sees rank 0 stop.
+  const Deadline until = ctx.run_deadline;
+  while (Clock::now() < until && !live.rank0_stopped()) {
+    try {
+      s.store->wait({std::string(kVerdictWrittenKey)}, earliest(deadline_after(Millis{250}), until));
+      return;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) return;  // the store (rank 0) went away
+    }
+  }
+}
+
+results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const MeshResult& mesh,
+                               const Liveness& live, const results::Verdict& local) {
+  test_pause_point("gather", ctx.world.rank);  // test-only (NCCLSMOKE_TEST_PAUSE_AT)
+  std::vector<results::Verdict> views{local};
+  // A rank is late only when no verdict at all has arrived for `window`: rank 0 looks at every
+  // pending rank in turn, without blocking on one. Waiting on each rank in join order with one
+  // shared window named healthy ranks lost at 1024 ranks on 2 CPUs: rank 0 sat on rank 2's key
+  // while a thousand others posted, and its own parsing ate the window. It stops within the
+  // run's verdict reserve, leaving its last fifth for the merge and the write, so the world's
+  // verdict is on disk by --timeout.
+  const auto window = ms(std::max(5.0, ctx.o.pair_timeout_s * 2));
+  const Deadline hard_stop = ctx.steps_deadline + (ctx.run_deadline - ctx.steps_deadline) * 4 / 5;
+  std::map<int, results::Verdict> got;
+  std::map<int, std::pair<std::string, std::string>> unreadable;  // rank -> (key, problem)
+  std::vector<const Identity*> pending, late;
+  std::vector<int> taken_for_dead;  // ranks rank 0 took for dead whose verdict came anyway
+  for (const auto& id : s.join.present)
+    if (id.rank != 0) pending.push_back(&id);
+  auto last_arrival = Clock::now();
+  const auto gather_start = last_arrival;
+  while (!pending.empty()) {
+    bool progressed = false;
+    // A rank the mesh probe found silent, or the watch saw die, is dead: its verdict will not
+    // come, and waiting for it only delays the global verdict (the kill -9 scenario). Even so it
+    // may have stopped on its own error (a WORLD_SIZE of its own, a port range too small) and
+    // posted its verdict before leaving: it is looked at once. The watch is asked each round: a
+    // rank may die while the others are being gathered.
+    const auto lost = live.stopped_ranks();
+    for (auto it = pending.begin(); it != pending.end();) {
+      const auto& id = **it;
+      const bool known_dead =
+          std::find(mesh.silent_ranks.begin(), mesh.silent_ranks.end(), id.rank) !=
+              mesh.silent_ranks.end() ||
+          std::find(lost.begin(), lost.end(), id.rank) != lost.end();
+      const std::string key = fmt::format("verdict/{}", id.rank);
+      bool fetched = false;
+      try {
+        if (s.store->check({key})) {
+          auto text = s.store->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
+          // The one-pass reader first (what the schema surely accepts); anything unusual takes
+          // the bounded, validating path, which names the problem: a post too big, too deep or
+          // not a verdict is that rank's answer (a finding naming it), never a crash.
+          try {
+            auto v = results::verdict_from_text(text, kMaxVerdictJsonBytes);
+            // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+            v.transports.clear();
+            got.emplace(id.rank, std::move(v));
+          } catch (const results::VerdictFormatError& e) {
+            unreadable[id.rank] = {key, e.what()};
+            log_error(fmt::format("ncclsmoke: rank 0: the verdict posted for {} cannot be read: {}",
+                                  RankRef{id.rank, id.host}, e.what()));
+          }
+          fetched = true;
+        }
+      } catch (const std::exception&) {
+      }
+      if (fetched && known_dead) taken_for_dead.push_back(id.rank);
+      if (fetched || known_dead) {
+        if (!fetched) late.push_back(&id);
+        progressed = progressed || fetched;
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    const auto now = Clock::now();
+    if (progressed) last_arrival = now;
+    if (pending.empty() || now >= hard_stop || now - last_arrival >= window) break;
+    if (!progressed) std::this_thread::sleep_for(Millis{20});
+  }
+  late.insert(late.end(), pending.begin(), pending.end());
+  results::WorldRoster roster;
+  for (const auto& id : s.join.present) {
+    roster.joined.push_back({id.rank, id.host, id.local_address, id.world_size});
+    auto it = got.find(id.rank);
+    if (it == got.end()) continue;
+    views.push_back(std::move(it->second));
+    roster.posted_as.push_back(id.rank);
+  }
+  roster.world_size = ctx.world.world_size;
+  roster.taken_for_dead = std::move(taken_for_dead);
+  roster.duration_s = seconds_since(ctx.start);
+  roster.gathered_s = seconds_since(gather_start);
+  const auto alive = live.alive_ranks();
+  for (const auto* id : late)
+    roster.unreported.push_back({id->rank, id->host, alive.count(id->rank) > 0});
+  for (const auto& id : s.join.present)
+    if (auto bad = unreadable.find(id.rank); bad != unreadable.end())
+      roster.unreadable.push_back({id.rank, id.host, bad->second.first, bad->second.second});
+  roster.tampered = s.tampered->snapshot();
+  roster.reporting_host = ctx.world.hostname;
+  roster.store = join_host_port(ctx.world.store_host, static_cast<uint16_t>(ctx.world.store_port));
+  auto tj = Clock::now();
+  log_set_phase("judge");
+  log_info(phase_start_line("judge", ctx.profile ? fmt::format("profile {}", ctx.o.profile)
+                                                 : std::string("no profile")));
+  auto global = results::judge_world(std::move(views), roster, ctx.profile);
+  log_info(phase_end_line("judge", "done", seconds_since(tj),
+                          fmt::format("{} findings", global.findings.size())));
+  // --slurm-drain: drain the suspects of a failing run, resume ncclsmoke's drains after a pass;
+  // the verdict's "slurm-drain" phase says what was done (harness/actions/slurm_drain.h).
+  if (ctx.o.slurm_drain)
+    slurm_set_aside({ctx.environment, ctx.o.slurm_drain_budget, ctx.run_deadline}, global);
+  auto tw = Clock::now();
+  log_set_phase("write");
+  log_info(phase_start_line("write", ctx.global_path()));
+  ctx.write(ctx.global_path(), global);
+  log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),
+                          fmt::format("verdict {} (exit {})", global.verdict, ctx.exit_code(global))));
+  write_suspects_file(ctx, global);  // OUT/suspects.txt, for --exclude-file (harness/run/set_aside.h)
+  try {
+    s.store->set(std::string(kVerdictWrittenKey), global.run_id);  // failing ranks may leave now
+  } catch (const StoreError&) {
+  }
+  record_history(ctx, global);
+  return global;
+}
+
+}  // namespace ncclsmoke::harness
