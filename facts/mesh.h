@@ -36,6 +36,9 @@ struct MeshFacts {
   std::vector<PairFailure> failures; // blocked pairs: ours, or (after mesh/done) everyone's
   std::vector<int> silent_ranks;     // lost: no address by the end, or no result and no handshake
   std::vector<int> unfinished_ranks; // no result by the end but the listener answers: still probing
+  // Among silent_ranks (rank 0 only): those that said they left before their probe, on their own
+  // error (rendezvous/mesh.h publish_left_mesh). They are alive, and their verdict will come.
+  std::vector<int> left_ranks;
   std::size_t pairs_tested = 0;      // pairs with an answer (passed or blocked); ours or everyone's
   std::size_t pairs_untested = 0;    // not tried or cut short by the deadline (none lost)
   std::size_t pairs_lost = 0;        // not tested because one end was lost (PEER_LOST says so)

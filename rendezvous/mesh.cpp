@@ -530,6 +530,8 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
   store.set("mesh/done", done.dump());
   result.failures = std::move(blocked);
   result.silent_ranks = std::move(silent);
+  std::sort(left.begin(), left.end());
+  result.left_ranks = std::move(left);
   result.unfinished_ranks = std::move(unfinished);
   result.pairs_tested = tested;
   result.pairs_untested = untested;

@@ -90,16 +90,19 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     bool progressed = false;
     // A rank the mesh probe found silent, or the watch saw die, is dead: its verdict will not
     // come, and waiting for it only delays the global verdict (the kill -9 scenario). Even so it
-    // may have stopped on its own error (a WORLD_SIZE of its own, a port range too small) and
-    // posted its verdict before leaving: it is looked at once. The watch is asked each round: a
-    // rank may die while the others are being gathered.
+    // may have stopped on its own error and posted its verdict before leaving: it is looked at
+    // once. A rank that said it left before its mesh probe (a WORLD_SIZE of its own, a port range
+    // too small) is not dead: it posts its verdict as it stops, so it gets the window like any
+    // rank, even once its silence makes the watch call it stopped. The watch is asked each round:
+    // a rank may die while the others are being gathered.
     const auto lost = live.stopped_ranks();
+    auto among = [](const std::vector<int>& ranks, int rank) {
+      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
+    };
     for (auto it = pending.begin(); it != pending.end();) {
       const auto& id = **it;
-      const bool known_dead =
-          std::find(mesh.silent_ranks.begin(), mesh.silent_ranks.end(), id.rank) !=
-              mesh.silent_ranks.end() ||
-          std::find(lost.begin(), lost.end(), id.rank) != lost.end();
+      const bool known_dead = !among(mesh.left_ranks, id.rank) &&
+                              (among(mesh.silent_ranks, id.rank) || among(lost, id.rank));
       const std::string key = fmt::format("verdict/{}", id.rank);
       bool fetched = false;
       try {

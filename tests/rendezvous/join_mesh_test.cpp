@@ -527,6 +527,8 @@ TEST(MeshDeadline, ARankThatSaidItLeftIsLostAtOnce) {
       EXPECT_FALSE(r.deadline_hit) << n;
       EXPECT_TRUE(r.failures.empty()) << n;
     }
+    // Rank 0 knows it left on its own (the gather waits for its verdict instead of taking it dead).
+    EXPECT_EQ(res[0].left_ranks, std::vector<int>{gone}) << n;
     auto j = results::judge_mesh(static_cast<const facts::MeshFacts&>(res[1]),
                                  harness::probe_context(world_of(1, n)), {});
     EXPECT_TRUE(has_code(j.findings, "PEER_LOST")) << codes(j.findings);
