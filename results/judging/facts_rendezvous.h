@@ -32,7 +32,7 @@ using facts::MeshFacts;
 using TamperedValueFact = facts::TamperedValue;
 
 // Who is judging: the few facts of this rank's world the rules name (harness::World carries
-// more; harness/probe_findings.h builds this from it).
+// more; harness/world/world.h probe_context builds this from it).
 struct ProbeContext {
   int rank = 0;
   int world_size = 1;
