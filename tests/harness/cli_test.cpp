@@ -192,8 +192,8 @@ TEST(Cli, SigtermStillLeavesAVerdict) {
   int free_port = ncclsmoke::testing::free_tcp_port();
   ASSERT_GT(free_port, 0);
   std::string port = std::to_string(free_port);
-  // Rank 0 of 2 waits for a rank that never comes (join timeout 30 s); SIGTERM after 2 s.
-  std::string cmd = std::string("timeout -s TERM 2 ") + NCCLSMOKE_BIN +
+  // Rank 0 of 2 waits for a rank that never comes (join timeout 30 s); SIGTERM after 1 s.
+  std::string cmd = std::string("timeout -s TERM 1 ") + NCCLSMOKE_BIN +
                     " run --launcher flags --rank 0 --world-size 2 --master-addr 127.0.0.1 "
                     "--master-port " + port + " --join-timeout 30 --quiet --out-dir " + dir +
                     " >/dev/null 2>&1";

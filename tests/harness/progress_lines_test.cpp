@@ -49,9 +49,12 @@ TEST(JoinProgress, RankZeroReportsWhoItWaitsForAndWhy) {
     if (!p.waiting_for_connected) store.set("join/arrived/2", "t2");
   };
   auto r1 = std::async(std::launch::async, [&] {
-    return rendezvous::join_world(store, identity(1, 3), rendezvous::deadline_after(3s), 2000ms);
+    return rendezvous::join_world(store, identity(1, 3), rendezvous::deadline_after(1200ms),
+                                  1000ms);
   });
-  auto res = rendezvous::join_world(store, identity(0, 3), rendezvous::deadline_after(3s), 200ms, w);
+  // 1.2 s at the 250 ms floor: four reports or more, and the test needs two.
+  auto res =
+      rendezvous::join_world(store, identity(0, 3), rendezvous::deadline_after(1200ms), 200ms, w);
   r1.get();
   EXPECT_EQ(res.missing, std::vector<int>{2});
   std::lock_guard lock(seen.mu);
@@ -70,9 +73,9 @@ TEST(JoinProgress, RankZeroReportsWhoItWaitsForAndWhy) {
 TEST(JoinProgress, AShortDeadlineStillGetsALineBeforeItPasses) {
   rendezvous::MemoryStore store;
   Seen seen;
-  JoinWatch w;  // every 5 s, but the deadline is 2 s away: shortened to half of it
+  JoinWatch w;  // every 5 s, but the deadline is 0.8 s away: shortened to half of it
   w.on_progress = [&](const JoinProgress& p) { seen.add(p); };
-  rendezvous::join_world(store, identity(0, 2), rendezvous::deadline_after(2000ms), 100ms, w);
+  rendezvous::join_world(store, identity(0, 2), rendezvous::deadline_after(800ms), 100ms, w);
   std::lock_guard lock(seen.mu);
   ASSERT_GE(seen.reports.size(), 1u);
   EXPECT_EQ(seen.reports[0].joined, 1);

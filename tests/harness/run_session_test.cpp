@@ -154,10 +154,10 @@ TEST(RunInProcess, APairwiseRoundMeetsEveryPairOnBothSides) {
 }
 
 TEST(RunInProcess, ASweepPastTimeoutEndsInRunTimeoutWithEveryVerdictInTime) {
-  // Two ranks sweep 32 MiB all-reduces with far more iterations than --timeout 3 allows, and the
+  // Two ranks sweep 32 MiB all-reduces with far more iterations than --timeout 2 allows, and the
   // transport's and each collective's own deadlines are far later: only the run's deadline (the
   // steps' end, else the watchdog through the injected exit) can end it.
-  constexpr double kTimeout = 3;
+  constexpr double kTimeout = 2;
   constexpr double kSlack = 0.5;  // every verdict is written by --timeout + this
   const InProcessRun run = run_in_process(2, [](int, harness::RunOptions& o) {
     small_socket_sweep(o);

@@ -214,7 +214,7 @@ TEST(Mesh, ARankThatNeverProbesIsSilentAndTheOthersFinishInTime) {
   MemoryStore store;
   std::vector<int> ranks{0, 1, 2};  // rank 2 joined, then died before the mesh
   auto start = Clock::now();
-  auto deadline = deadline_after(2s);
+  auto deadline = deadline_after(1s);
   std::vector<std::future<MeshResult>> fs;
   for (int r : {0, 1})
     fs.push_back(std::async(std::launch::async, [&, r] {
@@ -445,14 +445,14 @@ TEST(MeshDeadline, ARankStillProbingIsNotLostButAGoneOneIs) {
     gone_addr = gone.address();
   }
   store.set("mesh/addr/2", gone_addr);  // rank 2 listened, then died
-  auto deadline = deadline_after(1500ms);
+  auto deadline = deadline_after(1000ms);
   auto r1 = std::async(std::launch::async, [&] {
     auto o = mesh_options(1, ranks, deadline);
-    o.done_grace = 2000ms;
+    o.done_grace = 500ms;
     return run_mesh_probe(held, o);
   });
   auto o0 = mesh_options(0, ranks, deadline);
-  o0.done_grace = 500ms;
+  o0.done_grace = 400ms;
   auto r0 = run_mesh_probe(store, o0);
   release.set_value();
   auto res1 = r1.get();

@@ -150,16 +150,16 @@ TEST_P(TransportContract, APeerThatGoesAwayEndsInAnErrorBeforeTheDeadline) {
   std::vector<bool> threw(w.n, false);
   w.each([&](int r) {
     if (r == gone) {
-      ncclsmoke::testing::pause_for(200ms);  // goes away mid-collective: the test's fault
+      ncclsmoke::testing::pause_for(100ms);  // goes away mid-collective: the test's fault
       w.ts[r]->close();  // as if the process died: its connections close
       return;
     }
     std::vector<float> buf(count, 1.0f);
     try {
       // A connectionless backend (fabric's RDM endpoints) learns of the loss only at the
-      // deadline: 1.5 s is well past the peer's going (0.2 s) and keeps the case short.
+      // deadline: 0.5 s is well past the peer's going (0.1 s) and keeps the case short.
       w.ts[r]->allreduce(buf.data(), buf.data(), count, DType::float32, ReduceOp::sum,
-                          rendezvous::deadline_after(1500ms));
+                          rendezvous::deadline_after(500ms));
     } catch (const TransportError& e) {
       threw[r] = true;
       kinds[r] = e.kind();
