@@ -9,7 +9,9 @@
 //                          processes claiming one rank are caught
 //   join/here/<r>          set by rank r right after its claim; rank 0 waits on these (torch
 //                          <= 2.0 does not wake a WAIT on a compare-set key)
-//   join/roster            JSON written by rank 0: {"present":[...],"missing":[...]}
+//   join/roster            JSON written by rank 0: {"missing_ranges":[[a,b]...],
+//                          "present_runs":[[first,last,host,node,address]...], "hosts":[...],
+//                          "nodes":[...], "addresses":[...]} (join.cpp present_runs)
 //   join/arrived/<r>       set by rank r first thing, before its claim: rank 0 can tell a rank
 //                          that never connected from one that connected but has not claimed
 //   join/count             ADDed by each rank whose claim succeeded: how many joined, in one read

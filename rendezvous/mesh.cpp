@@ -23,6 +23,7 @@
 #include "rendezvous/connect.h"
 #include "rendezvous/rank_ref.h"
 #include "rendezvous/socket_io.h"
+#include "rendezvous/store_util.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -331,54 +332,6 @@ PairFailure failure_from_json(const json& j) {
                  ErrorClass::unreachable, ErrorClass::reset, ErrorClass::protocol})
     if (cls == to_string(c)) f.error_class = c;
   return f;
-}
-
-// Waits for `keys` until `deadline` and returns the values of those that exist (empty string
-// and present[i] = false for the others). One round trip when every key comes in time (a
-// MULTI_GET waits for its keys); only when some are missing, CHECKs of halves down to the missing
-// keys and a MULTI_GET of those present. Round trips matter at scale: with a thousand ranks on a few cores, rank 0's store
-// thread gets a small share of the CPU and every request waits for it.
-std::vector<std::string> get_present(Store& store, const std::vector<std::string>& keys,
-                                     Deadline deadline, std::vector<bool>& present) {
-  present.assign(keys.size(), true);
-  std::vector<std::string> values(keys.size());
-  if (keys.empty()) return values;
-  if (!expired(deadline)) {
-    try {
-      auto got = store.multi_get(keys, deadline);
-      if (got.size() == keys.size()) return got;
-    } catch (const StoreError& e) {
-      if (e.error_class() != ErrorClass::timed_out) throw;
-    }
-  }
-  // Which are missing: CHECK halves recursively (one CHECK answers for a whole range), so a few
-  // missing keys among a thousand cost tens of round trips, not a thousand.
-  std::vector<std::pair<std::size_t, std::size_t>> ranges{{0, keys.size()}};
-  while (!ranges.empty()) {
-    auto [lo, hi] = ranges.back();
-    ranges.pop_back();
-    std::vector<std::string> part(keys.begin() + static_cast<long>(lo),
-                                  keys.begin() + static_cast<long>(hi));
-    if (store.check(part)) continue;
-    if (hi - lo == 1) {
-      present[lo] = false;
-      continue;
-    }
-    std::size_t mid = lo + (hi - lo) / 2;
-    ranges.emplace_back(lo, mid);
-    ranges.emplace_back(mid, hi);
-  }
-  std::vector<std::string> have;
-  std::vector<std::size_t> index;
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (!present[i]) continue;
-    have.push_back(keys[i]);
-    index.push_back(i);
-  }
-  if (have.empty()) return values;
-  auto got = store.multi_get(have, deadline_after(Millis{5000}));
-  for (std::size_t k = 0; k < index.size() && k < got.size(); ++k) values[index[k]] = got[k];
-  return values;
 }
 
 std::string key_of(const char* what, int rank) {

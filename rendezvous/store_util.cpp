@@ -43,4 +43,48 @@ std::string describe_keys(const std::vector<std::string>& keys, std::size_t max_
   return out;
 }
 
+std::vector<std::string> get_present(Store& store, const std::vector<std::string>& keys,
+                                     Deadline deadline, std::vector<bool>& present) {
+  present.assign(keys.size(), true);
+  std::vector<std::string> values(keys.size());
+  if (keys.empty()) return values;
+  if (!expired(deadline)) {
+    try {
+      auto got = store.multi_get(keys, deadline);
+      if (got.size() == keys.size()) return got;
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;
+    }
+  }
+  // Which are missing: CHECK halves recursively (one CHECK answers for a whole range), so a few
+  // missing keys among a thousand cost tens of round trips, not a thousand.
+  std::vector<std::pair<std::size_t, std::size_t>> ranges{{0, keys.size()}};
+  while (!ranges.empty()) {
+    auto [lo, hi] = ranges.back();
+    ranges.pop_back();
+    std::vector<std::string> part(keys.begin() + static_cast<long>(lo),
+                                  keys.begin() + static_cast<long>(hi));
+    if (store.check(part)) continue;
+    if (hi - lo == 1) {
+      present[lo] = false;
+      continue;
+    }
+    std::size_t mid = lo + (hi - lo) / 2;
+    ranges.emplace_back(lo, mid);
+    ranges.emplace_back(mid, hi);
+  }
+  std::vector<std::string> have;
+  std::vector<std::size_t> index;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (!present[i]) continue;
+    have.push_back(keys[i]);
+    index.push_back(i);
+  }
+  if (have.empty()) return values;
+  auto got = store.multi_get(have, deadline_after(Millis{5000}));
+  for (std::size_t k = 0; k < index.size() && k < got.size(); ++k) values[index[k]] = got[k];
+  return values;
+}
+
+
 }  // namespace ncclsmoke::rendezvous

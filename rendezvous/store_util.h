@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "rendezvous/store.h"
+
 namespace ncclsmoke::rendezvous {
 
 // Parses a counter value the way torch's std::stoll does for ADD, but strictly: the whole value
@@ -16,5 +18,14 @@ std::string describe_keys(const std::vector<std::string>& keys, std::size_t max_
 
 // Printable form of a possibly binary key: quoted, with non-printable bytes escaped as \xNN.
 std::string printable(const std::string& bytes, std::size_t max_len = 64);
+
+// Waits for `keys` until `deadline` and returns the values of those that exist (empty string
+// and present[i] = false for the others). One round trip when every key comes in time (a
+// MULTI_GET waits for its keys); only when some are missing (or the deadline has passed: then
+// it only looks), CHECKs of halves down to the missing keys and a MULTI_GET of those present.
+// Round trips matter at scale: with thousands of ranks on a few cores, rank 0's store thread
+// gets a small share of the CPU and every request waits for it.
+std::vector<std::string> get_present(Store& store, const std::vector<std::string>& keys,
+                                     Deadline deadline, std::vector<bool>& present);
 
 }  // namespace ncclsmoke::rendezvous

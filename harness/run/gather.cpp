@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include "harness/actions/slurm_drain.h"
@@ -11,6 +13,7 @@
 #include "harness/run/set_aside.h"
 #include "harness/run/transport_phase.h"
 #include "rendezvous/net.h"
+#include "rendezvous/store_util.h"
 #include "results/history/history.h"
 #include "results/judging/judge_run.h"
 
@@ -19,6 +22,9 @@ namespace ncclsmoke::harness {
 using namespace ncclsmoke::rendezvous;
 
 namespace {
+
+// Verdicts read in one MULTI_GET (typical posts are tens of KB: about 2 MB a reply).
+constexpr std::size_t kGatherBatch = 64;
 
 // --history: the global verdict goes into the run history too. A history that cannot be written
 // costs nothing else: the verdict file is already on disk, and the error names the file.
@@ -42,10 +48,16 @@ void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& li
                 const results::Verdict& local) {
   if (s.frozen) return;              // a post would only wait out its timeout
   if (live.rank0_stopped()) return;  // rank 0 (the store) is gone or frozen: our file says so
+  // The post is the rank's view for judging, without its transport rows: every rank holds the
+  // same exchanged sweep figures (one row a rank a size, so the rows grow with the world), and
+  // rank 0's own are the world's. At 8 ranks they were nine tenths of a post's 28 KB; the
+  // rank's own file keeps them.
+  results::Verdict view = local;
+  view.transports.clear();
   try {
     s.store->set(fmt::format("verdict/{}", ctx.world.rank),
-                 results::to_json(local).dump(-1, ' ', false,
-                                              nlohmann::json::error_handler_t::replace));
+                 results::to_json(view).dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace));
   } catch (const StoreError&) {
     // Rank 0 is gone; our local verdict on disk already says so.
     return;
@@ -95,25 +107,52 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     // too small) is not dead: it posts its verdict as it stops, so it gets the window like any
     // rank, even once its silence makes the watch call it stopped. The watch is asked each round:
     // a rank may die while the others are being gathered.
-    const auto lost = live.stopped_ranks();
-    auto among = [](const std::vector<int>& ranks, int rank) {
-      return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
-    };
-    for (auto it = pending.begin(); it != pending.end();) {
-      const auto& id = **it;
-      const bool known_dead = !among(mesh.left_ranks, id.rank) &&
-                              (among(mesh.silent_ranks, id.rank) || among(lost, id.rank));
-      const std::string key = fmt::format("verdict/{}", id.rank);
-      bool fetched = false;
+    const auto stopped = live.stopped_ranks();
+    const std::set<int> lost(stopped.begin(), stopped.end()),
+        silent(mesh.silent_ranks.begin(), mesh.silent_ranks.end()),
+        left(mesh.left_ranks.begin(), mesh.left_ranks.end());
+    // Pending ranks in batches: one CHECK of a batch, halved down to the absent ones, and one
+    // MULTI_GET of those present (store_util.h get_present), instead of a CHECK and a GET a
+    // rank: two round trips for 64 posts that are all in, not 128. A batch whose
+    // read fails (a reply past the store's output limit: 64 posts near their 8 MiB cap) is read a
+    // rank at a time.
+    std::vector<const Identity*> still;
+    for (std::size_t at = 0; at < pending.size(); at += kGatherBatch) {
+      const std::size_t end = std::min(pending.size(), at + kGatherBatch);
+      std::vector<std::string> keys;
+      for (std::size_t i = at; i < end; ++i) keys.push_back(fmt::format("verdict/{}", pending[i]->rank));
+      std::vector<bool> present;
+      std::vector<std::string> texts;
+      bool batch_read = false;
       try {
-        if (s.store->check({key})) {
-          auto text = s.store->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
+        texts = get_present(*s.store, keys, Clock::now(), present);
+        batch_read = true;
+      } catch (const std::exception&) {
+      }
+      for (std::size_t i = at; i < end; ++i) {
+        const auto& id = *pending[i];
+        const bool known_dead =
+            !left.count(id.rank) && (silent.count(id.rank) || lost.count(id.rank));
+        const std::string& key = keys[i - at];
+        std::optional<std::string> text;
+        if (batch_read) {
+          if (present[i - at]) text = std::move(texts[i - at]);
+        } else {
+          try {
+            if (s.store->check({key}))
+              text = s.store->get(key, earliest(deadline_after(Millis{1000}), hard_stop));
+          } catch (const std::exception&) {
+          }
+        }
+        const bool fetched = text.has_value();
+        if (fetched) {
           // The one-pass reader first (what the schema surely accepts); anything unusual takes
           // the bounded, validating path, which names the problem: a post too big, too deep or
           // not a verdict is that rank's answer (a finding naming it), never a crash.
           try {
-            auto v = results::verdict_from_text(text, kMaxVerdictJsonBytes);
-            // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's.
+            auto v = results::verdict_from_text(*text, kMaxVerdictJsonBytes);
+            // Every rank reports the same exchanged sweep figures; rank 0's copy is the world's
+            // (a post from this version carries none).
             v.transports.clear();
             got.emplace(id.rank, std::move(v));
           } catch (const results::VerdictFormatError& e) {
@@ -121,19 +160,17 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
             log_error(fmt::format("ncclsmoke: rank 0: the verdict posted for {} cannot be read: {}",
                                   RankRef{id.rank, id.host}, e.what()));
           }
-          fetched = true;
         }
-      } catch (const std::exception&) {
-      }
-      if (fetched && known_dead) taken_for_dead.push_back(id.rank);
-      if (fetched || known_dead) {
-        if (!fetched) late.push_back(&id);
-        progressed = progressed || fetched;
-        it = pending.erase(it);
-      } else {
-        ++it;
+        if (fetched && known_dead) taken_for_dead.push_back(id.rank);
+        if (fetched || known_dead) {
+          if (!fetched) late.push_back(&id);
+          progressed = progressed || fetched;
+        } else {
+          still.push_back(&id);
+        }
       }
     }
+    pending = std::move(still);
     const auto now = Clock::now();
     if (progressed) last_arrival = now;
     if (pending.empty() || now >= hard_stop || now - last_arrival >= window) break;

@@ -56,12 +56,6 @@ bool reports_world_mismatch(const Verdict& v, int rank) {
   });
 }
 
-const RosterRank* find_rank(const std::vector<RosterRank>& roster, int rank) {
-  for (const auto& r : roster)
-    if (r.rank == rank) return &r;
-  return nullptr;
-}
-
 int world_size_of(const Verdict& mine) { return mine.world.size; }
 
 Finding disproved_finding(int rank, const std::string& host, const Verdict& mine,
@@ -98,10 +92,27 @@ Finding observed_world_mismatch(const RosterRank& r, const Verdict& mine) {
 
 }  // namespace
 
-std::vector<std::string> disproofs(const Verdict& posted, int posted_as, const Verdict& mine,
-                                   const std::vector<RosterRank>& roster) {
+namespace {
+
+// What every view is checked against, built once a gather: each view looks up its own ranks,
+// and at 4,096 views a scan of the roster and a fresh host set per view took rank 0 seconds.
+struct RosterIndex {
+  std::map<int, const RosterRank*> by_rank;
+  std::set<std::string> hosts;  // job_hosts: the job's hosts as rank 0 knows them
+  RosterIndex(const Verdict& mine, const std::vector<RosterRank>& roster)
+      : hosts(job_hosts(mine, roster)) {
+    for (const auto& r : roster) by_rank.try_emplace(r.rank, &r);  // the first, as find_rank
+  }
+  const RosterRank* find(int rank) const {
+    auto it = by_rank.find(rank);
+    return it == by_rank.end() ? nullptr : it->second;
+  }
+};
+
+std::vector<std::string> disproofs_in(const Verdict& posted, int posted_as, const Verdict& mine,
+                                      const RosterIndex& index) {
   std::vector<std::string> why;
-  const RosterRank* me = find_rank(roster, posted_as);
+  const RosterRank* me = index.find(posted_as);
   if (!me) {
     why.push_back(fmt::format("rank {} is not in the job's roster", posted_as));
     return why;
@@ -111,14 +122,14 @@ std::vector<std::string> disproofs(const Verdict& posted, int posted_as, const V
                               posted.reporting_rank, posted_as));
   for (const auto& r : posted.ranks) {
     if (r.host.empty() || r.through > r.rank) continue;
-    const RosterRank* theirs = find_rank(roster, r.rank);
+    const RosterRank* theirs = index.find(r.rank);
     if (theirs && !theirs->host.empty() && theirs->host != r.host) {
       why.push_back(fmt::format("it puts rank {} on host {}, which joined from host {}", r.rank,
                                 r.host, theirs->host));
       break;
     }
   }
-  const auto hosts = job_hosts(mine, roster);
+  const auto& hosts = index.hosts;
   std::set<std::string> strangers;
   for (const auto& f : posted.findings) {
     std::vector<std::string> named = f.hosts;
@@ -156,6 +167,13 @@ std::vector<std::string> disproofs(const Verdict& posted, int posted_as, const V
   return why;
 }
 
+}  // namespace
+
+std::vector<std::string> disproofs(const Verdict& posted, int posted_as, const Verdict& mine,
+                                   const std::vector<RosterRank>& roster) {
+  return disproofs_in(posted, posted_as, mine, RosterIndex(mine, roster));
+}
+
 void set_aside_disproved_views(std::vector<Verdict>& views, const std::vector<int>& posted_as,
                                const std::vector<RosterRank>& roster) {
   if (views.empty()) return;
@@ -163,16 +181,18 @@ void set_aside_disproved_views(std::vector<Verdict>& views, const std::vector<in
   kept.reserve(views.size());  // `mine` stays valid while views are kept
   kept.push_back(std::move(views.front()));
   Verdict& mine = kept.front();
+  // Built before any VERDICT_DISPROVED is added to `mine`: those name roster hosts only.
+  const RosterIndex index(mine, roster);
   std::set<int> kept_ranks;
   for (std::size_t i = 1; i < views.size(); ++i) {
     const int as = i - 1 < posted_as.size() ? posted_as[i - 1] : views[i].reporting_rank;
-    auto why = disproofs(views[i], as, mine, roster);
+    auto why = disproofs_in(views[i], as, mine, index);
     if (why.empty()) {
       kept_ranks.insert(as);
       kept.push_back(std::move(views[i]));
       continue;
     }
-    const RosterRank* r = find_rank(roster, as);
+    const RosterRank* r = index.find(as);
     mine.findings.push_back(disproved_finding(as, r ? r->host : std::string(), mine, why));
   }
   // What rank 0 saw at the join stands when no kept view of that rank says it.

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -62,6 +63,110 @@ TEST(Join, AMillionRankWorldWithOneRankEndsAtTheDeadline) {
   auto roster = nlohmann::json::parse(store.get("join/roster", deadline_after(100ms)));
   EXPECT_EQ(roster["missing_ranges"], nlohmann::json::parse("[[1, 999999]]"));
   EXPECT_FALSE(roster.contains("missing"));
+}
+
+// The roster lists a host's consecutive ranks as one run, so its size (read by every rank) grows
+// with the hosts, not the ranks; every rank reads back each rank's host, node and address, and
+// its own identity whole.
+TEST(Join, TheRosterListsAHostsRanksAsOneRunThatEveryRankReadsBack) {
+  MemoryStore store;
+  std::vector<Identity> ids;
+  for (int r = 0; r < 6; ++r) {
+    Identity id = identity(r, 6);
+    id.host = r == 3 ? "b" : "a";  // a a a b a a: three runs
+    id.node = id.host + "-node";
+    id.local_address = r == 3 ? "10.0.0.2" : "10.0.0.1";
+    ids.push_back(id);
+  }
+  auto results = join_all(store, ids, 2s);
+  auto roster = nlohmann::json::parse(store.get("join/roster", deadline_after(100ms)));
+  EXPECT_EQ(roster["present_runs"],
+            nlohmann::json::parse("[[0, 2, 0, 0, 0], [3, 3, 1, 1, 1], [4, 5, 0, 0, 0]]"));
+  EXPECT_EQ(roster["hosts"], nlohmann::json::parse(R"(["a", "b"])"));
+  EXPECT_FALSE(roster.contains("present"));
+  for (int r = 0; r < 6; ++r) {
+    const auto& res = results[r];
+    ASSERT_EQ(res.present.size(), 6u) << "rank " << r;
+    for (int k = 0; k < 6; ++k) {
+      EXPECT_EQ(res.present[k].rank, k);
+      EXPECT_EQ(res.present[k].host, ids[k].host);
+      EXPECT_EQ(res.present[k].node, ids[k].node);
+      EXPECT_EQ(res.present[k].local_address, ids[k].local_address);
+      EXPECT_EQ(res.present[k].world_size, 6);
+    }
+    EXPECT_EQ(res.present[r].pid, ids[r].pid) << "rank " << r << "'s own identity, whole";
+    EXPECT_EQ(res.present[r].token, ids[r].token);
+  }
+  EXPECT_EQ(results[0].present[4].pid, ids[4].pid) << "rank 0 keeps every identity it read";
+}
+
+// Every store call rank 0 makes, counted.
+struct CountingStore final : Store {
+  Store& inner;
+  std::atomic<int> calls{0};
+  explicit CountingStore(Store& s) : inner(s) {}
+  void set(const std::string& k, const std::string& v) override { ++calls; inner.set(k, v); }
+  std::string get(const std::string& k, Deadline d) override { ++calls; return inner.get(k, d); }
+  int64_t add(const std::string& k, int64_t d) override { ++calls; return inner.add(k, d); }
+  bool check(const std::vector<std::string>& k) override { ++calls; return inner.check(k); }
+  void wait(const std::vector<std::string>& k, Deadline d) override { ++calls; inner.wait(k, d); }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& d) override {
+    ++calls;
+    return inner.compare_set(k, e, d);
+  }
+  bool delete_key(const std::string& k) override { ++calls; return inner.delete_key(k); }
+  int64_t num_keys() override { ++calls; return inner.num_keys(); }
+  void append(const std::string& k, const std::string& v) override { ++calls; inner.append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k, Deadline d) override {
+    ++calls;
+    return inner.multi_get(k, d);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    ++calls;
+    inner.multi_set(k, v);
+  }
+};
+
+// Rank 0 reads the ranks that are here a batch at a time, before the deadline and past it: behind
+// a rank that never comes, the thousands that joined after it are all found (none named missing)
+// in a few hundred requests, not two a rank.
+TEST(Join, RankZeroReadsJoinedRanksInBatchesEvenBehindOneThatNeverCame) {
+  MemoryStore store;
+  const int world = 4096, absent = 100;
+  store.set("join/world_size", std::to_string(world));
+  for (int r = 1; r < world; ++r) {
+    if (r == absent) continue;
+    const Identity id = identity(r, world);
+    store.set("join/rank/" + std::to_string(r), id.to_json());
+    store.set("join/here/" + std::to_string(r), id.token);
+    store.add("join/count", 1);
+  }
+  CountingStore counted(store);
+  auto res = join_world(counted, identity(0, world), deadline_after(300ms), 100ms);
+  EXPECT_EQ(res.missing, std::vector<int>{absent});
+  EXPECT_EQ(res.present.size(), static_cast<std::size_t>(world - 1));
+  EXPECT_LT(counted.calls.load(), world / 4) << "requests for " << world << " ranks";
+}
+
+// A hostile or older roster: runs past the world, overlapping, or naming no table entry are
+// bounded and skipped; a roster of identity objects (an older rank 0) still reads.
+TEST(Join, RosterRunsAreBoundedAndAnOlderRosterStillReads) {
+  MemoryStore store;
+  store.set("join/world_size", "4");
+  store.set("join/roster", R"({"missing_ranges":[],"hosts":["a"],"nodes":["n"],"addresses":["x"],)"
+                           R"("present_runs":[[-3,1,0,0,0],[1,2000000000,0,0,0],[2,2,9,0,0],"oops"]})");
+  auto res = join_world(store, identity(1, 4), deadline_after(200ms), 100ms);
+  ASSERT_EQ(res.present.size(), 4u);
+  for (int k = 0; k < 4; ++k) EXPECT_EQ(res.present[k].rank, k);
+  EXPECT_EQ(res.present[2].host, "a");
+  MemoryStore old;
+  old.set("join/world_size", "4");
+  old.set("join/roster", R"({"missing_ranges":[[2,3]],"present":[{"rank":0,"host":"h0"},)"
+                         R"({"rank":1,"host":"h1"}]})");
+  auto res_old = join_world(old, identity(1, 4), deadline_after(200ms), 100ms);
+  ASSERT_EQ(res_old.present.size(), 2u);
+  EXPECT_EQ(res_old.present[0].host, "h0");
 }
 
 // Past the deadline, ranks that claimed late are still found (join/count says some did), and
