@@ -500,31 +500,48 @@ void collect(Store& store, const MeshOptions& opt, MeshResult& result) {
 
 }  // namespace
 
+std::vector<int> mesh_peers_at(const std::vector<int>& sorted, std::size_t at,
+                               std::size_t threshold, std::size_t random_peers) {
+  std::vector<int> out;
+  if (at >= sorted.size()) return out;
+  const int rank = sorted[at];
+  const std::size_t n = sorted.size();
+  if (n <= threshold) {
+    for (int r : sorted)
+      if (r != rank) out.push_back(r);
+    return out;
+  }
+  const std::size_t next = (at + 1) % n, prev = (at + n - 1) % n;
+  std::vector<std::size_t> chosen{next, prev};
+  // The random peers: indices drawn from the rank's own seed, anything but itself, its ring
+  // neighbours and those already drawn. Drawing (not shuffling the world) keeps a rank's choice
+  // O(random_peers): watch_peers makes it for every rank, on every rank, and a shuffle of 16,384
+  // ranks each time was minutes of CPU.
+  std::mt19937 rng(static_cast<uint32_t>(rank) * 2654435761u + 17u);
+  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+  const std::size_t excluded = 1 + (next != at) + (prev != at && prev != next);
+  const std::size_t want = std::min(random_peers, n - excluded);
+  while (chosen.size() < 2 + want) {
+    const std::size_t j = pick(rng);
+    if (j == at || std::find(chosen.begin(), chosen.end(), j) != chosen.end()) continue;
+    chosen.push_back(j);
+  }
+  for (std::size_t j : chosen)
+    if (j != at) out.push_back(sorted[j]);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
 std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t threshold,
                             std::size_t random_peers) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
-  std::vector<int> out;
-  auto me = std::find(sorted.begin(), sorted.end(), rank);
-  if (me == sorted.end()) return out;
-  if (sorted.size() <= threshold) {
-    for (int r : sorted)
-      if (r != rank) out.push_back(r);
-    return out;
-  }
-  std::size_t n = sorted.size(), i = static_cast<std::size_t>(me - sorted.begin());
-  out.push_back(sorted[(i + 1) % n]);
-  out.push_back(sorted[(i + n - 1) % n]);
-  std::mt19937 rng(static_cast<uint32_t>(rank) * 2654435761u + 17u);
-  std::vector<int> others;
-  for (int r : sorted)
-    if (r != rank && std::find(out.begin(), out.end(), r) == out.end()) others.push_back(r);
-  std::shuffle(others.begin(), others.end(), rng);
-  for (std::size_t k = 0; k < random_peers && k < others.size(); ++k) out.push_back(others[k]);
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  auto me = std::lower_bound(sorted.begin(), sorted.end(), rank);
+  if (me == sorted.end() || *me != rank) return {};
+  return mesh_peers_at(sorted, static_cast<std::size_t>(me - sorted.begin()), threshold,
+                       random_peers);
 }
 
 std::vector<int> set_aside_stopped_ranks(MeshResult& m, const std::vector<int>& stopped) {

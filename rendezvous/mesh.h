@@ -77,6 +77,10 @@ struct MeshResult : facts::MeshFacts {
 // neighbours plus `random_peers` others chosen deterministically from the rank (reproducible).
 std::vector<int> mesh_peers(int rank, const std::vector<int>& ranks, std::size_t threshold,
                             std::size_t random_peers);
+// The same for the rank at index `at` of `sorted` (ascending, no duplicates): for a caller that
+// chooses the peers of many ranks (O(random_peers) each, where mesh_peers sorts the world).
+std::vector<int> mesh_peers_at(const std::vector<int>& sorted, std::size_t at,
+                               std::size_t threshold, std::size_t random_peers);
 
 // Runs the probe. Throws StoreError when the store itself fails (RENDEZVOUS_LOST), or when it
 // cannot listen at all. Returns by opt.deadline + done_grace (rank 0) / + 2 x done_grace (others)

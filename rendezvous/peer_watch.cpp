@@ -959,9 +959,10 @@ std::vector<int> watch_peers(int rank, const std::vector<int>& ranks, std::size_
   auto mine = mesh_peers(rank, sorted, threshold, random_peers);
   if (sorted.size() <= threshold) return mine;
   std::set<int> out(mine.begin(), mine.end());
-  for (int r : sorted) {
+  for (std::size_t at = 0; at < sorted.size(); ++at) {
+    const int r = sorted[at];
     if (r == rank || out.count(r)) continue;
-    auto theirs = mesh_peers(r, sorted, threshold, random_peers);
+    auto theirs = mesh_peers_at(sorted, at, threshold, random_peers);
     if (std::binary_search(theirs.begin(), theirs.end(), rank)) out.insert(r);
   }
   return {out.begin(), out.end()};

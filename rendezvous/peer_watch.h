@@ -174,8 +174,8 @@ class PeerWatch {
 };
 
 // The edge set for `rank` (sorted): s such that s is in mesh_peers(rank) or rank in mesh_peers(s).
-// Beyond the threshold this evaluates mesh_peers for every rank: O(N^2) work, ~20 ms for N = 1024
-// (unoptimised build), which start() spends once.
+// Beyond the threshold this chooses every rank's mesh peers (mesh_peers_at: a few draws each),
+// O(N) work a call, which start() spends once.
 std::vector<int> watch_peers(int rank, const std::vector<int>& ranks, std::size_t threshold,
                              std::size_t random_peers);
 

@@ -44,20 +44,20 @@ void record_history(const RunContext& ctx, const results::Verdict& global) {
 
 }  // namespace
 
+results::Verdict posted_view(const results::Verdict& local) {
+  results::Verdict view = local;
+  view.transports.clear();
+  return view;
+}
+
 void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& live,
                 const results::Verdict& local) {
   if (s.frozen) return;              // a post would only wait out its timeout
   if (live.rank0_stopped()) return;  // rank 0 (the store) is gone or frozen: our file says so
-  // The post is the rank's view for judging, without its transport rows: every rank holds the
-  // same exchanged sweep figures (one row a rank a size, so the rows grow with the world), and
-  // rank 0's own are the world's. At 8 ranks they were nine tenths of a post's 28 KB; the
-  // rank's own file keeps them.
-  results::Verdict view = local;
-  view.transports.clear();
   try {
     s.store->set(fmt::format("verdict/{}", ctx.world.rank),
-                 results::to_json(view).dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace));
+                 results::to_json(posted_view(local))
+                     .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } catch (const StoreError&) {
     // Rank 0 is gone; our local verdict on disk already says so.
     return;

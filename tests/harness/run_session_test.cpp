@@ -11,7 +11,9 @@
 #include <set>
 #include <string>
 
+#include "harness/run/gather.h"
 #include "results/verdict/phase_id.h"
+#include "tests/results/sample.h"
 #include "tests/harness/in_process_run.h"
 
 namespace ncclsmoke {
@@ -264,6 +266,22 @@ TEST(RunInProcess, ARankThatCannotListenForTheMeshIsNamedByItsOwnFinding) {
   ASSERT_TRUE(v) << "verdict.json in " << run.out_dir;
   EXPECT_EQ(v->verdict, Outcome::fail);
   EXPECT_TRUE(names_with_own_finding(*v, "MESH_BLOCKED", 3)) << ::testing::PrintToString(codes(*v));
+}
+
+// A rank posts its view without the sweep rows (every rank's copy of the world's figures, which
+// rank 0 has itself); everything else judging reads travels unchanged, and the post still reads
+// as a verdict.
+TEST(PostedView, LeavesOutTheSweepRowsAndNothingElse) {
+  const results::Verdict local = results::testing::full_sample();
+  ASSERT_FALSE(local.transports.empty());
+  const results::Verdict posted = harness::posted_view(local);
+  EXPECT_TRUE(posted.transports.empty());
+  results::Verdict expected = local;
+  expected.transports.clear();
+  EXPECT_EQ(results::to_json(posted), results::to_json(expected));
+  const std::string text = results::to_json(posted).dump();
+  EXPECT_LT(text.size(), results::to_json(local).dump().size());
+  EXPECT_EQ(results::to_json(results::verdict_from_text(text)), results::to_json(expected));
 }
 
 }  // namespace

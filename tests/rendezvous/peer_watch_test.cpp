@@ -152,6 +152,12 @@ TEST(PeerWatch, WatchPeersIsTheSymmetricUnionOfMeshPeers) {
   auto p = watch_peers(500, big, 64, 4);
   std::printf("watch_peers for 1024 ranks: %zu peers, %.1f ms\n", p.size(),
               seconds_since(t0) * 1000);
+  auto fleet = iota_ranks(16384);
+  t0 = Clock::now();
+  auto q = watch_peers(0, fleet, 64, 4);
+  std::printf("watch_peers for 16384 ranks: %zu peers, %.1f ms\n", q.size(),
+              seconds_since(t0) * 1000);
+  EXPECT_LT(q.size(), 20u);
   EXPECT_TRUE(watch_peers(7, small, 64, 4).empty());  // not taking part
 }
 
