@@ -31,6 +31,7 @@ Usage: /usr/bin/python3 bench/fleet_sim.py NCCLSMOKE --ranks N [--with-findings 
            [--join-timeout S] [--mesh-timeout S] [--timeout S] [--keep DIR]
 """
 import argparse
+import calendar
 import json
 import math
 import os
@@ -79,7 +80,7 @@ def rfc3339_to_unix(ts):
     # "2026-12-07T18:03:57.400Z"
     base, frac = ts.rstrip("Z").split(".")
     t = time.strptime(base, "%Y-%m-%dT%H:%M:%S")
-    return float(__import__("calendar").timegm(t)) + float("0." + frac)
+    return float(calendar.timegm(t)) + float("0." + frac)
 
 
 def main():
@@ -138,7 +139,6 @@ def main():
     t_start = time.time()
     rank0 = subprocess.Popen(rank0_cmd, stdout=rank0_out, stderr=rank0_err)
 
-    slices = []
     per = math.ceil((n - 1) / procs)
     helpers = []
     for k in range(procs):
@@ -156,7 +156,6 @@ def main():
         if a.join_timeout:
             cmd += ["--join-timeout", str(a.join_timeout + 10)]
         helpers.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
-        slices.append((first, last))
 
     reports = []
     for h in helpers:

@@ -97,9 +97,7 @@ std::optional<Identity> identity_of(const json& j) {
   }
   return id;
 }
-}  // namespace
 
-namespace {
 // The roster's present ranks as runs: consecutive ranks with the same host, node and address are
 // one entry [first, last, host, node, address], the strings as indices into the roster's "hosts",
 // "nodes" and "addresses" tables. Every rank reads the roster, so rank 0 sends it once per rank:
