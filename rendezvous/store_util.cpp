@@ -1,7 +1,9 @@
 #include "rendezvous/store_util.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <thread>
 
 namespace ncclsmoke::rendezvous {
 
@@ -48,13 +50,20 @@ std::vector<std::string> get_present(Store& store, const std::vector<std::string
   present.assign(keys.size(), true);
   std::vector<std::string> values(keys.size());
   if (keys.empty()) return values;
-  if (!expired(deadline)) {
-    try {
-      auto got = store.multi_get(keys, deadline);
-      if (got.size() == keys.size()) return got;
-    } catch (const StoreError& e) {
-      if (e.error_class() != ErrorClass::timed_out) throw;
-    }
+  // Waits by looking (a CHECK is answered at once), never with a MULTI_GET left to block: one
+  // the deadline cuts short costs the connection (its reply may still come, so the client
+  // reconnects), and a reconnect to a store busy with thousands of ranks can wait out its whole
+  // handshake timeout; rank 0 at 16,384 simulated ranks then named itself stalled.
+  Millis pause{2};
+  bool all_there = store.check(keys);
+  while (!all_there && !expired(deadline)) {
+    std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - Clock::now()));
+    pause = std::min(pause * 2, kGetPresentMaxPause);
+    all_there = store.check(keys);
+  }
+  if (all_there) {
+    auto got = store.multi_get(keys, deadline_after(Millis{5000}));  // all there: answered at once
+    if (got.size() == keys.size()) return got;
   }
   // Which are missing: CHECK halves recursively (one CHECK answers for a whole range), so a few
   // missing keys among a thousand cost tens of round trips, not a thousand.

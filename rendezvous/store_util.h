@@ -20,11 +20,13 @@ std::string describe_keys(const std::vector<std::string>& keys, std::size_t max_
 std::string printable(const std::string& bytes, std::size_t max_len = 64);
 
 // Waits for `keys` until `deadline` and returns the values of those that exist (empty string
-// and present[i] = false for the others). One round trip when every key comes in time (a
-// MULTI_GET waits for its keys); only when some are missing (or the deadline has passed: then
-// it only looks), CHECKs of halves down to the missing keys and a MULTI_GET of those present.
-// Round trips matter at scale: with thousands of ranks on a few cores, rank 0's store thread
-// gets a small share of the CPU and every request waits for it.
+// and present[i] = false for the others). Two round trips when every key is there (a CHECK of
+// them all, then their MULTI_GET); while some are missing it CHECKs again, the pause doubling
+// from 2 ms to kGetPresentMaxPause, so the connection is never cut by a timed-out request; at
+// the deadline (or past it: then it only looks), CHECKs of halves down to the missing keys and
+// a MULTI_GET of those present. Round trips matter at scale: with thousands of ranks on a few
+// cores, rank 0's store thread gets a small share of the CPU and every request waits for it.
+inline constexpr Millis kGetPresentMaxPause{100};
 std::vector<std::string> get_present(Store& store, const std::vector<std::string>& keys,
                                      Deadline deadline, std::vector<bool>& present);
 

@@ -15,6 +15,7 @@
 #include "rendezvous/net.h"
 #include "rendezvous/store_util.h"
 #include "results/history/history.h"
+#include "results/verdict/alike.h"
 #include "results/judging/judge_run.h"
 
 namespace ncclsmoke::harness {
@@ -42,6 +43,14 @@ void record_history(const RunContext& ctx, const results::Verdict& global) {
   }
 }
 
+bool names_rank_zero_gone(const results::Verdict& local) {
+  using results::Code;
+  return std::any_of(local.findings.begin(), local.findings.end(), [](const results::Finding& f) {
+    return (f.code == Code::PEER_LOST || f.code == Code::PEER_STALLED) &&
+           f.severity == results::Severity::error && f.ranks == std::vector<int>{0};
+  });
+}
+
 }  // namespace
 
 results::Verdict posted_view(const results::Verdict& local) {
@@ -54,6 +63,9 @@ void post_local(const RunContext& ctx, const StoreSession& s, const Liveness& li
                 const results::Verdict& local) {
   if (s.frozen) return;              // a post would only wait out its timeout
   if (live.rank0_stopped()) return;  // rank 0 (the store) is gone or frozen: our file says so
+  // Our own verdict already says rank 0 died or froze, though the watch may not say so yet (it
+  // saw it first, then the store went quiet): the post would wait out the store's timeout.
+  if (names_rank_zero_gone(local)) return;
   try {
     s.store->set(fmt::format("verdict/{}", ctx.world.rank),
                  results::to_json(posted_view(local))
@@ -212,7 +224,10 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
   auto tw = Clock::now();
   log_set_phase("write");
   log_info(phase_start_line("write", ctx.global_path()));
-  ctx.write(ctx.global_path(), global);
+  // The file (and the history) hold the healthy majority of a fleet-size world summarised
+  // (results/verdict/alike.h); the summary printed below is drawn from every rank's detail.
+  const auto as_written = results::summarise_alike(global);
+  ctx.write(ctx.global_path(), as_written);
   log_info(phase_end_line("write", ctx.write_failed ? "fail" : "done", seconds_since(tw),
                           fmt::format("verdict {} (exit {})", global.verdict, ctx.exit_code(global))));
   write_suspects_file(ctx, global);  // OUT/suspects.txt, for --exclude-file (harness/run/set_aside.h)
@@ -220,7 +235,7 @@ results::Verdict gather_global(RunContext& ctx, const StoreSession& s, const Mes
     s.store->set(std::string(kVerdictWrittenKey), global.run_id);  // failing ranks may leave now
   } catch (const StoreError&) {
   }
-  record_history(ctx, global);
+  record_history(ctx, as_written);
   return global;
 }
 

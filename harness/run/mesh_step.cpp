@@ -28,7 +28,8 @@ void mesh_step(RunContext& ctx, const StoreSession& s, const Liveness& live, Mes
   m.full_mesh_threshold = ctx.o.mesh_threshold;
   m.random_peers = ctx.o.mesh_random_peers;
   m.pair_timeout = ms(ctx.o.pair_timeout_s);
-  m.deadline = earliest(Clock::now() + ms(ctx.o.mesh_timeout_s), ctx.steps_deadline);
+  m.deadline = earliest(Clock::now() + ms(grown_with_world(ctx.o.mesh_timeout_s, w.world_size)),
+                        ctx.steps_deadline);
   const int rank = w.rank;
   m.after_publish = [rank] { test_pause_point("mesh", rank); };
   m.seen_alive = [&live](int r) { return live.reachable_ranks().count(r) > 0; };

@@ -81,6 +81,10 @@ bool start_server(RunContext& ctx, StoreSession& s, Clock::time_point t0) {
   so.port = ctx.world.master_port;
   // Idle strangers cannot take the ranks' room (tcp_server.h, "Connections").
   so.reserved_connections = static_cast<std::size_t>(std::max(0, ctx.world.world_size));
+  // Room for the reserve (at most half of max_connections) to hold every rank, and for each
+  // rank's reconnect while its old connection is still counted: at 16,384 ranks the default
+  // was one slot a rank, and rank 0's own reconnect found the store full.
+  so.max_connections = std::max(so.max_connections, 2 * so.reserved_connections + 1024);
   store_limit_knob("NCCLSMOKE_STORE_MAX_KEYS", so.max_stored_keys);
   store_limit_knob("NCCLSMOKE_STORE_MAX_CONNECTIONS", so.max_connections);
   so.log = [](const std::string& line) { log_warn(fmt::format("store: {}", line)); };
@@ -325,7 +329,7 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
   opt.port = w.store_port;
   opt.dialect = wire::Dialect::modern;
   opt.negotiate = w.external_store;
-  opt.op_timeout = ms(std::max(5.0, ctx.o.mesh_timeout_s));
+  opt.op_timeout = ms(grown_with_world(std::max(5.0, ctx.o.mesh_timeout_s), w.world_size));
   auto connect_deadline = earliest(ctx.start + ms(ctx.o.connect_timeout_s), ctx.steps_deadline);
   try {
     s.client = TcpStore::connect(opt, connect_deadline);

@@ -63,6 +63,15 @@ inline constexpr Millis kVerdictReserve{1000};
 // How long past --timeout the watchdog waits for the verdict the steps are writing.
 inline constexpr Millis kWatchdogGrace{300};
 
+// A fixed timeout at fleet size: the store answers every rank's reads and posts, so each round
+// trip, and the roster's way to the last rank, take longer with the world. The mesh probe's
+// deadline and the store client's per-request timeout get one second more for each 1,024 ranks
+// (nothing under 1,024; 16 s at 16,384, where the roster reached the last of 16,383 simulated
+// ranks 18-23 s after rank 0 published it on 2 cores: bench/fleet_sim.py).
+inline double grown_with_world(double seconds, int world_size) {
+  return seconds + static_cast<double>(std::max(0, world_size) / 1024);
+}
+
 struct RunContext {
   RunContext(RunOptions options, std::string log_env);
   RunContext(const RunContext&) = delete;

@@ -192,7 +192,7 @@ void add_run_options(CLI::App& app, RunOptions& o, bool include_world_flags) {
       ->check(seconds_check(false))->group(d)->capture_default_str();
   app.add_option("--join-timeout", o.join_timeout_s, "Rank 0 waits this long for every rank")
       ->check(seconds_check(false))->group(d)->capture_default_str();
-  app.add_option("--mesh-timeout", o.mesh_timeout_s, "The whole rank-to-rank probe")
+  app.add_option("--mesh-timeout", o.mesh_timeout_s, "The whole rank-to-rank probe (plus 1 s for each 1,024 ranks)")
       ->check(seconds_check(false))->group(d)->capture_default_str();
   app.add_option("--pair-timeout", o.pair_timeout_s, "One rank-to-rank connection")
       ->check(seconds_check(false))->group(d)->capture_default_str();

@@ -133,9 +133,16 @@ void write_suspects_file(const RunContext& ctx, const results::Verdict& global) 
     return;
   }
   if (text.empty()) return;
+  // One line at any world size: the first kMaxSuspectsNamed by name, the rest counted (the file
+  // has them all).
+  constexpr std::size_t kMaxSuspectsNamed = 32;
+  const auto suspects = results::suspect_hosts(global);
   std::string named;
-  for (const auto& s : results::suspect_hosts(global))
-    named += fmt::format("{}{} ({})", named.empty() ? "" : ", ", s.node, fmt::join(s.codes, ","));
+  for (std::size_t i = 0; i < suspects.size() && i < kMaxSuspectsNamed; ++i)
+    named += fmt::format("{}{} ({})", named.empty() ? "" : ", ", suspects[i].node,
+                         fmt::join(suspects[i].codes, ","));
+  if (suspects.size() > kMaxSuspectsNamed)
+    named += fmt::format(" and {} more", suspects.size() - kMaxSuspectsNamed);
   log_warn(fmt::format("suspects: {} (written to {}: give it to the next run's --exclude-file, or "
                        "`cut -d' ' -f1 {} | paste -sd,` to sbatch --exclude)",
                        named, path, path));

@@ -37,9 +37,11 @@ Verdict judge_world(std::vector<Verdict> views, const WorldRoster& roster, const
   if (!roster.joined.empty()) set_aside_disproved_views(views, roster.posted_as, roster.joined);
   note_store_tampered(views.front().findings, {roster.reporting_rank, roster.reporting_host},
                       roster.store, roster.tampered);
+  std::vector<UnreportedRank> unreported;
+  unreported.reserve(roster.unreported.size());
   for (const auto& r : roster.unreported)
-    name_unreported_rank(views.front(), rendezvous::RankRef{r.rank, r.host}, r.seen_alive,
-                         roster.gathered_s);
+    unreported.push_back({rendezvous::RankRef{r.rank, r.host}, r.seen_alive});
+  name_unreported_ranks(views.front(), unreported, roster.gathered_s);
   for (const auto& u : roster.unreadable)
     name_unreadable_post(views.front(), rendezvous::RankRef{u.rank, u.host}, u.key, u.problem);
   MergeOptions mo;

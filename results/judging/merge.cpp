@@ -6,6 +6,9 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "results/judging/classify.h"
 #include "results/verdict/finding_codes.h"
@@ -25,11 +28,15 @@ void sorted_union(std::vector<T>& into, const std::vector<T>& from) {
 // Appends the values of `from` that `into` lacks, keeping first-appearance order (and dropping
 // duplicates already in `into`): a finding's hosts[0] names its subject (MESH_BLOCKED: the
 // suspect host) and must stay first.
+// Linear in the hosts: one finding merged from every host of a fleet (thousands) stays cheap.
 void ordered_union(std::vector<std::string>& into, const std::vector<std::string>& from) {
   std::vector<std::string> out;
-  auto add = [&out](const std::vector<std::string>& v) {
+  out.reserve(into.size() + from.size());
+  std::unordered_set<std::string_view> seen;
+  seen.reserve(into.size() + from.size());
+  auto add = [&](const std::vector<std::string>& v) {
     for (const auto& x : v)
-      if (std::find(out.begin(), out.end(), x) == out.end()) out.push_back(x);
+      if (seen.insert(x).second) out.push_back(x);
   };
   add(into);
   add(from);
@@ -234,11 +241,6 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
   // findings. One dead (or frozen) rank is seen by every survivor (and by its transport and the
   // liveness watch): PEER_LOST / PEER_STALLED about the same ranks is one finding, with the ranks
   // that saw it in evidence.reported_by, whatever each message said.
-  auto same_ranks = [](std::vector<int> a, std::vector<int> b) {
-    sorted_union(a, {});
-    sorted_union(b, {});
-    return a == b;
-  };
   auto per_rank_code = [](const AnyCode& code) {
     return code == Code::PEER_LOST || code == Code::PEER_STALLED;
   };
@@ -256,24 +258,41 @@ Verdict merge_rank_verdicts(const std::vector<Verdict>& local_views, const Merge
     return f.code == Code::PEER_LOST && !f.ranks.empty() &&
            std::all_of(f.ranks.begin(), f.ranks.end(), [&](int r) { return lived.count(r) > 0; });
   };
+  // Which finding a new one joins: the first with its code and the same ranks (PEER_LOST,
+  // PEER_STALLED) or the same dedupe key, found through an index of those keys (a fleet's
+  // thousands of findings made a scan of them all for each one quadratic: 20 s at 16,384).
+  auto match_key = [&](const Finding& f) {
+    if (!per_rank_code(f.code)) return finding_dedupe_key(f);
+    std::vector<int> ranks = f.ranks;
+    sorted_union(ranks, {});
+    std::string key = to_string(f.code) + '\x1d';
+    for (int r : ranks) key += std::to_string(r) + ',';
+    return key;
+  };
+  std::unordered_map<std::string, std::set<std::size_t>> at_key;  // key -> findings, in order
   for (const auto& v : local_views) {
     for (const auto& f : v.findings) {
       if (disproved_by_its_view(f)) continue;
-      auto it = std::find_if(out.findings.begin(), out.findings.end(), [&](const Finding& g) {
-        if (g.code != f.code) return false;
-        if (per_rank_code(f.code)) return same_ranks(g.ranks, f.ranks);
-        return finding_dedupe_key(g) == finding_dedupe_key(f);
-      });
-      if (it == out.findings.end()) {
+      const std::string key = match_key(f);
+      auto found = at_key.find(key);
+      if (found == at_key.end() || found->second.empty()) {
         out.findings.push_back(f);
         Finding& n = out.findings.back();
         sorted_union(n.ranks, {});
         ordered_union(n.hosts, {});
         note_reporter(n, v.reporting_rank);
+        at_key[match_key(n)].insert(out.findings.size() - 1);
         continue;
       }
-      note_reporter(*it, v.reporting_rank);
-      merge_into(*it, f);
+      const std::size_t i = *found->second.begin();
+      Finding& g = out.findings[i];
+      const std::string before = match_key(g);
+      note_reporter(g, v.reporting_rank);
+      merge_into(g, f);
+      if (std::string after = match_key(g); after != before) {  // the merge moved its key
+        at_key[before].erase(i);
+        at_key[after].insert(i);
+      }
     }
   }
 

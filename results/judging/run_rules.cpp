@@ -4,6 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <set>
+#include <unordered_map>
 
 #include "rendezvous/seconds_text.h"
 #include "results/verdict/finding_codes.h"
@@ -369,30 +371,43 @@ Finding mesh_not_run_finding(RankRef self, std::string_view error) {
 // ---- rank 0's gather ---------------------------------------------------------------------------
 
 void name_unreported_rank(Verdict& mine, RankRef rank, bool seen_alive, double waited_s) {
-  if (seen_alive) {
-    Subject s = lost_subject(rank.rank, rank.host, mine.reporting_rank);
-    s.phase = "gather";
-    auto f = make_finding_about(
-        Code::RESULTS_MISSING, s,
-        fmt::format("{{peer}} was alive to the end (rank {}'s liveness watch heard it) but its "
-                    "verdict did not reach rank {} within {}: it was lost or removed in the store, "
-                    "or the rank could not post it",
-                    mine.reporting_rank, mine.reporting_rank,
-                    rendezvous::seconds_text_fine(waited_s)),
-        {rank.rank}, {std::string(rank.host)});
-    f.evidence = {{"source", "liveness watch"}, {"seen_alive", true}};
-    f.origin = FindingOrigin::liveness_watch;
-    mine.findings.push_back(std::move(f));
-    return;
+  name_unreported_ranks(mine, {{rank, seen_alive}}, waited_s);
+}
+
+void name_unreported_ranks(Verdict& mine, const std::vector<UnreportedRank>& ranks,
+                           double waited_s) {
+  std::set<int> named;  // by a PEER_LOST or PEER_STALLED already
+  for (const auto& f : mine.findings)
+    if (f.code == Code::PEER_LOST || f.code == Code::PEER_STALLED)
+      named.insert(f.ranks.begin(), f.ranks.end());
+  std::unordered_map<int, std::vector<RankInfo*>> entries;
+  for (auto& ri : mine.ranks) entries[ri.rank].push_back(&ri);
+  for (const auto& [rank, seen_alive] : ranks) {
+    if (seen_alive) {
+      Subject s = lost_subject(rank.rank, rank.host, mine.reporting_rank);
+      s.phase = "gather";
+      auto f = make_finding_about(
+          Code::RESULTS_MISSING, s,
+          fmt::format("{{peer}} was alive to the end (rank {}'s liveness watch heard it) but its "
+                      "verdict did not reach rank {} within {}: it was lost or removed in the "
+                      "store, or the rank could not post it",
+                      mine.reporting_rank, mine.reporting_rank,
+                      rendezvous::seconds_text_fine(waited_s)),
+          {rank.rank}, {std::string(rank.host)});
+      f.evidence = {{"source", "liveness watch"}, {"seen_alive", true}};
+      f.origin = FindingOrigin::liveness_watch;
+      mine.findings.push_back(std::move(f));
+      continue;
+    }
+    if (named.insert(rank.rank).second)
+      mine.findings.push_back(make_finding_about(Code::PEER_LOST,
+                                                 lost_subject(rank.rank, rank.host, mine.reporting_rank),
+                                                 "{peer} joined but never reported its verdict",
+                                                 {rank.rank}, {std::string(rank.host)}));
+    if (auto it = entries.find(rank.rank); it != entries.end())
+      for (auto* ri : it->second)
+        if (ri->status == RankStatus::joined) ri->status = RankStatus::lost;
   }
-  if (!names_rank(mine.findings, Code::PEER_LOST, rank.rank) &&
-      !names_rank(mine.findings, Code::PEER_STALLED, rank.rank))
-    mine.findings.push_back(make_finding_about(Code::PEER_LOST,
-                                               lost_subject(rank.rank, rank.host, mine.reporting_rank),
-                                               "{peer} joined but never reported its verdict",
-                                               {rank.rank}, {std::string(rank.host)}));
-  for (auto& ri : mine.ranks)
-    if (ri.rank == rank.rank && ri.status == RankStatus::joined) ri.status = RankStatus::lost;
 }
 
 void name_unreadable_post(Verdict& mine, RankRef rank, std::string_view key,

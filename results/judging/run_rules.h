@@ -122,6 +122,14 @@ Finding mesh_not_run_finding(rendezvous::RankRef self, std::string_view error);
 // roster status "lost". `waited_s`: how long rank 0 gathered.
 void name_unreported_rank(Verdict& mine, rendezvous::RankRef rank, bool seen_alive = false,
                           double waited_s = 0);
+// The same for many ranks in one pass: rank 0's findings and roster entries are indexed once,
+// not scanned for each rank (a fleet's thousands of unreported ranks).
+struct UnreportedRank {
+  rendezvous::RankRef rank;
+  bool seen_alive = false;
+};
+void name_unreported_ranks(Verdict& mine, const std::vector<UnreportedRank>& ranks,
+                           double waited_s = 0);
 // A rank posted a verdict rank 0 cannot read (too big, nested too deep, not JSON, not a verdict;
 // `problem` says which): RESULTS_MISSING in rank 0's own view naming the rank and the problem.
 void name_unreadable_post(Verdict& mine, rendezvous::RankRef rank, std::string_view key,

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <unordered_set>
 
 #include "results/judging/classify.h"
 #include "results/judging/merge.h"
@@ -33,6 +34,16 @@ std::string fixed(double x, int digits) {
 void add_unique(std::vector<std::string>& v, const std::string& s) {
   if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
 }
+
+// Distinct strings in the order first seen, each lookup O(1): a fleet has thousands of hosts
+// and a finding a rank.
+struct FirstSeen {
+  std::vector<std::string> order;
+  std::unordered_set<std::string> seen;
+  void add(const std::string& s) {
+    if (seen.insert(s).second) order.push_back(s);
+  }
+};
 
 std::string bytes_text(std::int64_t b) {
   if (b >= (1 << 30) && b % (1 << 30) == 0) return std::to_string(b >> 30) + " GiB";
@@ -77,7 +88,8 @@ bool is_summary_headline(std::string_view line) {
 std::string human_summary(const Verdict& verdict) {
   constexpr const char* kRunWide = "(run)";
   // The summary stays a screenful at any world size; verdict.json has everything.
-  constexpr std::size_t kMaxLineMessage = 600, kMaxLinesPerHost = 12, kMaxOkHosts = 32;
+  constexpr std::size_t kMaxLineMessage = 600, kMaxLinesPerHost = 12, kMaxOkHosts = 32,
+                        kMaxTroubledHosts = 64;
   // Verdicts merged before dedupe_findings existed (or one rank's local view) may still carry
   // the same finding once per rank: print it once, naming every rank.
   std::vector<Finding> findings = verdict.findings;
@@ -101,17 +113,18 @@ std::string human_summary(const Verdict& verdict) {
   }
 
   std::map<int, std::string> host_of_rank;
-  std::vector<std::string> hosts;  // display order
+  FirstSeen seen_hosts;  // display order
   for (const auto& r : v.ranks) {
     if (!r.host.empty()) {
       host_of_rank[r.rank] = r.host;
-      add_unique(hosts, r.host);
+      seen_hosts.add(r.host);
     }
   }
 
   // host -> lines, in finding order
   std::map<std::string, std::vector<std::string>> lines;
   std::map<std::string, bool> troubled;
+  std::map<std::string, std::vector<std::string>> codes_of;  // host -> its findings' codes
   for (const auto& f : findings) {
     std::vector<std::string> named;
     for (const auto& h : f.hosts) add_unique(named, h);
@@ -126,11 +139,13 @@ std::string human_summary(const Verdict& verdict) {
                           : f.message;
     std::string line = upper(to_string(f.severity)) + ": " + msg + " [" + to_string(f.code) + "]";
     for (const auto& h : named) {
-      add_unique(hosts, h);
+      seen_hosts.add(h);
       lines[h].push_back(line);
+      codes_of[h].push_back(to_string(f.code));
       if (f.severity != Severity::info) troubled[h] = true;
     }
   }
+  std::vector<std::string> hosts = std::move(seen_hosts.order);
   // "(run)" last
   auto run_it = std::find(hosts.begin(), hosts.end(), kRunWide);
   if (run_it != hosts.end()) {
@@ -140,10 +155,20 @@ std::string human_summary(const Verdict& verdict) {
 
   size_t width = 0;
   for (const auto& h : hosts) width = std::max(width, h.size());
-  // Bounded too: at most kMaxOkHosts healthy hosts by name and kMaxLinesPerHost lines a host,
-  // each with the count of what was left out.
-  std::size_t ok_shown = 0, ok_left = 0;
+  // Bounded too: at most kMaxOkHosts healthy hosts by name, kMaxTroubledHosts hosts with
+  // findings ("(run)" always) and kMaxLinesPerHost lines a host, each with the count of what was
+  // left out; the hosts with findings left out are counted by code.
+  std::size_t ok_shown = 0, ok_left = 0, troubled_shown = 0, troubled_left = 0;
+  std::map<std::string, std::size_t> left_by_code;
   for (const auto& h : hosts) {
+    if (troubled[h] && h != kRunWide) {
+      if (troubled_shown == kMaxTroubledHosts) {
+        ++troubled_left;
+        for (const auto& code : codes_of[h]) ++left_by_code[code];
+        continue;
+      }
+      ++troubled_shown;
+    }
     if (!troubled[h] && h != kRunWide) {
       if (ok_shown == kMaxOkHosts) {
         ++ok_left;
@@ -158,6 +183,13 @@ std::string human_summary(const Verdict& verdict) {
     if (ls.size() > kMaxLinesPerHost)
       out += pad(h, width) + " | ... and " + std::to_string(ls.size() - kMaxLinesPerHost) +
              " more findings (verdict.json)\n";
+  }
+  if (troubled_left) {
+    std::string codes;
+    for (const auto& [code, n] : left_by_code)
+      codes += (codes.empty() ? "" : ", ") + code + " " + std::to_string(n);
+    out += "(" + std::to_string(troubled_left) + " more hosts with findings: " + codes +
+           "; verdict.json and suspects.txt name them)\n";
   }
   if (ok_left) out += "(" + std::to_string(ok_left) + " more hosts OK)\n";
   if (hosts.empty()) out += "(no hosts known)\n";
@@ -206,13 +238,13 @@ std::string human_summary(const Verdict& verdict) {
     }
   }
 
-  std::vector<std::string> hint_lines;
+  FirstSeen hint_lines;
   for (const auto& f : findings) {
-    if (!f.hint.empty()) add_unique(hint_lines, "  " + to_string(f.code) + ": " + f.hint);
+    if (!f.hint.empty()) hint_lines.add("  " + to_string(f.code) + ": " + f.hint);
   }
-  if (!hint_lines.empty()) {
+  if (!hint_lines.order.empty()) {
     out += "\nhints:\n";
-    for (const auto& h : hint_lines) out += h + "\n";
+    for (const auto& h : hint_lines.order) out += h + "\n";
   }
   return out;
 }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
-extern char** environ;
+#include <unistd.h>  // environ
 
 namespace ncclsmoke::results {
 

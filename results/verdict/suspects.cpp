@@ -7,6 +7,7 @@
 #include <cctype>
 #include <map>
 #include <set>
+#include <unordered_map>
 
 namespace ncclsmoke::results {
 
@@ -40,14 +41,46 @@ std::string shown(std::string_view s) {
   return out;
 }
 
-const RankInfo* rank_of(const Verdict& v, int rank) {
-  for (const auto& r : v.ranks)
-    if (r.rank == rank || (r.through > r.rank && rank >= r.rank && rank <= r.through)) return &r;
-  return nullptr;
-}
+// v.ranks looked up by rank and by host, indexed once per call rather than scanned for each
+// finding (a fleet's thousands of findings over its thousands of ranks).
+class RankLookup {
+ public:
+  explicit RankLookup(const Verdict& v) : v_(v) {
+    for (std::size_t i = 0; i < v.ranks.size(); ++i) {
+      const auto& r = v.ranks[i];
+      if (r.through > r.rank)
+        ranges_.push_back(i);
+      else
+        single_.try_emplace(r.rank, i);
+      if (!r.host.empty() && !r.node.empty()) first_node_.try_emplace(r.host, r.node);
+    }
+  }
+  // The first entry (in v.ranks' order) for `rank`, a range holding it included.
+  const RankInfo* rank_of(int rank) const {
+    std::size_t best = v_.ranks.size();
+    if (auto it = single_.find(rank); it != single_.end()) best = it->second;
+    for (std::size_t i : ranges_) {
+      if (i >= best) break;
+      const auto& r = v_.ranks[i];
+      if (rank >= r.rank && rank <= r.through) best = i;
+    }
+    return best < v_.ranks.size() ? &v_.ranks[best] : nullptr;
+  }
+  // The node of the first rank on `host` that names one ("" none).
+  std::string first_node(const std::string& host) const {
+    auto it = first_node_.find(host);
+    return it == first_node_.end() ? std::string() : it->second;
+  }
+
+ private:
+  const Verdict& v_;
+  std::unordered_map<int, std::size_t> single_;
+  std::vector<std::size_t> ranges_;  // ascending
+  std::unordered_map<std::string, std::string> first_node_;
+};
 
 // The hosts `f` blames (see the header).
-std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
+std::vector<std::string> blamed_hosts(const RankLookup& v, const Finding& f) {
   if (!blames_host(f.code)) return {};
   // An Xid that does not mean the GPU needs a reset or replacing, or counters that moved without
   // the link going down (warnings), blame no one.
@@ -59,7 +92,7 @@ std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
         !f.evidence["suspect_rank"].is_number_integer())
       return {};
     const int r = f.evidence["suspect_rank"].get<int>();
-    if (const auto* ri = rank_of(v, r); ri && !ri->host.empty()) return {ri->host};
+    if (const auto* ri = v.rank_of(r); ri && !ri->host.empty()) return {ri->host};
     return f.hosts.empty() ? std::vector<std::string>{} : std::vector<std::string>{f.hosts.front()};
   }
   // A black hole at one host blames it; between two hosts, or on most paths, it is a path's or
@@ -71,7 +104,7 @@ std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
     return {};
   if (f.subject.peer >= 0) {
     if (!f.subject.peer_host.empty()) return {f.subject.peer_host};
-    if (const auto* ri = rank_of(v, f.subject.peer); ri && !ri->host.empty()) return {ri->host};
+    if (const auto* ri = v.rank_of(f.subject.peer); ri && !ri->host.empty()) return {ri->host};
     return {};
   }
   // A loss whose subject has no peer: the transport did not say which rank; its hosts are the
@@ -82,20 +115,15 @@ std::vector<std::string> blamed_hosts(const Verdict& v, const Finding& f) {
 
 // The nodes of `host` for finding `f`: those of its ranks (and the subject's peer) on that host,
 // else the first node of any rank on it, else the host itself.
-std::set<std::string> nodes_of(const Verdict& v, const Finding& f, const std::string& host) {
+std::set<std::string> nodes_of(const RankLookup& v, const Finding& f, const std::string& host) {
   std::set<std::string> nodes;
   std::vector<int> ranks = f.ranks;
   if (f.subject.peer >= 0) ranks.push_back(f.subject.peer);
   for (int r : ranks)
-    if (const auto* ri = rank_of(v, r); ri && ri->host == host && !ri->node.empty())
+    if (const auto* ri = v.rank_of(r); ri && ri->host == host && !ri->node.empty())
       nodes.insert(ri->node);
-  if (nodes.empty()) {
-    for (const auto& ri : v.ranks)
-      if (ri.host == host && !ri.node.empty()) {
-        nodes.insert(ri.node);
-        break;
-      }
-  }
+  if (nodes.empty())
+    if (auto node = v.first_node(host); !node.empty()) nodes.insert(node);
   if (nodes.empty()) nodes.insert(host);
   return nodes;
 }
@@ -111,8 +139,9 @@ bool blames_host(const AnyCode& code) {
 
 std::vector<NamedHost> hosts_named(const Verdict& v) {
   std::vector<NamedHost> out;
+  const RankLookup lookup(v);
   for (const auto& f : v.findings) {
-    const auto blamed = blamed_hosts(v, f);
+    const auto blamed = blamed_hosts(lookup, f);
     std::vector<std::string> hosts;
     for (const auto& h : f.hosts)
       if (!h.empty() && std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
@@ -120,7 +149,7 @@ std::vector<NamedHost> hosts_named(const Verdict& v) {
       if (!h.empty() && std::find(hosts.begin(), hosts.end(), h) == hosts.end()) hosts.push_back(h);
     for (const auto& h : hosts) {
       const bool suspect = std::find(blamed.begin(), blamed.end(), h) != blamed.end();
-      for (const auto& n : nodes_of(v, f, h))
+      for (const auto& n : nodes_of(lookup, f, h))
         out.push_back({f.code, f.severity, h, n, suspect});
     }
   }

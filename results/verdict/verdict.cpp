@@ -263,6 +263,7 @@ json to_json(const Verdict& v) {
     j["identities"] = json::array();
     for (const auto& t : v.identities) j["identities"].push_back(to_json(t));
   }
+  if (v.alike.is_object()) j["alike"] = v.alike;
   if (v.baseline.is_object()) j["baseline"] = v.baseline;
   j["findings"] = json::array();
   for (const auto& f : v.findings) j["findings"].push_back(to_json(f));
@@ -497,6 +498,7 @@ Verdict verdict_from_json(const json& j) {
   if (j.contains("identities")) {
     for (const auto& t : j.at("identities")) v.identities.push_back(identity_from(t));
   }
+  if (j.contains("alike")) v.alike = j.at("alike");
   if (j.contains("baseline")) v.baseline = j.at("baseline");
   for (const auto& f : j.at("findings")) v.findings.push_back(finding_from(f));
   v.env = string_map(j.at("env"));
@@ -1063,6 +1065,7 @@ std::optional<Verdict> verdict_from_text_fast(std::string_view text) {
     if (k == "transports") return seen.first(12) && read_list(r, v.transports, read_row);
     if (k == "identities") return seen.first(13) && read_list(r, v.identities, read_identity);
     if (k == "baseline") return seen.first(14) && r.any_object(v.baseline);
+    if (k == "alike") return seen.first(20) && r.any_object(v.alike);
     if (k == "findings") return seen.first(15) && read_list(r, v.findings, read_finding);
     if (k == "env") return seen.first(16) && r.string_map(v.env);
     if (k == "versions") return seen.first(17) && r.string_map(v.versions);

@@ -27,8 +27,9 @@ inline constexpr int kSchemaVersion = 1;
 // Minor versions add optional members only, so a reader of version 1 takes any minor (an absent
 // "schema_minor" is 0). 1: findings' "subject" and "message_template"; world.store.authenticated.
 // 2: findings' "origin". 3: ranks' "link_speed_mbps". 4: "node" (the reporting rank's network
-// devices over the run).
-inline constexpr int kSchemaMinor = 4;
+// devices over the run). 5: "alike" (the identities and rows of a world past kMaxExpandedRanks
+// ranks that no finding names, summarised: results/verdict/alike.h).
+inline constexpr int kSchemaMinor = 5;
 
 // What a finding is about, as data: merge, dedupe, gather, the report and suspect_host key on
 // these, never on the message. A finding made with a subject has its message rendered from its
@@ -165,6 +166,9 @@ struct Verdict {
   std::vector<Phase> phases;
   std::vector<TransportRow> transports;
   std::vector<TransportIdentity> identities;
+  // Object or null (absent): the identities and rows summarise_alike() summarised
+  // (results/verdict/alike.h); kept as the JSON it is written as.
+  nlohmann::json alike;
   nlohmann::json baseline;        // object or null: profile/baseline used by the judging step
   std::vector<Finding> findings;
   std::map<std::string, std::string> env;       // allow-listed only (env_allowlist.h)

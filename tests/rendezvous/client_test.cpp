@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "rendezvous/connect.h"
+#include "rendezvous/store_util.h"
 #include "rendezvous/tcp_client.h"
 #include "rendezvous/tcp_server.h"
 #include "tests/wait_until.h"
@@ -549,6 +550,35 @@ class WithServer : public ::testing::TestWithParam<wire::Dialect> {
   }
   std::unique_ptr<TcpStoreServer> server_;
 };
+
+// get_present waits for late keys by looking, so a key that never comes does not cost the
+// connection: a blocking MULTI_GET cut short by the deadline did, and the reconnect to a busy
+// store could wait out its whole handshake timeout.
+TEST_P(WithServer, GetPresentWaitsForLateKeysWithoutReconnecting) {
+  auto store = client();
+  auto writer = client();
+  store->set("a", "1");
+  std::thread late([&] {
+    std::this_thread::sleep_for(150ms);
+    writer->set("b", "2");
+  });
+  const auto start = Clock::now();
+  std::vector<bool> present;
+  auto values = get_present(*store, {"a", "b", "c"}, deadline_after(600ms), present);
+  const double waited = seconds_since(start);
+  late.join();
+  EXPECT_EQ(values, (std::vector<std::string>{"1", "2", ""}));
+  EXPECT_EQ(present, (std::vector<bool>{true, true, false}));
+  EXPECT_GE(waited, 0.59);  // "c" never came: it looked until the deadline
+  EXPECT_LT(waited, 3.0);
+  EXPECT_EQ(store->get("a", deadline_after(1s)), "1");  // the same connection still serves
+  EXPECT_EQ(server_->stats().accepted, 2u) << "get_present reconnected";
+  // Every key there: answered without waiting.
+  const auto again = Clock::now();
+  values = get_present(*store, {"a", "b"}, deadline_after(5s), present);
+  EXPECT_EQ(values, (std::vector<std::string>{"1", "2"}));
+  EXPECT_LT(seconds_since(again), 1.0);
+}
 
 TEST_P(WithServer, WaitTimeoutNamesTheMissingKeysAndTimeWaited) {
   auto store = client();

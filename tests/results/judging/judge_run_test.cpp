@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "results/judging/classify.h"
 #include "results/judging/run_rules.h"
 #include "results/verdict/finding_codes.h"
@@ -46,6 +48,30 @@ TEST(JudgeRun, LocalDemotesConsequencesOnceAndListsPhasesNotRun) {
   Verdict again = v;
   judge_local(again, {.watch_lost = {}, .rank0_hosts_store = true, .duration_s = 7.5});
   EXPECT_EQ(to_json(again), to_json(v));
+}
+
+// A fleet where no view came but rank 0's (its store overloaded, the ranks gone): every rank is
+// named once, on its own host, and the suspects are those hosts. Merging, dedupe and the witness
+// rule once scanned every finding (or every rank) for each finding: 16,384 ranks took 20 s.
+TEST(JudgeRun, WorldOf16384RanksNoneReportedNamesEachOnce) {
+  const int world = 16384;
+  Verdict own = local_view(0, "h0");
+  own.world.size = world;
+  for (int r = 1; r < world; ++r)
+    own.ranks.push_back({r, RankStatus::joined, "h" + std::to_string(r / 8), "", 100 + r, "", "", ""});
+  apply_verdict(own);
+  WorldRoster roster{.world_size = world, .reporting_rank = 0, .duration_s = 30};
+  for (int r = 1; r < world; ++r) roster.unreported.push_back({r, "h" + std::to_string(r / 8), false});
+  Verdict g = judge_world({own}, roster, nullptr);
+  std::set<int> named;
+  for (const auto& f : g.findings)
+    if (f.code == Code::PEER_LOST) {
+      ASSERT_EQ(f.ranks.size(), 1u) << f.message;
+      EXPECT_TRUE(named.insert(f.ranks[0]).second) << "named twice: " << f.ranks[0];
+      EXPECT_EQ(f.hosts, std::vector<std::string>{"h" + std::to_string(f.ranks[0] / 8)});
+    }
+  EXPECT_EQ(named.size(), static_cast<std::size_t>(world - 1));
+  EXPECT_EQ(g.verdict, Outcome::fail);
 }
 
 // Rank 0's world verdict: an unreported rank is named, views merged, no profile -> no baseline.

@@ -65,6 +65,31 @@ TEST(Summary, BoundedAtAnyWorldSize) {
   EXPECT_NE(text.find("... (cut; verdict.json has it) [DATA_CORRUPTION]"), std::string::npos);
 }
 
+// Every host with a finding (a fleet whose ranks all went quiet): 64 hosts by name, the rest
+// counted by code, "(run)" still shown.
+TEST(Summary, BoundedWhenThousandsOfHostsHaveFindings) {
+  Verdict v = testing::full_sample();
+  v.ranks.clear();
+  v.findings.clear();
+  for (int r = 0; r < 16384; ++r)
+    v.ranks.push_back({r, RankStatus::lost, "h" + std::to_string(r / 8), "", 0, "", "", ""});
+  for (int r = 1; r < 16384; ++r)
+    v.findings.push_back(make_finding(Code::PEER_LOST, "rank " + std::to_string(r) + " lost", {r}));
+  for (int h = 0; h < 2048; h += 2)
+    v.findings.push_back(make_finding(Code::NIC_ERRORS, "errors", {}, {"h" + std::to_string(h)}));
+  v.findings.push_back(make_finding(Code::RANKS_MISSING, "rank 3 never joined"));
+  const std::string text = human_summary(v);
+  EXPECT_LT(text.size(), 64u * 1024) << text.size();
+  auto lines = lines_of(text);
+  // 64 hosts (h0..h63) shown; 1,984 left: their 15,872 PEER_LOST and 992 NIC_ERRORS counted.
+  EXPECT_TRUE(has_line(lines, "(1984 more hosts with findings: NIC_ERRORS 992, PEER_LOST 15872; "
+                              "verdict.json and suspects.txt name them)"))
+      << dump(lines);
+  EXPECT_NE(text.find("h63   | ERROR: rank 504 lost [PEER_LOST]"), std::string::npos) << text.substr(0, 4000);
+  EXPECT_EQ(text.find("h64 "), std::string::npos);
+  EXPECT_NE(text.find("(run)"), std::string::npos);
+}
+
 TEST(Summary, OneLinePerHostAligned) {
   auto lines = lines_of(human_summary(testing::full_sample()));
   // host-a and host-c have nothing wrong; host-b has a straggler warning; rank 3 has no host.
