@@ -15,8 +15,8 @@
 #include "rendezvous/net.h"
 #include "rendezvous/store_util.h"
 #include "results/history/history.h"
-#include "results/verdict/alike.h"
 #include "results/judging/judge_run.h"
+#include "results/verdict/alike.h"
 
 namespace ncclsmoke::harness {
 
@@ -43,11 +43,16 @@ void record_history(const RunContext& ctx, const results::Verdict& global) {
   }
 }
 
+// Whether this rank's own watch found rank 0 frozen (PEER_STALLED, still an error: it never
+// answered again) or dead (the watch's PEER_LOST). A loss only the mesh or a transport inferred
+// does not count: rank 0 may be alive and gathering.
 bool names_rank_zero_gone(const results::Verdict& local) {
   using results::Code;
   return std::any_of(local.findings.begin(), local.findings.end(), [](const results::Finding& f) {
-    return (f.code == Code::PEER_LOST || f.code == Code::PEER_STALLED) &&
-           f.severity == results::Severity::error && f.ranks == std::vector<int>{0};
+    const bool watched = f.code == Code::PEER_STALLED ||
+                         (f.code == Code::PEER_LOST &&
+                          f.origin == results::FindingOrigin::liveness_watch);
+    return watched && f.severity == results::Severity::error && f.ranks == std::vector<int>{0};
   });
 }
 
