@@ -101,12 +101,28 @@ double parse_since(const std::string& text, double now_unix) {
   }
 }
 
+// A verdict's summarised rows and identities (results/verdict/alike.h): the groups of "alike"
+// member `member` that are objects naming a transport.
+std::vector<const json*> alike_groups(const Verdict& v, const char* member) {
+  std::vector<const json*> out;
+  if (!v.alike.is_object()) return out;
+  auto it = v.alike.find(member);
+  if (it == v.alike.end() || !it->is_array()) return out;
+  for (const auto& g : *it)
+    if (g.is_object() && g.contains("transport") && g["transport"].is_string()) out.push_back(&g);
+  return out;
+}
+
 std::vector<HistoryGate> gates_of(const Verdict& v) {
   std::vector<HistoryGate> out;
   std::vector<std::string> names;
-  for (const auto& r : v.transports)
-    if (std::find(names.begin(), names.end(), r.transport) == names.end())
-      names.push_back(r.transport);
+  const auto row_groups = alike_groups(v, "transports");
+  const auto id_groups = alike_groups(v, "identities");
+  auto add_name = [&](const std::string& n) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  };
+  for (const auto& r : v.transports) add_name(r.transport);
+  for (const auto* g : row_groups) add_name((*g)["transport"].get<std::string>());
   double started = 0;
   try {
     started = parse_rfc3339(v.started_at);
@@ -137,6 +153,9 @@ std::vector<HistoryGate> gates_of(const Verdict& v) {
     if (g.gate_bytes <= 0) {  // no band: the size the run flagged as its gate
       for (const auto& r : v.transports)
         if (r.transport == name && r.gate && (g.gate_bytes == 0 || r.rank < 0)) g.gate_bytes = r.bytes;
+      for (const auto* rg : row_groups)
+        if ((*rg)["transport"] == name && rg->value("gate", false) && g.gate_bytes == 0)
+          g.gate_bytes = rg->value("bytes", std::int64_t{0});
     }
     if (g.gate_bytes <= 0) continue;  // nothing comparable was measured
     double world = kNaN, worst_rank = kNaN;
@@ -147,12 +166,32 @@ std::vector<HistoryGate> gates_of(const Verdict& v) {
       double& slot = r.rank < 0 ? world : worst_rank;
       if (std::isnan(slot) || r.busbw_gbps < slot) slot = r.busbw_gbps;
     }
+    // The ranks' rows summarised as alike: their slowest counts as a rank's.
+    for (const auto* rg : row_groups) {
+      if ((*rg)["transport"] != name || rg->value("bytes", std::int64_t{-1}) != g.gate_bytes)
+        continue;
+      if (rg->value("synthetic", false)) g.synthetic = true;
+      auto bw = rg->find("busbw_gbps");
+      if (bw == rg->end() || !bw->is_object() || !bw->contains("min") || !(*bw)["min"].is_number())
+        continue;
+      const double slowest = (*bw)["min"].get<double>();
+      if (std::isfinite(slowest) && (std::isnan(worst_rank) || slowest < worst_rank))
+        worst_rank = slowest;
+    }
     g.busbw_gbps = std::isnan(world) ? worst_rank : world;
     const TransportIdentity* id = nullptr;
     for (const auto& i : v.identities)
       if (i.transport == name && (!id || (id->rank != -1 && (i.rank == -1 || i.rank < id->rank))))
         id = &i;
-    if (id) g.identity = identity_text(id->observed);
+    if (id) {
+      g.identity = identity_text(id->observed);
+    } else {  // every identity summarised: what they all shared
+      for (const auto* ig : id_groups)
+        if ((*ig)["transport"] == name && ig->contains("common") && (*ig)["common"].is_object()) {
+          g.identity = identity_text((*ig)["common"]);
+          break;
+        }
+    }
     out.push_back(std::move(g));
   }
   return out;

@@ -122,6 +122,38 @@ TEST_F(HistoryTest, GateWithoutBandUsesFlaggedSizeAndKeepsNaN) {
   EXPECT_EQ(stored[0].verdict, Outcome::fail);
 }
 
+// A fleet's verdict with its ranks' rows and identities summarised (results/verdict/alike.h)
+// and no world row: the gate is the slowest summarised rank's, its identity what they shared.
+TEST_F(HistoryTest, GateOfAVerdictWhoseRanksAreSummarisedAsAlike) {
+  Verdict v = testing::full_sample();
+  v.baseline = nullptr;
+  v.transports.clear();
+  v.identities.clear();
+  v.alike = nlohmann::json::parse(R"({
+    "identities": [{"transport": "fabric", "ranks": [[1, 2047]], "rank_count": 2047,
+                    "common": {"provider": "efa", "interface": "rdmap0s6"}}],
+    "transports": [
+      {"transport": "fabric", "bytes": 1024, "count": 256, "dtype": "float32", "in_place": false,
+       "ranks": [[1, 2047]], "rank_count": 2047, "time_us": null, "algbw_gbps": null,
+       "busbw_gbps": {"min": 9.0, "median": 10.0, "max": 11.0}, "wrong": 0},
+      {"transport": "fabric", "bytes": 1048576, "count": 262144, "dtype": "float32",
+       "in_place": false, "gate": true, "ranks": [[1, 2047]], "rank_count": 2047,
+       "time_us": {"min": 1, "median": 2, "max": 3}, "algbw_gbps": null,
+       "busbw_gbps": {"min": 41.5, "median": 44.0, "max": 45.0}, "wrong": 0}]})");
+  TransportRow named;  // a rank a finding names keeps its row, here faster than the slowest
+  named.transport = "fabric";
+  named.rank = 77;
+  named.bytes = 1048576;
+  named.busbw_gbps = 43.0;
+  v.transports.push_back(named);
+  auto gates = gates_of(v);
+  ASSERT_EQ(gates.size(), 1u);
+  EXPECT_EQ(gates[0].transport, "fabric");
+  EXPECT_EQ(gates[0].gate_bytes, 1048576);
+  EXPECT_DOUBLE_EQ(gates[0].busbw_gbps, 41.5);
+  EXPECT_EQ(gates[0].identity, "provider=efa interface=rdmap0s6");
+}
+
 TEST_F(HistoryTest, QueriesFilterAndLimitNewestButReturnOldestFirst) {
   History h(db_);
   std::vector<Verdict> vs;
