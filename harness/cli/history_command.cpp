@@ -397,8 +397,19 @@ int run_list(const ListFlags& f) {
         g_text += (g_text.empty() ? "" : " ") + g.transport + "=" + fmt_gbps(g.busbw_gbps);
         if (!std::isnan(g.baseline_gbps)) g_text += "/" + fmt_gbps(g.baseline_gbps);
       }
+      // Each code once, in the order first stored, with its count when repeated: a fleet's run
+      // of 164 GPU_XID findings is one word, not a 2 KB line.
+      std::vector<std::pair<std::string, int>> counted;
+      for (const auto& c : codes[r.run_id]) {
+        auto it = std::find_if(counted.begin(), counted.end(), [&](const auto& e) { return e.first == c; });
+        if (it == counted.end())
+          counted.emplace_back(c, 1);
+        else
+          ++it->second;
+      }
       std::string c_text;
-      for (const auto& c : codes[r.run_id]) c_text += (c_text.empty() ? "" : ",") + c;
+      for (const auto& [c, n] : counted)
+        c_text += (c_text.empty() ? "" : ",") + c + (n > 1 ? " x" + std::to_string(n) : "");
       std::printf("%-24s %-27s %-12s %-12s n=%-3d %-16s %s%s%s\n", r.started_at.c_str(),
                   r.run_id.c_str(), results::to_string(r.verdict).c_str(),
                   r.cluster.empty() ? "-" : r.cluster.c_str(), r.world_size,

@@ -124,6 +124,12 @@ grep -qE '^started +run +verdict +cluster ' <<<"$list" || fail "history list has
 (cd "$work/tree" && "$bin" history import --history "$work/rel.db" ncclsmoke-runs/launch-aaa/verdict.json >/dev/null) || fail "relative import"
 src=$("$bin" history list --history "$work/rel.db" --json | "$py" -c 'import json,sys; print(json.load(sys.stdin)[0]["source"])')
 [[ $src == "import:$tree/launch-aaa/verdict.json" ]] || fail "relative source: $src"
+# A run with the same code many times lists it once with its count (a fleet's 164 GPU_XID
+# findings were a 2 KB line), in the order stored.
+verdict r-repeats 'd["verdict"] = "degraded"; d["exit_code"] = 3; d["findings"] = [dict(d["findings"][0], ranks=[r], message="rank %d slow" % r) for r in (1, 1, 1)] + [dict(d["findings"][0], code="SLOW_LINK")]' > "$work/repeats.json"
+"$bin" history import --history "$work/rep.db" "$work/repeats.json" >/dev/null || fail "import of repeats"
+list=$("$bin" history list --history "$work/rep.db")
+grep -qE ' STRAGGLER x3,SLOW_LINK$' <<<"$list" || fail "repeated codes not counted: $list"
 mkdir -p "$work/empty/a/b"
 set +e
 out=$("$bin" history import --history "$work/e.db" "$work/empty" 2>&1); rc=$?
