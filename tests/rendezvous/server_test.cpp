@@ -690,10 +690,13 @@ TEST(ServerLimits, OutOfDescriptorsDropsNewConnectionsAndRecovers) {
     }
     return n;
   };
+  // One more than counted may come back: the spare descriptor the server closes for a moment to
+  // accept and drop a connection past its limit can be missing from the count before (a fresh
+  // Debian 12 root once counted 50, then 33 with 18 clients closed).
   const std::size_t fds_before = server_fds(), closing = clients.size() - clients.size() / 2;
   clients.resize(clients.size() / 2);
   EXPECT_TRUE(ncclsmoke::testing::wait_until(
-      [&] { return server_fds() + closing <= fds_before; }, 5s))
+      [&] { return server_fds() + closing <= fds_before + 1; }, 5s))
       << "the server holds " << server_fds() << " descriptors, " << fds_before << " before "
       << closing << " clients closed";
   Raw again(port, Dialect::legacy);
