@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rendezvous/bounded_json.h"
+#include "rendezvous/rank_runs.h"
 
 namespace ncclsmoke::rendezvous {
 namespace {
@@ -21,19 +22,6 @@ std::string arrived_key(int r) { return "join/arrived/" + std::to_string(r); }
 constexpr int kJoinBatch = 256;
 const char* const kCountKey = "join/count";
 constexpr Millis kTailBudget{2000};
-
-// The roster's missing ranks as [first, last] ranges: a world of a million with one rank present
-// is one pair, not a 7 MB list every rank parses.
-json rank_ranges(const std::vector<int>& sorted) {
-  json out = json::array();
-  for (std::size_t i = 0; i < sorted.size();) {
-    std::size_t j = i;
-    while (j + 1 < sorted.size() && sorted[j + 1] == sorted[j] + 1) ++j;
-    out.push_back(json::array({sorted[i], sorted[j]}));
-    i = j + 1;
-  }
-  return out;
-}
 
 // Reads "missing_ranges" (or the plain "missing" list of earlier versions), keeping only ranks of
 // this world (a roster cannot make a rank hold more than world_size entries).
@@ -287,7 +275,7 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
       if (id) result.present.push_back(*id);
     }
     json roster = present_runs(result.present);
-    roster["missing_ranges"] = rank_ranges(result.missing);
+    roster["missing_ranges"] = rank_runs(result.missing);  // a million ranks, one absent: one pair
     store.set("join/roster", roster.dump());
     result.roster_received = true;
   } else {

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "rendezvous/rank_runs.h"
+
 namespace ncclsmoke::results {
 namespace {
 
@@ -41,18 +43,11 @@ std::set<int> on_named_hosts(const Verdict& v, std::set<int> ranks) {
   return ranks;
 }
 
-// Ascending ranks as [[first, last], ...], one pair a run of consecutive ranks.
-json rank_runs(std::vector<int> ranks) {
+// The ranks as runs (sorted and deduplicated first).
+json runs_of(std::vector<int> ranks) {
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  json runs = json::array();
-  for (std::size_t i = 0; i < ranks.size();) {
-    std::size_t j = i;
-    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
-    runs.push_back(json::array({ranks[i], ranks[j]}));
-    i = j + 1;
-  }
-  return runs;
+  return rendezvous::rank_runs(ranks);
 }
 
 // min/median/max of the finite values (the lower median of an even count, so it is a value
@@ -112,7 +107,7 @@ json identity_group(const std::string& transport, const std::vector<const Transp
       leaves_in_order[it->second].values.push_back({id->rank, &x});
     });
   }
-  json group = {{"transport", transport}, {"ranks", rank_runs(ranks)},
+  json group = {{"transport", transport}, {"ranks", runs_of(ranks)},
                 {"rank_count", static_cast<std::int64_t>(ids.size())}};
   const bool same_expected = std::all_of(ids.begin(), ids.end(), [&](const TransportIdentity* id) {
     return id->expected == ids.front()->expected;
@@ -154,7 +149,7 @@ json identity_group(const std::string& transport, const std::vector<const Transp
       continue;
     }
     json listed = json::object();
-    for (auto& [text, rs] : by_value) listed[text] = rank_runs(std::move(rs));
+    for (auto& [text, rs] : by_value) listed[text] = runs_of(std::move(rs));
     values[key] = std::move(listed);
   }
   group["common"] = std::move(common);
@@ -181,7 +176,7 @@ json row_group(const std::vector<const TransportRow*>& rows) {
             {"count", r0.count},
             {"dtype", r0.dtype},
             {"in_place", r0.in_place},
-            {"ranks", rank_runs(std::move(ranks))},
+            {"ranks", runs_of(std::move(ranks))},
             {"rank_count", static_cast<std::int64_t>(rows.size())},
             {"time_us", spread(std::move(time_us))},
             {"algbw_gbps", spread(std::move(algbw))},
