@@ -1,8 +1,9 @@
 // Simulated ranks for bench/fleet_sim.py: ranks FIRST..LAST of a world of N, beside one real rank 0
 // (`ncclsmoke run --rank 0 --transports none`), each a thread that speaks the run's protocol
 // through the project's own store client and join:
-//   connect -> read run/id -> join (join_world's store operations) -> mesh: post a result without
-//   probing,
+//   connect -> read run/id -> join (join_world's store operations; the roster once per simulated
+//   host, through the run's own RosterCopy: the host's first rank leads) -> mesh: post a result
+//   without probing,
 //   and answer rank 0's dials (NSMK hello) for the ranks rank 0 dials -> wait for mesh/done ->
 //   post the local verdict (verdict/<r>).
 // The verdict posted is a real local verdict (--template, a rank's verdict.rankN.json from a real
@@ -13,7 +14,8 @@
 //
 // What it prints, one JSON line on stdout at the end:
 //   {"ranks":K,"joined":J,"posted":P,"refused":[r...],"errors":{"r":"what"...},
-//    "last_join_unix_ns":T,"post_bytes":B,"findings":[r...]}
+//    "last_join_unix_ns":T,"post_bytes":B,"findings":[r...],"roster_bytes":R,
+//    "roster_copies":C}   (C: ranks that took their host leader's copy of the roster)
 // "refused": ranks whose verdict post failed (the store refused or dropped it).
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -59,6 +61,7 @@ struct Options {
   int first = 1;
   int last = 0;
   int ranks_per_host = 8;
+  bool roster_from_store = false;  // every rank reads the roster from the store (no RosterCopy)
   std::string rank0_host;  // rank 0's host name, as it joined
   std::string template_path;
   std::vector<int> findings;
@@ -194,6 +197,7 @@ struct Outcome {
   std::atomic<int64_t> last_join_ns{0};
   uint64_t post_bytes = 0;
   std::size_t roster_bytes = 0;
+  int roster_copies = 0;
 };
 
 int64_t unix_ns() {
@@ -244,7 +248,14 @@ void run_rank(RankJob& j) {
     // up to O(N^2) of CPU that a cluster spreads over N machines, and would starve rank 0 here.
     // Rank 0 sends each rank the whole roster all the same.
     const std::string rank_text = std::to_string(r);
+    const int local_rank = r % o.ranks_per_host;
+    auto copy = o.roster_from_store
+                    ? rendezvous::RosterCopy()
+                    : rendezvous::RosterCopy::for_host(
+                          o.job_id + "/0", run_id, id.host, local_rank == 0,
+                          Millis{2000 + 1000 * (o.world / 1024)});  // grown_with_world(2 s)
     job.set("join/arrived/" + rank_text, id.token);
+    copy.announce();
     if (job.get("join/world_size", join_deadline) != std::to_string(o.world))
       return fail("rank 0 announced another world size");
     const std::string mine = id.to_json();
@@ -252,14 +263,17 @@ void run_rank(RankJob& j) {
       return fail("its rank was taken");
     job.set("join/here/" + rank_text, id.token);
     job.add("join/count", 1);
-    const std::string roster = job.get("join/roster", join_deadline + Millis{5000});
-    int64_t now = unix_ns(), prev = j.out->last_join_ns.load();
-    while (now > prev && !j.out->last_join_ns.compare_exchange_weak(prev, now)) {
-    }
-    if (roster.find("\"present_runs\"") == std::string::npos) return fail("no roster");
     {
+      // Held no longer than it is looked at: 16,383 rosters kept alive at once were 1.5 GB of
+      // fresh pages for this machine to zero, each a cost of its own rank's machine in a cluster.
+      std::string roster = copy.read(job, "join/roster", join_deadline + Millis{5000});
+      int64_t now = unix_ns(), prev = j.out->last_join_ns.load();
+      while (now > prev && !j.out->last_join_ns.compare_exchange_weak(prev, now)) {
+      }
+      if (roster.find("\"present_runs\"") == std::string::npos) return fail("no roster");
       std::lock_guard lock(j.out->mu);
       j.out->roster_bytes = std::max(j.out->roster_bytes, roster.size());
+      j.out->roster_copies += copy.read_the_copy();
     }
     {
       std::lock_guard lock(j.out->mu);
@@ -305,6 +319,8 @@ int main(int argc, char** argv) {
   app.add_option("--first", o.first, "the first simulated rank");
   app.add_option("--last", o.last, "the last simulated rank")->required();
   app.add_option("--ranks-per-host", o.ranks_per_host, "simulated ranks per host name");
+  app.add_flag("--roster-from-store", o.roster_from_store,
+               "every rank reads the roster from the store, none from its host leader's copy");
   app.add_option("--rank0-host", o.rank0_host, "rank 0's host name (the ring's links to it)")
       ->required();
   app.add_option("--template", o.template_path, "a real local verdict to post (rewritten)")
@@ -332,8 +348,11 @@ int main(int argc, char** argv) {
   const std::set<int> findings(o.findings.begin(), o.findings.end());
   const std::set<int> never(o.never_join.begin(), o.never_join.end());
   const std::set<int> stops(o.stop_after_mesh.begin(), o.stop_after_mesh.end());
-  std::vector<int> all(o.world);
-  for (int r = 0; r < o.world; ++r) all[r] = r;
+  // Rank 0 dials among the ranks that joined (--never-join lists every absent rank, not only
+  // this helper's).
+  std::vector<int> all;
+  for (int r = 0; r < o.world; ++r)
+    if (!never.count(r)) all.push_back(r);
   const auto dialled = rendezvous::mesh_peers(0, all, 64, 4);
 
   Outcome out;
@@ -382,6 +401,7 @@ int main(int argc, char** argv) {
   report["last_join_unix_ns"] = out.last_join_ns.load();
   report["post_bytes"] = out.post_bytes;
   report["roster_bytes"] = out.roster_bytes;
+  report["roster_copies"] = out.roster_copies;
   report["findings"] = o.findings;
   std::printf("%s\n", report.dump().c_str());
   return 0;

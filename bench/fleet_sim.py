@@ -9,7 +9,10 @@ answers rank 0's mesh dials, and posts a real local verdict (a rank's verdict.ra
 real 8-rank socket run: identities with link stats, node facts, env, versions) rewritten for its
 rank and host, as the run posts it (without its transport rows). A
 share of them (--with-findings) post a finding of their own (GPU_XID or NIC_ERRORS), named in
-the world's verdict or not. Simulated hosts carry 8 ranks each (sim-0, sim-1, ...).
+the world's verdict or not. Simulated hosts carry 8 ranks each (sim-0, sim-1, ...); each host's
+first rank reads the roster from the store and the other 7 read its copy (rendezvous/join.h
+RosterCopy), as a real run's ranks with a local rank do; --roster-from-store has every rank read
+the store.
 
 Faults: --never-join R (rank R never connects: RANKS_MISSING naming it) and --stop-mid-run R
 (rank R joins, posts its mesh result, then stops without a verdict: PEER_LOST naming it).
@@ -28,6 +31,7 @@ a finding is not named, or a fault is not named as expected; 0 otherwise.
 
 Usage: /usr/bin/python3 bench/fleet_sim.py NCCLSMOKE --ranks N [--with-findings 0.01]
            [--never-join R] [--stop-mid-run R] [--procs K] [--template verdict.rank1.json]
+           [--roster-from-store]
            [--join-timeout S] [--mesh-timeout S] [--timeout S] [--keep DIR]
 """
 import argparse
@@ -100,6 +104,9 @@ def main():
     ap.add_argument("--mesh-timeout", type=float, default=0,
                     help="rank 0's --mesh-timeout (default: its own)")
     ap.add_argument("--timeout", type=float, default=0, help="rank 0's --timeout (default: its own)")
+    ap.add_argument("--roster-from-store", action="store_true",
+                    help="every simulated rank reads the roster from rank 0's store (none from "
+                         "its host leader's copy, rendezvous/join.h RosterCopy)")
     ap.add_argument("--seed", type=int, default=41)
     ap.add_argument("--keep", default="", help="keep rank 0's output in this folder")
     a = ap.parse_args()
@@ -149,12 +156,17 @@ def main():
         cmd = [helper, "--port", str(port), "--job-id", job, "--world", str(n), "--first",
                str(first), "--last", str(last), "--template", template, "--rank0-host",
                socket.gethostname()]
-        for flag, rs in (("--finding", with_finding), ("--never-join", a.never_join),
-                         ("--stop-after-mesh", a.stop_mid_run)):
+        for flag, rs in (("--finding", with_finding), ("--stop-after-mesh", a.stop_mid_run)):
             if mine(rs):
                 cmd += [flag, mine(rs)]
+        # Every helper hears of every absent rank: rank 0 picks the peers it dials among the
+        # ranks that joined, and the helper that answers them must pick the same ones.
+        if a.never_join:
+            cmd += ["--never-join", ",".join(str(r) for r in a.never_join)]
         if a.join_timeout:
             cmd += ["--join-timeout", str(a.join_timeout + 10)]
+        if a.roster_from_store:
+            cmd += ["--roster-from-store"]
         helpers.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
 
     reports = []
@@ -186,6 +198,7 @@ def main():
     posted = sum(r.get("posted", 0) for r in reports)
     post_bytes = sum(r.get("post_bytes", 0) for r in reports)
     roster_bytes = max(r.get("roster_bytes", 0) for r in reports)
+    roster_copies = sum(r.get("roster_copies", 0) for r in reports)
 
     # What the verdict names.
     named_by_code = {}
@@ -214,7 +227,8 @@ def main():
     print(f"  wall {wall:.1f} s; rank 0 exit {rank0.returncode}, verdict {verdict.get('verdict')}"
           f", findings {sorted(named_by_code)}")
     print(f"  simulated: {posted} verdicts posted ({post_bytes / 2**20:.1f} MiB), "
-          f"{len(errors)} ranks with an error; the roster each read: {roster_bytes} bytes")
+          f"{len(errors)} ranks with an error; the roster each read: {roster_bytes} bytes, "
+          f"{roster_copies} from their host leader's copy")
     for r, e in sorted(errors.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else -1)[:10]:
         print(f"    rank {r}: {e}")
     print(f"  stdout summary {stdout_bytes} bytes; publish: {series} series")

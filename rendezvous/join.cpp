@@ -1,8 +1,15 @@
 #include "rendezvous/join.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "rendezvous/bounded_json.h"
 #include "rendezvous/rank_runs.h"
@@ -169,12 +176,170 @@ std::optional<Identity> Identity::from_json(const std::string& text) {
   return identity_of(j);
 }
 
+// ---- the roster once per node ---------------------------------------------------------------
+
+namespace {
+
+// FNV-1a, 64 bits: the same name for the same run and host in every build (std::hash need not be).
+uint64_t name_hash(std::initializer_list<std::string_view> parts) {
+  uint64_t h = 1469598103934665603ull;
+  for (auto part : parts) {
+    for (unsigned char ch : part) {
+      h ^= ch;
+      h *= 1099511628211ull;
+    }
+    h ^= 0xff;  // a separator no byte of a part spells: ("ab","c") and ("a","bc") differ
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// A file this rank may take another rank's word from: a plain file (not a link), ours, that
+// nobody else can write, at most `max_bytes`.
+bool trusted(const struct stat& st, std::size_t max_bytes) {
+  return S_ISREG(st.st_mode) && st.st_uid == ::geteuid() &&
+         (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && static_cast<std::size_t>(st.st_size) <= max_bytes;
+}
+
+bool trusted_file_exists(const std::filesystem::path& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && trusted(st, kMaxSmallJsonBytes);
+}
+
+// Written whole or not at all: a temporary file beside `path` (mkstemp: 0600), renamed over it.
+bool write_whole(const std::filesystem::path& path, std::string_view text) {
+  std::string temp = path.string() + ".XXXXXX";
+  int fd = ::mkstemp(temp.data());
+  if (fd < 0) return false;
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    done += static_cast<std::size_t>(n);
+  }
+  bool ok = ::close(fd) == 0 && done == text.size() && ::rename(temp.c_str(), path.c_str()) == 0;
+  if (!ok) ::unlink(temp.c_str());
+  return ok;
+}
+
+}  // namespace
+
+RosterCopy::RosterCopy(RosterCopy&& other) noexcept { *this = std::move(other); }
+
+RosterCopy& RosterCopy::operator=(RosterCopy&& other) noexcept {
+  if (this != &other) {
+    remove_files();
+    path_ = std::move(other.path_);
+    leader_ = other.leader_;
+    follower_wait_ = other.follower_wait_;
+    copied_key_ = std::move(other.copied_key_);
+    left_ = std::exchange(other.left_, false);
+    read_the_copy_ = other.read_the_copy_;
+    other.path_.clear();
+  }
+  return *this;
+}
+
+RosterCopy::~RosterCopy() { remove_files(); }
+
+RosterCopy RosterCopy::for_host(std::string_view job_namespace, std::string_view run_id,
+                                std::string_view host, bool leader, Millis follower_wait,
+                                std::filesystem::path dir) {
+  if (dir.empty()) {
+    std::error_code ec;
+    dir = std::filesystem::temp_directory_path(ec);
+    if (ec) dir = "/tmp";
+  }
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016llx",
+                static_cast<unsigned long long>(name_hash({job_namespace, run_id, host})));
+  RosterCopy copy;
+  copy.path_ = dir / (std::string("ncclsmoke-roster-") + hash);
+  copy.copied_key_ = std::string("join/roster_copied/") + hash;
+  copy.leader_ = leader;
+  copy.follower_wait_ = follower_wait;
+  return copy;
+}
+
+std::filesystem::path RosterCopy::mark_path() const {
+  auto p = path_;
+  p += ".leader";
+  return p;
+}
+
+void RosterCopy::announce() {
+  if (path_.empty() || !leader_) return;
+  left_ = true;
+  write_whole(mark_path(), std::to_string(::getpid()));
+}
+
+void RosterCopy::leave(Store& store, std::string_view roster_text) {
+  if (path_.empty() || !leader_) return;
+  left_ = true;
+  // A copy that could not be written gets no word: the followers read the store after their wait.
+  if (write_whole(path_, roster_text)) store.set(copied_key_, "1");
+}
+
+std::optional<std::string> RosterCopy::read_copy() const {
+  int fd = ::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::optional<std::string> text;
+  if (::fstat(fd, &st) == 0 && trusted(st, kMaxStorePostJsonBytes)) {
+    std::string buf(static_cast<std::size_t>(st.st_size), '\0');
+    std::size_t done = 0;
+    while (done < buf.size()) {
+      ssize_t n = ::read(fd, buf.data() + done, buf.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    if (done == buf.size() && !buf.empty()) text = std::move(buf);
+  }
+  ::close(fd);
+  return text;
+}
+
+std::string RosterCopy::read(Store& store, const std::string& key, Deadline deadline) {
+  read_the_copy_ = false;
+  if (path_.empty() || leader_) {
+    std::string text = store.get(key, deadline);
+    leave(store, text);
+    return text;
+  }
+  store.wait({key}, deadline);
+  // The leader marked itself before its claim, and rank 0 publishes after the claims: no mark
+  // now means no leader shares this node's temporary directory (or it never joined).
+  if (trusted_file_exists(mark_path())) {
+    try {
+      store.wait({copied_key_}, Clock::now() + follower_wait_);
+      if (auto text = read_copy()) {
+        read_the_copy_ = true;
+        return std::move(*text);
+      }
+    } catch (const StoreError& e) {
+      if (e.error_class() != ErrorClass::timed_out) throw;  // no word in time: the store's
+    }
+  }
+  // The key is in the store (the WAIT said so): the GET waits only behind other replies.
+  return store.get(key, std::max(deadline, Clock::now() + follower_wait_));
+}
+
+void RosterCopy::remove_files() noexcept {
+  if (!left_ || path_.empty()) return;
+  ::unlink(path_.c_str());
+  ::unlink(mark_path().c_str());
+  left_ = false;
+}
+
 JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
-                      Millis roster_grace, const JoinWatch& watch) {
+                      Millis roster_grace, const JoinWatch& watch, RosterCopy* copy) {
   auto start = Clock::now();
   JoinResult result;
   const std::string mine = self.to_json();
   store.set(arrived_key(self.rank), self.token);
+  if (copy) copy->announce();  // before the claim: rank 0 publishes only after it
 
   if (self.rank == 0) {
     store.set("join/world_size", std::to_string(self.world_size));
@@ -276,11 +441,14 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
     }
     json roster = present_runs(result.present);
     roster["missing_ranges"] = rank_runs(result.missing);  // a million ranks, one absent: one pair
-    store.set("join/roster", roster.dump());
+    const std::string text = roster.dump();
+    store.set("join/roster", text);
+    if (copy) copy->leave(store, text);
     result.roster_received = true;
   } else {
     try {
-      auto text = store.get("join/roster", deadline + roster_grace);
+      RosterCopy from_store;
+      auto text = (copy ? *copy : from_store).read(store, "join/roster", deadline + roster_grace);
       auto roster = parse_bounded_or_discarded(text, kMaxStorePostJsonBytes);
       if (!roster.is_discarded()) {
         result.roster_received = true;

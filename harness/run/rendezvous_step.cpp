@@ -218,6 +218,17 @@ void adopt_run_id(RunContext& ctx, StoreSession& s, Deadline deadline) {
   ctx.saw(results::RunIdSeen{std::move(id)});
 }
 
+// The roster once per node when the launcher said which process of its node this is (local
+// rank 0 leads); with no local rank every rank reads the store. The path is the run's and the
+// host's (a restart or another job on the node has another).
+RosterCopy roster_copy_for(const RunContext& ctx) {
+  const auto& w = ctx.world;
+  auto source = w.sources_by_field.find("local_rank");
+  if (source == w.sources_by_field.end() || source->second == "default") return {};
+  return RosterCopy::for_host(ctx.job_namespace(), ctx.run_id, w.hostname, w.local_rank == 0,
+                              ms(grown_with_world(2.0, w.world_size)));
+}
+
 // A store operation that timed out on a connection that was made: a store that still answers a
 // fresh 1 s probe was only slow to get the key (timed_out stays); one that accepts but does not
 // answer is frozen (SIGSTOP, swap) and the error becomes stalled (RENDEZVOUS_STALLED, not
@@ -360,7 +371,8 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
       log_info(join_wait_line(p, seconds_since(ctx.start),
                               std::min(ctx.o.join_timeout_s, ctx.o.timeout_s)));
     };
-    s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw);
+    s.roster_copy = roster_copy_for(ctx);
+    s.join = join_world(*s.store, s.self, join_deadline, Millis{2000}, jw, &s.roster_copy);
   } catch (const StoreError& e) {
     note_store_full(ctx, s);
     ctx.end_step("rendezvous",
@@ -369,6 +381,11 @@ void rendezvous_step(RunContext& ctx, StoreSession& s) {
                  t0, e.what());
     return;
   }
+  if (w.rank != 0 && s.join.roster_received && !s.roster_copy.path().empty())
+    log_debug(s.roster_copy.read_the_copy()
+                  ? fmt::format("rendezvous: the roster from this node's leader's copy ({})",
+                                s.roster_copy.path().string())
+                  : std::string("rendezvous: the roster from the store"));
   record_ranks(ctx, s.join);
   note_store_full(ctx, s, !s.join.missing.empty());
   // The phase line and table carry the duration; judging reads the join as facts/join.h has it.

@@ -30,6 +30,8 @@ struct StoreSession {
   std::shared_ptr<rendezvous::TamperSink> tampered = std::make_shared<rendezvous::TamperSink>();
   rendezvous::Identity self;
   rendezvous::JoinResult join;
+  // The roster read once per node (rendezvous/join.h): a leader's files stay until the run ends.
+  rendezvous::RosterCopy roster_copy;
   std::atomic<bool> frozen{false};  // a probe found the store accepting but silent
 };
 

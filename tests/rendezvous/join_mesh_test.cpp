@@ -7,7 +7,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -250,6 +254,168 @@ TEST(Join, NoRosterWhenRankZeroNeverComes) {
   MemoryStore store;
   auto res = join_world(store, identity(1, 2), deadline_after(200ms), 100ms);
   EXPECT_FALSE(res.roster_received);
+}
+
+// ---- the roster once per node (RosterCopy) ------------------------------------------------------
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "roster-copy-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data());
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::filesystem::path& path() const { return path_; }
+  std::size_t files() const {
+    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(path_),
+                                                   std::filesystem::directory_iterator{}));
+  }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Counts the GETs of one key: how many ranks took the roster from the store.
+struct GetCountingStore final : Store {
+  Store& inner;
+  std::string counted;
+  std::atomic<int> gets{0};
+  GetCountingStore(Store& s, std::string key) : inner(s), counted(std::move(key)) {}
+  void set(const std::string& k, const std::string& v) override { inner.set(k, v); }
+  std::string get(const std::string& k, Deadline d) override {
+    if (k == counted) ++gets;
+    return inner.get(k, d);
+  }
+  int64_t add(const std::string& k, int64_t d) override { return inner.add(k, d); }
+  bool check(const std::vector<std::string>& k) override { return inner.check(k); }
+  void wait(const std::vector<std::string>& k, Deadline d) override { inner.wait(k, d); }
+  std::string compare_set(const std::string& k, const std::string& e,
+                          const std::string& d) override {
+    return inner.compare_set(k, e, d);
+  }
+  bool delete_key(const std::string& k) override { return inner.delete_key(k); }
+  int64_t num_keys() override { return inner.num_keys(); }
+  void append(const std::string& k, const std::string& v) override { inner.append(k, v); }
+  std::vector<std::string> multi_get(const std::vector<std::string>& k, Deadline d) override {
+    return inner.multi_get(k, d);
+  }
+  void multi_set(const std::vector<std::string>& k, const std::vector<std::string>& v) override {
+    inner.multi_set(k, v);
+  }
+};
+
+// Two hosts of four ranks: each host's local rank 0 leads. Rank 0 writes the roster and its
+// host's copy; rank 4 is the only rank that GETs it; the six others read their leader's copy and
+// end with the same roster. The leaders' files are gone once their RosterCopy is.
+TEST(RosterCopy, EachHostReadsTheStoreOnceAndItsOtherRanksTheCopy) {
+  ScratchDir dir;
+  MemoryStore memory;
+  GetCountingStore store(memory, "join/roster");
+  constexpr int kWorld = 8;
+  std::vector<Identity> ids;
+  std::vector<RosterCopy> copies;
+  for (int r = 0; r < kWorld; ++r) {
+    Identity id = identity(r, kWorld);
+    id.host = r < 4 ? "host-a" : "host-b";
+    ids.push_back(id);
+    copies.push_back(RosterCopy::for_host("job/0", "run-1", id.host, r % 4 == 0, 5000ms, dir.path()));
+  }
+  auto deadline = deadline_after(5s);
+  std::vector<std::future<JoinResult>> fs;
+  for (int r = 0; r < kWorld; ++r)
+    fs.push_back(std::async(std::launch::async, [&, r] {
+      return join_world(store, ids[r], deadline, 2000ms, {}, &copies[r]);
+    }));
+  for (int r = 0; r < kWorld; ++r) {
+    auto res = fs[r].get();
+    EXPECT_TRUE(res.complete()) << "rank " << r;
+    ASSERT_EQ(res.present.size(), static_cast<std::size_t>(kWorld)) << "rank " << r;
+    EXPECT_EQ(res.present[5].host, "host-b");
+    EXPECT_EQ(res.present[r].token, ids[r].token);  // our own identity, whole
+    const bool follower = r % 4 != 0;
+    EXPECT_EQ(copies[r].read_the_copy(), follower) << "rank " << r;
+  }
+  EXPECT_EQ(store.gets.load(), 1);  // rank 4; rank 0 wrote it
+  EXPECT_EQ(dir.files(), 4u);       // a copy and a mark a host
+  copies.clear();
+  EXPECT_EQ(dir.files(), 0u);
+}
+
+// A follower whose node has no leader in its temporary directory (no mark: another container,
+// or the leader never joined) reads the store at once, without waiting for a copy.
+TEST(RosterCopy, AFollowerWithNoLeaderReadsTheStoreAtOnce) {
+  ScratchDir dir;
+  MemoryStore store;
+  store.set("join/roster", "{\"present_runs\":[]}");
+  auto follower = RosterCopy::for_host("job/0", "run-1", "host-a", false, 5000ms, dir.path());
+  const auto start = Clock::now();
+  EXPECT_EQ(follower.read(store, "join/roster", deadline_after(5s)), "{\"present_runs\":[]}");
+  EXPECT_LT(seconds_since(start), 1.0);
+  EXPECT_FALSE(follower.read_the_copy());
+}
+
+// A leader that marked itself and then died before its copy costs its followers their wait,
+// then they read the store.
+TEST(RosterCopy, ALeaderThatNeverCopiedCostsItsFollowersOnlyTheirWait) {
+  ScratchDir dir;
+  MemoryStore store;
+  auto leader = RosterCopy::for_host("job/0", "run-1", "host-a", true, 300ms, dir.path());
+  leader.announce();
+  store.set("join/roster", "the store's");
+  auto follower = RosterCopy::for_host("job/0", "run-1", "host-a", false, 300ms, dir.path());
+  const auto start = Clock::now();
+  EXPECT_EQ(follower.read(store, "join/roster", deadline_after(5s)), "the store's");
+  EXPECT_GE(seconds_since(start), 0.29);
+  EXPECT_LT(seconds_since(start), 3.0);
+  EXPECT_FALSE(follower.read_the_copy());
+}
+
+// A copy anyone could have written, or a link in its place, is not taken: the follower reads the
+// store's roster, never the planted one.
+TEST(RosterCopy, ACopyOthersCanWriteOrALinkIsNotTaken) {
+  for (bool as_link : {false, true}) {
+    ScratchDir dir;
+    MemoryStore store;
+    auto leader = RosterCopy::for_host("job/0", "run-1", "host-a", true, 300ms, dir.path());
+    leader.announce();
+    store.set("join/roster", "the store's");
+    EXPECT_EQ(leader.read(store, "join/roster", deadline_after(5s)), "the store's");
+    const auto copy = leader.path();
+    std::filesystem::remove(copy);
+    if (as_link) {
+      const auto planted = dir.path() / "planted";
+      std::ofstream(planted) << "planted";
+      std::filesystem::create_symlink(planted, copy);
+    } else {
+      std::ofstream(copy) << "planted";
+      ::chmod(copy.c_str(), 0666);
+    }
+    auto follower = RosterCopy::for_host("job/0", "run-1", "host-a", false, 300ms, dir.path());
+    EXPECT_EQ(follower.read(store, "join/roster", deadline_after(5s)), "the store's")
+        << (as_link ? "a link" : "writable by others");
+    EXPECT_FALSE(follower.read_the_copy());
+  }
+}
+
+// One pair of files a run and host: another run, host or job has its own, and no host name can
+// put the files outside the directory.
+TEST(RosterCopy, EachRunAndHostHasItsOwnFiles) {
+  const std::filesystem::path dir = "/scratch";
+  auto path = [&](const char* job, const char* run, const char* host) {
+    return RosterCopy::for_host(job, run, host, true, 1000ms, dir).path();
+  };
+  const auto base = path("job/0", "run-1", "host-a");
+  EXPECT_EQ(base, path("job/0", "run-1", "host-a"));
+  EXPECT_NE(base, path("job/1", "run-1", "host-a"));
+  EXPECT_NE(base, path("job/0", "run-2", "host-a"));
+  EXPECT_NE(base, path("job/0", "run-1", "host-b"));
+  EXPECT_NE(path("ab", "c", "h"), path("a", "bc", "h"));
+  EXPECT_EQ(path("job/0", "run-1", "../../etc/passwd").parent_path(), dir);
+  EXPECT_EQ(base.parent_path(), dir);
+  EXPECT_EQ(base.filename().string().rfind("ncclsmoke-roster-", 0), 0u);
 }
 
 TEST(Mesh, PeersAreAllOthersBelowTheThreshold) {
