@@ -88,8 +88,8 @@ void record_world(RunContext& ctx) {
 
 }  // namespace
 
-// The node's kernel log (NCCLSMOKE_KMSG, else /dev/kmsg), read once the world says who this rank
-// is: its GPU faults are judged with the rest (results/judging/node_rules.h). Read before the
+// The node's kernel log (NCCLSMOKE_KMSG, else /dev/kmsg), read by the node's local rank 0 once the
+// world says who this rank is: its GPU faults are judged with the rest (results/judging/node_rules.h). Read before the
 // network steps, so a run the watchdog ends still has it; a GPU fault during a run of seconds is
 // left to the next run. The network devices' first reading (NCCLSMOKE_SYSFS_ROOT, else /sys) is
 // taken here too: the run ends with the second (RunSession::finish), and the counters that moved
@@ -114,6 +114,9 @@ void read_node_at_start(RunContext& ctx) {
     log_debug(fmt::format("node: {} interfaces and {} RDMA ports read under {}",
                           ctx.nic_start.interfaces.size(), ctx.nic_start.rdma_ports.size(),
                           ctx.nic_start.root));
+  // The kernel log once a node too: it is the node's, and /dev/kmsg gives one record a read
+  // (thousands of reads), which every rank of a node would repeat for the same lines.
+  if (ctx.world.local_rank != 0) return;
   const std::string path = env("NCCLSMOKE_KMSG").value_or(node::kKernelLogDefault);
   auto log = node::read_kernel_log(path);
   if (!log.read)

@@ -14,13 +14,16 @@ transport deadline is 1 s where the sweep takes longer.
   - NVML (the stand-in library tests/node/fake_nvml.cpp, NCCLSMOKE_NVML): rank 2's node has a GPU
     with uncorrected ECC errors, a remap pending, a x8 link and a hardware slowdown, rank 3's node
     lists 1 GPU where the others list 2: GPU_HEALTH names both, errors, and suspects.txt lists n2
-    and n3 alone; with every node healthy, no GPU_HEALTH.
+    and n3 alone; with every node healthy, no GPU_HEALTH;
+  - two ranks of one node (`launch -n 2`) both given the faulty log: only the node's local rank 0
+    reads it, so GPU_XID names rank 0 alone.
 
     /usr/bin/python3 tests/harness/node_fault_test.py --binary build/ncclsmoke
 """
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -149,6 +152,26 @@ def main():
           f"rank 1 read {len(gpus.get('gpus', []))} GPUs with driver {gpus.get('driver_version')}")
     if health or g.get("verdict") != "pass" or len(gpus.get("gpus", [])) != 2:
         fail(f"gpu_clean: verdict {g.get('verdict')}, {[f['message'] for f in health]}, {gpus}")
+
+    # Two ranks of one node (launch gives local ranks 0 and 1), both pointed at the faulty log:
+    # the node's kernel log is read once, by its local rank 0, so the Xids name rank 0 alone and
+    # rank 1's own verdict has none.
+    out = os.path.join(work, "shared_node")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NCCLSMOKE_TEST")}
+    env["NCCLSMOKE_KMSG"] = FIXTURE
+    p = subprocess.run([args.binary, "launch", "-n", "2", "--transports", "none", "--out-dir", out,
+                        "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    g = load(os.path.join(out, "verdict.json"))
+    xid_ranks = sorted({r for f in g.get("findings", []) if f["code"] == "GPU_XID"
+                        for r in f["ranks"]})
+    own = load(os.path.join(out, "verdict.rank1.json"))
+    own_xids = [f for f in own.get("findings", []) if f["code"] == "GPU_XID"]
+    print(f"  shared_node: exit {p.returncode}, GPU_XID ranks {xid_ranks}, "
+          f"in rank 1's own verdict {len(own_xids)}")
+    if xid_ranks != [0] or own_xids:
+        fail(f"shared_node: GPU_XID names ranks {xid_ranks} (expected [0], the node's local rank "
+             f"0) and rank 1's own verdict has {len(own_xids)}: {p.stdout[-1500:]}")
 
     return finish(failures, work)
 
