@@ -24,7 +24,9 @@ roster) to verdict.json written (its modification time); rss_mib:
 rank 0's peak resident memory (wait4); store_mib: what the simulated ranks posted to rank 0's
 store (held there until the run ends); refused: verdict posts the store refused; named: ranks
 with a finding that the verdict names (out of how many, on the line before). Also the size of
-rank 0's stdout summary and the series count of `ncclsmoke publish` on the verdict.
+rank 0's stdout summary, the series count of `ncclsmoke publish` on the verdict, and rank 0's
+CPU time within rank0_s (sampled from /proc every 50 ms): on one machine, rank0_s beyond it is
+rank 0 waiting for the simulated ranks, whose threads share its cores.
 
 Not a test: it prints figures. Exit 1 when a simulated rank failed to do its part, a rank with
 a finding is not named, or a fault is not named as expected; 0 otherwise.
@@ -47,6 +49,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -61,6 +64,28 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def sample_cpu(pid, samples, stop):
+    """(wall time, CPU seconds of user and system) of process `pid` every 50 ms until it ends."""
+    tick = os.sysconf("SC_CLK_TCK")
+    while not stop.is_set():
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # the name may hold spaces
+            samples.append((time.time(), (int(fields[11]) + int(fields[12])) / tick))
+        except (OSError, IndexError, ValueError):
+            return
+        stop.wait(0.05)
+
+
+def cpu_between(samples, t0, t1):
+    """CPU seconds used between two wall times, from the samples nearest each (None if none)."""
+    before = [c for t, c in samples if t <= t0]
+    upto = [c for t, c in samples if t <= t1]
+    if not before or not upto:
+        return None
+    return upto[-1] - before[-1]
 
 
 def make_template(binary, workdir):
@@ -145,6 +170,10 @@ def main():
     rank0_err = open(os.path.join(workdir, "rank0.stderr"), "w")
     t_start = time.time()
     rank0 = subprocess.Popen(rank0_cmd, stdout=rank0_out, stderr=rank0_err)
+    cpu_samples, sampling_stop = [], threading.Event()
+    sampler = threading.Thread(target=sample_cpu, args=(rank0.pid, cpu_samples, sampling_stop),
+                               daemon=True)
+    sampler.start()
 
     per = math.ceil((n - 1) / procs)
     helpers = []
@@ -177,6 +206,8 @@ def main():
         except (ValueError, IndexError):
             reports.append({"errors": {"?": f"helper printed no report (exit {h.returncode})"}})
     _, status, usage = os.wait4(rank0.pid, 0)
+    sampling_stop.set()
+    sampler.join()
     rank0.returncode = os.waitstatus_to_exitcode(status)
     rank0_out.close()
     rank0_err.close()
@@ -251,6 +282,10 @@ def main():
     if last_join and joined_at:
         print(f"  the last simulated rank had the roster {last_join - joined_at:.2f} s after "
               f"rank 0 published it")
+    cpu = cpu_between(cpu_samples, joined_at, written) if joined_at else None
+    if cpu is not None:
+        print(f"  rank 0's CPU (all its threads, the store's too) in those {rank0_s:.2f} s: "
+              f"{cpu:.2f} s; over its whole run: {usage.ru_utime + usage.ru_stime:.2f} s")
     print(f"ranks={n} rank0_s={rank0_s:.2f} rss_mib={rss_mib:.0f} store_mib={post_bytes / 2**20:.0f}"
           f" verdict_bytes={verdict_bytes} refused={refused} named={len(named)}")
     if not a.keep:

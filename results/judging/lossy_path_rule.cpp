@@ -66,6 +66,13 @@ void discount_suspect_witnesses(Verdict& v) {
     for (const auto& n : hosts_named(others))
       if (n.suspect) slow.insert(n.host);
   }
+  // Hosts whose own watch heard a peer go quiet behind retransmits: their connections lost
+  // packets in this run, whichever end was at fault.
+  std::set<std::string> lossy_witnesses;
+  for (const auto& f : v.findings)
+    if (f.code == Code::PEER_STALLED && f.origin == FindingOrigin::lossy_path)
+      for (int w : witnesses_of(f))
+        if (auto h = host_of.find(w); h != host_of.end()) lossy_witnesses.insert(h->second);
   std::map<std::string, std::set<std::string>> accusers;  // host -> the other hosts that heard it quiet
   for (const auto& f : v.findings) {
     if (stall(f)) {
@@ -92,15 +99,27 @@ void discount_suspect_witnesses(Verdict& v) {
     // loses the packets (the rule judge_lossy_paths applies before it names a host).
     const bool one_lossy_witness = f.origin == FindingOrigin::lossy_path &&
                                    witnesses.size() < kLossyHostMinWitnesses;
-    if (!suspect_witnesses && !one_lossy_witness) continue;
+    // So is a silence with no retransmits of its own heard by one witness whose connections to
+    // other peers lost packets: the peer's packets may be what its path dropped (retransmitted
+    // at the peer's end, where the witness cannot see them).
+    const bool one_witness_losing_packets =
+        !witnesses.empty() && witnesses.size() < kLossyHostMinWitnesses &&
+        std::all_of(witnesses.begin(), witnesses.end(),
+                    [&](const auto& w) { return lossy_witnesses.count(w) > 0; });
+    if (!suspect_witnesses && !one_lossy_witness && !one_witness_losing_packets) continue;
     f.severity = Severity::info;
     wrap_message(f,
                  suspect_witnesses
                      ? fmt::format("not confirmed: heard only from {}, whose own path is suspect "
                                    "(named by another finding, or heard quiet by as many hosts): ",
                                    fmt::join(witnesses, ", "))
-                     : fmt::format("not confirmed: a lossy path heard only from {}, and one "
+                 : one_lossy_witness
+                     ? fmt::format("not confirmed: a lossy path heard only from {}, and one "
                                    "witness cannot tell which end loses the packets: ",
+                                   fmt::join(witnesses, ", "))
+                     : fmt::format("not confirmed: heard only from {}, whose connections to other "
+                                   "peers lost packets in this run (its path may have dropped "
+                                   "this peer's packets too): ",
                                    fmt::join(witnesses, ", ")),
                  "");
     if (!f.evidence.is_object()) f.evidence = nlohmann::json::object();

@@ -30,6 +30,9 @@ std::vector<Finding> judge_lossy_paths(const Verdict& v);
 // blames no one: evidence "witnesses_suspect" lists them (results/verdict/suspects.h reads it).
 // A lossy-path PEER_STALLED (origin lossy_path) heard from fewer than kLossyHostMinWitnesses
 // hosts is unconfirmed the same way: one witness cannot tell which end of the path loses packets.
+// So is any PEER_STALLED heard from one witness host whose watch saw another peer quiet behind
+// retransmits (its connections lost packets in this run): a silence it saw without retransmits
+// of its own may be the peer's packets lost on its path, retransmitted where it cannot see.
 // Two hosts that only hear each other quiet are both left unblamed: a miss, never a healthy host
 // set aside.
 void discount_suspect_witnesses(Verdict& v);

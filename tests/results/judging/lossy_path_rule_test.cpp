@@ -166,6 +166,45 @@ TEST(LossyPath, AWitnessTheMeshBlamesAccusesNoOne) {
   EXPECT_EQ(suspects, std::vector<std::string>{"h2"}) << suspects_file_text(g);
 }
 
+// 30% loss on h2 of eight: h2's watch hears h1 quiet behind retransmits (its own connection
+// lost packets), and hears h0 quiet with none (h0's replies were lost; h0's kernel retransmitted
+// them, out of h2's sight). No other host heard h0 quiet: h0 is not set aside on h2's word,
+// and its PEER_STALLED says why. The same silence heard by a witness whose connections lost
+// nothing stays a warning naming h0.
+TEST(LossyPath, AWitnessWhoseConnectionsLostPacketsAccusesNoOneOnItsWordAlone) {
+  const int n = 8;
+  auto judged = [&](bool witness_lost_packets) {
+    std::vector<Verdict> views;
+    for (int r = 0; r < n; ++r)
+      views.push_back(view(r, n, r == 2 && witness_lost_packets ? std::vector<int>{1}
+                                                                : std::vector<int>{}));
+    SilentPeerFact quiet;
+    quiet.rank = 0;
+    quiet.host = host(0);
+    quiet.silent_for_s = 3.8;
+    quiet.seen_by = 2;
+    quiet.retransmits = 0;
+    note_peer_silent(views[2], quiet, 2);
+    return judge_world(views, roster(n), nullptr);
+  };
+  auto stall_of_h0 = [](const Verdict& g) -> const Finding* {
+    for (const auto* f : with_code(g, Code::PEER_STALLED))
+      if (f->subject.peer == 0) return f;
+    return nullptr;
+  };
+  Verdict lossy = judged(true);
+  const Finding* f = stall_of_h0(lossy);
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->severity, Severity::info);
+  EXPECT_NE(f->message.find("lost packets in this run"), std::string::npos) << f->message;
+  EXPECT_TRUE(suspect_hosts(lossy).empty()) << suspects_file_text(lossy);
+
+  Verdict clean = judged(false);
+  f = stall_of_h0(clean);
+  ASSERT_NE(f, nullptr);
+  EXPECT_NE(f->severity, Severity::info) << f->message;
+}
+
 // Two hosts that only hear each other quiet: neither is set aside on the other's word.
 TEST(LossyPath, TwoHostsHearingOnlyEachOtherQuietBlameNoOne) {
   const int n = 4;
