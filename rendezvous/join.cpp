@@ -447,8 +447,8 @@ JoinResult join_world(Store& store, const Identity& self, Deadline deadline,
     result.roster_received = true;
   } else {
     try {
-      RosterCopy from_store;
-      auto text = (copy ? *copy : from_store).read(store, "join/roster", deadline + roster_grace);
+      const Deadline until = deadline + roster_grace;
+      auto text = copy ? copy->read(store, "join/roster", until) : store.get("join/roster", until);
       auto roster = parse_bounded_or_discarded(text, kMaxStorePostJsonBytes);
       if (!roster.is_discarded()) {
         result.roster_received = true;

@@ -91,7 +91,6 @@ class RosterCopy {
   RosterCopy& operator=(const RosterCopy&) = delete;
   ~RosterCopy();
 
-  bool leader() const { return leader_; }
   const std::filesystem::path& path() const { return path_; }
   // Leader: the mark that tells followers a copy is coming (before the claim).
   void announce();
